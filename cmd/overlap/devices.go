@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/loader"
+)
+
+// noDriverLine is the one line printed when no NVIDIA driver is found.
+func noDriverLine(err error) string {
+	var oe *loader.OpenError
+	if errors.As(err, &oe) {
+		paths := ""
+		for i, a := range oe.Attempts {
+			if i > 0 {
+				paths += ", "
+			}
+			paths += a.Path
+		}
+		return "overlap: no NVIDIA driver found (tried " + paths + ")"
+	}
+	return "overlap: " + err.Error()
+}
+
+func cmdDevices(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "overlap devices: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if err := driver.Load(); err != nil {
+		fmt.Fprintln(stderr, noDriverLine(err))
+		return exitFail
+	}
+	v, _ := driver.DriverVersion()
+	fmt.Fprintf(stdout, "driver: CUDA %s, library %s\n", loader.FormatVersion(v), driver.LibraryPath())
+	n, err := driver.DeviceCount()
+	if err != nil {
+		fmt.Fprintf(stderr, "overlap: %v\n", err)
+		return exitFail
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tNAME\tCC\tMEMORY\tSMs\tCOPY ENGINES\tCONCURRENT KERNELS\tPCI BUS")
+	for i := 0; i < n; i++ {
+		d, err := driver.DeviceAt(i)
+		if err != nil {
+			fmt.Fprintf(stderr, "overlap: %v\n", err)
+			return exitFail
+		}
+		row, err := deviceRow(d)
+		if err != nil {
+			fmt.Fprintf(stderr, "overlap: GPU %d: %v\n", i, err)
+			return exitFail
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func deviceRow(d driver.Device) (string, error) {
+	name, err := d.Name()
+	if err != nil {
+		return "", err
+	}
+	major, minor, err := d.ComputeCapability()
+	if err != nil {
+		return "", err
+	}
+	mem, err := d.TotalMemory()
+	if err != nil {
+		return "", err
+	}
+	sms, err := d.Multiprocessors()
+	if err != nil {
+		return "", err
+	}
+	ce, err := d.CopyEngines()
+	if err != nil {
+		return "", err
+	}
+	ck, err := d.ConcurrentKernels()
+	if err != nil {
+		return "", err
+	}
+	bus, err := d.PCIBusID()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d\t%s\t%d.%d\t%.1f GiB\t%d\t%d\t%v\t%s", d.Ordinal(), name, major, minor,
+		float64(mem)/(1<<30), sms, ce, ck, bus), nil
+}

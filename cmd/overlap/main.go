@@ -1,0 +1,52 @@
+// Command overlap runs and measures overlapped H2D → compute → D2H
+// pipelines on NVIDIA GPUs, with no cgo and no CUDA toolkit.
+//
+// Usage:
+//
+//	overlap devices            list GPUs, the driver version and library path
+//	overlap help               show this help
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// exit codes, as Go's flag package uses them.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+const usage = `overlap: overlapped host-to-device copy, compute and device-to-host copy on CUDA streams
+
+Usage:
+  overlap devices      list the GPUs, the driver version and the library opened
+  overlap help         show this help
+
+The NVIDIA driver is found through ` + "OVERLAP_CUDA_LIBRARY" + ` or the usual places.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches a command line and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "devices":
+		return cmdDevices(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "overlap: unknown command %q (try 'overlap help')\n", args[0])
+		return exitUsage
+	}
+}

@@ -1,0 +1,159 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"unsafe"
+)
+
+// Result is a CUresult: the status code every driver function returns.
+// A non-zero Result is an error; it compares with errors.Is against the
+// sentinels below through [*Error].
+type Result int32
+
+// Sentinel results for errors.Is. Every error returned by a driver call is a
+// *Error that unwraps to its Result.
+const (
+	ErrInvalidValue          Result = 1
+	ErrOutOfMemory           Result = 2
+	ErrNotInitialized        Result = 3
+	ErrNoDevice              Result = 100
+	ErrInvalidDevice         Result = 101
+	ErrInvalidImage          Result = 200
+	ErrInvalidContext        Result = 201
+	ErrNoBinaryForGPU        Result = 209
+	ErrInvalidPTX            Result = 218
+	ErrUnsupportedPTXVersion Result = 222
+	ErrInvalidHandle         Result = 400
+	ErrNotFound              Result = 500
+	ErrNotReady              Result = 600
+	ErrIllegalAddress        Result = 700
+	ErrLaunchOutOfResources  Result = 701
+	ErrLaunchFailed          Result = 719
+	ErrHostMemoryRegistered  Result = 712
+	ErrNotSupported          Result = 801
+)
+
+// Errors of the binding itself, reported before any driver call.
+var (
+	// ErrClosed reports use of an object after its Close.
+	ErrClosed = errors.New("cuda: use of closed object")
+	// ErrInvalidArgument reports an argument rejected before it reaches the
+	// driver: a nil object, a zero or negative size, an out-of-range offset.
+	ErrInvalidArgument = errors.New("cuda: invalid argument")
+	// ErrLength reports a copy whose length does not fit both buffers.
+	ErrLength = errors.New("cuda: length mismatch")
+	// ErrArguments reports kernel arguments that do not match the kernel's
+	// parameters.
+	ErrArguments = errors.New("cuda: kernel arguments do not match parameters")
+)
+
+// Name returns the CUresult's name, such as "CUDA_ERROR_OUT_OF_MEMORY".
+func (r Result) Name() string {
+	if s, ok := driverString(symGetErrorName, r); ok {
+		return s
+	}
+	if s, ok := resultNames[r]; ok {
+		return s
+	}
+	return "CUDA_ERROR_" + strconv.Itoa(int(r))
+}
+
+// Text returns the driver's description of the CUresult.
+func (r Result) Text() string {
+	if s, ok := driverString(symGetErrorString, r); ok {
+		return s
+	}
+	if s, ok := resultTexts[r]; ok {
+		return s
+	}
+	return "unrecognized error code"
+}
+
+// Error formats the result as "cuda: NAME (code): text".
+func (r Result) Error() string {
+	return fmt.Sprintf("cuda: %s (%d): %s", r.Name(), int32(r), r.Text())
+}
+
+// Error is a failed driver call: the entry point that failed and its result.
+// Its text reads "cuda: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of
+// memory". errors.Is(err, ErrOutOfMemory) and the like hold through Unwrap.
+type Error struct {
+	// Op is the exported name of the driver function that failed.
+	Op string
+	// Code is the CUresult it returned.
+	Code Result
+	// Detail, when not empty, is appended to the message (a JIT log, say).
+	Detail string
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("cuda: %s: %s (%d): %s", e.Op, e.Code.Name(), int32(e.Code), e.Code.Text())
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Unwrap returns the Result, so that errors.Is matches the sentinels.
+func (e *Error) Unwrap() error { return e.Code }
+
+func newError(id symID, r Result) error {
+	return &Error{Op: symbols[id].Export, Code: r}
+}
+
+// driverStrings caches cuGetErrorName/cuGetErrorString answers.
+var driverStrings sync.Map // key: [2]int32{sym, code}
+
+// driverString asks the driver to name r. It answers false when the driver
+// is not loaded or does not know r.
+func driverString(id symID, r Result) (string, bool) {
+	key := [2]int32{int32(id), int32(r)}
+	if v, ok := driverStrings.Load(key); ok {
+		return v.(string), true
+	}
+	if !libraryReady() {
+		return "", false
+	}
+	p, err := proc(id)
+	if err != nil {
+		return "", false
+	}
+	var cs uintptr
+	if rc := syscallN(p, uintptr(r), uintptr(unsafe.Pointer(&cs))); rc != 0 || cs == 0 {
+		return "", false
+	}
+	s := goString(cs)
+	driverStrings.Store(key, s)
+	return s, true
+}
+
+// goString copies the NUL-terminated C string at p.
+func goString(p uintptr) string {
+	if p == 0 {
+		return ""
+	}
+	base := *(*unsafe.Pointer)(unsafe.Pointer(&p))
+	n := 0
+	for *(*byte)(unsafe.Add(base, n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice((*byte)(base), n))
+}
+
+// argError builds an error for an argument rejected before any driver call.
+func argError(op, format string, args ...any) error {
+	return fmt.Errorf("cuda: %s: %w: %s", op, ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// closedError reports op on a closed object.
+func closedError(op string) error {
+	return fmt.Errorf("cuda: %s: %w", op, ErrClosed)
+}
+
+// lengthError reports a copy span that does not fit its buffer.
+func lengthError(op, role string, off, n, size int) error {
+	return fmt.Errorf("cuda: %s: %w: %s span [%d, %d+%d) does not fit in %d bytes", op, ErrLength, role, off, off, n, size)
+}

@@ -1,0 +1,275 @@
+package driver
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"runtime"
+	"unsafe"
+)
+
+const (
+	maxArgs     = 64
+	maxArgBytes = 4096 // the classic kernel parameter limit
+)
+
+// Args is a kernel's argument list, marshalled into a slab that is pinned
+// with runtime.Pinner from its first use until the Args is garbage, so it
+// stays pinned through every launch. Build it once, Reset it between
+// launches, and reuse it: launching allocates nothing. The zero value is
+// ready to use. An Args must not be used by two goroutines at once.
+type Args struct {
+	slab  *argSlab
+	offs  [maxArgs]uint16
+	sizes [maxArgs]uint16
+	n     int
+	used  int
+	err   error
+}
+
+// argSlab is the memory the driver reads: the argument values and the
+// kernelParams array of pointers into them.
+type argSlab struct {
+	vals [maxArgBytes / 8]uint64 // 8-byte aligned storage
+	ptrs [maxArgs]unsafe.Pointer
+}
+
+// NewArgs returns an empty argument list.
+func NewArgs() *Args { return new(Args) }
+
+// pinned returns the slab, allocating and pinning it on first use. The pin
+// is dropped by a cleanup when the Args becomes unreachable.
+func (a *Args) pinned() *argSlab {
+	if a.slab == nil {
+		a.slab = new(argSlab)
+		pin := new(runtime.Pinner)
+		pin.Pin(a.slab)
+		runtime.AddCleanup(a, func(p *runtime.Pinner) { p.Unpin() }, pin)
+	}
+	return a.slab
+}
+
+// Reset empties the list for reuse.
+func (a *Args) Reset() *Args {
+	a.n, a.used, a.err = 0, 0, nil
+	return a
+}
+
+// Len returns the number of arguments.
+func (a *Args) Len() int { return a.n }
+
+// Layout returns each argument's offset and size in the slab.
+func (a *Args) Layout() []ParamInfo {
+	out := make([]ParamInfo, a.n)
+	for i := range out {
+		out[i] = ParamInfo{Offset: int(a.offs[i]), Size: int(a.sizes[i])}
+	}
+	return out
+}
+
+// Err returns the first error met while building the list.
+func (a *Args) Err() error { return a.err }
+
+// add reserves size bytes aligned to align and returns them.
+func (a *Args) add(size, align int) []byte {
+	if a.err != nil {
+		return nil
+	}
+	if a.n == maxArgs {
+		a.err = fmt.Errorf("cuda: Args: %w: more than %d arguments", ErrArguments, maxArgs)
+		return nil
+	}
+	off := (a.used + align - 1) &^ (align - 1)
+	if off+size > maxArgBytes {
+		a.err = fmt.Errorf("cuda: Args: %w: arguments exceed %d bytes", ErrArguments, maxArgBytes)
+		return nil
+	}
+	a.offs[a.n], a.sizes[a.n] = uint16(off), uint16(size)
+	a.n++
+	a.used = off + size
+	return a.bytes()[off : off+size]
+}
+
+func (a *Args) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&a.pinned().vals[0])), maxArgBytes)
+}
+
+// Pointer appends a device address (a CUdeviceptr, 8 bytes).
+func (a *Args) Pointer(p DevicePtr) *Args {
+	if b := a.add(8, 8); b != nil {
+		binary.NativeEndian.PutUint64(b, uint64(p))
+	}
+	return a
+}
+
+// Buffer appends the address of b at byte offset off. A nil or closed
+// buffer is recorded as an error and reported by the launch.
+func (a *Args) Buffer(b *DeviceBuffer, off int) *Args {
+	if b == nil || b.Ptr() == 0 {
+		if a.err == nil {
+			a.err = fmt.Errorf("cuda: Args.Buffer: %w: nil or closed buffer", ErrInvalidArgument)
+		}
+		return a
+	}
+	if off < 0 || off > b.Len() {
+		if a.err == nil {
+			a.err = lengthError("Args.Buffer", "buffer", off, 0, b.Len())
+		}
+		return a
+	}
+	return a.Pointer(b.Ptr() + DevicePtr(off))
+}
+
+// Int32 appends a 32-bit signed integer.
+func (a *Args) Int32(v int32) *Args { return a.Uint32(uint32(v)) }
+
+// Uint32 appends a 32-bit unsigned integer.
+func (a *Args) Uint32(v uint32) *Args {
+	if b := a.add(4, 4); b != nil {
+		binary.NativeEndian.PutUint32(b, v)
+	}
+	return a
+}
+
+// Int64 appends a 64-bit signed integer.
+func (a *Args) Int64(v int64) *Args { return a.Uint64(uint64(v)) }
+
+// Uint64 appends a 64-bit unsigned integer.
+func (a *Args) Uint64(v uint64) *Args {
+	if b := a.add(8, 8); b != nil {
+		binary.NativeEndian.PutUint64(b, v)
+	}
+	return a
+}
+
+// Float32 appends a float.
+func (a *Args) Float32(v float32) *Args { return a.Uint32(math.Float32bits(v)) }
+
+// Float64 appends a double.
+func (a *Args) Float64(v float64) *Args { return a.Uint64(math.Float64bits(v)) }
+
+// Raw appends an arbitrary by-value argument (a struct, say) with the
+// given alignment, which must be a power of two no larger than 8.
+func (a *Args) Raw(v []byte, align int) *Args {
+	if align <= 0 || align > 8 || align&(align-1) != 0 || len(v) == 0 {
+		if a.err == nil {
+			a.err = fmt.Errorf("cuda: Args.Raw: %w: size %d, align %d", ErrInvalidArgument, len(v), align)
+		}
+		return a
+	}
+	if b := a.add(len(v), align); b != nil {
+		copy(b, v)
+	}
+	return a
+}
+
+// Dim3 is a grid or block size. Zero Y or Z count as 1.
+type Dim3 struct{ X, Y, Z int }
+
+func (d Dim3) norm() (x, y, z uintptr, ok bool) {
+	if d.Y == 0 {
+		d.Y = 1
+	}
+	if d.Z == 0 {
+		d.Z = 1
+	}
+	if d.X <= 0 || d.Y <= 0 || d.Z <= 0 || d.X > math.MaxUint32 || d.Y > math.MaxUint32 || d.Z > math.MaxUint32 {
+		return 0, 0, 0, false
+	}
+	return uintptr(d.X), uintptr(d.Y), uintptr(d.Z), true
+}
+
+// LaunchConfig is a kernel launch's shape.
+type LaunchConfig struct {
+	Grid, Block Dim3
+	// SharedMem is the dynamic shared memory per block in bytes.
+	SharedMem int
+}
+
+// GridFor returns a one-dimensional config covering n threads with blocks
+// of block threads.
+func GridFor(n, block int) LaunchConfig {
+	if block <= 0 {
+		block = 256
+	}
+	g := (n + block - 1) / block
+	if g < 1 {
+		g = 1
+	}
+	return LaunchConfig{Grid: Dim3{X: g}, Block: Dim3{X: block}}
+}
+
+// checkArgs compares args with the function's known parameter layout.
+func (f *Function) checkArgs(a *Args) error {
+	if a.err != nil {
+		return a.err
+	}
+	if !f.paramsKnown {
+		return nil
+	}
+	if a.n != len(f.params) {
+		return fmt.Errorf("cuda: Launch %s: %w: kernel takes %d argument(s), got %d", f.name, ErrArguments, len(f.params), a.n)
+	}
+	for i := 0; i < a.n; i++ {
+		if int(a.sizes[i]) != f.params[i].Size {
+			return fmt.Errorf("cuda: Launch %s: %w: argument %d is %d bytes, kernel expects %d", f.name, ErrArguments, i, a.sizes[i], f.params[i].Size)
+		}
+	}
+	return nil
+}
+
+// Launch queues the kernel on s (cuLaunchKernel). Where the parameter
+// layout is known, the argument count and each argument's size are checked
+// first, and a mismatch never reaches the driver. Launch allocates nothing.
+func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
+	return f.launch(nil, s, cfg, args)
+}
+
+func (f *Function) launch(bound *Context, s *Stream, cfg LaunchConfig, args *Args) error {
+	if f == nil {
+		return argError("Launch", "nil *Function")
+	}
+	if args == nil {
+		return argError("Launch", "nil *Args (use NewArgs() for a kernel without parameters)")
+	}
+	gx, gy, gz, ok := cfg.Grid.norm()
+	if !ok {
+		return argError("Launch", "grid %+v: sizes must be positive", cfg.Grid)
+	}
+	bx, by, bz, ok := cfg.Block.norm()
+	if !ok {
+		return argError("Launch", "block %+v: sizes must be positive", cfg.Block)
+	}
+	if cfg.SharedMem < 0 {
+		return argError("Launch", "shared memory %d: must not be negative", cfg.SharedMem)
+	}
+	if _, err := f.mod.handleFor("Launch"); err != nil {
+		return err
+	}
+	if err := f.checkArgs(args); err != nil {
+		return err
+	}
+	h, err := s.handle("Launch")
+	if err != nil {
+		return err
+	}
+	slab := args.pinned()
+	base := unsafe.Pointer(&slab.vals[0])
+	for i := 0; i < args.n; i++ {
+		slab.ptrs[i] = unsafe.Add(base, args.offs[i])
+	}
+	ctx := s.res.ctx
+	if bound != ctx {
+		if err := ctx.enter("Launch"); err != nil {
+			return err
+		}
+		defer leave()
+	}
+	sc := scratchPool.Get().(*scratch)
+	sc.args = [11]uintptr{f.handle, gx, gy, gz, bx, by, bz, uintptr(cfg.SharedMem), h,
+		uintptr(unsafe.Pointer(&slab.ptrs[0])), 0}
+	err = callScratch(symLaunchKernel, sc, 11)
+	scratchPool.Put(sc)
+	runtime.KeepAlive(slab)
+	return err
+}

@@ -1,0 +1,286 @@
+package driver
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"strings"
+	"unsafe"
+)
+
+// ModuleOptions are the JIT options for [Context.LoadModule]. The zero
+// value uses the driver's defaults and captures up to 16 KiB of each log.
+type ModuleOptions struct {
+	// OptimizationLevel is the JIT optimisation level, 1 to 4. 0 leaves the
+	// driver's default (4).
+	OptimizationLevel int
+	// LogSize is the size of each of the info and error log buffers in
+	// bytes. 0 means 16 KiB.
+	LogSize int
+	// Verbose asks the JIT for a verbose info log.
+	Verbose bool
+}
+
+// CUjit_option values used here.
+const (
+	jitInfoLogBuffer      = 3
+	jitInfoLogBufferSize  = 4
+	jitErrorLogBuffer     = 5
+	jitErrorLogBufferSize = 6
+	jitOptimizationLevel  = 7
+	jitTargetFromContext  = 8
+	jitLogVerbose         = 12
+)
+
+// ImageKind says what a module image holds.
+type ImageKind int
+
+// The image kinds [Context.LoadModule] accepts.
+const (
+	ImagePTX ImageKind = iota
+	ImageCubin
+	ImageFatbin
+)
+
+func (k ImageKind) String() string {
+	return [...]string{"PTX", "cubin", "fatbin"}[k]
+}
+
+// DetectImage tells a cubin (ELF) or fatbin from PTX text by its magic bytes.
+func DetectImage(image []byte) ImageKind {
+	switch {
+	case bytes.HasPrefix(image, []byte("\x7fELF")):
+		return ImageCubin
+	case len(image) >= 4 && binary.LittleEndian.Uint32(image) == 0xBA55ED50:
+		return ImageFatbin
+	}
+	return ImagePTX
+}
+
+// preparePTX checks PTX text and returns it NUL-terminated, copying it.
+// The driver reads PTX up to the first NUL, so text with a NUL inside (other
+// than trailing ones) is rejected rather than silently cut.
+func preparePTX(image []byte) ([]byte, error) {
+	text := bytes.TrimRight(image, "\x00")
+	if len(bytes.TrimSpace(text)) == 0 {
+		return nil, argError("LoadModule", "empty PTX image")
+	}
+	if i := bytes.IndexByte(text, 0); i >= 0 {
+		return nil, argError("LoadModule", "PTX image has a NUL byte at offset %d: not PTX text", i)
+	}
+	out := make([]byte, len(text)+1)
+	copy(out, text)
+	return out, nil
+}
+
+// Module is code loaded onto a context (cuModuleLoadDataEx). The caller owns
+// it and must Close it; its Functions are unusable after that.
+type Module struct {
+	owned
+	infoLog string
+}
+
+// LoadModule loads a PTX, cubin or fatbin image (cuModuleLoadDataEx). PTX
+// need not be NUL-terminated: LoadModule terminates a copy itself. When the
+// JIT fails, the returned *Error carries the JIT's error log in Detail.
+func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) {
+	if len(image) == 0 {
+		return nil, argError("LoadModule", "empty image")
+	}
+	img := image
+	if DetectImage(image) == ImagePTX {
+		var err error
+		if img, err = preparePTX(image); err != nil {
+			return nil, err
+		}
+	} else {
+		img = append([]byte(nil), image...)
+	}
+	logSize := opts.LogSize
+	if logSize <= 0 {
+		logSize = 16 << 10
+	}
+	infoLog := make([]byte, logSize)
+	errLog := make([]byte, logSize)
+	keys := []int32{jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize, jitTargetFromContext}
+	vals := []unsafe.Pointer{unsafe.Pointer(&infoLog[0]), uintToPtr(uintptr(logSize)), unsafe.Pointer(&errLog[0]), uintToPtr(uintptr(logSize)), nil}
+	if opts.OptimizationLevel > 0 {
+		keys = append(keys, jitOptimizationLevel)
+		vals = append(vals, uintToPtr(uintptr(min(opts.OptimizationLevel, 4))))
+	}
+	if opts.Verbose {
+		keys = append(keys, jitLogVerbose)
+		vals = append(vals, uintToPtr(1))
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&infoLog[0])
+	pin.Pin(&errLog[0])
+	pin.Pin(&vals[0])
+	pin.Pin(&img[0])
+
+	if err := c.enter("LoadModule"); err != nil {
+		return nil, err
+	}
+	defer leave()
+	h := new(uintptr)
+	err := call(symModuleLoadDataEx, uintptr(unsafe.Pointer(h)), uintptr(unsafe.Pointer(&img[0])),
+		uintptr(len(keys)), uintptr(unsafe.Pointer(&keys[0])), uintptr(unsafe.Pointer(&vals[0])))
+	runtime.KeepAlive(img)
+	runtime.KeepAlive(keys)
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			e.Detail = strings.TrimSpace(cTrim(errLog))
+		}
+		return nil, err
+	}
+	m := &Module{infoLog: strings.TrimSpace(cTrim(infoLog))}
+	own(m, &m.owned, c.track(kindModule, *h))
+	return m, nil
+}
+
+// uintToPtr stores an integer JIT option value in a void* slot, as the
+// driver expects; the value is never dereferenced.
+func uintToPtr(v uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&v)) }
+
+// InfoLog returns the JIT's info log from loading.
+func (m *Module) InfoLog() string { return m.infoLog }
+
+// Close unloads the module (cuModuleUnload). A second Close returns nil.
+func (m *Module) Close() error {
+	if m == nil {
+		return nil
+	}
+	return m.close()
+}
+
+// ParamInfo is one kernel parameter's place in the parameter buffer.
+type ParamInfo struct {
+	Offset int
+	Size   int
+}
+
+// Function is a kernel entry point in a [Module]. It lives as long as its
+// module and needs no Close.
+type Function struct {
+	mod         *Module
+	handle      uintptr
+	name        string
+	params      []ParamInfo
+	paramsKnown bool
+}
+
+// Function looks up the kernel named name (cuModuleGetFunction) and reads
+// its parameter layout with cuFuncGetParamInfo where the driver has it
+// (CUDA 12.4 and newer). A name that does not exist gives an error for which
+// errors.Is(err, ErrNotFound) holds.
+func (m *Module) Function(name string) (*Function, error) {
+	if name == "" || strings.IndexByte(name, 0) >= 0 {
+		return nil, argError("Module.Function", "invalid entry name %q", name)
+	}
+	mh, err := m.handleFor("Module.Function")
+	if err != nil {
+		return nil, err
+	}
+	ctx := m.res.ctx
+	if err := ctx.enter("Module.Function"); err != nil {
+		return nil, err
+	}
+	defer leave()
+	cname := append([]byte(name), 0)
+	h := new(uintptr)
+	if err := call(symModuleGetFunction, uintptr(unsafe.Pointer(h)), mh, uintptr(unsafe.Pointer(&cname[0]))); err != nil {
+		if e, ok := err.(*Error); ok {
+			e.Detail = fmt.Sprintf("no kernel named %q", name)
+		}
+		return nil, err
+	}
+	f := &Function{mod: m, handle: *h, name: name}
+	f.params, f.paramsKnown = readParams(*h)
+	return f, nil
+}
+
+// readParams asks cuFuncGetParamInfo for each parameter until the driver
+// answers CUDA_ERROR_INVALID_VALUE (past the last one). It reports false
+// when the driver lacks the function. The caller has the context current.
+func readParams(fh uintptr) ([]ParamInfo, bool) {
+	if _, err := proc(symFuncGetParamInfo); err != nil {
+		return nil, false
+	}
+	out := new([2]uint64)
+	var params []ParamInfo
+	for i := 0; i < maxArgs+1; i++ {
+		err := call(symFuncGetParamInfo, fh, uintptr(i), uintptr(unsafe.Pointer(&out[0])), uintptr(unsafe.Pointer(&out[1])))
+		if err != nil {
+			if e, ok := err.(*Error); ok && e.Code == ErrInvalidValue {
+				return params, true
+			}
+			return nil, false
+		}
+		params = append(params, ParamInfo{Offset: int(out[0]), Size: int(out[1])})
+	}
+	return params, true
+}
+
+// Name returns the entry name.
+func (f *Function) Name() string { return f.name }
+
+// Params returns the parameter layout and whether it is known. It is known
+// when the driver has cuFuncGetParamInfo or after [Function.SetParams].
+func (f *Function) Params() ([]ParamInfo, bool) {
+	return append([]ParamInfo(nil), f.params...), f.paramsKnown
+}
+
+// SetParams supplies the parameter layout (from the PTX, say) on drivers
+// that cannot report it. It fails if the driver already reported a layout
+// that differs.
+func (f *Function) SetParams(params []ParamInfo) error {
+	if f.paramsKnown {
+		if len(params) != len(f.params) {
+			return fmt.Errorf("cuda: SetParams: %w: driver reports %d parameters, got %d", ErrArguments, len(f.params), len(params))
+		}
+		for i := range params {
+			if params[i].Size != f.params[i].Size {
+				return fmt.Errorf("cuda: SetParams: %w: parameter %d is %d bytes per driver, got %d", ErrArguments, i, f.params[i].Size, params[i].Size)
+			}
+		}
+		return nil
+	}
+	f.params = append([]ParamInfo(nil), params...)
+	f.paramsKnown = true
+	return nil
+}
+
+// FunctionAttribute is a CUfunction_attribute id.
+type FunctionAttribute int32
+
+// Function attributes.
+const (
+	FuncMaxThreadsPerBlock FunctionAttribute = 0
+	FuncSharedSizeBytes    FunctionAttribute = 1
+	FuncConstSizeBytes     FunctionAttribute = 2
+	FuncLocalSizeBytes     FunctionAttribute = 3
+	FuncNumRegs            FunctionAttribute = 4
+	FuncPTXVersion         FunctionAttribute = 5
+	FuncBinaryVersion      FunctionAttribute = 6
+)
+
+// Attribute returns a function attribute (cuFuncGetAttribute).
+func (f *Function) Attribute(a FunctionAttribute) (int, error) {
+	if f == nil {
+		return 0, argError("Function.Attribute", "nil *Function")
+	}
+	if _, err := f.mod.handleFor("Function.Attribute"); err != nil {
+		return 0, err
+	}
+	if err := f.mod.res.ctx.enter("Function.Attribute"); err != nil {
+		return 0, err
+	}
+	defer leave()
+	out := new(int32)
+	if err := call(symFuncGetAttribute, uintptr(unsafe.Pointer(out)), uintptr(a), f.handle); err != nil {
+		return 0, err
+	}
+	return int(*out), nil
+}

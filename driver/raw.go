@@ -1,0 +1,159 @@
+package driver
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/ebitengine/purego"
+	"github.com/purecuda/overlap/loader"
+)
+
+// The raw layer: one cached entry point per row of the symbol table, and
+// calls through purego.SyscallN with no reflection and no allocation.
+
+var procs [numSymbols]atomic.Uintptr
+
+var libState struct {
+	once  sync.Once
+	lib   *loader.Library
+	err   error
+	ready atomic.Bool
+}
+
+// openLibrary loads the driver library once per process, checks its
+// version and calls cuInit.
+func openLibrary() (*loader.Library, error) {
+	libState.once.Do(func() {
+		lib, err := loader.Open()
+		if err != nil {
+			libState.err = err
+			return
+		}
+		if err := lib.CheckVersion(loader.MinDriverVersion); err != nil {
+			libState.err = err
+			return
+		}
+		p, err := lib.Resolve(symbols[symInit].Symbol)
+		if err != nil {
+			libState.err = err
+			return
+		}
+		if r := syscallN(p, 0); r != 0 {
+			libState.err = newError(symInit, r)
+			return
+		}
+		procs[symInit].Store(p)
+		libState.lib = lib
+		libState.ready.Store(true)
+	})
+	return libState.lib, libState.err
+}
+
+func libraryReady() bool { return libState.ready.Load() }
+
+// Load opens the driver library and initialises the driver. Every function
+// that needs the driver calls it, so calling it yourself is optional; it is
+// the way to learn early whether a driver is present. Its error wraps
+// loader.ErrNoDriver when none is found.
+func Load() error {
+	_, err := openLibrary()
+	return err
+}
+
+// LibraryPath returns the path of the driver library that was opened, or ""
+// before a successful [Load].
+func LibraryPath() string {
+	if lib, err := openLibrary(); err == nil {
+		return lib.Path()
+	}
+	return ""
+}
+
+// DriverVersion returns the driver's CUDA version, such as 13000 for 13.0
+// (cuDriverGetVersion).
+func DriverVersion() (int, error) {
+	lib, err := openLibrary()
+	if err != nil {
+		return 0, err
+	}
+	return lib.DriverVersion()
+}
+
+// proc returns the cached entry point of id, resolving it on first use.
+func proc(id symID) (uintptr, error) {
+	if p := procs[id].Load(); p != 0 {
+		return p, nil
+	}
+	if _, err := openLibrary(); err != nil {
+		return 0, err
+	}
+	p, err := libState.lib.Resolve(symbols[id].Symbol)
+	if err != nil {
+		return 0, err
+	}
+	procs[id].Store(p)
+	return p, nil
+}
+
+// syscallN calls the C function at p and returns its CUresult.
+//
+//go:uintptrescapes
+func syscallN(p uintptr, args ...uintptr) Result {
+	r, _, _ := purego.SyscallN(p, args...)
+	return Result(int32(r))
+}
+
+// call resolves id and calls it, turning a non-zero CUresult into *Error.
+//
+//go:uintptrescapes
+func call(id symID, args ...uintptr) error {
+	p := procs[id].Load()
+	if p == 0 {
+		var err error
+		if p, err = proc(id); err != nil {
+			return err
+		}
+	}
+	r, _, _ := purego.SyscallN(p, args...)
+	if r := Result(int32(r)); r != 0 {
+		return newError(id, r)
+	}
+	return nil
+}
+
+// scratch holds the argument block and out-parameters of hot calls, so that
+// they allocate nothing: purego.SyscallN's variadic slice would otherwise
+// escape to the heap on every call.
+type scratch struct {
+	args [11]uintptr
+	out  [2]uintptr
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// callScratch calls id with s.args[:n]. Pointers in s.args must point to
+// memory that outlives the call (s itself, pinned or C memory).
+func callScratch(id symID, s *scratch, n int) error {
+	p := procs[id].Load()
+	if p == 0 {
+		var err error
+		if p, err = proc(id); err != nil {
+			return err
+		}
+	}
+	r, _, _ := purego.SyscallN(p, s.args[:n]...)
+	if r := Result(int32(r)); r != 0 {
+		return newError(id, r)
+	}
+	return nil
+}
+
+// hot calls id with up to four handle-sized arguments, none of them
+// pointers to Go memory, without allocating.
+func hot(id symID, n int, a0, a1, a2, a3 uintptr) error {
+	s := scratchPool.Get().(*scratch)
+	s.args[0], s.args[1], s.args[2], s.args[3] = a0, a1, a2, a3
+	err := callScratch(id, s, n)
+	scratchPool.Put(s)
+	return err
+}

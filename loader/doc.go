@@ -1,0 +1,28 @@
+// Package loader finds and opens the NVIDIA driver library (libcuda.so.1 on
+// Linux, nvcuda.dll on Windows) without cgo, and resolves driver entry points
+// by name.
+//
+// It is the lowest layer of overlap. It knows how to search for the library,
+// how to ask the driver for an entry point through cuGetProcAddress_v2 with an
+// explicit CUDA version, and how to read the driver's version. It knows
+// nothing about CUDA objects: contexts, streams and memory live in package
+// driver.
+//
+// # Search order
+//
+// [Open] tries, in order: the path in the OVERLAP_CUDA_LIBRARY environment
+// variable (when set, it is the only candidate), then the platform's defaults
+// listed by [Candidates]. If nothing opens, the error lists every path tried
+// and why each failed, and errors.Is(err, [ErrNoDriver]) holds.
+//
+// # Concurrency
+//
+// A *Library is safe for use by many goroutines. Symbols are resolved lazily,
+// on first use, and cached by the caller (package driver keeps one cached
+// entry point per symbol).
+//
+// # Memory
+//
+// The library stays loaded for the life of the process: the driver cannot be
+// unloaded safely while any CUDA object may still exist.
+package loader
