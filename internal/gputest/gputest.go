@@ -1,0 +1,38 @@
+// Package gputest gives tests a CUDA context on the first GPU, and skips
+// them only when no NVIDIA driver is present.
+package gputest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/loader"
+)
+
+// Context returns a context on GPU 0 that is closed when the test ends. It
+// skips the test when no NVIDIA driver is present, and says so; any other
+// failure to reach the GPU fails the test.
+func Context(t testing.TB) *driver.Context {
+	t.Helper()
+	if err := driver.Load(); err != nil {
+		if errors.Is(err, loader.ErrNoDriver) {
+			t.Skipf("skipping: no NVIDIA driver present (%v)", err)
+		}
+		t.Fatalf("NVIDIA driver present but unusable: %v", err)
+	}
+	dev, err := driver.DeviceAt(0)
+	if err != nil {
+		t.Fatalf("GPU 0: %v", err)
+	}
+	ctx, err := driver.NewContext(dev)
+	if err != nil {
+		t.Fatalf("GPU 0: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ctx.Close(); err != nil {
+			t.Errorf("closing the context: %v", err)
+		}
+	})
+	return ctx
+}

@@ -1,0 +1,222 @@
+package ptx
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// eps32 is float32's machine epsilon, 2^-23.
+const eps32 = 1.0 / (1 << 23)
+
+// PatternValue is the i-th element of overlap's standard input: one of
+// 65536 values in [-1, 1), scattered by a multiplicative hash. The CUDA C++
+// reference (bench/reference/common.h) generates the same sequence.
+func PatternValue(i int) float32 {
+	key := uint32(uint64(i)*2654435761) >> 16
+	return float32(int32(key)-32768) / 32768
+}
+
+// FillPattern sets dst[j] = PatternValue(offset+j), in parallel.
+func FillPattern(dst []float32, offset int) {
+	parallel(len(dst), func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			dst[j] = PatternValue(offset + j)
+		}
+	})
+}
+
+// SeedReference computes the seed kernel for one input in float64.
+func SeedReference(x float32, iters int) float64 {
+	v := float64(x)*0.5 + float64(x)*float64(x)*0.1
+	for k := 0; k < iters; k++ {
+		v += math.Sin(v * 0.01)
+	}
+	return v
+}
+
+// SeedTolerance is the largest difference allowed between the GPU's
+// float32 result and SeedReference: 4·(iters+2) units of float32 rounding
+// relative to max(1, |ref|). Each of the iters+2 float32 steps rounds once
+// (or twice without FMA), sinf is accurate to 2 ulp, and the map
+// v → v + sin(v/100) grows errors by at most 1% a step.
+func SeedTolerance(ref float64, iters int) float64 {
+	return 4 * float64(iters+2) * eps32 * math.Max(1, math.Abs(ref))
+}
+
+// SaxpyReference computes a*x + y in float64.
+func SaxpyReference(a, x, y float32) float64 { return float64(a)*float64(x) + float64(y) }
+
+// SaxpyTolerance allows two float32 roundings of each term: the GPU may or
+// may not fuse the multiply and add.
+func SaxpyTolerance(a, x, y float32) float64 {
+	return 2*eps32*(math.Abs(float64(a)*float64(x))+math.Abs(float64(y))) + math.SmallestNonzeroFloat32
+}
+
+// LerpReference computes (a + t*(b-a)) * scale in float64.
+func LerpReference(a, b, t, scale float32) float64 {
+	return (float64(a) + float64(t)*(float64(b)-float64(a))) * float64(scale)
+}
+
+// LerpTolerance allows one float32 rounding per operation (four), each
+// relative to the largest magnitude it involves.
+func LerpTolerance(a, b, t, scale float32) float64 {
+	m := math.Abs(float64(a)) + math.Abs(float64(t))*(math.Abs(float64(a))+math.Abs(float64(b)))
+	return 4*eps32*m*math.Abs(float64(scale)) + math.SmallestNonzeroFloat32
+}
+
+// Mismatch is one element that differs from its reference.
+type Mismatch struct {
+	Index     int
+	Got       float32
+	Want, Tol float64
+}
+
+// VerifyError reports elements outside their tolerance.
+type VerifyError struct {
+	Kernel string
+	Count  int        // how many elements failed
+	Total  int        // how many were checked
+	First  []Mismatch // the first few, by index
+}
+
+func (e *VerifyError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ptx: %s: %d of %d elements outside tolerance", e.Kernel, e.Count, e.Total)
+	for _, m := range e.First {
+		fmt.Fprintf(&b, "; [%d] got %g, want %g ± %.3g", m.Index, m.Got, m.Want, m.Tol)
+	}
+	return b.String()
+}
+
+// verify checks every element in parallel; check returns the reference and
+// tolerance for element i and is called from many goroutines, each with its
+// own state from newState.
+func verify[S any](kernel string, got []float32, newState func() S, check func(st S, i int) (want, tol float64)) error {
+	var mu sync.Mutex
+	verr := &VerifyError{Kernel: kernel, Total: len(got)}
+	parallel(len(got), func(lo, hi int) {
+		st := newState()
+		bad := 0
+		var first []Mismatch
+		for i := lo; i < hi; i++ {
+			want, tol := check(st, i)
+			g := float64(got[i])
+			if !(math.Abs(g-want) <= tol) { // NaN fails too
+				bad++
+				if len(first) < 5 {
+					first = append(first, Mismatch{Index: i, Got: got[i], Want: want, Tol: tol})
+				}
+			}
+		}
+		if bad > 0 {
+			mu.Lock()
+			verr.Count += bad
+			verr.First = append(verr.First, first...)
+			mu.Unlock()
+		}
+	})
+	if verr.Count == 0 {
+		return nil
+	}
+	sortMismatches(verr.First)
+	if len(verr.First) > 5 {
+		verr.First = verr.First[:5]
+	}
+	return verr
+}
+
+func sortMismatches(m []Mismatch) {
+	for i := 1; i < len(m); i++ {
+		for j := i; j > 0 && m[j].Index < m[j-1].Index; j-- {
+			m[j], m[j-1] = m[j-1], m[j]
+		}
+	}
+}
+
+// seedMemo caches SeedReference by input bits: overlap's standard input has
+// only 65536 distinct values, so verifying 128M elements costs 65536
+// reference evaluations, not 128M. Other inputs simply miss the cache.
+type seedMemo struct {
+	keys  [1 << 16]uint32
+	vals  [1 << 16]float64
+	valid [1 << 16]bool
+}
+
+func (m *seedMemo) get(x float32, iters int) float64 {
+	bits := math.Float32bits(x)
+	h := (bits * 2654435761) >> 16
+	if m.valid[h] && m.keys[h] == bits {
+		return m.vals[h]
+	}
+	v := SeedReference(x, iters)
+	m.keys[h], m.vals[h], m.valid[h] = bits, v, true
+	return v
+}
+
+// VerifySeed checks out[i] against SeedReference(in[i], iters) for every i.
+func VerifySeed(in, out []float32, iters int) error {
+	if len(in) != len(out) {
+		return fmt.Errorf("ptx: seed: %d inputs but %d outputs", len(in), len(out))
+	}
+	return verify("seed", out, func() *seedMemo { return new(seedMemo) }, func(m *seedMemo, i int) (float64, float64) {
+		want := m.get(in[i], iters)
+		return want, SeedTolerance(want, iters)
+	})
+}
+
+// VerifySaxpy checks out[i] against a*x[i] + y[i] for every i.
+func VerifySaxpy(x, y, out []float32, a float32) error {
+	if len(x) != len(out) || len(y) != len(out) {
+		return fmt.Errorf("ptx: saxpy: lengths %d, %d and %d differ", len(x), len(y), len(out))
+	}
+	return verify("saxpy", out, func() struct{} { return struct{}{} }, func(_ struct{}, i int) (float64, float64) {
+		return SaxpyReference(a, x[i], y[i]), SaxpyTolerance(a, x[i], y[i])
+	})
+}
+
+// VerifyLerp checks out[i] against (a[i] + t*(b[i]-a[i])) * scale for every i.
+func VerifyLerp(a, b, out []float32, t, scale float32) error {
+	if len(a) != len(out) || len(b) != len(out) {
+		return fmt.Errorf("ptx: lerp: lengths %d, %d and %d differ", len(a), len(b), len(out))
+	}
+	return verify("lerp", out, func() struct{} { return struct{}{} }, func(_ struct{}, i int) (float64, float64) {
+		return LerpReference(a[i], b[i], t, scale), LerpTolerance(a[i], b[i], t, scale)
+	})
+}
+
+// parallel splits [0, n) into one contiguous range per CPU.
+func parallel(n int, fn func(lo, hi int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if n < 1<<14 || workers == 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// SeedCPU computes the seed kernel on the CPU in float32, in parallel: the
+// stand-in for the PTX in the pipeline's simulator.
+func SeedCPU(out, in []float32, iters int) {
+	parallel(len(out), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := in[i]
+			v := x*0.5 + x*x*0.1
+			for k := 0; k < iters; k++ {
+				v += float32(math.Sin(float64(v * 0.01)))
+			}
+			out[i] = v
+		}
+	})
+}
