@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/purecuda/overlap/driver"
+)
+
+// Backend is the narrow interface through which the pipeline drives a GPU:
+// streams, events, memory, copies and launches. [GPU] implements it with
+// package driver; [NewSim] implements it on the CPU, with a hazard
+// detector, for tests and for machines without a GPU.
+type Backend interface {
+	// Name says what runs the work, such as "NVIDIA H200" or "simulator".
+	Name() string
+	NewStream() (Stream, error)
+	NewEvent(timing bool) (Event, error)
+	AllocDevice(bytes int) (DeviceMem, error)
+	// AllocPinned allocates page-locked host memory.
+	AllocPinned(bytes int) (PinnedMem, error)
+	// Register page-locks Go memory in place.
+	Register(mem []byte) (PinnedMem, error)
+	// Issuer returns the hot-path issuer for the calling goroutine, which
+	// must use it alone and Release it.
+	Issuer() (Issuer, error)
+	// StageIn copies src into dst at dstOff on the host, in parallel.
+	StageIn(dst HostMemory, dstOff int, src []byte) error
+	// StageOut copies n bytes of src at srcOff into dst on the host, in parallel.
+	StageOut(dst []byte, src HostMemory, srcOff int) error
+	// CopyToDeviceSync and CopyToHostSync are blocking copies from and to
+	// pageable memory, for the synchronous baseline.
+	CopyToDeviceSync(dst DeviceMem, dstOff int, src []byte) error
+	CopyToHostSync(dst []byte, src DeviceMem, srcOff int) error
+}
+
+// HostMemory is host memory that asynchronous copies may use: a pinned
+// buffer or a registration from the same backend. *driver.HostBuffer and
+// *driver.HostRegistration are HostMemory for the GPU backend.
+type HostMemory interface {
+	Bytes() []byte
+}
+
+// PinnedMem is HostMemory the pipeline owns and closes.
+type PinnedMem interface {
+	HostMemory
+	Close() error
+}
+
+// DeviceMem is device memory.
+type DeviceMem interface {
+	Len() int
+	// Ptr is the device address handed to kernels.
+	Ptr() driver.DevicePtr
+	Close() error
+}
+
+// Stream is an ordered queue of device work.
+type Stream interface {
+	Synchronize() error
+	Close() error
+}
+
+// Event marks a point in a stream.
+type Event interface {
+	// Synchronize blocks the host until the recorded work is done.
+	Synchronize() error
+	// Elapsed is the device time from this event to end; both need timing.
+	Elapsed(end Event) (time.Duration, error)
+	Close() error
+}
+
+// Issuer queues work without blocking the host. It belongs to one
+// goroutine (the GPU backend locks it to its OS thread).
+type Issuer interface {
+	CopyToDevice(s Stream, dst DeviceMem, dstOff int, src HostMemory, srcOff, n int) error
+	CopyToHost(s Stream, dst HostMemory, dstOff int, src DeviceMem, srcOff, n int) error
+	Launch(s Stream, k *Kernel, c Chunk) error
+	Record(e Event, s Stream) error
+	Wait(s Stream, e Event) error
+	Release()
+}
+
+// Chunk is one kernel launch's view of the job: which chunk, where it
+// starts, how many elements, and the device addresses of its inputs and
+// outputs, in the job's order.
+type Chunk struct {
+	Index, Offset, N int
+	Inputs, Outputs  []driver.DevicePtr
+	// InBytes and OutBytes are each input's and output's bytes in this chunk.
+	InBytes, OutBytes []int
+}
+
+// HostChunk is a chunk as the simulator hands it to Kernel.CPU: the chunk's
+// input and output bytes.
+type HostChunk struct {
+	Index, Offset, N int
+	Inputs, Outputs  [][]byte
+}
+
+// Kernel is the computation applied to each chunk.
+type Kernel struct {
+	// Name labels the kernel in reports.
+	Name string
+	// Function is the GPU kernel; the GPU backend needs it.
+	Function *driver.Function
+	// Args appends the kernel's arguments for chunk c to a. It is called
+	// once per chunk from the issuing goroutine.
+	Args func(a *driver.Args, c Chunk)
+	// BlockSize is the threads per block; 0 means 256. The grid covers
+	// c.N threads.
+	BlockSize int
+	// CPU computes one chunk on the host; the simulator needs it.
+	CPU func(c HostChunk)
+}

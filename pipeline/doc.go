@@ -1,0 +1,39 @@
+// Package pipeline is overlap's engine: it splits a job over N elements into
+// chunks and runs each chunk's host-to-device copy, kernel and
+// device-to-host copy as a software pipeline on separate CUDA streams, so
+// that copies in both directions overlap the kernels of other chunks and
+// the whole job takes about as long as its slowest stage.
+//
+// It sits on package driver through a narrow [Backend] interface; [GPU]
+// adapts a driver.Context and [NewSim] is a CPU simulator with a hazard
+// detector, which the tests use to prove the schedule correct.
+//
+// # Ordering
+//
+// Chunk c uses buffer slot c mod Slots. Every dependency is an event and a
+// stream wait: a kernel waits for its H2D copy and the D2H copy waits for
+// its kernel (read after write); the H2D copy into a slot waits for the
+// kernel that last read that slot, and the kernel waits for the D2H copy
+// that last read its output slot (write after read). The host waits only
+// before it refills a pinned staging slot, and once at the end.
+//
+// # Host memory
+//
+// Data in pinned memory ([Pinned], a *driver.HostBuffer) is copied in
+// place. Go slices are either staged through pinned slots by parallel
+// goroutines, as pipeline stages of their own, or page-locked in place and
+// the registration cached for later runs ([HostMode]). HostAuto picks.
+//
+// # Concurrency
+//
+// A Pipeline runs one job at a time; concurrent Runs queue. Many pipelines
+// may share one driver.Context and run concurrently. Run binds its
+// goroutine to an OS thread while it issues.
+//
+// # Memory
+//
+// A Pipeline allocates its streams, events, device slots and staging slots
+// once and frees them on Close. Registered Go memory stays page-locked, and
+// reachable, until it is evicted (Config.MaxRegistered), unregistered
+// (Pipeline.Unregister) or the pipeline is closed.
+package pipeline

@@ -1,0 +1,180 @@
+package pipeline
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/purecuda/overlap/driver"
+)
+
+// gpuBackend runs the pipeline on a real GPU through package driver.
+type gpuBackend struct {
+	ctx  *driver.Context
+	name string
+}
+
+// GPU returns the backend for a driver context. The context stays owned by
+// the caller.
+func GPU(ctx *driver.Context) Backend {
+	name, err := ctx.Device().Name()
+	if err != nil {
+		name = ctx.Device().String()
+	}
+	return &gpuBackend{ctx: ctx, name: name}
+}
+
+func (g *gpuBackend) Name() string { return g.name }
+
+type gpuStream struct{ *driver.Stream }
+type gpuEvent struct{ *driver.Event }
+type gpuDevice struct{ *driver.DeviceBuffer }
+
+func (g *gpuBackend) NewStream() (Stream, error) {
+	s, err := g.ctx.NewStream(driver.StreamOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return gpuStream{s}, nil
+}
+
+func (g *gpuBackend) NewEvent(timing bool) (Event, error) {
+	e, err := g.ctx.NewEvent(driver.EventOptions{Timing: timing})
+	if err != nil {
+		return nil, err
+	}
+	return gpuEvent{e}, nil
+}
+
+func (e gpuEvent) Elapsed(end Event) (time.Duration, error) {
+	ge, ok := end.(gpuEvent)
+	if !ok {
+		return 0, fmt.Errorf("pipeline: event from another backend")
+	}
+	return e.Event.Elapsed(ge.Event)
+}
+
+func (g *gpuBackend) AllocDevice(n int) (DeviceMem, error) {
+	b, err := g.ctx.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	return gpuDevice{b}, nil
+}
+
+func (g *gpuBackend) AllocPinned(n int) (PinnedMem, error) {
+	return g.ctx.AllocHost(n, driver.HostAllocOptions{})
+}
+
+func (g *gpuBackend) Register(mem []byte) (PinnedMem, error) {
+	return g.ctx.RegisterHost(mem, driver.RegisterOptions{})
+}
+
+func (g *gpuBackend) StageIn(dst HostMemory, dstOff int, src []byte) error {
+	d := dst.Bytes()
+	if dstOff < 0 || len(src) > len(d)-dstOff {
+		return fmt.Errorf("pipeline: staging %d bytes at %d into %d", len(src), dstOff, len(d))
+	}
+	parallelCopy(d[dstOff:dstOff+len(src)], src)
+	return nil
+}
+
+func (g *gpuBackend) StageOut(dst []byte, src HostMemory, srcOff int) error {
+	s := src.Bytes()
+	if srcOff < 0 || len(dst) > len(s)-srcOff {
+		return fmt.Errorf("pipeline: unstaging %d bytes at %d from %d", len(dst), srcOff, len(s))
+	}
+	parallelCopy(dst, s[srcOff:srcOff+len(dst)])
+	return nil
+}
+
+func (g *gpuBackend) CopyToDeviceSync(dst DeviceMem, off int, src []byte) error {
+	return dst.(gpuDevice).CopyFromHost(off, src)
+}
+
+func (g *gpuBackend) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
+	return src.(gpuDevice).CopyToHost(dst, off)
+}
+
+// gpuIssuer issues on a goroutine bound to the context's OS thread.
+type gpuIssuer struct {
+	b    *driver.Bound
+	args *driver.Args
+}
+
+func (g *gpuBackend) Issuer() (Issuer, error) {
+	b, err := g.ctx.Bind()
+	if err != nil {
+		return nil, err
+	}
+	return &gpuIssuer{b: b, args: driver.NewArgs()}, nil
+}
+
+func hostOf(h HostMemory) (driver.HostMemory, error) {
+	if d, ok := h.(driver.HostMemory); ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("pipeline: host memory %T is not pinned driver memory", h)
+}
+
+func (i *gpuIssuer) CopyToDevice(s Stream, dst DeviceMem, dstOff int, src HostMemory, srcOff, n int) error {
+	h, err := hostOf(src)
+	if err != nil {
+		return err
+	}
+	return i.b.CopyToDevice(s.(gpuStream).Stream, dst.(gpuDevice).DeviceBuffer, dstOff, h, srcOff, n)
+}
+
+func (i *gpuIssuer) CopyToHost(s Stream, dst HostMemory, dstOff int, src DeviceMem, srcOff, n int) error {
+	h, err := hostOf(dst)
+	if err != nil {
+		return err
+	}
+	return i.b.CopyToHost(s.(gpuStream).Stream, h, dstOff, src.(gpuDevice).DeviceBuffer, srcOff, n)
+}
+
+func (i *gpuIssuer) Launch(s Stream, k *Kernel, c Chunk) error {
+	if k.Function == nil || k.Args == nil {
+		return fmt.Errorf("pipeline: kernel %q has no GPU function or argument builder", k.Name)
+	}
+	i.args.Reset()
+	k.Args(i.args, c)
+	block := k.BlockSize
+	if block <= 0 {
+		block = 256
+	}
+	return i.b.Launch(k.Function, s.(gpuStream).Stream, driver.GridFor(c.N, block), i.args)
+}
+
+func (i *gpuIssuer) Record(e Event, s Stream) error {
+	return i.b.Record(e.(gpuEvent).Event, s.(gpuStream).Stream)
+}
+
+func (i *gpuIssuer) Wait(s Stream, e Event) error {
+	return i.b.WaitEvent(s.(gpuStream).Stream, e.(gpuEvent).Event)
+}
+
+func (i *gpuIssuer) Release() { i.b.Release() }
+
+// parallelCopy copies src into dst with one goroutine per 4 MiB piece, up to
+// GOMAXPROCS at once: one core cannot fill pinned memory at PCIe speed.
+func parallelCopy(dst, src []byte) {
+	const piece = 4 << 20
+	n := len(src)
+	if n <= piece {
+		copy(dst, src)
+		return
+	}
+	workers := min(runtime.GOMAXPROCS(0), (n+piece-1)/piece)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[lo:hi], src[lo:hi])
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,249 @@
+package pipeline
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/ptx"
+)
+
+// HostMode says how a job's host memory reaches the device.
+type HostMode int
+
+const (
+	// HostAuto picks per run: pinned buffers are used in place; a Go slice
+	// already registered (or seen in an earlier run of this pipeline, so
+	// likely to be reused) is registered and cached; any other Go slice is
+	// staged. Registration costs about 25 ms per 512 MiB once and is then
+	// free; staging costs a parallel host copy every run but nothing up
+	// front.
+	HostAuto HostMode = iota
+	// HostPinned requires every buffer to be pinned memory and copies
+	// straight from and to it.
+	HostPinned
+	// HostStaged copies Go slices through pinned slots, with parallel
+	// goroutines, as pipeline stages of their own.
+	HostStaged
+	// HostRegistered page-locks Go slices in place (cuMemHostRegister) and
+	// caches the registration for later runs.
+	HostRegistered
+)
+
+var hostModeNames = [...]string{"auto", "pinned", "staged", "registered"}
+
+func (m HostMode) String() string {
+	if m < 0 || int(m) >= len(hostModeNames) {
+		return fmt.Sprintf("HostMode(%d)", int(m))
+	}
+	return hostModeNames[m]
+}
+
+// ParseHostMode reads "auto", "pinned", "staged" or "registered".
+func ParseHostMode(s string) (HostMode, error) {
+	for i, n := range hostModeNames {
+		if s == n {
+			return HostMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("pipeline: unknown host mode %q (want %s)", s, strings.Join(hostModeNames[:], ", "))
+}
+
+// Buffer is one input or output of a job: plain Go memory (Data) or pinned
+// memory (Pinned), exactly one of them.
+type Buffer struct {
+	Data   []byte
+	Pinned HostMemory
+}
+
+// Slice wraps a Go slice as a Buffer.
+func Slice[T driver.Element](s []T) Buffer { return Buffer{Data: driver.Bytes(s)} }
+
+// Pinned wraps pinned memory (a *driver.HostBuffer, say) as a Buffer.
+func Pinned(h HostMemory) Buffer { return Buffer{Pinned: h} }
+
+func (b Buffer) bytes() []byte {
+	if b.Pinned != nil {
+		return b.Pinned.Bytes()
+	}
+	return b.Data
+}
+
+// Job is one run's work: N elements of each input, through Kernel, into
+// each output. Inputs and Outputs must match the pipeline's Config.
+type Job struct {
+	N               int
+	Inputs, Outputs []Buffer
+	Kernel          *Kernel
+	// Host overrides Config.Host for this run when not HostAuto.
+	Host HostMode
+}
+
+// Stage names a step of a chunk's journey.
+type Stage int
+
+// The stages, in the order a chunk goes through them.
+const (
+	StageIn Stage = iota // host copy into a pinned slot (staged mode)
+	StageH2D
+	StageCompute
+	StageD2H
+	StageOut // host copy out of a pinned slot (staged mode)
+	StageSetup
+	StageDrain
+)
+
+func (s Stage) String() string {
+	return [...]string{"stage-in", "H2D", "compute", "D2H", "stage-out", "setup", "drain"}[s]
+}
+
+// StageError is a failure in one stage of one chunk.
+type StageError struct {
+	Chunk int // -1 when no chunk is involved
+	Stage Stage
+	Err   error
+}
+
+func (e *StageError) Error() string {
+	if e.Chunk < 0 {
+		return fmt.Sprintf("pipeline: %s: %v", e.Stage, e.Err)
+	}
+	return fmt.Sprintf("pipeline: chunk %d, %s: %v", e.Chunk, e.Stage, e.Err)
+}
+
+func (e *StageError) Unwrap() error { return e.Err }
+
+// Span is when one stage of one chunk ran, against the run's origin.
+type Span struct {
+	Chunk      int
+	Stage      Stage
+	Lane       string // "H2D", "compute 0", "D2H", "stage-in", "stage-out"
+	Start, End time.Duration
+}
+
+// Report describes a finished run.
+type Report struct {
+	Backend    string
+	Mode       HostMode
+	N          int
+	ChunkElems int
+	Chunks     int
+	Elapsed    time.Duration
+	// Register is the time this run spent registering memory.
+	Register time.Duration
+	// Spans holds every stage of every chunk when Config.Timing is on.
+	Spans []Span
+}
+
+// Bytes is the host data the run moved: every input and output once.
+func (r *Report) Bytes(cfg Config) int64 {
+	var per int64
+	for _, s := range cfg.Inputs {
+		per += int64(s)
+	}
+	for _, s := range cfg.Outputs {
+		per += int64(s)
+	}
+	return per * int64(r.N)
+}
+
+// --- kernels for the embedded PTX ---
+
+// SeedKernel runs ptx.Seed with the given iteration count: one float32
+// input, one float32 output. fn may be nil on the simulator.
+func SeedKernel(fn *driver.Function, iters int) *Kernel {
+	return &Kernel{
+		Name:     "seed",
+		Function: fn,
+		Args: func(a *driver.Args, c Chunk) {
+			a.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Uint32(uint32(c.N)).Int32(int32(iters))
+		},
+		CPU: func(c HostChunk) { ptx.SeedCPU(f32(c.Outputs[0]), f32(c.Inputs[0]), iters) },
+	}
+}
+
+// SaxpyKernel runs ptx.Saxpy: out = a*x + y, inputs x then y.
+func SaxpyKernel(fn *driver.Function, a float32) *Kernel {
+	return &Kernel{
+		Name:     "saxpy",
+		Function: fn,
+		Args: func(args *driver.Args, c Chunk) {
+			args.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Pointer(c.Inputs[1]).Float32(a).Uint32(uint32(c.N))
+		},
+		CPU: func(c HostChunk) {
+			out, x, y := f32(c.Outputs[0]), f32(c.Inputs[0]), f32(c.Inputs[1])
+			for i := range out {
+				out[i] = a*x[i] + y[i]
+			}
+		},
+	}
+}
+
+// LerpKernel runs ptx.Lerp: out = (a + t*(b-a)) * scale, inputs a then b.
+func LerpKernel(fn *driver.Function, t, scale float32) *Kernel {
+	return &Kernel{
+		Name:     "lerp",
+		Function: fn,
+		Args: func(args *driver.Args, c Chunk) {
+			args.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Pointer(c.Inputs[1]).Float32(t).Float32(scale).Uint32(uint32(c.N))
+		},
+		CPU: func(c HostChunk) {
+			out, a, b := f32(c.Outputs[0]), f32(c.Inputs[0]), f32(c.Inputs[1])
+			for i := range out {
+				out[i] = (a[i] + t*(b[i]-a[i])) * scale
+			}
+		},
+	}
+}
+
+// ElementwiseKernel runs a user's kernel with the parameter list
+// (out, in..., n) over float32 arrays.
+func ElementwiseKernel(name string, fn *driver.Function) *Kernel {
+	return &Kernel{
+		Name:     name,
+		Function: fn,
+		Args: func(a *driver.Args, c Chunk) {
+			for _, p := range c.Outputs {
+				a.Pointer(p)
+			}
+			for _, p := range c.Inputs {
+				a.Pointer(p)
+			}
+			a.Uint32(uint32(c.N))
+		},
+	}
+}
+
+func f32(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+// Float32Config is the Config for float32 kernels with the given numbers of
+// inputs and outputs.
+func Float32Config(inputs, outputs int) Config {
+	c := Config{}
+	for i := 0; i < inputs; i++ {
+		c.Inputs = append(c.Inputs, 4)
+	}
+	for i := 0; i < outputs; i++ {
+		c.Outputs = append(c.Outputs, 4)
+	}
+	return c
+}
+
+// checkedMul multiplies non-negative ints and reports overflow.
+func checkedMul(a, b int) (int, bool) {
+	if a < 0 || b < 0 {
+		return 0, false
+	}
+	if a != 0 && b > math.MaxInt/a {
+		return 0, false
+	}
+	return a * b, true
+}

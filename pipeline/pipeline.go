@@ -1,0 +1,382 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// ErrClosed reports use of a closed Pipeline.
+var ErrClosed = errors.New("pipeline: closed")
+
+// Config shapes a Pipeline. Zero fields take the defaults noted.
+type Config struct {
+	// ChunkElems is the elements per chunk; 0 means 4M (4<<20).
+	ChunkElems int
+	// Slots is the number of buffer slots in the ring, at least 2 and at
+	// least ComputeStreams; 0 means max(2, ComputeStreams+1).
+	Slots int
+	// ComputeStreams is the number of streams kernels go to, round robin;
+	// 0 means 1. Use several for small chunks.
+	ComputeStreams int
+	// Inputs and Outputs give each input's and output's element size in
+	// bytes. At least one output is required.
+	Inputs, Outputs []int
+	// Host is the default host mode.
+	Host HostMode
+	// Timing records every stage of every chunk in Report.Spans.
+	Timing bool
+	// MaxRegistered bounds the bytes of Go memory kept registered between
+	// runs; 0 means 16 GiB. The least recently used go first.
+	MaxRegistered int64
+}
+
+// DefaultChunkElems is the default chunk size in elements.
+const DefaultChunkElems = 4 << 20
+
+func (c Config) withDefaults() (Config, error) {
+	if c.ChunkElems == 0 {
+		c.ChunkElems = DefaultChunkElems
+	}
+	if c.ComputeStreams == 0 {
+		c.ComputeStreams = 1
+	}
+	if c.Slots == 0 {
+		c.Slots = max(2, c.ComputeStreams+1)
+	}
+	if c.MaxRegistered == 0 {
+		c.MaxRegistered = 16 << 30
+	}
+	switch {
+	case c.ChunkElems < 0:
+		return c, fmt.Errorf("pipeline: chunk size %d elements: must be positive", c.ChunkElems)
+	case c.ComputeStreams < 0 || c.ComputeStreams > 64:
+		return c, fmt.Errorf("pipeline: %d compute streams: want 1 to 64", c.ComputeStreams)
+	case c.Slots < 2:
+		return c, fmt.Errorf("pipeline: %d slots: at least 2 are needed to overlap anything", c.Slots)
+	case c.Slots < c.ComputeStreams:
+		return c, fmt.Errorf("pipeline: %d slots for %d compute streams: each compute stream needs a slot", c.Slots, c.ComputeStreams)
+	case c.Slots > 1024:
+		return c, fmt.Errorf("pipeline: %d slots: at most 1024", c.Slots)
+	case len(c.Outputs) == 0:
+		return c, errors.New("pipeline: the kernel needs at least one output")
+	case c.Host < HostAuto || c.Host > HostRegistered:
+		return c, fmt.Errorf("pipeline: unknown host mode %d", int(c.Host))
+	}
+	for _, sizes := range [][]int{c.Inputs, c.Outputs} {
+		for _, s := range sizes {
+			if s <= 0 || s > 1<<20 {
+				return c, fmt.Errorf("pipeline: element size %d bytes: want 1 to 1 MiB", s)
+			}
+			if _, ok := checkedMul(s, c.ChunkElems); !ok {
+				return c, fmt.Errorf("pipeline: chunk of %d elements of %d bytes is too large", c.ChunkElems, s)
+			}
+		}
+	}
+	return c, nil
+}
+
+// Pipeline runs jobs through overlapped H2D, compute and D2H stages. It
+// allocates its streams, events, device slots and pinned staging slots
+// once; Run reuses them, one job at a time; Close frees them.
+type Pipeline struct {
+	b   Backend
+	cfg Config
+
+	mu     sync.Mutex // held by Run and Close
+	closed bool
+	broken error
+
+	h2d, d2h Stream
+	comp     []Stream
+	din      [][]DeviceMem // [slot][input]
+	dout     [][]DeviceMem // [slot][output]
+	sin      [][]PinnedMem // [slot][input], allocated on first staged run
+	sout     [][]PinnedMem // [slot][output]
+	h2dDone  []Event
+	compDone []Event
+	d2hDone  []Event
+	timers   []Event // timing events, grown on demand
+
+	regs     map[regKey]*regEntry
+	regBytes int64
+	regTick  uint64
+	seen     map[regKey]bool
+
+	// skipWAR drops the write-after-read waits; tests set it to show that
+	// the hazard detector notices.
+	skipWAR bool
+}
+
+// New builds a pipeline on b. On error nothing is left allocated.
+func New(b Backend, cfg Config) (p *Pipeline, err error) {
+	if b == nil {
+		return nil, errors.New("pipeline: nil Backend")
+	}
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p = &Pipeline{b: b, cfg: cfg, regs: map[regKey]*regEntry{}, seen: map[regKey]bool{}}
+	defer func() {
+		if err != nil {
+			p.release()
+			p = nil
+			err = &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+		}
+	}()
+	if p.h2d, err = b.NewStream(); err != nil {
+		return p, err
+	}
+	if p.d2h, err = b.NewStream(); err != nil {
+		return p, err
+	}
+	for i := 0; i < cfg.ComputeStreams; i++ {
+		s, err := b.NewStream()
+		if err != nil {
+			return p, err
+		}
+		p.comp = append(p.comp, s)
+	}
+	for s := 0; s < cfg.Slots; s++ {
+		ins, err := p.allocDevice(cfg.Inputs)
+		p.din = append(p.din, ins)
+		if err != nil {
+			return p, err
+		}
+		outs, err := p.allocDevice(cfg.Outputs)
+		p.dout = append(p.dout, outs)
+		if err != nil {
+			return p, err
+		}
+		for _, evs := range []*[]Event{&p.h2dDone, &p.compDone, &p.d2hDone} {
+			e, err := b.NewEvent(false)
+			if err != nil {
+				return p, err
+			}
+			*evs = append(*evs, e)
+		}
+	}
+	return p, nil
+}
+
+func (p *Pipeline) allocDevice(sizes []int) ([]DeviceMem, error) {
+	var out []DeviceMem
+	for _, s := range sizes {
+		d, err := p.b.AllocDevice(s * p.cfg.ChunkElems)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (p *Pipeline) allocStaging() error {
+	if p.sin != nil {
+		return nil
+	}
+	alloc := func(sizes []int) ([]PinnedMem, error) {
+		var out []PinnedMem
+		for _, s := range sizes {
+			h, err := p.b.AllocPinned(s * p.cfg.ChunkElems)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, h)
+		}
+		return out, nil
+	}
+	sin := make([][]PinnedMem, p.cfg.Slots)
+	sout := make([][]PinnedMem, p.cfg.Slots)
+	var err error
+	for s := 0; s < p.cfg.Slots && err == nil; s++ {
+		if sin[s], err = alloc(p.cfg.Inputs); err == nil {
+			sout[s], err = alloc(p.cfg.Outputs)
+		}
+	}
+	if err != nil {
+		for s := range sin {
+			closeAll(sin[s])
+			closeAll(sout[s])
+		}
+		return err
+	}
+	p.sin, p.sout = sin, sout
+	return nil
+}
+
+// Config returns the configuration in force, defaults filled in.
+func (p *Pipeline) Config() Config { return p.cfg }
+
+// Backend returns the backend the pipeline runs on.
+func (p *Pipeline) Backend() Backend { return p.b }
+
+// Close waits for nothing (Run has already drained), frees every stream,
+// event, buffer and registration, and is safe to call twice.
+func (p *Pipeline) Close() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	return p.release()
+}
+
+// release frees everything; the first error is returned.
+func (p *Pipeline) release() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, e := range p.regs {
+		add(e.mem.Close())
+	}
+	p.regs, p.regBytes = map[regKey]*regEntry{}, 0
+	for s := range p.din {
+		add(closeAll(p.din[s]))
+	}
+	for s := range p.dout {
+		add(closeAll(p.dout[s]))
+	}
+	for s := range p.sin {
+		add(closeAll(p.sin[s]))
+		add(closeAll(p.sout[s]))
+	}
+	for _, evs := range [][]Event{p.h2dDone, p.compDone, p.d2hDone, p.timers} {
+		for _, e := range evs {
+			add(e.Close())
+		}
+	}
+	for _, s := range append([]Stream{p.h2d, p.d2h}, p.comp...) {
+		if s != nil {
+			add(s.Close())
+		}
+	}
+	p.din, p.dout, p.sin, p.sout = nil, nil, nil, nil
+	p.h2dDone, p.compDone, p.d2hDone, p.timers, p.comp = nil, nil, nil, nil, nil
+	p.h2d, p.d2h = nil, nil
+	return errors.Join(errs...)
+}
+
+func closeAll[T interface{ Close() error }](xs []T) error {
+	var first error
+	for _, x := range xs {
+		if err := x.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// --- registration cache ---
+
+type regKey struct {
+	base uintptr
+	n    int
+}
+
+type regEntry struct {
+	mem     PinnedMem
+	lastUse uint64
+	inUse   bool
+}
+
+func keyOf(b []byte) regKey {
+	if len(b) == 0 {
+		return regKey{}
+	}
+	return regKey{base: uintptr(unsafe.Pointer(&b[0])), n: len(b)}
+}
+
+// register returns a registration of b, from the cache or new, and the time
+// a new registration took.
+func (p *Pipeline) register(b []byte) (PinnedMem, time.Duration, error) {
+	k := keyOf(b)
+	p.regTick++
+	if e, ok := p.regs[k]; ok {
+		e.lastUse, e.inUse = p.regTick, true
+		return e.mem, 0, nil
+	}
+	// A registration overlapping this memory must go first: the driver
+	// refuses to register a page twice.
+	for ok, e := range p.regs {
+		if ok.base < k.base+uintptr(k.n) && k.base < ok.base+uintptr(ok.n) {
+			if e.inUse {
+				return nil, 0, fmt.Errorf("pipeline: buffers overlap in memory")
+			}
+			if err := e.mem.Close(); err != nil {
+				return nil, 0, err
+			}
+			delete(p.regs, ok)
+			p.regBytes -= int64(ok.n)
+		}
+	}
+	start := time.Now()
+	mem, err := p.b.Register(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	took := time.Since(start)
+	p.regs[k] = &regEntry{mem: mem, lastUse: p.regTick, inUse: true}
+	p.regBytes += int64(k.n)
+	return mem, took, nil
+}
+
+// evict drops least recently used registrations not in use until the cache
+// fits MaxRegistered, and clears the in-use marks.
+func (p *Pipeline) evict() error {
+	var first error
+	for p.regBytes > p.cfg.MaxRegistered {
+		var oldest regKey
+		var oe *regEntry
+		for k, e := range p.regs {
+			if !e.inUse && (oe == nil || e.lastUse < oe.lastUse) {
+				oldest, oe = k, e
+			}
+		}
+		if oe == nil {
+			break
+		}
+		if err := oe.mem.Close(); err != nil && first == nil {
+			first = err
+		}
+		delete(p.regs, oldest)
+		p.regBytes -= int64(oldest.n)
+	}
+	for _, e := range p.regs {
+		e.inUse = false
+	}
+	return first
+}
+
+// Unregister drops the cached registration of b, if any, so that b is no
+// longer page-locked.
+func (p *Pipeline) Unregister(b []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := keyOf(b)
+	e, ok := p.regs[k]
+	if !ok {
+		return nil
+	}
+	delete(p.regs, k)
+	p.regBytes -= int64(k.n)
+	return e.mem.Close()
+}
+
+// Registered reports how many bytes of Go memory the pipeline keeps
+// registered.
+func (p *Pipeline) Registered() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.regBytes
+}

@@ -1,0 +1,543 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// plan is one run's resolved job: where each chunk's bytes come from and go.
+type plan struct {
+	job     Job
+	mode    HostMode
+	chunks  int
+	ins     []source // per input
+	outs    []source // per output
+	staging bool     // some buffer goes through pinned slots
+	report  *Report
+}
+
+// source is one buffer's host side: pinned memory used in place
+// (mem, with chunk offsets) or a Go slice staged through slots (data).
+type source struct {
+	mem  HostMemory
+	data []byte
+	elem int
+}
+
+func (s source) staged() bool { return s.mem == nil }
+
+// validate checks a job against the pipeline's shape.
+func (p *Pipeline) validate(job Job) error {
+	if job.Kernel == nil {
+		return errors.New("pipeline: job has no Kernel")
+	}
+	if job.N < 0 {
+		return fmt.Errorf("pipeline: %d elements: must not be negative", job.N)
+	}
+	if job.Host < HostAuto || job.Host > HostRegistered {
+		return fmt.Errorf("pipeline: unknown host mode %d", int(job.Host))
+	}
+	check := func(kind string, bufs []Buffer, sizes []int) error {
+		if len(bufs) != len(sizes) {
+			return fmt.Errorf("pipeline: job has %d %ss, the pipeline was built for %d", len(bufs), kind, len(sizes))
+		}
+		for i, b := range bufs {
+			if (b.Data == nil) == (b.Pinned == nil) && job.N > 0 {
+				return fmt.Errorf("pipeline: %s %d: set exactly one of Data and Pinned", kind, i)
+			}
+			need, ok := checkedMul(job.N, sizes[i])
+			if !ok {
+				return fmt.Errorf("pipeline: %d elements of %d bytes overflow", job.N, sizes[i])
+			}
+			if have := len(b.bytes()); have < need {
+				return fmt.Errorf("pipeline: %s %d holds %d bytes, but %d elements of %d bytes need %d", kind, i, have, job.N, sizes[i], need)
+			}
+		}
+		return nil
+	}
+	if err := check("input", job.Inputs, p.cfg.Inputs); err != nil {
+		return err
+	}
+	return check("output", job.Outputs, p.cfg.Outputs)
+}
+
+// resolve decides the host mode and builds the plan.
+func (p *Pipeline) resolve(job Job) (*plan, error) {
+	mode := job.Host
+	if mode == HostAuto {
+		mode = p.cfg.Host
+	}
+	pl := &plan{job: job, mode: mode, report: &Report{Backend: p.b.Name(), N: job.N, ChunkElems: p.cfg.ChunkElems}}
+	pl.chunks = (job.N + p.cfg.ChunkElems - 1) / p.cfg.ChunkElems
+	pl.report.Chunks = pl.chunks
+	allPinned := true
+	for _, b := range append(append([]Buffer(nil), job.Inputs...), job.Outputs...) {
+		if b.Pinned == nil {
+			allPinned = false
+		}
+	}
+	if mode == HostPinned && !allPinned {
+		return nil, errors.New("pipeline: host mode pinned needs every buffer in pinned memory; use staged or registered for Go slices")
+	}
+	if mode == HostAuto {
+		mode = p.autoMode(job, allPinned)
+	}
+	pl.mode = mode
+	pl.report.Mode = mode
+	mk := func(b Buffer, elem int) (source, error) {
+		switch {
+		case b.Pinned != nil:
+			return source{mem: b.Pinned, elem: elem}, nil
+		case mode == HostRegistered:
+			mem, took, err := p.register(b.Data[:job.N*elem])
+			pl.report.Register += took
+			return source{mem: mem, elem: elem}, err
+		default:
+			pl.staging = true
+			return source{data: b.Data, elem: elem}, nil
+		}
+	}
+	for i, b := range job.Inputs {
+		s, err := mk(b, p.cfg.Inputs[i])
+		if err != nil {
+			return nil, err
+		}
+		pl.ins = append(pl.ins, s)
+	}
+	for i, b := range job.Outputs {
+		s, err := mk(b, p.cfg.Outputs[i])
+		if err != nil {
+			return nil, err
+		}
+		pl.outs = append(pl.outs, s)
+	}
+	return pl, nil
+}
+
+// autoMode picks the host mode for Go slices: registered when they are
+// already registered or were seen in an earlier run (so the one-off
+// registration cost is likely to pay off), staged otherwise.
+func (p *Pipeline) autoMode(job Job, allPinned bool) HostMode {
+	if allPinned {
+		return HostPinned
+	}
+	reuse := true
+	var keys []regKey
+	for i, b := range append(append([]Buffer(nil), job.Inputs...), job.Outputs...) {
+		if b.Data == nil {
+			continue
+		}
+		elem := 0
+		if i < len(job.Inputs) {
+			elem = p.cfg.Inputs[i]
+		} else {
+			elem = p.cfg.Outputs[i-len(job.Inputs)]
+		}
+		k := keyOf(b.Data[:job.N*elem])
+		keys = append(keys, k)
+		if _, ok := p.regs[k]; !ok && !p.seen[k] {
+			reuse = false
+		}
+	}
+	if len(p.seen) > 256 {
+		clear(p.seen)
+	}
+	for _, k := range keys {
+		p.seen[k] = true
+	}
+	if reuse {
+		return HostRegistered
+	}
+	return HostStaged
+}
+
+// Run processes job and returns when every output is in place. It issues
+// each chunk's H2D copy, kernel and D2H copy on their own streams, ordered
+// only by events, and waits on the host only to refill a staging slot and
+// at the end. When ctx ends it stops issuing, lets work in flight drain,
+// and returns ctx.Err(). A failure names its chunk and stage
+// (*StageError); the pipeline stays usable unless draining itself failed,
+// in which case it closes itself.
+func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := p.validate(job); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		if p.broken != nil {
+			return nil, fmt.Errorf("%w after a failure: %v", ErrClosed, p.broken)
+		}
+		return nil, ErrClosed
+	}
+	start := time.Now()
+	if job.N == 0 {
+		return &Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: time.Since(start)}, ctx.Err()
+	}
+	pl, err := p.resolve(job)
+	if err != nil {
+		p.evict()
+		return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	defer func() {
+		if err := p.evict(); err != nil && p.broken == nil {
+			p.broken = err
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if pl.staging {
+		if err := p.allocStaging(); err != nil {
+			return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+		}
+	}
+	if err := p.execute(ctx, pl); err != nil {
+		return nil, err
+	}
+	pl.report.Elapsed = time.Since(start)
+	return pl.report, nil
+}
+
+// runState coordinates the issuing goroutine with the staging goroutines.
+type runState struct {
+	mu         sync.Mutex
+	cond       *sync.Cond
+	stop       bool
+	err        error // first failure
+	staged     int   // chunks whose inputs are in their pinned slots
+	h2dIssued  int   // chunks whose H2D copies are queued
+	d2hIssued  int   // chunks whose D2H copies are queued
+	unstaged   int   // chunks whose outputs are copied out of their slots
+	hostSpans  []Span
+	hostOrigin time.Time
+}
+
+func (r *runState) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.stop = true
+	r.cond.Broadcast()
+	r.mu.Unlock()
+}
+
+// waitFor blocks until *counter > c or the run stops; false means stopped.
+func (r *runState) waitFor(counter *int, c int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for *counter <= c && !r.stop {
+		r.cond.Wait()
+	}
+	return *counter > c
+}
+
+func (r *runState) advance(counter *int, to int) {
+	r.mu.Lock()
+	*counter = to
+	r.cond.Broadcast()
+	r.mu.Unlock()
+}
+
+func (r *runState) span(c int, st Stage, lane string, t0 time.Time) {
+	r.mu.Lock()
+	r.hostSpans = append(r.hostSpans, Span{Chunk: c, Stage: st, Lane: lane, Start: t0.Sub(r.hostOrigin), End: time.Since(r.hostOrigin)})
+	r.mu.Unlock()
+}
+
+// chunkBounds returns chunk c's first element and element count.
+func (p *Pipeline) chunkBounds(pl *plan, c int) (off, n int) {
+	off = c * p.cfg.ChunkElems
+	return off, min(p.cfg.ChunkElems, pl.job.N-off)
+}
+
+// execute runs the schedule. The calling goroutine issues; staged runs add
+// a stage-in and a stage-out goroutine.
+func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
+	rs := &runState{}
+	rs.cond = sync.NewCond(&rs.mu)
+	stopWatch := context.AfterFunc(ctx, func() { rs.fail(ctx.Err()) })
+	defer stopWatch()
+
+	iss, err := p.b.Issuer()
+	if err != nil {
+		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	defer iss.Release()
+
+	var timers *timing
+	if p.cfg.Timing {
+		if timers, err = p.startTiming(iss, pl.chunks); err != nil {
+			return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+		}
+		rs.hostOrigin = timers.hostOrigin
+	}
+
+	var wg sync.WaitGroup
+	stagedIn, stagedOut := false, false
+	for _, s := range pl.ins {
+		stagedIn = stagedIn || s.staged()
+	}
+	for _, s := range pl.outs {
+		stagedOut = stagedOut || s.staged()
+	}
+	if stagedIn {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stageIn(pl, rs) }()
+	}
+	if stagedOut {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stageOut(pl, rs) }()
+	}
+
+	issueErr := p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
+	if issueErr != nil {
+		rs.fail(issueErr)
+	}
+	// Staging must finish every chunk whose D2H was issued (or stop).
+	if stagedOut && issueErr == nil {
+		rs.waitFor(&rs.unstaged, pl.chunks-1)
+	}
+	rs.mu.Lock()
+	rs.stop = true
+	rs.cond.Broadcast()
+	rs.mu.Unlock()
+	wg.Wait()
+
+	// Drain: the host waits for the GPU once, at the end.
+	if err := p.drain(); err != nil {
+		p.broken = err
+		p.closed = true
+		p.release()
+		return &StageError{Chunk: -1, Stage: StageDrain, Err: fmt.Errorf("%w; the pipeline closed itself", err)}
+	}
+	rs.mu.Lock()
+	firstErr := rs.err
+	rs.mu.Unlock()
+	if firstErr != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(firstErr, ctxErr) {
+			return ctxErr
+		}
+		return firstErr
+	}
+	if timers != nil {
+		spans, err := timers.collect()
+		if err != nil {
+			return &StageError{Chunk: -1, Stage: StageDrain, Err: err}
+		}
+		pl.report.Spans = append(spans, rs.hostSpans...)
+	}
+	return nil
+}
+
+// drain waits for every stream.
+func (p *Pipeline) drain() error {
+	var errs []error
+	for _, s := range append([]Stream{p.h2d, p.d2h}, p.comp...) {
+		if err := s.Synchronize(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// issue is the schedule. For chunk c in slot s = c mod Slots:
+//
+//	H2D:     wait compDone[s] (c ≥ Slots: the kernel that last read din[s]),
+//	         copy inputs, record h2dDone[s]
+//	compute: wait h2dDone[s]; wait d2hDone[s] (c ≥ Slots: the D2H that last
+//	         read dout[s]); launch; record compDone[s]
+//	D2H:     wait compDone[s]; copy outputs; record d2hDone[s]
+//
+// Each wait is issued before the event is recorded again for chunk c, so it
+// names chunk c - Slots. The host never waits here, except for staging.
+func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedIn, stagedOut bool) error {
+	S := p.cfg.Slots
+	chunk := Chunk{}
+	for c := 0; c < pl.chunks; c++ {
+		rs.mu.Lock()
+		stop := rs.stop
+		rs.mu.Unlock()
+		if stop {
+			return nil
+		}
+		s, k := c%S, c%len(p.comp)
+		off, n := p.chunkBounds(pl, c)
+		fail := func(st Stage, err error) error { return &StageError{Chunk: c, Stage: st, Err: err} }
+
+		if stagedIn && !rs.waitFor(&rs.staged, c) {
+			return nil
+		}
+		// H2D
+		if c >= S && !p.skipWAR {
+			if err := iss.Wait(p.h2d, p.compDone[s]); err != nil {
+				return fail(StageH2D, err)
+			}
+		}
+		if err := tm.mark(iss, p.h2d, c, StageH2D, 0); err != nil {
+			return fail(StageH2D, err)
+		}
+		for j, src := range pl.ins {
+			var err error
+			bytes := n * src.elem
+			if src.staged() {
+				err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, p.sin[s][j], 0, bytes)
+			} else {
+				err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, src.mem, off*src.elem, bytes)
+			}
+			if err != nil {
+				return fail(StageH2D, err)
+			}
+		}
+		if err := tm.mark(iss, p.h2d, c, StageH2D, 1); err != nil {
+			return fail(StageH2D, err)
+		}
+		if err := iss.Record(p.h2dDone[s], p.h2d); err != nil {
+			return fail(StageH2D, err)
+		}
+		rs.advance(&rs.h2dIssued, c+1)
+
+		// compute
+		cs := p.comp[k]
+		if err := iss.Wait(cs, p.h2dDone[s]); err != nil {
+			return fail(StageCompute, err)
+		}
+		if c >= S && !p.skipWAR {
+			if err := iss.Wait(cs, p.d2hDone[s]); err != nil {
+				return fail(StageCompute, err)
+			}
+		}
+		if err := tm.mark(iss, cs, c, StageCompute, 0); err != nil {
+			return fail(StageCompute, err)
+		}
+		chunk.Index, chunk.Offset, chunk.N = c, off, n
+		chunk.Inputs, chunk.InBytes = chunk.Inputs[:0], chunk.InBytes[:0]
+		chunk.Outputs, chunk.OutBytes = chunk.Outputs[:0], chunk.OutBytes[:0]
+		for j, d := range p.din[s] {
+			chunk.Inputs = append(chunk.Inputs, d.Ptr())
+			chunk.InBytes = append(chunk.InBytes, n*p.cfg.Inputs[j])
+		}
+		for j, d := range p.dout[s] {
+			chunk.Outputs = append(chunk.Outputs, d.Ptr())
+			chunk.OutBytes = append(chunk.OutBytes, n*p.cfg.Outputs[j])
+		}
+		if err := iss.Launch(cs, pl.job.Kernel, chunk); err != nil {
+			return fail(StageCompute, err)
+		}
+		if err := tm.mark(iss, cs, c, StageCompute, 1); err != nil {
+			return fail(StageCompute, err)
+		}
+		if err := iss.Record(p.compDone[s], cs); err != nil {
+			return fail(StageCompute, err)
+		}
+
+		// D2H
+		if stagedOut && c >= S && !rs.waitFor(&rs.unstaged, c-S) {
+			return nil
+		}
+		if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
+			return fail(StageD2H, err)
+		}
+		if err := tm.mark(iss, p.d2h, c, StageD2H, 0); err != nil {
+			return fail(StageD2H, err)
+		}
+		for j, dst := range pl.outs {
+			var err error
+			bytes := n * dst.elem
+			if dst.staged() {
+				err = iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j], 0, bytes)
+			} else {
+				err = iss.CopyToHost(p.d2h, dst.mem, off*dst.elem, p.dout[s][j], 0, bytes)
+			}
+			if err != nil {
+				return fail(StageD2H, err)
+			}
+		}
+		if err := tm.mark(iss, p.d2h, c, StageD2H, 1); err != nil {
+			return fail(StageD2H, err)
+		}
+		if err := iss.Record(p.d2hDone[s], p.d2h); err != nil {
+			return fail(StageD2H, err)
+		}
+		rs.advance(&rs.d2hIssued, c+1)
+	}
+	return nil
+}
+
+// stageIn copies each chunk's Go-slice inputs into its slot's pinned
+// buffers, once the H2D that last read that slot has completed.
+func (p *Pipeline) stageIn(pl *plan, rs *runState) {
+	S := p.cfg.Slots
+	for c := 0; c < pl.chunks; c++ {
+		s := c % S
+		if c >= S {
+			// The H2D of chunk c-S must be queued before its event means it.
+			if !rs.waitFor(&rs.h2dIssued, c-S) {
+				return
+			}
+			if err := p.h2dDone[s].Synchronize(); err != nil {
+				rs.fail(&StageError{Chunk: c, Stage: StageIn, Err: err})
+				return
+			}
+		}
+		rs.mu.Lock()
+		stop := rs.stop
+		rs.mu.Unlock()
+		if stop {
+			return
+		}
+		t0 := time.Now()
+		off, n := p.chunkBounds(pl, c)
+		for j, src := range pl.ins {
+			if !src.staged() {
+				continue
+			}
+			if err := p.b.StageIn(p.sin[s][j], 0, src.data[off*src.elem:(off+n)*src.elem]); err != nil {
+				rs.fail(&StageError{Chunk: c, Stage: StageIn, Err: err})
+				return
+			}
+		}
+		if p.cfg.Timing {
+			rs.span(c, StageIn, "stage-in", t0)
+		}
+		rs.advance(&rs.staged, c+1)
+	}
+}
+
+// stageOut copies each chunk's outputs from its slot's pinned buffers into
+// the Go slices, once its D2H has completed.
+func (p *Pipeline) stageOut(pl *plan, rs *runState) {
+	S := p.cfg.Slots
+	for c := 0; c < pl.chunks; c++ {
+		s := c % S
+		if !rs.waitFor(&rs.d2hIssued, c) {
+			return
+		}
+		if err := p.d2hDone[s].Synchronize(); err != nil {
+			rs.fail(&StageError{Chunk: c, Stage: StageOut, Err: err})
+			return
+		}
+		t0 := time.Now()
+		off, n := p.chunkBounds(pl, c)
+		for j, dst := range pl.outs {
+			if !dst.staged() {
+				continue
+			}
+			if err := p.b.StageOut(dst.data[off*dst.elem:(off+n)*dst.elem], p.sout[s][j], 0); err != nil {
+				rs.fail(&StageError{Chunk: c, Stage: StageOut, Err: err})
+				return
+			}
+		}
+		if p.cfg.Timing {
+			rs.span(c, StageOut, "stage-out", t0)
+		}
+		rs.advance(&rs.unstaged, c+1)
+	}
+}
