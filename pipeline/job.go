@@ -138,18 +138,6 @@ type Report struct {
 	Spans []Span
 }
 
-// Bytes is the host data the run moved: every input and output once.
-func (r *Report) Bytes(cfg Config) int64 {
-	var per int64
-	for _, s := range cfg.Inputs {
-		per += int64(s)
-	}
-	for _, s := range cfg.Outputs {
-		per += int64(s)
-	}
-	return per * int64(r.N)
-}
-
 // --- kernels for the embedded PTX ---
 
 // SeedKernel runs ptx.Seed with the given iteration count: one float32

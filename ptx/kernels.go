@@ -59,3 +59,15 @@ func (k Kernel) PTX() []byte {
 	}
 	return b
 }
+
+//go:embed kernels/*.cu
+var sourceFiles embed.FS
+
+// Source returns the CUDA C source of the kernel, as embedded.
+func (k Kernel) Source() []byte {
+	b, err := sourceFiles.ReadFile("kernels/" + k.Name + ".cu")
+	if err != nil {
+		return nil
+	}
+	return b
+}

@@ -3,6 +3,8 @@
 //
 // Usage:
 //
+//	overlap run [flags]        the lecture's experiment: synchronous baseline, then the pipeline
+//	overlap bench [flags]      sweep configurations, optionally against CUDA C++
 //	overlap devices            list GPUs, the driver version and library path
 //	overlap help               show this help
 package main
@@ -23,6 +25,10 @@ const (
 const usage = `overlap: overlapped host-to-device copy, compute and device-to-host copy on CUDA streams
 
 Usage:
+  overlap run [flags]  run the synchronous baseline and the overlapped pipeline,
+                       verify every element, and print times (overlap run -h)
+  overlap bench [flags] sweep chunk sizes, slots, host modes and intensity;
+                       --reference compares with the CUDA C++ pipeline
   overlap devices      list the GPUs, the driver version and the library opened
   overlap help         show this help
 
@@ -42,6 +48,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "devices":
 		return cmdDevices(args[1:], stdout, stderr)
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
+	case "bench":
+		return cmdBench(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

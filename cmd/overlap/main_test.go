@@ -45,3 +45,5 @@ func TestDevices(t *testing.T) {
 	assert.Contains(t, out, "GPU  NAME")
 	assert.Contains(t, out, "COPY ENGINES")
 }
+
+func driverPresent() bool { return driver.Load() == nil }

@@ -1,0 +1,21 @@
+// Package bench holds overlap's benchmarks and its CUDA C++ reference
+// programs, and runs those programs for side-by-side comparisons.
+//
+// The Go benchmarks (go test -bench) cover the pipeline on the lecture's
+// workload in every host mode; package driver's own benchmarks cover call
+// cost, launch cost and bandwidth. The reference programs in reference/
+// are hand-written, hazard-correct CUDA C++: pipeline.cu (pinned memory,
+// three streams, events) and launch.cu (launch cost and bandwidth).
+// [BuildReference] compiles them with nvcc where it exists; `overlap bench
+// --reference` runs them on the same configurations as the Go pipeline and
+// reports the ratio. bench/RESULTS.md records the figures.
+//
+// # Concurrency
+//
+// The functions here run external programs and are safe to call from any
+// goroutine.
+//
+// # Memory
+//
+// Nothing here holds GPU memory between calls.
+package bench

@@ -1,0 +1,295 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/gputest"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx"
+)
+
+// The lecture's workload: 128M float32 through the seed kernel, 100 iterations.
+const (
+	seedElems = 128 << 20
+	seedIters = 100
+)
+
+// fixture holds the workload's data for every benchmark in one process.
+type fixture struct {
+	ctx           *driver.Context
+	seed          *ptx.Program
+	pin, pout     *driver.HostBuffer
+	goIn, goOut   []float32
+	goIn2, goOut2 []float32
+}
+
+var (
+	fixOnce sync.Once
+	fix     *fixture
+	fixErr  error
+)
+
+func setup(b *testing.B) *fixture {
+	ctx := gputest.Context(b) // skips without a driver
+	_ = ctx
+	fixOnce.Do(func() {
+		dev, err := driver.DeviceAt(0)
+		if err != nil {
+			fixErr = err
+			return
+		}
+		f := &fixture{}
+		if f.ctx, err = driver.NewContext(dev); err != nil {
+			fixErr = err
+			return
+		}
+		if f.seed, err = ptx.Seed.Load(f.ctx); err != nil {
+			fixErr = err
+			return
+		}
+		if f.pin, err = f.ctx.AllocHost(seedElems*4, driver.HostAllocOptions{}); err != nil {
+			fixErr = err
+			return
+		}
+		if f.pout, err = f.ctx.AllocHost(seedElems*4, driver.HostAllocOptions{}); err != nil {
+			fixErr = err
+			return
+		}
+		ptx.FillPattern(f.pin.Float32s(), 0)
+		f.goIn, f.goOut = make([]float32, seedElems), make([]float32, seedElems)
+		f.goIn2, f.goOut2 = make([]float32, seedElems), make([]float32, seedElems)
+		ptx.FillPattern(f.goIn, 0)
+		ptx.FillPattern(f.goIn2, 0)
+		clear(f.goOut)
+		clear(f.goOut2)
+		fix = f
+	})
+	if fixErr != nil {
+		b.Fatal(fixErr)
+	}
+	return fix
+}
+
+func (f *fixture) job(pinned bool, in, out []float32) pipeline.Job {
+	j := pipeline.Job{N: seedElems, Kernel: pipeline.SeedKernel(f.seed.Function, seedIters)}
+	if pinned {
+		j.Inputs, j.Outputs = []pipeline.Buffer{pipeline.Pinned(f.pin)}, []pipeline.Buffer{pipeline.Pinned(f.pout)}
+	} else {
+		j.Inputs, j.Outputs = []pipeline.Buffer{pipeline.Slice(in)}, []pipeline.Buffer{pipeline.Slice(out)}
+	}
+	return j
+}
+
+func newPipe(b *testing.B, f *fixture, chunk, slots, streams int, host pipeline.HostMode) *pipeline.Pipeline {
+	p, err := pipeline.New(pipeline.GPU(f.ctx), pipeline.Config{ChunkElems: chunk, Slots: slots, ComputeStreams: streams,
+		Inputs: []int{4}, Outputs: []int{4}, Host: host})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func report(b *testing.B, total time.Duration) {
+	b.ReportMetric(float64(total)/float64(b.N)/1e6, "ms/run")
+	b.SetBytes(seedElems * 8)
+}
+
+// BenchmarkSeedPinned runs the pipeline from pinned memory at the chunk
+// sizes the C++ reference uses.
+func BenchmarkSeedPinned(b *testing.B) {
+	f := setup(b)
+	for _, chunk := range []int{1 << 20, 4 << 20, 16 << 20, 32 << 20} {
+		for _, slots := range []int{2, 3} {
+			b.Run(fmt.Sprintf("chunk=%dK/slots=%d", chunk>>10, slots), func(b *testing.B) {
+				p := newPipe(b, f, chunk, slots, 1, pipeline.HostPinned)
+				defer p.Close()
+				job := f.job(true, nil, nil)
+				if _, err := p.Run(context.Background(), job); err != nil { // warm-up
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				var total time.Duration
+				for i := 0; i < b.N; i++ {
+					rep, err := p.Run(context.Background(), job)
+					if err != nil {
+						b.Fatal(err)
+					}
+					total += rep.Elapsed
+				}
+				report(b, total)
+			})
+		}
+	}
+}
+
+// BenchmarkSeedSmallChunks runs 64K-element chunks with several compute
+// streams, so that several kernels are in flight.
+func BenchmarkSeedSmallChunks(b *testing.B) {
+	f := setup(b)
+	for _, streams := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("chunk=64K/streams=%d", streams), func(b *testing.B) {
+			p := newPipe(b, f, 64<<10, streams+2, streams, pipeline.HostPinned)
+			defer p.Close()
+			job := f.job(true, nil, nil)
+			if _, err := p.Run(context.Background(), job); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				rep, err := p.Run(context.Background(), job)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += rep.Elapsed
+			}
+			report(b, total)
+		})
+	}
+}
+
+// BenchmarkSeedGoSlicesOneShot runs plain Go slices through a pipeline that
+// has never seen them: auto mode stages them.
+func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
+	f := setup(b)
+	for _, chunk := range []int{4 << 20, 8 << 20} {
+		b.Run(fmt.Sprintf("staged/chunk=%dK", chunk>>10), func(b *testing.B) {
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				p := newPipe(b, f, chunk, 3, 1, pipeline.HostAuto)
+				b.StartTimer()
+				rep, err := p.Run(context.Background(), f.job(false, f.goIn, f.goOut))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rep.Mode != pipeline.HostStaged {
+					b.Fatalf("auto picked %s for unseen slices", rep.Mode)
+				}
+				total += rep.Elapsed
+				b.StopTimer()
+				p.Close()
+				b.StartTimer()
+			}
+			report(b, total)
+		})
+	}
+	b.Run("registered-once/chunk=4096K", func(b *testing.B) {
+		var total time.Duration
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			p := newPipe(b, f, 4<<20, 3, 1, pipeline.HostRegistered)
+			b.StartTimer()
+			rep, err := p.Run(context.Background(), f.job(false, f.goIn2, f.goOut2))
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += rep.Elapsed
+			b.StopTimer()
+			p.Close() // unregisters
+			b.StartTimer()
+		}
+		report(b, total)
+	})
+}
+
+// BenchmarkSeedGoSlicesRepeated reruns the same Go slices on one pipeline:
+// auto mode registers them once and reuses the registration.
+func BenchmarkSeedGoSlicesRepeated(b *testing.B) {
+	f := setup(b)
+	p := newPipe(b, f, 4<<20, 3, 1, pipeline.HostAuto)
+	defer p.Close()
+	job := f.job(false, f.goIn, f.goOut)
+	for i := 0; i < 2; i++ {
+		if _, err := p.Run(context.Background(), job); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		rep, err := p.Run(context.Background(), job)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Mode != pipeline.HostRegistered {
+			b.Fatalf("auto picked %s for reused slices", rep.Mode)
+		}
+		total += rep.Elapsed
+	}
+	report(b, total)
+}
+
+// BenchmarkSeedStages times each stage alone; their maximum is the bound.
+func BenchmarkSeedStages(b *testing.B) {
+	f := setup(b)
+	for _, chunk := range []int{64 << 10, 1 << 20, 4 << 20} {
+		b.Run(fmt.Sprintf("chunk=%dK", chunk>>10), func(b *testing.B) {
+			streams := 1
+			if chunk < 1<<20 {
+				streams = 4
+			}
+			p := newPipe(b, f, chunk, streams+1, streams, pipeline.HostPinned)
+			defer p.Close()
+			var h, c, d time.Duration
+			for i := 0; i < b.N; i++ {
+				st, err := p.StageTimes(context.Background(), f.job(true, nil, nil))
+				if err != nil {
+					b.Fatal(err)
+				}
+				h, c, d = h+st.H2D, c+st.Compute, d+st.D2H
+			}
+			n := float64(b.N) * 1e6
+			b.ReportMetric(float64(h)/n, "h2d-ms")
+			b.ReportMetric(float64(c)/n, "compute-ms")
+			b.ReportMetric(float64(d)/n, "d2h-ms")
+			b.ReportMetric(float64(max(h, c, d))/n, "bound-ms")
+		})
+	}
+}
+
+// BenchmarkSeedSynchronous is the lecture's synchronous baseline.
+func BenchmarkSeedSynchronous(b *testing.B) {
+	f := setup(b)
+	cfg := pipeline.Float32Config(1, 1)
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		d, err := pipeline.Synchronous(context.Background(), pipeline.GPU(f.ctx), cfg, f.job(false, f.goIn, f.goOut))
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += d
+	}
+	report(b, total)
+}
+
+// TestSeedWorkloadExact checks the benchmark workload's output, every
+// element, so that the figures above come from correct runs.
+func TestSeedWorkloadExact(t *testing.T) {
+	ctx := gputest.Context(t)
+	prog, err := ptx.Seed.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	in, out := make([]float32, seedElems), make([]float32, seedElems)
+	ptx.FillPattern(in, 0)
+	p, err := pipeline.New(pipeline.GPU(ctx), pipeline.Config{ChunkElems: 4 << 20, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Run(context.Background(), pipeline.Job{N: seedElems, Kernel: pipeline.SeedKernel(prog.Function, seedIters),
+		Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ptx.VerifySeed(in, out, seedIters); err != nil {
+		t.Fatal(err)
+	}
+}

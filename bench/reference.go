@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/purecuda/overlap/ptx"
+)
+
+//go:embed reference/*.cu reference/*.h
+var referenceFiles embed.FS
+
+// ErrNoNVCC reports that nvcc is not on PATH, so the reference programs
+// cannot be built.
+var ErrNoNVCC = errors.New("bench: nvcc not found; the CUDA C++ reference needs the CUDA toolkit")
+
+// Reference is a built set of reference programs.
+type Reference struct {
+	Dir      string // where the sources and binaries are
+	Pipeline string // path of the pipeline binary
+	Launch   string // path of the launch/bandwidth binary
+}
+
+// BuildReference writes the reference sources into dir and compiles them
+// with nvcc for the GPU's architecture (arch such as "sm_90").
+func BuildReference(ctx context.Context, dir, arch string) (*Reference, error) {
+	nvcc, err := exec.LookPath("nvcc")
+	if err != nil {
+		return nil, ErrNoNVCC
+	}
+	refDir := filepath.Join(dir, "bench", "reference")
+	kDir := filepath.Join(dir, "ptx", "kernels")
+	for _, d := range []string{refDir, kDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	entries, err := referenceFiles.ReadDir("reference")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		b, _ := referenceFiles.ReadFile("reference/" + e.Name())
+		if err := os.WriteFile(filepath.Join(refDir, e.Name()), b, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range ptx.Kernels() {
+		if err := os.WriteFile(filepath.Join(kDir, k.Name+".cu"), k.Source(), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	r := &Reference{Dir: dir, Pipeline: filepath.Join(dir, "pipeline"), Launch: filepath.Join(dir, "launch")}
+	for _, b := range []struct{ out, src, lib string }{{r.Pipeline, "pipeline.cu", ""}, {r.Launch, "launch.cu", "-lcuda"}} {
+		args := []string{"-O3", "-arch=" + arch, "-o", b.out, filepath.Join(refDir, b.src)}
+		if b.lib != "" {
+			args = append(args, b.lib)
+		}
+		out, err := exec.CommandContext(ctx, nvcc, args...).CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("bench: nvcc %s: %v\n%s", b.src, err, out)
+		}
+	}
+	return r, nil
+}
+
+// RefPipeline is one line of the reference pipeline's output.
+type RefPipeline struct {
+	Chunk, Slots     int
+	BestMs, MeanMs   float64
+	Mismatches       int
+	StageH2DMs       float64
+	StageComputeMs   float64
+	StageD2HMs       float64
+	StageBoundMs     float64
+	StageChunkElems  int
+	HasStageEstimate bool
+}
+
+// RunPipeline runs the reference pipeline on n elements with iters, slots
+// and reps for each chunk size, and parses its report.
+func (r *Reference) RunPipeline(ctx context.Context, n, iters, slots, reps int, chunks []int) ([]RefPipeline, error) {
+	args := []string{strconv.Itoa(n), strconv.Itoa(iters), strconv.Itoa(slots), strconv.Itoa(reps)}
+	for _, c := range chunks {
+		args = append(args, strconv.Itoa(c))
+	}
+	out, err := exec.CommandContext(ctx, r.Pipeline, args...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("bench: reference pipeline: %v\n%s", err, out)
+	}
+	return ParsePipelineOutput(out)
+}
+
+// ParsePipelineOutput reads the reference pipeline's "stage" and
+// "pipeline" lines.
+func ParsePipelineOutput(out []byte) ([]RefPipeline, error) {
+	var stage RefPipeline
+	var res []RefPipeline
+	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		kv := map[string]string{}
+		for _, x := range f[1:] {
+			if k, v, ok := strings.Cut(x, "="); ok {
+				kv[k] = v
+			}
+		}
+		num := func(k string) float64 { v, _ := strconv.ParseFloat(kv[k], 64); return v }
+		switch f[0] {
+		case "stage":
+			stage = RefPipeline{StageH2DMs: num("h2d_ms"), StageComputeMs: num("compute_ms"), StageD2HMs: num("d2h_ms"),
+				StageBoundMs: num("bound_ms"), StageChunkElems: int(num("chunk")), HasStageEstimate: true}
+		case "pipeline":
+			p := stage
+			p.Chunk, p.Slots = int(num("chunk")), int(num("slots"))
+			p.BestMs, p.MeanMs, p.Mismatches = num("best_ms"), num("mean_ms"), int(num("mismatches"))
+			res = append(res, p)
+		}
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("bench: no pipeline results in the reference's output:\n%s", out)
+	}
+	return res, nil
+}

@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/purecuda/overlap/bench"
+	"github.com/purecuda/overlap/loader"
+	"github.com/purecuda/overlap/pipeline"
+)
+
+// benchOptions are overlap bench's flags.
+type benchOptions struct {
+	elems               int
+	iters, chunks, slot []int
+	hosts               []pipeline.HostMode
+	repeat              int
+	reference           bool
+	csvPath, jsonPath   string
+	svgPath             string
+	sim                 bool
+	device              int
+}
+
+// benchRow is one configuration's result.
+type benchRow struct {
+	Iters      int     `json:"iters"`
+	Host       string  `json:"host"`
+	Chunk      int     `json:"chunk_elems"`
+	Slots      int     `json:"slots"`
+	Ms         float64 `json:"ms"`
+	GBps       float64 `json:"gb_per_s"`
+	BoundMs    float64 `json:"bound_ms"`
+	Efficiency float64 `json:"efficiency"`
+	CppMs      float64 `json:"cpp_ms,omitempty"`
+	Ratio      float64 `json:"go_over_cpp,omitempty"`
+}
+
+func parseList(name, s string, parse func(string) (int, error)) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %v", name, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
+	o := &benchOptions{elems: 128 << 20}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Var(sizeFlag{v: &o.elems}, "elems", "elements per input (128M)")
+	iters := fs.String("iters", "100", "comma-separated seed kernel iterations")
+	chunks := fs.String("chunks", "1M,4M,16M,32M", "comma-separated chunk sizes")
+	slots := fs.String("slots", "2,3", "comma-separated slot counts")
+	hosts := fs.String("host", "pinned", "comma-separated host modes: pinned, staged, registered")
+	fs.IntVar(&o.repeat, "repeat", 3, "runs per configuration (the best counts)")
+	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ reference pipeline (needs nvcc)")
+	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV")
+	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON")
+	fs.StringVar(&o.svgPath, "svg", "", "plot time against chunk size")
+	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator")
+	fs.IntVar(&o.device, "device", 0, "GPU index")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	nonNeg := func(s string) (int, error) {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("%q is not a count", s)
+		}
+		return v, nil
+	}
+	if o.iters, err = parseList("iters", *iters, nonNeg); err != nil {
+		return nil, err
+	}
+	if o.chunks, err = parseList("chunks", *chunks, parseSize); err != nil {
+		return nil, err
+	}
+	if o.slot, err = parseList("slots", *slots, nonNeg); err != nil {
+		return nil, err
+	}
+	for _, s := range o.slot {
+		if s < 2 || s > 1024 {
+			return nil, fmt.Errorf("--slots %d: want 2 to 1024", s)
+		}
+	}
+	for _, c := range o.chunks {
+		if c > o.elems {
+			return nil, fmt.Errorf("--chunks %d is larger than --elems %d", c, o.elems)
+		}
+	}
+	for _, h := range strings.Split(*hosts, ",") {
+		m, err := pipeline.ParseHostMode(strings.TrimSpace(h))
+		if err != nil || m == pipeline.HostAuto {
+			return nil, fmt.Errorf("--host %q: want pinned, staged or registered", h)
+		}
+		o.hosts = append(o.hosts, m)
+	}
+	switch {
+	case o.elems > maxElems:
+		return nil, fmt.Errorf("--elems %d: at most %d", o.elems, maxElems)
+	case o.repeat < 1 || o.repeat > 1000:
+		return nil, fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
+	case o.device < 0:
+		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
+	case o.reference && o.sim:
+		return nil, errors.New("--reference needs a GPU, not --sim")
+	}
+	return o, nil
+}
+
+func cmdBench(args []string, stdout, stderr io.Writer) int {
+	o, err := parseBenchFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "overlap bench: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rows, err := runBench(ctx, o, stdout, stderr)
+	if err != nil {
+		var ue usageError
+		switch {
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "overlap bench: %v\n", ue.error)
+			return exitUsage
+		case errors.Is(err, loader.ErrNoDriver):
+			fmt.Fprintln(stderr, noDriverLine(err)+"; use --sim to run on the CPU simulator")
+		default:
+			fmt.Fprintf(stderr, "overlap bench: %v\n", err)
+		}
+		return exitFail
+	}
+	if err := writeBenchFiles(o, rows); err != nil {
+		fmt.Fprintf(stderr, "overlap bench: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([]benchRow, error) {
+	ro := &runOptions{elems: o.elems, kernel: "seed", device: o.device, sim: o.sim, host: pipeline.HostPinned}
+	e, err := openEnv(ro)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	prog := newProgress(stderr, false)
+	defer prog.done()
+
+	cpp := map[[3]int]float64{}
+	if o.reference {
+		prog.say("building the CUDA C++ reference…")
+		major, minor, err := e.ctx.Device().ComputeCapability()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "overlap-reference-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		ref, err := bench.BuildReference(ctx, dir, fmt.Sprintf("sm_%d%d", major, minor))
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range o.iters {
+			for _, s := range o.slot {
+				prog.say("C++ reference: iters %d, %d slots…", it, s)
+				res, err := ref.RunPipeline(ctx, o.elems, it, s, o.repeat, o.chunks)
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range res {
+					if r.Mismatches != 0 {
+						return nil, fmt.Errorf("the C++ reference gave %d wrong elements", r.Mismatches)
+					}
+					cpp[[3]int{it, r.Chunk, r.Slots}] = r.BestMs
+				}
+			}
+		}
+	}
+
+	var rows []benchRow
+	for _, it := range o.iters {
+		for _, host := range o.hosts {
+			ro.iters, ro.host = it, host
+			w, err := newWorkload(ro, e.fn, 0, e.allocPinned)
+			if err != nil {
+				return nil, err
+			}
+			bytes := jobBytes(w.cfg, o.elems)
+			for _, chunk := range o.chunks {
+				for _, slots := range o.slot {
+					prog.say("iters %d, %s, chunk %d, %d slots…", it, host, chunk, slots)
+					cfg := w.cfg
+					cfg.ChunkElems, cfg.Slots, cfg.Host = chunk, slots, host
+					row, err := benchOne(ctx, e.backend, cfg, w, o.repeat)
+					if err != nil {
+						w.close()
+						return nil, fmt.Errorf("iters %d, %s, chunk %d, %d slots: %w", it, host, chunk, slots, err)
+					}
+					row.Iters, row.Host, row.Chunk, row.Slots = it, host.String(), chunk, slots
+					row.GBps = gbps(bytes, time.Duration(row.Ms*float64(time.Millisecond)))
+					if c, ok := cpp[[3]int{it, chunk, slots}]; ok && host == pipeline.HostPinned {
+						row.CppMs, row.Ratio = c, row.Ms/c
+					}
+					rows = append(rows, row)
+				}
+			}
+			w.close()
+		}
+	}
+	prog.done()
+	printBench(stdout, rows, e.backend.Name(), o)
+	return rows, nil
+}
+
+// benchOne measures one configuration: the stage bound, then the best of
+// repeat runs, verifying every element of the last.
+func benchOne(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, w *workload, repeat int) (benchRow, error) {
+	p, err := pipeline.New(b, cfg)
+	if err != nil {
+		return benchRow{}, err
+	}
+	defer p.Close()
+	st, err := p.StageTimes(ctx, w.job)
+	if err != nil {
+		return benchRow{}, err
+	}
+	best := time.Duration(math.MaxInt64)
+	for r := 0; r < repeat; r++ {
+		clear(w.outputs[0])
+		rep, err := p.Run(ctx, w.job)
+		if err != nil {
+			return benchRow{}, err
+		}
+		best = min(best, rep.Elapsed)
+	}
+	if err := w.verify(w.outputs[0]); err != nil {
+		return benchRow{}, err
+	}
+	return benchRow{Ms: ms(best), BoundMs: ms(st.Bound()), Efficiency: float64(st.Bound()) / float64(best)}, nil
+}
+
+func printBench(w io.Writer, rows []benchRow, backend string, o *benchOptions) {
+	label := ""
+	if o.sim {
+		label = " [simulated]"
+	}
+	fmt.Fprintf(w, "overlap bench: seed kernel on %s, %d float32 elements%s\n\n", backend, o.elems, label)
+	fmt.Fprintf(w, "%6s %-11s %10s %5s %10s %8s %10s %6s %10s %7s\n", "ITERS", "HOST", "CHUNK", "SLOTS", "TIME", "GB/s", "BOUND", "EFF", "C++", "GO/C++")
+	for _, r := range rows {
+		cpp, ratio := "-", "-"
+		if r.CppMs > 0 {
+			cpp, ratio = fmt.Sprintf("%.2f ms", r.CppMs), fmt.Sprintf("%.3f", r.Ratio)
+		}
+		fmt.Fprintf(w, "%6d %-11s %10d %5d %7.2f ms %8.1f %7.2f ms %5.1f%% %10s %7s\n",
+			r.Iters, r.Host, r.Chunk, r.Slots, r.Ms, r.GBps, r.BoundMs, 100*r.Efficiency, cpp, ratio)
+	}
+	if len(rows) > 0 {
+		best := rows[0]
+		for _, r := range rows {
+			if r.Ms < best.Ms {
+				best = r
+			}
+		}
+		fmt.Fprintf(w, "\nbest: chunk %d, %d slots, host %s, iters %d: %.2f ms (%.1f%% of the stage bound)%s\n",
+			best.Chunk, best.Slots, best.Host, best.Iters, best.Ms, 100*best.Efficiency, label)
+	}
+}
+
+func writeBenchFiles(o *benchOptions, rows []benchRow) error {
+	if o.csvPath != "" {
+		f, err := os.Create(o.csvPath)
+		if err != nil {
+			return err
+		}
+		cw := csv.NewWriter(f)
+		cw.Write([]string{"iters", "host", "chunk_elems", "slots", "ms", "gb_per_s", "bound_ms", "efficiency", "cpp_ms", "go_over_cpp", "simulated"})
+		for _, r := range rows {
+			cw.Write([]string{strconv.Itoa(r.Iters), r.Host, strconv.Itoa(r.Chunk), strconv.Itoa(r.Slots),
+				fmt.Sprintf("%.4f", r.Ms), fmt.Sprintf("%.3f", r.GBps), fmt.Sprintf("%.4f", r.BoundMs),
+				fmt.Sprintf("%.4f", r.Efficiency), fmt.Sprintf("%.4f", r.CppMs), fmt.Sprintf("%.4f", r.Ratio), strconv.FormatBool(o.sim)})
+		}
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if o.jsonPath != "" {
+		b, _ := json.MarshalIndent(map[string]any{"simulated": o.sim, "results": rows}, "", "  ")
+		if err := os.WriteFile(o.jsonPath, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if o.svgPath != "" {
+		return os.WriteFile(o.svgPath, []byte(benchSVG(rows, o.sim)), 0o644)
+	}
+	return nil
+}
+
+// benchSVG plots time against chunk size (log scale), one line per slot
+// count, for the first iteration count and host mode, with the stage bound
+// dashed.
+func benchSVG(rows []benchRow, sim bool) string {
+	if len(rows) == 0 {
+		return `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>`
+	}
+	first := rows[0]
+	bySlots := map[int][]benchRow{}
+	var maxMs, minC, maxC float64 = 0, math.Inf(1), 0
+	for _, r := range rows {
+		if r.Iters != first.Iters || r.Host != first.Host {
+			continue
+		}
+		bySlots[r.Slots] = append(bySlots[r.Slots], r)
+		maxMs = max(maxMs, r.Ms, r.BoundMs)
+		minC, maxC = math.Min(minC, float64(r.Chunk)), math.Max(maxC, float64(r.Chunk))
+	}
+	const l, t, wd, ht = 70, 40, 600, 300
+	x := func(c int) float64 {
+		if maxC == minC {
+			return l + wd/2
+		}
+		return l + (math.Log2(float64(c))-math.Log2(minC))/(math.Log2(maxC)-math.Log2(minC))*wd
+	}
+	y := func(v float64) float64 { return t + ht - v/(maxMs*1.1)*ht }
+	var b strings.Builder
+	title := fmt.Sprintf("seed, %d iterations, host %s: time against chunk size", first.Iters, first.Host)
+	if sim {
+		title += " [simulated]"
+	}
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", l+wd+150, t+ht+50)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="20" font-size="14">%s</text>`+"\n", l, title)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", l, t+ht, l+wd, t+ht, l, t, l, t+ht)
+	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b"}
+	var slots []int
+	for s := range bySlots {
+		slots = append(slots, s)
+	}
+	sort.Ints(slots)
+	for i, s := range slots {
+		rs := bySlots[s]
+		sort.Slice(rs, func(a, c int) bool { return rs[a].Chunk < rs[c].Chunk })
+		var pts, bound []string
+		for _, r := range rs {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(r.Chunk), y(r.Ms)))
+			bound = append(bound, fmt.Sprintf("%.1f,%.1f", x(r.Chunk), y(r.BoundMs)))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>chunk %d, %d slots: %.2f ms</title></circle>`+"\n", x(r.Chunk), y(r.Ms), colors[i%len(colors)], r.Chunk, s, r.Ms)
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), colors[i%len(colors)])
+		if i == 0 {
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="black" stroke-dasharray="5,4"/>`+"\n", strings.Join(bound, " "))
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%d slots</text>`+"\n", l+wd+15, t+20+18*i, colors[i%len(colors)], s)
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d">- - stage bound</text>`+"\n", l+wd+15, t+20+18*len(slots))
+	for _, r := range bySlots[slots[0]] {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(r.Chunk), t+ht+18, humanElems(r.Chunk))
+	}
+	for i := 0; i <= 4; i++ {
+		v := maxMs * 1.1 * float64(i) / 4
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%.1f ms</text>`+"\n", l-6, y(v)+4, v)
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func humanElems(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dK", n>>10)
+	}
+	return strconv.Itoa(n)
+}

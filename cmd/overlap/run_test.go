@@ -1,0 +1,232 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRunBadFlags(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.ptx")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--elems", "0"}, `overlap run: invalid value "0" for flag -elems: "0": must be positive`},
+		{[]string{"--elems", "-5"}, `overlap run: invalid value "-5" for flag -elems: "-5": must be positive`},
+		{[]string{"--elems", "lots"}, `overlap run: invalid value "lots" for flag -elems: "lots" is not a size (use a number, optionally with K, M or G)`},
+		{[]string{"--elems", "5G"}, "overlap run: --elems 5368709120: at most 4294967295"},
+		{[]string{"--chunk", "0"}, `overlap run: invalid value "0" for flag -chunk: "0": must be positive`},
+		{[]string{"--elems", "1M", "--chunk", "2M"}, "overlap run: --chunk 2097152 is larger than --elems 1048576"},
+		{[]string{"--slots", "1"}, "overlap run: --slots 1: at least 2 are needed to overlap anything"},
+		{[]string{"--slots", "2", "--compute-streams", "3"}, "overlap run: --slots 2: fewer than --compute-streams 3"},
+		{[]string{"--compute-streams", "0"}, "overlap run: --compute-streams 0: want 1 to 64"},
+		{[]string{"--iters", "-1"}, "overlap run: --iters -1: must not be negative"},
+		{[]string{"--repeat", "0"}, "overlap run: --repeat 0: want 1 to 1000"},
+		{[]string{"--kernel", "fft"}, `overlap run: --kernel "fft": unknown (have seed, saxpy, lerp)`},
+		{[]string{"--kernel", "empty"}, "overlap run: --kernel empty has no inputs or outputs to pipeline; pick seed, saxpy or lerp"},
+		{[]string{"--host", "magic"}, `overlap run: invalid value "magic" for flag -host: want pinned, staged, registered or auto`},
+		{[]string{"--device", "-1"}, "overlap run: --device -1: must not be negative"},
+		{[]string{"--ptx", missing}, "overlap run: --ptx needs --entry NAME"},
+		{[]string{"--ptx", missing, "--entry", "k"}, "overlap run: --ptx " + missing + ": no such file"},
+		{[]string{"--entry", "k"}, "overlap run: --entry needs --ptx FILE"},
+		{[]string{"--bogus"}, "overlap run: flag provided but not defined: -bogus"},
+		{[]string{"extra"}, `overlap run: unexpected argument "extra"`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCLI(append([]string{"run"}, tc.args...)...)
+			assert.Equal(t, exitUsage, code)
+			assert.Empty(t, out)
+			assert.Equal(t, tc.want+"\n", errOut, "one line, exactly")
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int{"1": 1, "64K": 64 << 10, "128M": 128 << 20, "1g": 1 << 30, "1000": 1000} {
+		got, err := parseSize(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", "K", "1.5M", "-1", "0", "99999999999999G", "1T"} {
+		_, err := parseSize(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"1", "64K", "128M", "1G", "-1", "", "9999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseSize(s)
+		if err == nil && (n <= 0 || n > 1<<40) {
+			t.Fatalf("parseSize(%q) = %d without error", s, n)
+		}
+	})
+}
+
+// TestRunSimEndToEnd runs the whole command on the simulator and checks the
+// table, the JSON, the trace and the SVG.
+func TestRunSimEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	trace, svg := filepath.Join(dir, "t.json"), filepath.Join(dir, "t.svg")
+	code, out, errOut := runCLI("run", "--sim", "--elems", "40000", "--chunk", "5000", "--slots", "3",
+		"--compute-streams", "2", "--iters", "3", "--repeat", "2", "--host", "staged", "--trace", trace, "--svg", svg)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "[simulated")
+	assert.Contains(t, out, "synchronous")
+	assert.Contains(t, out, "pipeline (staged)")
+	assert.Contains(t, out, "every element of all 3 runs matched the CPU reference")
+
+	// Trace: Chrome trace-event JSON with one slice per stage and chunk.
+	var tr struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Ts   *float64       `json:"ts"`
+			Dur  *float64       `json:"dur"`
+			Tid  *int           `json:"tid"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &tr))
+	slices := map[string]int{}
+	threads := 0
+	for _, e := range tr.TraceEvents {
+		require.NotNil(t, e.Ts, "every event has ts")
+		require.NotNil(t, e.Tid, "every event has tid")
+		switch e.Ph {
+		case "X":
+			require.NotNil(t, e.Dur)
+			assert.GreaterOrEqual(t, *e.Dur, 0.0)
+			slices[strings.Fields(e.Name)[0]]++
+		case "M":
+			if e.Name == "thread_name" {
+				threads++
+			}
+		}
+	}
+	for _, st := range []string{"stage-in", "H2D", "compute", "D2H", "stage-out"} {
+		assert.Equal(t, 8, slices[st], "one %s slice per chunk", st)
+	}
+	assert.Equal(t, 6, threads, "stage-in, H2D, compute 0, compute 1, D2H, stage-out")
+	assert.Contains(t, string(b), "[simulated]")
+
+	// SVG: well-formed XML with one lane per stream.
+	f, err := os.Open(svg)
+	require.NoError(t, err)
+	defer f.Close()
+	dec := xml.NewDecoder(f)
+	lanes := map[string]bool{}
+	rects := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			for _, a := range se.Attr {
+				if a.Name.Local == "data-lane" {
+					lanes[a.Value] = true
+				}
+			}
+			if se.Name.Local == "rect" {
+				rects++
+			}
+		}
+	}
+	assert.Equal(t, map[string]bool{"stage-in": true, "H2D": true, "compute 0": true, "compute 1": true, "D2H": true, "stage-out": true}, lanes)
+	assert.GreaterOrEqual(t, rects, 40)
+
+	code, out, errOut = runCLI("run", "--sim", "--elems", "3000", "--chunk", "1000", "--iters", "1", "--json", "--kernel", "lerp", "--repeat", "1")
+	require.Equal(t, exitOK, code, errOut)
+	var res result
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.True(t, res.Simulated)
+	assert.Equal(t, "lerp", res.Kernel)
+	assert.Len(t, res.Rows, 2)
+
+	code, out, errOut = runCLI("run", "--sim", "--elems", "3000", "--iters", "1", "--quiet", "--chunk", "auto")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Empty(t, out)
+}
+
+func TestRunWithoutDriver(t *testing.T) {
+	if driverPresent() {
+		t.Skip("a driver is present; this test covers machines without one")
+	}
+	code, out, errOut := runCLI("run", "--elems", "1M")
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, out)
+	assert.True(t, strings.HasPrefix(errOut, "overlap: no NVIDIA driver found (tried "), errOut)
+	assert.True(t, strings.HasSuffix(errOut, "; use --sim to run on the CPU simulator\n"), errOut)
+	assert.Equal(t, 1, strings.Count(errOut, "\n"))
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--chunks", "1M,zero"}, `overlap bench: --chunks: "zero" is not a size (use a number, optionally with K, M or G)`},
+		{[]string{"--elems", "1M", "--chunks", "2M"}, "overlap bench: --chunks 2097152 is larger than --elems 1048576"},
+		{[]string{"--slots", "1"}, "overlap bench: --slots 1: want 2 to 1024"},
+		{[]string{"--iters", "-3"}, `overlap bench: --iters: "-3" is not a count`},
+		{[]string{"--host", "auto"}, `overlap bench: --host "auto": want pinned, staged or registered`},
+		{[]string{"--repeat", "0"}, "overlap bench: --repeat 0: want 1 to 1000"},
+		{[]string{"--sim", "--reference"}, "overlap bench: --reference needs a GPU, not --sim"},
+	}
+	for _, tc := range cases {
+		code, out, errOut := runCLI(append([]string{"bench"}, tc.args...)...)
+		assert.Equal(t, exitUsage, code, tc.args)
+		assert.Empty(t, out)
+		assert.Equal(t, tc.want+"\n", errOut)
+	}
+}
+
+func TestBenchSim(t *testing.T) {
+	dir := t.TempDir()
+	csvPath, jsonPath, svgPath := filepath.Join(dir, "b.csv"), filepath.Join(dir, "b.json"), filepath.Join(dir, "b.svg")
+	code, out, errOut := runCLI("bench", "--sim", "--elems", "8000", "--chunks", "1000,4000", "--slots", "2,3",
+		"--iters", "1", "--host", "pinned,staged", "--repeat", "1", "--csv", csvPath, "--json", jsonPath, "--svg", svgPath)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "[simulated]")
+	assert.Contains(t, out, "best: chunk ")
+	b, err := os.ReadFile(csvPath)
+	require.NoError(t, err)
+	assert.Equal(t, 9, strings.Count(string(b), "\n"), "header and 8 rows")
+	var js struct {
+		Simulated bool       `json:"simulated"`
+		Results   []benchRow `json:"results"`
+	}
+	b, err = os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &js))
+	assert.True(t, js.Simulated)
+	assert.Len(t, js.Results, 8)
+	f, err := os.Open(svgPath)
+	require.NoError(t, err)
+	defer f.Close()
+	dec := xml.NewDecoder(f)
+	lines := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			lines++
+		}
+	}
+	assert.Equal(t, 3, lines, "one line per slot count and the bound")
+}

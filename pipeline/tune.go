@@ -1,0 +1,140 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// StageCost is one stage's per-chunk cost model: Fixed + PerElem × elements.
+type StageCost struct {
+	Fixed   time.Duration
+	PerElem float64 // nanoseconds per element
+}
+
+// At returns the stage's predicted time for a chunk of n elements.
+func (c StageCost) At(n int) time.Duration {
+	return c.Fixed + time.Duration(c.PerElem*float64(n))
+}
+
+// Model predicts a pipeline's time from its stages' cost models.
+type Model struct {
+	H2D, Compute, D2H StageCost
+}
+
+// Predict returns the predicted time of a job of n elements in chunks of
+// chunk elements with computeStreams kernels in flight: the first chunk
+// goes through every stage (fill), then each further chunk costs the
+// slowest stage, and the last chunk's remaining stages drain. Kernels on
+// several streams overlap their fixed (launch and tail) costs.
+func (m Model) Predict(n, chunk, computeStreams int) time.Duration {
+	if n <= 0 || chunk <= 0 {
+		return 0
+	}
+	k := (n + chunk - 1) / chunk
+	last := n - (k-1)*chunk
+	steady := func(c int) time.Duration {
+		comp := time.Duration(float64(m.Compute.Fixed)/float64(max(computeStreams, 1))) + time.Duration(m.Compute.PerElem*float64(c))
+		return max(m.H2D.At(c), comp, m.D2H.At(c))
+	}
+	if k == 1 {
+		return m.H2D.At(last) + m.Compute.At(last) + m.D2H.At(last)
+	}
+	fill := m.H2D.At(chunk) + m.Compute.At(chunk) + m.D2H.At(chunk)
+	return fill + time.Duration(k-2)*steady(chunk) + steady(last)
+}
+
+// Fit fits each stage's cost model by least squares to per-chunk
+// measurements: chunks[i] elements took stages[i] per chunk.
+func Fit(chunks []int, stages []StageTimes) (Model, error) {
+	if len(chunks) != len(stages) || len(chunks) < 2 {
+		return Model{}, errors.New("pipeline: fitting a cost model needs at least two probes")
+	}
+	fit := func(get func(StageTimes) time.Duration) StageCost {
+		var sx, sy, sxx, sxy float64
+		n := float64(len(chunks))
+		for i, c := range chunks {
+			x, y := float64(c), float64(get(stages[i]))
+			sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+		}
+		den := n*sxx - sx*sx
+		if den == 0 {
+			return StageCost{PerElem: sy / math.Max(sx, 1)}
+		}
+		slope := (n*sxy - sx*sy) / den
+		icpt := (sy - slope*sx) / n
+		if slope < 0 {
+			slope = 0
+		}
+		if icpt < 0 {
+			icpt = 0
+		}
+		return StageCost{Fixed: time.Duration(icpt), PerElem: slope}
+	}
+	return Model{
+		H2D:     fit(func(s StageTimes) time.Duration { return s.H2D }),
+		Compute: fit(func(s StageTimes) time.Duration { return s.Compute }),
+		D2H:     fit(func(s StageTimes) time.Duration { return s.D2H }),
+	}, nil
+}
+
+// Choice is a tuned configuration with its predicted time.
+type Choice struct {
+	ChunkElems, Slots, ComputeStreams int
+	Predicted                         time.Duration
+}
+
+// Best searches chunk sizes (powers of two from 64K elements up to n) and
+// 1, 2 or 4 compute streams for the lowest predicted time.
+func (m Model) Best(n int) Choice {
+	best := Choice{Predicted: time.Duration(math.MaxInt64)}
+	for chunk := 64 << 10; ; chunk *= 2 {
+		c := min(chunk, n)
+		for _, k := range []int{1, 2, 4} {
+			if t := m.Predict(n, c, k); t < best.Predicted {
+				best = Choice{ChunkElems: c, Slots: k + 2, ComputeStreams: k, Predicted: t}
+			}
+		}
+		if chunk >= n || chunk >= 1<<30 {
+			break
+		}
+	}
+	return best
+}
+
+// Probe measures per-chunk stage costs of job at a few chunk sizes, by
+// building a pipeline for each (with cfg's shape) and timing its stages
+// alone, and fits a Model to them.
+func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
+	if job.N <= 0 {
+		return Model{}, errors.New("pipeline: tuning needs a job with elements")
+	}
+	var sizes []int
+	for _, c := range []int{256 << 10, 1 << 20, 4 << 20, 16 << 20} {
+		if c <= job.N {
+			sizes = append(sizes, c)
+		}
+	}
+	if len(sizes) < 2 {
+		sizes = []int{max(job.N/8, 1), max(job.N/2, 2)}
+	}
+	var per []StageTimes
+	for _, c := range sizes {
+		pc := cfg
+		pc.ChunkElems, pc.Slots, pc.ComputeStreams, pc.Timing = c, 2, 1, false
+		p, err := New(b, pc)
+		if err != nil {
+			return Model{}, err
+		}
+		st, err := p.StageTimes(ctx, job)
+		p.Close()
+		if err != nil {
+			return Model{}, fmt.Errorf("pipeline: probing chunk %d: %w", c, err)
+		}
+		k := time.Duration((job.N + c - 1) / c)
+		per = append(per, StageTimes{H2D: st.H2D / k, Compute: st.Compute / k, D2H: st.D2H / k})
+	}
+	return Fit(sizes, per)
+}
