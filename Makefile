@@ -36,6 +36,7 @@ cross:
 gpu-bundle:
 	mkdir -p $(GPU_DIR)
 	for p in $(PKGS); do CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -o $(GPU_DIR)/$$p.test ./$$p || exit 1; done
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -o $(GPU_DIR)/cmd.test ./cmd/overlap
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -o $(GPU_DIR)/overlap ./cmd/overlap
 
 # ptx regenerates ptx/kernels/*.ptx; it needs nvcc (the GPU machine has it).

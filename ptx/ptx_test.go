@@ -249,3 +249,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestSeedMemoIsExact(t *testing.T) {
+	var m seedMemo
+	for _, x := range []float32{-1, -0.5, 0, 0.999969482421875, 0.3, 1.5, -7, float32(math.Inf(1))} {
+		want := SeedReference(x, 10)
+		got := m.get(x, 10)
+		if math.IsNaN(want) {
+			assert.True(t, math.IsNaN(got))
+			continue
+		}
+		assert.Equal(t, want, got, "x=%v", x)
+		assert.Equal(t, want, m.get(x, 10), "cached x=%v", x)
+	}
+}

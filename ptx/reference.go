@@ -136,24 +136,27 @@ func sortMismatches(m []Mismatch) {
 	}
 }
 
-// seedMemo caches SeedReference by input bits: overlap's standard input has
-// only 65536 distinct values, so verifying 128M elements costs 65536
-// reference evaluations, not 128M. Other inputs simply miss the cache.
+// seedMemo caches SeedReference for overlap's standard input, whose 65536
+// values are exactly (k-32768)/32768: verifying 128M such elements costs
+// 65536 reference evaluations, not 128M. Other inputs are computed as they
+// come.
 type seedMemo struct {
-	keys  [1 << 16]uint32
 	vals  [1 << 16]float64
 	valid [1 << 16]bool
 }
 
 func (m *seedMemo) get(x float32, iters int) float64 {
-	bits := math.Float32bits(x)
-	h := (bits * 2654435761) >> 16
-	if m.valid[h] && m.keys[h] == bits {
-		return m.vals[h]
+	k := x*32768 + 32768
+	if k >= 0 && k < 1<<16 && k == float32(int32(k)) {
+		i := int32(k)
+		if float32(i-32768)/32768 == x {
+			if !m.valid[i] {
+				m.vals[i], m.valid[i] = SeedReference(x, iters), true
+			}
+			return m.vals[i]
+		}
 	}
-	v := SeedReference(x, iters)
-	m.keys[h], m.vals[h], m.valid[h] = bits, v, true
-	return v
+	return SeedReference(x, iters)
 }
 
 // VerifySeed checks out[i] against SeedReference(in[i], iters) for every i.
