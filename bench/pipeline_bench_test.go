@@ -158,7 +158,7 @@ func BenchmarkSeedSmallChunks(b *testing.B) {
 // has never seen them: auto mode stages them.
 func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 	f := setup(b)
-	for _, chunk := range []int{4 << 20, 8 << 20} {
+	for _, chunk := range []int{1 << 20, 4 << 20, 8 << 20} {
 		b.Run(fmt.Sprintf("staged/chunk=%dK", chunk>>10), func(b *testing.B) {
 			var total time.Duration
 			for i := 0; i < b.N; i++ {
