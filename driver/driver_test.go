@@ -40,6 +40,13 @@ func TestErrorFormat(t *testing.T) {
 	assert.Equal(t, "cuda: cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX (218): a PTX JIT compilation failed: ptxas fatal", withLog.Error())
 }
 
+func TestStickyErrorsSaySo(t *testing.T) {
+	err := &Error{Op: "cuStreamSynchronize", Code: ErrIllegalAddress}
+	assert.True(t, ErrIllegalAddress.Sticky())
+	assert.False(t, ErrOutOfMemory.Sticky())
+	assert.Equal(t, "cuda: cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal memory access was encountered; the CUDA context is now unusable and every later call on it fails: restart the process", err.Error())
+}
+
 func TestResultNames(t *testing.T) {
 	cases := map[Result]string{
 		ErrInvalidValue: "CUDA_ERROR_INVALID_VALUE", ErrOutOfMemory: "CUDA_ERROR_OUT_OF_MEMORY",

@@ -94,7 +94,21 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
+	if e.Code.Sticky() {
+		s += "; the CUDA context is now unusable and every later call on it fails: restart the process"
+	}
 	return s
+}
+
+// Sticky reports whether r is one of the errors after which the CUDA
+// context is unusable: a kernel faulted, and every later call on the
+// context returns the same error.
+func (r Result) Sticky() bool {
+	switch r {
+	case ErrIllegalAddress, 710, 714, 715, 716, 717, 718, ErrLaunchFailed:
+		return true
+	}
+	return false
 }
 
 // Unwrap returns the Result, so that errors.Is matches the sentinels.

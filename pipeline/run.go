@@ -337,15 +337,16 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	return nil
 }
 
-// drain waits for every stream.
+// drain waits for every stream and returns the first failure (a faulted
+// context fails every stream with the same error).
 func (p *Pipeline) drain() error {
-	var errs []error
+	var first error
 	for _, s := range append([]Stream{p.h2d, p.d2h}, p.comp...) {
-		if err := s.Synchronize(); err != nil {
-			errs = append(errs, err)
+		if err := s.Synchronize(); err != nil && first == nil {
+			first = err
 		}
 	}
-	return errors.Join(errs...)
+	return first
 }
 
 // issue is the schedule. For chunk c in slot s = c mod Slots:

@@ -109,7 +109,8 @@ type fault struct {
 }
 
 // FailAt makes the k-th (from 1) operation of kind fail with err. Kinds:
-// "copy", "launch", "record", "wait", "alloc", "stream", "event".
+// "copy", "launch", "record", "wait", "alloc", "stream", "event", and
+// "sync" (a host Synchronize of a stream or event).
 func (s *Sim) FailAt(kind string, k int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -125,6 +126,13 @@ func (s *Sim) tick(kind string) error {
 		}
 	}
 	return nil
+}
+
+// failHost counts a host operation and returns an injected fault, if any.
+func (s *Sim) failHost(kind string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tick(kind)
 }
 
 // vclock is a vector clock indexed by actor.
@@ -539,6 +547,9 @@ func (s *Sim) issueVC() vclock {
 }
 
 func (st *simStream) Synchronize() error {
+	if err := st.sim.failHost("sync"); err != nil {
+		return err
+	}
 	done := make(chan struct{})
 	var final vclock
 	err := st.enqueue(simOp{issueVC: st.sim.issueVC(), run: func(vc vclock, _ int) { final = vc }, done: done})
@@ -602,6 +613,9 @@ func (e *simEvent) current() *simGen {
 }
 
 func (e *simEvent) Synchronize() error {
+	if err := e.sim.failHost("sync"); err != nil {
+		return err
+	}
 	g := e.current()
 	if g == nil {
 		return nil

@@ -42,7 +42,7 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprintln(stderr, "overlap: missing command: run, bench, devices or help (try 'overlap help')")
 		return exitUsage
 	}
 	switch args[0] {

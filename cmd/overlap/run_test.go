@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,4 +230,21 @@ func TestBenchSim(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, lines, "one line per slot count and the bound")
+}
+
+// FuzzRunFlags feeds arbitrary flag values to overlap run's parser: it must
+// return options or an error, never panic.
+func FuzzRunFlags(f *testing.F) {
+	f.Add("--elems", "128M", "--chunk", "auto")
+	f.Add("--slots", "1", "--compute-streams", "0")
+	f.Add("--host", "staged", "--kernel", "lerp")
+	f.Add("--ptx", "x.ptx", "--entry", "")
+	f.Fuzz(func(t *testing.T, a, b, c, d string) {
+		o, err := parseRunFlags([]string{a, b, c, d}, io.Discard)
+		if err == nil {
+			if o.elems <= 0 || (!o.chunkAuto && (o.chunk <= 0 || o.chunk > o.elems)) || o.computeStreams < 1 || o.repeat < 1 {
+				t.Fatalf("accepted bad options: %+v", o)
+			}
+		}
+	})
 }

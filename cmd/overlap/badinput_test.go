@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/loader"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx"
+	"github.com/stretchr/testify/require"
+)
+
+// badInput is one row of the bad-input table in docs/RELIABILITY.md: what
+// a user might get wrong, and the error they get. try returns the error
+// (and, for the CLI, the exit code).
+type badInput struct {
+	area, input string
+	try         func(t *testing.T) (string, int)
+}
+
+func cli(args ...string) func(t *testing.T) (string, int) {
+	return func(t *testing.T) (string, int) {
+		code, _, errOut := runCLI(args...)
+		return strings.TrimSpace(errOut), code
+	}
+}
+
+func apiErr(f func() error) func(t *testing.T) (string, int) {
+	return func(t *testing.T) (string, int) {
+		err := f()
+		if err == nil {
+			return "", 0
+		}
+		return err.Error(), -1
+	}
+}
+
+func parseErr(src []byte) func(t *testing.T) (string, int) {
+	return apiErr(func() error { _, err := ptx.Parse(src); return err })
+}
+
+func badInputs(tmp string) []badInput {
+	seed := string(ptx.Seed.PTX())
+	junk := filepath.Join(tmp, "junk.so")
+	os.WriteFile(junk, []byte("not a library"), 0o644)
+	sim := pipeline.NewSim(1, 0)
+	cfg := pipeline.Config{ChunkElems: 8, Inputs: []int{4}, Outputs: []int{4}}
+	in, out := make([]float32, 10), make([]float32, 10)
+	job := pipeline.Job{N: 10, Kernel: pipeline.SeedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	run := func(mutate func(*pipeline.Job)) func() error {
+		return func() error {
+			p, err := pipeline.New(sim, cfg)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			j := job
+			mutate(&j)
+			_, err = p.Run(context.Background(), j)
+			return err
+		}
+	}
+	return []badInput{
+		{"CLI", "`overlap` with no command", cli()},
+		{"CLI", "`overlap frobnicate`", cli("frobnicate")},
+		{"CLI", "`overlap devices extra`", cli("devices", "extra")},
+		{"CLI", "`overlap run --elems 0`", cli("run", "--elems", "0")},
+		{"CLI", "`overlap run --elems -5`", cli("run", "--elems", "-5")},
+		{"CLI", "`overlap run --elems lots`", cli("run", "--elems", "lots")},
+		{"CLI", "`overlap run --elems 5G`", cli("run", "--elems", "5G")},
+		{"CLI", "`overlap run --elems 1M --chunk 2M`", cli("run", "--elems", "1M", "--chunk", "2M")},
+		{"CLI", "`overlap run --chunk 0`", cli("run", "--chunk", "0")},
+		{"CLI", "`overlap run --slots 1`", cli("run", "--slots", "1")},
+		{"CLI", "`overlap run --slots 2 --compute-streams 3`", cli("run", "--slots", "2", "--compute-streams", "3")},
+		{"CLI", "`overlap run --compute-streams 0`", cli("run", "--compute-streams", "0")},
+		{"CLI", "`overlap run --iters -1`", cli("run", "--iters", "-1")},
+		{"CLI", "`overlap run --repeat 0`", cli("run", "--repeat", "0")},
+		{"CLI", "`overlap run --kernel fft`", cli("run", "--kernel", "fft")},
+		{"CLI", "`overlap run --kernel empty`", cli("run", "--kernel", "empty")},
+		{"CLI", "`overlap run --host magic`", cli("run", "--host", "magic")},
+		{"CLI", "`overlap run --device -1`", cli("run", "--device", "-1")},
+		{"CLI", "`overlap run --ptx k.ptx` without `--entry`", cli("run", "--ptx", "k.ptx")},
+		{"CLI", "`overlap run --ptx missing.ptx --entry k`", cli("run", "--ptx", "missing.ptx", "--entry", "k")},
+		{"CLI", "`overlap run --entry k` without `--ptx`", cli("run", "--entry", "k")},
+		{"CLI", "`overlap run --sim --ptx k.ptx --entry k`", cli("run", "--sim", "--ptx", "k.ptx", "--entry", "k")},
+		{"CLI", "`overlap run --bogus`", cli("run", "--bogus")},
+		{"CLI", "`overlap run extra`", cli("run", "extra")},
+		{"CLI", "`overlap bench --chunks 1M,zero`", cli("bench", "--chunks", "1M,zero")},
+		{"CLI", "`overlap bench --slots 1`", cli("bench", "--slots", "1")},
+		{"CLI", "`overlap bench --host auto`", cli("bench", "--host", "auto")},
+		{"CLI", "`overlap bench --sim --reference`", cli("bench", "--sim", "--reference")},
+		{"PTX", "empty file", parseErr(nil)},
+		{"PTX", "binary garbage", parseErr([]byte("\x7fELF\x02\x01\x01\x00junk"))},
+		{"PTX", "text that is not UTF-8", parseErr([]byte("\xff\xfe.version 7.0"))},
+		{"PTX", "truncated PTX", parseErr([]byte(seed[:len(seed)/2]))},
+		{"PTX", "no `.version`", parseErr([]byte(".target sm_75\n"))},
+		{"PTX", "no `.target`", parseErr([]byte(".version 7.0\n"))},
+		{"PTX", "an entry defined twice", parseErr([]byte(".version 7.0\n.target sm_75\n.entry k()\n{ret;}\n.entry k()\n{ret;}\n"))},
+		{"PTX", "an unclosed comment", parseErr([]byte(".version 7.0\n/* oops\n"))},
+		{"PTX", "100 MB of junk text", parseErr(bytes.Repeat([]byte("junk "), 100<<20/5))},
+		{"PTX", "an unknown embedded kernel", apiErr(func() error { _, err := ptx.KernelByName("fft"); return err })},
+		{"driver API", "`Alloc(0)`", apiErr(func() error { _, err := (*driver.Context)(nil).Alloc(0); return err })},
+		{"driver API", "a nil `*Context`", apiErr(func() error { _, err := (*driver.Context)(nil).Alloc(16); return err })},
+		{"driver API", "a nil `*Stream`", apiErr(func() error { return (*driver.Stream)(nil).Synchronize() })},
+		{"driver API", "a nil source in an async copy", apiErr(func() error { return (*driver.Stream)(nil).CopyToDevice(nil, 0, nil, 0, 1) })},
+		{"driver API", "a launch of a nil `*Function`", apiErr(func() error {
+			return (*driver.Function)(nil).Launch(nil, driver.GridFor(1, 1), driver.NewArgs())
+		})},
+		{"driver API", "65 kernel arguments", apiErr(func() error {
+			a := driver.NewArgs()
+			for i := 0; i < 65; i++ {
+				a.Int32(0)
+			}
+			return a.Err()
+		})},
+		{"driver API", "a by-value argument aligned to 3", apiErr(func() error { return driver.NewArgs().Raw([]byte{1, 2, 3}, 3).Err() })},
+		{"driver API", "a zero `Device`", apiErr(func() error { _, err := driver.NewContext(driver.Device{}); return err })},
+		{"loader", "no library at the paths tried", apiErr(func() error {
+			_, err := loader.OpenFirst([]string{"/nonexistent/libcuda.so.1"})
+			return err
+		})},
+		{"loader", "`OVERLAP_CUDA_LIBRARY` naming a file that is not a library", apiErr(func() error {
+			_, err := loader.OpenFirst([]string{junk})
+			if err != nil {
+				return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), tmp, "$TMP"))
+			}
+			return nil
+		})},
+		{"pipeline API", "a nil `Backend`", apiErr(func() error { _, err := pipeline.New(nil, cfg); return err })},
+		{"pipeline API", "one slot", apiErr(func() error { _, err := pipeline.New(sim, pipeline.Config{Slots: 1, Outputs: []int{4}}); return err })},
+		{"pipeline API", "no outputs", apiErr(func() error { _, err := pipeline.New(sim, pipeline.Config{Inputs: []int{4}}); return err })},
+		{"pipeline API", "an element size of 0", apiErr(func() error { _, err := pipeline.New(sim, pipeline.Config{Outputs: []int{0}}); return err })},
+		{"pipeline API", "a job without a kernel", apiErr(run(func(j *pipeline.Job) { j.Kernel = nil }))},
+		{"pipeline API", "a negative element count", apiErr(run(func(j *pipeline.Job) { j.N = -1 }))},
+		{"pipeline API", "an input shorter than N elements", apiErr(run(func(j *pipeline.Job) { j.N = 11 }))},
+		{"pipeline API", "a buffer with neither Data nor Pinned", apiErr(run(func(j *pipeline.Job) { j.Inputs = []pipeline.Buffer{{}} }))},
+		{"pipeline API", "the wrong number of inputs", apiErr(run(func(j *pipeline.Job) { j.Inputs = nil }))},
+		{"pipeline API", "host mode pinned with Go slices", apiErr(run(func(j *pipeline.Job) { j.Host = pipeline.HostPinned }))},
+		{"pipeline API", "`Run` after `Close`", apiErr(func() error {
+			p, err := pipeline.New(sim, cfg)
+			if err != nil {
+				return err
+			}
+			p.Close()
+			_, err = p.Run(context.Background(), job)
+			return err
+		})},
+		{"pipeline API", "an unknown host mode name", apiErr(func() error { _, err := pipeline.ParseHostMode("sometimes"); return err })},
+	}
+}
+
+const (
+	tableStart = "<!-- bad-inputs:start -->"
+	tableEnd   = "<!-- bad-inputs:end -->"
+)
+
+// TestBadInputTable walks the table of bad inputs: every one must give an
+// error (a one-line error and exit code 2 for the CLI), and the table in
+// docs/RELIABILITY.md must list exactly these errors. Run with
+// OVERLAP_UPDATE_DOCS=1 to rewrite the table.
+func TestBadInputTable(t *testing.T) {
+	tmp := t.TempDir()
+	var b strings.Builder
+	b.WriteString("| area | bad input | exit code | error |\n| --- | --- | --- | --- |\n")
+	for _, c := range badInputs(tmp) {
+		msg, code := c.try(t)
+		require.NotEmpty(t, msg, "%s: %s gave no error", c.area, c.input)
+		exit := "-"
+		if code >= 0 {
+			require.Equal(t, exitUsage, code, "%s: %s", c.area, c.input)
+			require.NotContains(t, msg, "\n", "%s: %s: one line", c.area, c.input)
+			exit = "2"
+		}
+		first := strings.ReplaceAll(strings.ReplaceAll(msg, "\n\t", " "), "\n", " ")
+		if len(first) > 240 {
+			first = first[:240] + "…"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | `%s` |\n", c.area, c.input, exit, strings.ReplaceAll(first, "|", `\|`))
+	}
+	table := b.String()
+	path := filepath.Join("..", "..", "docs", "RELIABILITY.md")
+	doc, err := os.ReadFile(path)
+	require.NoError(t, err)
+	start := bytes.Index(doc, []byte(tableStart))
+	end := bytes.Index(doc, []byte(tableEnd))
+	require.True(t, start >= 0 && end > start, "docs/RELIABILITY.md needs the %s and %s markers", tableStart, tableEnd)
+	current := string(doc[start+len(tableStart) : end])
+	want := "\n" + table
+	if os.Getenv("OVERLAP_UPDATE_DOCS") == "1" {
+		updated := string(doc[:start+len(tableStart)]) + want + string(doc[end:])
+		require.NoError(t, os.WriteFile(path, []byte(updated), 0o644))
+		return
+	}
+	require.Equal(t, want, current, "docs/RELIABILITY.md's bad-input table is stale: run OVERLAP_UPDATE_DOCS=1 go test ./cmd/overlap -run BadInputTable")
+}

@@ -1,0 +1,234 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purecuda/overlap/ptx"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The reliability tests behind docs/RELIABILITY.md. Each logs the figure
+// it measures with the prefix "RELIABILITY:".
+
+var errInjected = errors.New("injected fault")
+
+// faultCase is the workload of the fault sweep: 7 chunks, staged, so that
+// every stage (staging included) is exercised.
+func faultWorkload(t *testing.T, sim *Sim, mode HostMode) (Config, Job, []float32, []float32) {
+	cfg := Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode}
+	in, out := make([]float32, 65), make([]float32, 65)
+	ptx.FillPattern(in, 0)
+	job := Job{N: 65, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	return cfg, job, in, out
+}
+
+// TestFaultSweep fails every operation of every kind, one at a time, over
+// a full New+Run, and checks that the error names its stage (and chunk),
+// that nothing leaks, and that the pipeline runs again exactly or reports
+// itself closed.
+func TestFaultSweep(t *testing.T) {
+	kinds := []string{"alloc", "stream", "event", "copy", "launch", "record", "wait", "sync"}
+	injected, survivedUsable, survivedClosed := 0, 0, 0
+	for _, mode := range []HostMode{HostStaged, HostRegistered} {
+		// Count each kind in a clean New + Run.
+		clean := NewSim(1, 0)
+		cfg, job, _, _ := faultWorkload(t, clean, mode)
+		p, err := New(clean, cfg)
+		require.NoError(t, err)
+		_, err = p.Run(context.Background(), job)
+		require.NoError(t, err)
+		require.NoError(t, p.Close())
+		for _, kind := range kinds {
+			total := clean.Count(kind)
+			require.Greater(t, total, 0, "%s: a run has %s operations", mode, kind)
+			for k := 1; k <= total; k++ {
+				sim := NewSim(uint64(k), time.Microsecond)
+				sim.FailAt(kind, k, errInjected)
+				cfg, job, in, out := faultWorkload(t, sim, mode)
+				injected++
+				what := fmt.Sprintf("%s, %s #%d of %d", mode, kind, k, total)
+				p, err := New(sim, cfg)
+				if err != nil {
+					assert.ErrorIs(t, err, errInjected, what)
+					assert.Contains(t, err.Error(), "pipeline: setup: ", what)
+					assert.Empty(t, sim.Live(), "%s: New cleans up after itself", what)
+					survivedClosed++
+					continue
+				}
+				_, err = p.Run(context.Background(), job)
+				require.Error(t, err, what)
+				assert.ErrorIs(t, err, errInjected, what)
+				var se *StageError
+				require.ErrorAs(t, err, &se, what)
+				if kind != "alloc" && kind != "sync" {
+					assert.GreaterOrEqual(t, se.Chunk, 0, "%s: %v", what, err)
+				}
+				_, again := p.Run(context.Background(), job)
+				switch {
+				case again == nil:
+					require.NoError(t, ptx.VerifySeed(in, out, 1), what)
+					survivedUsable++
+				case errors.Is(again, ErrClosed):
+					assert.Equal(t, StageDrain, se.Stage, "%s: only a failed drain closes the pipeline", what)
+					survivedClosed++
+				default:
+					t.Fatalf("%s: second run: %v", what, again)
+				}
+				require.NoError(t, p.Close(), what)
+				assert.Empty(t, sim.Live(), "%s: leaked", what)
+				assert.Empty(t, sim.Hazards(), what)
+			}
+		}
+	}
+	t.Logf("RELIABILITY: faults injected %d; pipeline usable afterwards %d; closed cleanly (setup failed or drain failed) %d", injected, survivedUsable, survivedClosed)
+	assert.Equal(t, injected, survivedUsable+survivedClosed)
+}
+
+// TestCancellationThousand cancels 1000 runs at random points.
+func TestCancellationThousand(t *testing.T) {
+	tries := 1000
+	if testing.Short() {
+		tries = 100
+	}
+	before := runtime.NumGoroutine()
+	r := rand.New(rand.NewPCG(42, 7))
+	var longest time.Duration
+	canceled := 0
+	for i := 0; i < tries; i++ {
+		sim := NewSim(uint64(i), 2*time.Microsecond)
+		mode := []HostMode{HostStaged, HostRegistered}[i%2]
+		cfg, job, in, out := faultWorkload(t, sim, mode)
+		job.N, job.Inputs, job.Outputs = 400, []Buffer{Slice(make([]float32, 400))}, []Buffer{Slice(make([]float32, 400))}
+		in, out = f32(job.Inputs[0].Data), f32(job.Outputs[0].Data)
+		ptx.FillPattern(in, i)
+		p, err := New(sim, cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		delay := time.Duration(r.IntN(400)) * time.Microsecond
+		var cancelAt time.Time
+		var mu sync.Mutex
+		time.AfterFunc(delay, func() { mu.Lock(); cancelAt = time.Now(); mu.Unlock(); cancel() })
+		_, err = p.Run(ctx, job)
+		if err != nil {
+			require.ErrorIs(t, err, context.Canceled)
+			mu.Lock()
+			longest = max(longest, time.Since(cancelAt))
+			mu.Unlock()
+			canceled++
+		}
+		cancel()
+		_, err = p.Run(context.Background(), job)
+		require.NoError(t, err)
+		require.NoError(t, ptx.VerifySeed(in, out, 1))
+		require.NoError(t, p.Close())
+		require.Empty(t, sim.Live())
+		require.Empty(t, sim.Hazards())
+	}
+	settle(before)
+	t.Logf("RELIABILITY: sim cancellations tried %d, cancelled mid-run %d, longest from cancel to return %v, goroutines before %d after %d",
+		tries, canceled, longest, before, runtime.NumGoroutine())
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
+	assert.Less(t, longest, time.Second)
+}
+
+// settle waits briefly for exiting goroutines.
+func settle(target int) {
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > target+2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLeaksManyRuns runs 10,000 jobs on one pipeline and 1,000
+// open/run/close cycles, and checks that objects and goroutines return
+// to where they started.
+func TestLeaksManyRuns(t *testing.T) {
+	runs, cycles := 10000, 1000
+	if testing.Short() {
+		runs, cycles = 1000, 100
+	}
+	before := runtime.NumGoroutine()
+	sim := NewSim(1, 0)
+	cfg := Config{ChunkElems: 8, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}}
+	in, out := make([]float32, 20), make([]float32, 20)
+	ptx.FillPattern(in, 0)
+	job := Job{N: 20, Kernel: SeedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	p, err := New(sim, cfg)
+	require.NoError(t, err)
+	live0 := sim.Live()
+	for i := 0; i < runs; i++ {
+		if _, err := p.Run(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assert.Equal(t, live0["stream"], sim.Live()["stream"])
+	assert.Equal(t, live0["event"], sim.Live()["event"])
+	assert.Equal(t, live0["device"], sim.Live()["device"])
+	assert.LessOrEqual(t, sim.Live()["registered"], 2)
+	require.NoError(t, p.Close())
+	assert.Empty(t, sim.Live())
+	for i := 0; i < cycles; i++ {
+		p, err := New(sim, cfg)
+		require.NoError(t, err)
+		if _, err := p.Run(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+		require.NoError(t, p.Close())
+	}
+	require.NoError(t, ptx.VerifySeed(in, out, 0))
+	settle(before)
+	t.Logf("RELIABILITY: sim leaks after %d runs and %d open/run/close cycles: live objects %v, goroutines %+d",
+		runs, cycles, sim.Live(), runtime.NumGoroutine()-before)
+	assert.Empty(t, sim.Live())
+	assert.Empty(t, sim.Hazards())
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
+}
+
+// TestConcurrentPipelinesOnSim runs 16 goroutines, each with its own
+// pipeline, chunk size and kernel, on one simulator.
+func TestConcurrentPipelinesOnSim(t *testing.T) {
+	sim := NewSim(3, time.Microsecond)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			c := simCase{n: 300 + 37*g, chunk: 5 + g, slots: 2 + g%3, streams: 1 + g%2, mode: HostMode(1 + g%3), kernel: []string{"seed", "saxpy", "lerp"}[g%3]}
+			job, want, got := jobFor(t, c, sim, c.mode == HostPinned)
+			p, err := New(sim, configFor(c))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer p.Close()
+			for r := 0; r < 5; r++ {
+				if _, err := p.Run(context.Background(), job); err != nil {
+					errs <- fmt.Errorf("%s: %w", c, err)
+					return
+				}
+				g := got()
+				for i := range want {
+					if want[i] != g[i] {
+						errs <- fmt.Errorf("%s: element %d = %v, want %v", c, i, g[i], want[i])
+						return
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	assert.Empty(t, sim.Hazards())
+}
