@@ -25,14 +25,17 @@ type Model struct {
 }
 
 // Predict returns the predicted time of a job of n elements in chunks of
-// chunk elements with computeStreams kernels in flight: the first chunk
-// goes through every stage (fill), then each further chunk costs the
-// slowest stage, and the last chunk's remaining stages drain. Kernels on
-// several streams overlap their fixed (launch and tail) costs.
-func (m Model) Predict(n, chunk, computeStreams int) time.Duration {
+// chunk elements, with slots buffer slots and computeStreams compute
+// streams: the first chunk goes through every stage (fill), then each
+// further chunk costs the slowest stage, and the last chunk's remaining
+// stages drain. Kernels in flight on several streams overlap their fixed
+// (launch and tail) costs; each needs a slot of its own besides the one
+// being filled, so at most slots-1 are in flight.
+func (m Model) Predict(n, chunk, slots, computeStreams int) time.Duration {
 	if n <= 0 || chunk <= 0 {
 		return 0
 	}
+	computeStreams = max(1, min(computeStreams, slots-1))
 	k := (n + chunk - 1) / chunk
 	last := n - (k-1)*chunk
 	steady := func(c int) time.Duration {
@@ -86,19 +89,35 @@ type Choice struct {
 	Predicted                         time.Duration
 }
 
-// Best searches chunk sizes (powers of two from 64K elements up to n) and
-// 1, 2 or 4 compute streams for the lowest predicted time.
-func (m Model) Best(n int) Choice {
-	best := Choice{Predicted: time.Duration(math.MaxInt64)}
+// Candidates lists every configuration Best considers, with its
+// prediction: chunk sizes in powers of two from 64K elements up to n,
+// 1, 2 or 4 compute streams, and 2, 3, 4 or 6 slots (at least as many as
+// compute streams).
+func (m Model) Candidates(n int) []Choice {
+	var out []Choice
 	for chunk := 64 << 10; ; chunk *= 2 {
 		c := min(chunk, n)
 		for _, k := range []int{1, 2, 4} {
-			if t := m.Predict(n, c, k); t < best.Predicted {
-				best = Choice{ChunkElems: c, Slots: k + 2, ComputeStreams: k, Predicted: t}
+			for _, s := range []int{2, 3, 4, 6} {
+				if s >= k {
+					out = append(out, Choice{ChunkElems: c, Slots: s, ComputeStreams: k, Predicted: m.Predict(n, c, s, k)})
+				}
 			}
 		}
 		if chunk >= n || chunk >= 1<<30 {
 			break
+		}
+	}
+	return out
+}
+
+// Best returns the candidate with the lowest predicted time; among equals,
+// the one with the fewest slots and streams.
+func (m Model) Best(n int) Choice {
+	best := Choice{Predicted: time.Duration(math.MaxInt64)}
+	for _, c := range m.Candidates(n) {
+		if c.Predicted < best.Predicted {
+			best = c
 		}
 	}
 	return best

@@ -16,16 +16,18 @@ func TestModelPredict(t *testing.T) {
 		D2H:     StageCost{Fixed: 10 * time.Microsecond, PerElem: 0.07},
 	}
 	// One chunk: every stage in series.
-	assert.Equal(t, m.H2D.At(1000)+m.Compute.At(1000)+m.D2H.At(1000), m.Predict(1000, 1000, 1))
+	assert.Equal(t, m.H2D.At(1000)+m.Compute.At(1000)+m.D2H.At(1000), m.Predict(1000, 1000, 3, 1))
 	// Many chunks: about k times the slowest stage, plus fill.
 	n, c := 128<<20, 4<<20
-	got := m.Predict(n, c, 1)
+	got := m.Predict(n, c, 3, 1)
 	bound := time.Duration(32) * m.Compute.At(c)
 	assert.Greater(t, got, bound)
 	assert.Less(t, got, bound+m.H2D.At(c)+m.D2H.At(c)+time.Millisecond)
 	// Small chunks pay the fixed cost; more compute streams hide part of it.
-	assert.Less(t, m.Predict(n, 64<<10, 4), m.Predict(n, 64<<10, 1))
-	assert.Equal(t, time.Duration(0), m.Predict(0, 10, 1))
+	assert.Less(t, m.Predict(n, 64<<10, 6, 4), m.Predict(n, 64<<10, 6, 1))
+	// ... but only as many as the slots allow.
+	assert.Equal(t, m.Predict(n, 64<<10, 2, 1), m.Predict(n, 64<<10, 2, 4))
+	assert.Equal(t, time.Duration(0), m.Predict(0, 10, 3, 1))
 }
 
 func TestModelBestAvoidsExtremes(t *testing.T) {
@@ -38,10 +40,11 @@ func TestModelBestAvoidsExtremes(t *testing.T) {
 	// Tiny chunks drown in fixed costs, huge ones in fill and drain.
 	assert.GreaterOrEqual(t, best.ChunkElems, 256<<10)
 	assert.LessOrEqual(t, best.ChunkElems, 16<<20)
-	assert.GreaterOrEqual(t, best.Slots, best.ComputeStreams+2)
+	assert.GreaterOrEqual(t, best.Slots, best.ComputeStreams+1)
 	for _, c := range []int{64 << 10, 32 << 20, 128 << 20} {
-		assert.LessOrEqual(t, best.Predicted, m.Predict(128<<20, c, 1))
+		assert.LessOrEqual(t, best.Predicted, m.Predict(128<<20, c, 3, 1))
 	}
+	assert.NotEmpty(t, m.Candidates(128<<20))
 }
 
 func TestFitRecoversSyntheticCosts(t *testing.T) {

@@ -5,6 +5,7 @@
 //
 //	overlap run [flags]        the lecture's experiment: synchronous baseline, then the pipeline
 //	overlap bench [flags]      sweep configurations, optionally against CUDA C++
+//	overlap tune [flags]       pick chunk size, slots and streams from a fitted cost model
 //	overlap devices            list GPUs, the driver version and library path
 //	overlap help               show this help
 package main
@@ -29,6 +30,8 @@ Usage:
                        verify every element, and print times (overlap run -h)
   overlap bench [flags] sweep chunk sizes, slots, host modes and intensity;
                        --reference compares with the CUDA C++ pipeline
+  overlap tune [flags] fit a cost model to probes, pick chunk, slots and streams,
+                       and measure the choice against the prediction
   overlap devices      list the GPUs, the driver version and the library opened
   overlap help         show this help
 
@@ -42,7 +45,7 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "overlap: missing command: run, bench, devices or help (try 'overlap help')")
+		fmt.Fprintln(stderr, "overlap: missing command: run, bench, tune, devices or help (try 'overlap help')")
 		return exitUsage
 	}
 	switch args[0] {
@@ -52,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "bench":
 		return cmdBench(args[1:], stdout, stderr)
+	case "tune":
+		return cmdTune(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

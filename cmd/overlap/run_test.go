@@ -248,3 +248,15 @@ func FuzzRunFlags(f *testing.F) {
 		}
 	})
 }
+
+func TestTuneSim(t *testing.T) {
+	code, out, errOut := runCLI("tune", "--sim", "--elems", "300K", "--iters", "1", "--repeat", "1")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "per-chunk stage costs")
+	assert.Contains(t, out, "<- chosen")
+	assert.Contains(t, out, "measured (best of 1, every element verified)")
+	assert.Contains(t, out, "[simulated]")
+	code, _, errOut = runCLI("tune", "--slots", "1")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap tune: --slots 1: at least 2 are needed to overlap anything\n", errOut)
+}

@@ -3,11 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"sort"
 	"time"
 
+	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -47,11 +54,24 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 		return pipeline.Choice{}, "", fmt.Errorf("tuning: %w", err)
 	}
 	c := m.Best(o.elems)
-	why := fmt.Sprintf("chunk %d, %d slots, %d compute stream(s): predicted %.2f ms from per-chunk costs H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem",
-		c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted),
+	why := fmt.Sprintf("chunk %d, %d slots, %d compute stream(s): predicted %.2f ms from per-chunk costs %s",
+		c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted), modelText(m))
+	if perr == nil && !o.sim {
+		storeChoice(path, cache, key, c)
+	}
+	return c, why, nil
+}
+
+func modelText(m pipeline.Model) string {
+	return fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem",
 		m.H2D.Fixed.Round(time.Microsecond/10), m.H2D.PerElem, m.Compute.Fixed.Round(time.Microsecond/10), m.Compute.PerElem,
 		m.D2H.Fixed.Round(time.Microsecond/10), m.D2H.PerElem)
-	if perr == nil && !o.sim {
+}
+
+// storeChoice writes the cache, best effort: a read-only cache directory
+// only costs the next run a probe.
+func storeChoice(path string, cache tuneCache, key string, c pipeline.Choice) {
+	if path != "" {
 		cache[key] = c
 		if b, err := json.MarshalIndent(cache, "", "  "); err == nil {
 			if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
@@ -59,5 +79,101 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 			}
 		}
 	}
-	return c, why, nil
+}
+
+// cmdTune probes the stage costs, prints the model's best candidates,
+// runs the chosen one and prints the measurement next to the prediction.
+// It takes overlap run's flags; --chunk and --slots are what it chooses.
+func cmdTune(args []string, stdout, stderr io.Writer) int {
+	o, err := parseRunFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "overlap tune: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := tune(ctx, o, stdout); err != nil {
+		var ue usageError
+		switch {
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "overlap tune: %v\n", ue.error)
+			return exitUsage
+		case errors.Is(err, loader.ErrNoDriver):
+			fmt.Fprintln(stderr, noDriverLine(err)+"; use --sim to run on the CPU simulator")
+		default:
+			fmt.Fprintf(stderr, "overlap tune: %v\n", err)
+		}
+		return exitFail
+	}
+	return exitOK
+}
+
+func tune(ctx context.Context, o *runOptions, w io.Writer) error {
+	e, err := openEnv(o)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	wl, err := newWorkload(o, e.fn, e.userIns, e.allocPinned)
+	if err != nil {
+		return err
+	}
+	defer wl.close()
+	label := ""
+	if o.sim {
+		label = " [simulated]"
+	}
+	m, err := pipeline.Probe(ctx, e.backend, wl.cfg, wl.job)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "overlap tune: %s on %s, %d elements, host memory %s%s\n", wl.name, e.backend.Name(), o.elems, o.host, label)
+	fmt.Fprintf(w, "per-chunk stage costs (fixed + per element), fitted to probes: %s\n\n", modelText(m))
+	cands := m.Candidates(o.elems)
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].Predicted < cands[j].Predicted })
+	fmt.Fprintf(w, "%10s %6s %8s %11s\n", "CHUNK", "SLOTS", "STREAMS", "PREDICTED")
+	for i, c := range cands[:min(8, len(cands))] {
+		mark := ""
+		if i == 0 {
+			mark = "  <- chosen"
+		}
+		fmt.Fprintf(w, "%10d %6d %8d %8.2f ms%s\n", c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted), mark)
+	}
+	best := cands[0]
+	cfg := wl.cfg
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = best.ChunkElems, best.Slots, best.ComputeStreams, o.host
+	p, err := pipeline.New(e.backend, cfg)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	measured := time.Duration(math.MaxInt64)
+	for r := 0; r < o.repeat; r++ {
+		rep, err := p.Run(ctx, wl.job)
+		if err != nil {
+			return err
+		}
+		measured = min(measured, rep.Elapsed)
+	}
+	if wl.verify != nil {
+		if err := wl.verify(wl.outputs[0]); err != nil {
+			return err
+		}
+	}
+	off := 100 * (float64(best.Predicted) - float64(measured)) / float64(measured)
+	fmt.Fprintf(w, "\nmeasured (best of %d, every element verified): %.2f ms; predicted %.2f ms, off by %+.1f%%%s\n", o.repeat, ms(measured), ms(best.Predicted), off, label)
+	if !o.sim {
+		if path, err := tuneCachePath(); err == nil {
+			cache := tuneCache{}
+			if b, err := os.ReadFile(path); err == nil {
+				_ = json.Unmarshal(b, &cache)
+			}
+			storeChoice(path, cache, tuneKey(e, wl, o), best)
+			fmt.Fprintf(w, "cached for overlap run --chunk auto in %s\n", path)
+		}
+	}
+	return nil
 }
