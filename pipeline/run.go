@@ -418,17 +418,7 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 		if err := tm.mark(iss, cs, c, StageCompute, 0); err != nil {
 			return fail(StageCompute, err)
 		}
-		chunk.Index, chunk.Offset, chunk.N = c, off, n
-		chunk.Inputs, chunk.InBytes = chunk.Inputs[:0], chunk.InBytes[:0]
-		chunk.Outputs, chunk.OutBytes = chunk.Outputs[:0], chunk.OutBytes[:0]
-		for j, d := range p.din[s] {
-			chunk.Inputs = append(chunk.Inputs, d.Ptr())
-			chunk.InBytes = append(chunk.InBytes, n*p.cfg.Inputs[j])
-		}
-		for j, d := range p.dout[s] {
-			chunk.Outputs = append(chunk.Outputs, d.Ptr())
-			chunk.OutBytes = append(chunk.OutBytes, n*p.cfg.Outputs[j])
-		}
+		p.fillChunk(&chunk, c, s, off, n)
 		if err := iss.Launch(cs, pl.job.Kernel, chunk); err != nil {
 			return fail(StageCompute, err)
 		}
@@ -470,6 +460,22 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 		rs.advance(&rs.d2hIssued, c+1)
 	}
 	return nil
+}
+
+// fillChunk describes chunk c (off, n) in slot s for the kernel, reusing
+// the chunk's slices.
+func (p *Pipeline) fillChunk(chunk *Chunk, c, s, off, n int) {
+	chunk.Index, chunk.Offset, chunk.N = c, off, n
+	chunk.Inputs, chunk.InBytes = chunk.Inputs[:0], chunk.InBytes[:0]
+	chunk.Outputs, chunk.OutBytes = chunk.Outputs[:0], chunk.OutBytes[:0]
+	for j, d := range p.din[s] {
+		chunk.Inputs = append(chunk.Inputs, d.Ptr())
+		chunk.InBytes = append(chunk.InBytes, n*p.cfg.Inputs[j])
+	}
+	for j, d := range p.dout[s] {
+		chunk.Outputs = append(chunk.Outputs, d.Ptr())
+		chunk.OutBytes = append(chunk.OutBytes, n*p.cfg.Outputs[j])
+	}
 }
 
 // stageIn copies each chunk's Go-slice inputs into its slot's pinned

@@ -678,69 +678,51 @@ func (i *simIssuer) fail(kind string) error {
 }
 
 func (i *simIssuer) CopyToDevice(st Stream, dst DeviceMem, dstOff int, src HostMemory, srcOff, n int) error {
-	ss, err := i.stream(st)
-	if err != nil {
-		return err
-	}
-	d, err := simDevOf(dst)
-	if err != nil {
-		return err
-	}
-	h, err := simHostOf(src)
-	if err != nil {
-		return err
-	}
-	if n < 0 || dstOff < 0 || srcOff < 0 || n > len(d.data)-dstOff || n > len(h.data)-srcOff {
-		return fmt.Errorf("pipeline: sim: copy of %d bytes does not fit", n)
-	}
-	if err := i.fail("copy"); err != nil {
-		return err
-	}
-	what := fmt.Sprintf("H2D copy on stream %d", ss.actor)
-	return ss.enqueue(simOp{issueVC: i.sim.issueVC(), run: func(vc vclock, actor int) {
-		s := i.sim
-		s.mu.Lock()
-		s.touch(actor, vc, what, []span{
-			{mem: h.id, name: h.name(), lo: srcOff, hi: srcOff + n},
-			{mem: d.id, name: d.name(), lo: dstOff, hi: dstOff + n, write: true},
-		})
-		s.mu.Unlock()
-		s.dataMu.Lock()
-		copy(d.data[dstOff:dstOff+n], h.data[srcOff:srcOff+n])
-		s.dataMu.Unlock()
-	}})
+	return i.copy(st, true, dst, dstOff, src, srcOff, n)
 }
 
 func (i *simIssuer) CopyToHost(st Stream, dst HostMemory, dstOff int, src DeviceMem, srcOff, n int) error {
+	return i.copy(st, false, src, srcOff, dst, dstOff, n)
+}
+
+// copy queues n bytes between device memory dev at devOff and host memory
+// host at hostOff, towards the device when toDevice.
+func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, host HostMemory, hostOff, n int) error {
 	ss, err := i.stream(st)
 	if err != nil {
 		return err
 	}
-	d, err := simDevOf(src)
+	d, err := simDevOf(dev)
 	if err != nil {
 		return err
 	}
-	h, err := simHostOf(dst)
+	h, err := simHostOf(host)
 	if err != nil {
 		return err
 	}
-	if n < 0 || dstOff < 0 || srcOff < 0 || n > len(d.data)-srcOff || n > len(h.data)-dstOff {
+	if n < 0 || devOff < 0 || hostOff < 0 || n > len(d.data)-devOff || n > len(h.data)-hostOff {
 		return fmt.Errorf("pipeline: sim: copy of %d bytes does not fit", n)
 	}
 	if err := i.fail("copy"); err != nil {
 		return err
 	}
 	what := fmt.Sprintf("D2H copy on stream %d", ss.actor)
+	if toDevice {
+		what = fmt.Sprintf("H2D copy on stream %d", ss.actor)
+	}
+	hostSpan := span{mem: h.id, name: h.name(), lo: hostOff, hi: hostOff + n, write: !toDevice}
+	devSpan := span{mem: d.id, name: d.name(), lo: devOff, hi: devOff + n, write: toDevice}
 	return ss.enqueue(simOp{issueVC: i.sim.issueVC(), run: func(vc vclock, actor int) {
 		s := i.sim
 		s.mu.Lock()
-		s.touch(actor, vc, what, []span{
-			{mem: d.id, name: d.name(), lo: srcOff, hi: srcOff + n},
-			{mem: h.id, name: h.name(), lo: dstOff, hi: dstOff + n, write: true},
-		})
+		s.touch(actor, vc, what, []span{hostSpan, devSpan})
 		s.mu.Unlock()
 		s.dataMu.Lock()
-		copy(h.data[dstOff:dstOff+n], d.data[srcOff:srcOff+n])
+		if toDevice {
+			copy(d.data[devOff:devOff+n], h.data[hostOff:hostOff+n])
+		} else {
+			copy(h.data[hostOff:hostOff+n], d.data[devOff:devOff+n])
+		}
 		s.dataMu.Unlock()
 	}})
 }

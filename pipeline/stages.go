@@ -91,16 +91,7 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 	chunk := Chunk{}
 	if st.Compute, err = timed(p.comp, func(c int) error {
 		off, n := p.chunkBounds(pl, c)
-		slot := c % K // one slot per compute stream: no two streams share buffers
-		chunk = Chunk{Index: c, Offset: off, N: n}
-		for j, d := range p.din[slot] {
-			chunk.Inputs = append(chunk.Inputs, d.Ptr())
-			chunk.InBytes = append(chunk.InBytes, n*p.cfg.Inputs[j])
-		}
-		for j, d := range p.dout[slot] {
-			chunk.Outputs = append(chunk.Outputs, d.Ptr())
-			chunk.OutBytes = append(chunk.OutBytes, n*p.cfg.Outputs[j])
-		}
+		p.fillChunk(&chunk, c, c%K, off, n) // one slot per compute stream: no two streams share buffers
 		if err := iss.Launch(p.comp[c%K], job.Kernel, chunk); err != nil {
 			return &StageError{Chunk: c, Stage: StageCompute, Err: err}
 		}

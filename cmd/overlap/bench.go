@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/bench"
-	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -150,17 +149,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	rows, err := runBench(ctx, o, stdout, stderr)
 	if err != nil {
-		var ue usageError
-		switch {
-		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "overlap bench: %v\n", ue.error)
-			return exitUsage
-		case errors.Is(err, loader.ErrNoDriver):
-			fmt.Fprintln(stderr, noDriverLine(err)+"; use --sim to run on the CPU simulator")
-		default:
-			fmt.Fprintf(stderr, "overlap bench: %v\n", err)
-		}
-		return exitFail
+		return reportError("bench", err, stderr)
 	}
 	if err := writeBenchFiles(o, rows); err != nil {
 		fmt.Fprintf(stderr, "overlap bench: %v\n", err)

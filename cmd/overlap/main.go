@@ -11,9 +11,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/purecuda/overlap/loader"
 )
 
 // exit codes, as Go's flag package uses them.
@@ -64,4 +67,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "overlap: unknown command %q (try 'overlap help')\n", args[0])
 		return exitUsage
 	}
+}
+
+// usageError marks an error in what the user asked for: exit code 2.
+type usageError struct{ error }
+
+// reportError prints a command's failure as one line and returns its exit
+// code: 2 for a usage error, 1 otherwise, with a hint to use --sim when no
+// driver was found.
+func reportError(cmd string, err error, stderr io.Writer) int {
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, ue.error)
+		return exitUsage
+	case errors.Is(err, loader.ErrNoDriver):
+		fmt.Fprintln(stderr, noDriverLine(err)+"; use --sim to run on the CPU simulator")
+	default:
+		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, err)
+	}
+	return exitFail
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
 )
@@ -52,9 +51,6 @@ type stagesJSON struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// usageError marks a bad flag: exit code 2.
-type usageError struct{ error }
-
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	o, err := parseRunFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -77,17 +73,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := execute(ctx, o, stdout, stderr)
 	if err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "overlap run: %v\n", ue.error)
-			return exitUsage
-		}
-		if errors.Is(err, loader.ErrNoDriver) {
-			fmt.Fprintln(stderr, noDriverLine(err)+"; use --sim to run on the CPU simulator")
-			return exitFail
-		}
-		fmt.Fprintf(stderr, "overlap run: %v\n", err)
-		return exitFail
+		return reportError("run", err, stderr)
 	}
 	if o.jsonOut {
 		enc := json.NewEncoder(stdout)

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -96,17 +95,7 @@ func cmdTune(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := tune(ctx, o, stdout); err != nil {
-		var ue usageError
-		switch {
-		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "overlap tune: %v\n", ue.error)
-			return exitUsage
-		case errors.Is(err, loader.ErrNoDriver):
-			fmt.Fprintln(stderr, noDriverLine(err)+"; use --sim to run on the CPU simulator")
-		default:
-			fmt.Fprintf(stderr, "overlap tune: %v\n", err)
-		}
-		return exitFail
+		return reportError("tune", err, stderr)
 	}
 	return exitOK
 }
