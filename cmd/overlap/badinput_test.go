@@ -95,6 +95,8 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap bench --slots 1`", cli("bench", "--slots", "1")},
 		{"CLI", "`overlap bench --host auto`", cli("bench", "--host", "auto")},
 		{"CLI", "`overlap bench --sim --reference`", cli("bench", "--sim", "--reference")},
+		{"CLI", "`overlap ptx describe missing.ptx`", cli("ptx", "describe", "missing.ptx")},
+		{"CLI", "`overlap ptx explain k.ptx`", cli("ptx", "explain", "k.ptx")},
 		{"PTX", "empty file", parseErr(nil)},
 		{"PTX", "binary garbage", parseErr([]byte("\x7fELF\x02\x01\x01\x00junk"))},
 		{"PTX", "text that is not UTF-8", parseErr([]byte("\xff\xfe.version 7.0"))},

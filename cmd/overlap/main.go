@@ -6,6 +6,7 @@
 //	overlap run [flags]        the lecture's experiment: synchronous baseline, then the pipeline
 //	overlap bench [flags]      sweep configurations, optionally against CUDA C++
 //	overlap tune [flags]       pick chunk size, slots and streams from a fitted cost model
+//	overlap ptx describe FILE  read a PTX file's header, entries and parameters
 //	overlap devices            list GPUs, the driver version and library path
 //	overlap help               show this help
 package main
@@ -35,6 +36,9 @@ Usage:
                        --reference compares with the CUDA C++ pipeline
   overlap tune [flags] fit a cost model to probes, pick chunk, slots and streams,
                        and measure the choice against the prediction
+  overlap ptx describe FILE
+                       read a PTX file (no GPU needed): version, target,
+                       entries and their parameters
   overlap devices      list the GPUs, the driver version and the library opened
   overlap help         show this help
 
@@ -48,7 +52,7 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "overlap: missing command: run, bench, tune, devices or help (try 'overlap help')")
+		fmt.Fprintln(stderr, "overlap: missing command: run, bench, tune, ptx, devices or help (try 'overlap help')")
 		return exitUsage
 	}
 	switch args[0] {
@@ -60,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdBench(args[1:], stdout, stderr)
 	case "tune":
 		return cmdTune(args[1:], stdout, stderr)
+	case "ptx":
+		return cmdPTX(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

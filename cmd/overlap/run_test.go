@@ -260,3 +260,43 @@ func TestTuneSim(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap tune: --slots 1: at least 2 are needed to overlap anything\n", errOut)
 }
+
+func TestPTXDescribe(t *testing.T) {
+	code, out, errOut := runCLI("ptx", "describe", "testdata/double.ptx")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, `testdata/double.ptx: PTX ISA 7.0, target [sm_75], 64-bit addresses
+entry double_it (line 6), 3 parameter(s):
+  out                      .u64   size 8    align 8   offset 0
+  in                       .u64   size 8    align 8   offset 8
+  n                        .u32   size 4    align 4   offset 16
+`, out)
+	code, out, errOut = runCLI("ptx", "describe", "--json", "../../ptx/kernels/seed.ptx")
+	require.Equal(t, exitOK, code, errOut)
+	var js struct {
+		Version string `json:"version"`
+		Entries []struct {
+			Name   string `json:"name"`
+			Params []struct {
+				Offset int `json:"offset"`
+			} `json:"params"`
+		} `json:"entries"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &js))
+	assert.Equal(t, "7.0", js.Version)
+	require.Len(t, js.Entries, 1)
+	assert.Equal(t, "seed", js.Entries[0].Name)
+	assert.Len(t, js.Entries[0].Params, 4)
+	assert.Equal(t, 20, js.Entries[0].Params[3].Offset)
+
+	bad := filepath.Join(t.TempDir(), "bad.ptx")
+	require.NoError(t, os.WriteFile(bad, []byte("\x00\x01garbage"), 0o644))
+	code, _, errOut = runCLI("ptx", "describe", bad)
+	assert.Equal(t, exitFail, code)
+	assert.Equal(t, "overlap ptx: "+bad+": ptx: line 1: NUL byte at offset 0: binary data, not PTX text\n", errOut)
+	code, _, errOut = runCLI("ptx", "describe", "nope.ptx")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap ptx: nope.ptx: no such file\n", errOut)
+	code, _, errOut = runCLI("ptx", "explain", "x")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap ptx: usage: overlap ptx describe [--json] FILE\n", errOut)
+}
