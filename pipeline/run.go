@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/purecuda/overlap/driver"
 )
 
 // plan is one run's resolved job: where each chunk's bytes come from and go.
@@ -82,7 +84,8 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 	if mode == HostPinned && !allPinned {
 		return nil, errors.New("pipeline: host mode pinned needs every buffer in pinned memory; use staged or registered for Go slices")
 	}
-	if mode == HostAuto {
+	auto := mode == HostAuto
+	if auto {
 		mode = p.autoMode(job, allPinned)
 	}
 	pl.mode = mode
@@ -94,6 +97,12 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 		case mode == HostRegistered:
 			mem, took, err := p.register(b.Data[:job.N*elem])
 			pl.report.Register += took
+			if err != nil && auto && errors.Is(err, driver.ErrHostMemoryRegistered) {
+				// Registered by someone else (another pipeline, say):
+				// auto mode stages this buffer instead.
+				pl.staging = true
+				return source{data: b.Data, elem: elem}, nil
+			}
 			return source{mem: mem, elem: elem}, err
 		default:
 			pl.staging = true
@@ -113,6 +122,9 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 			return nil, err
 		}
 		pl.outs = append(pl.outs, s)
+	}
+	if mode == HostRegistered && pl.staging {
+		pl.mode, pl.report.Mode = HostStaged, HostStaged // auto fell back
 	}
 	return pl, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/purecuda/overlap/driver"
 )
@@ -38,6 +39,7 @@ type Sim struct {
 	faults   []*fault
 	counts   map[string]int
 	origin   time.Time
+	registered []*simHost
 	// dataMu serialises the byte movement itself, so that a schedule with
 	// hazards is reported by the detector rather than racing in Go.
 	dataMu sync.Mutex
@@ -293,6 +295,12 @@ func (h *simHost) Close() error {
 	if !h.closed {
 		h.closed = true
 		s.live[h.kind]--
+		for i, r := range s.registered {
+			if r == h {
+				s.registered = append(s.registered[:i], s.registered[i+1:]...)
+				break
+			}
+		}
 	}
 	return nil
 }
@@ -337,9 +345,18 @@ func (s *Sim) Register(mem []byte) (PinnedMem, error) {
 	if err := s.tick("alloc"); err != nil {
 		return nil, err
 	}
+	// Like the driver, refuse to register memory twice.
+	lo := uintptr(unsafe.Pointer(&mem[0]))
+	for _, r := range s.registered {
+		if !r.closed && lo < uintptr(unsafe.Pointer(&r.data[0]))+uintptr(len(r.data)) && uintptr(unsafe.Pointer(&r.data[0])) < lo+uintptr(len(mem)) {
+			return nil, &driver.Error{Op: "cuMemHostRegister_v2", Code: driver.ErrHostMemoryRegistered}
+		}
+	}
 	s.nextMem++
 	s.live["registered"]++
-	return &simHost{sim: s, id: s.nextMem, kind: "registered", data: mem}, nil
+	h := &simHost{sim: s, id: s.nextMem, kind: "registered", data: mem}
+	s.registered = append(s.registered, h)
+	return h, nil
 }
 
 func simHostOf(h HostMemory) (*simHost, error) {

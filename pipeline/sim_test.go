@@ -476,3 +476,32 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 	assert.Empty(t, sim.Live())
 	assert.Empty(t, sim.Hazards())
 }
+
+// TestAutoModeStagesMemoryRegisteredElsewhere: when another pipeline holds
+// the registration of a slice, auto mode stages it instead of failing,
+// and an explicit registered mode reports the driver's error.
+func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
+	sim := NewSim(1, 0)
+	in, out := make([]float32, 500), make([]float32, 500)
+	ptx.FillPattern(in, 0)
+	job := Job{N: 500, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	owner, err := New(sim, Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: HostRegistered})
+	require.NoError(t, err)
+	defer owner.Close()
+	_, err = owner.Run(context.Background(), job)
+	require.NoError(t, err)
+
+	other, err := New(sim, Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
+	require.NoError(t, err)
+	defer other.Close()
+	for i := 0; i < 3; i++ {
+		clear(out)
+		rep, err := other.Run(context.Background(), job)
+		require.NoError(t, err)
+		require.NoError(t, ptx.VerifySeed(in, out, 1))
+		assert.Equal(t, HostStaged, rep.Mode, "run %d", i)
+	}
+	_, err = other.Run(context.Background(), Job{N: 500, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostRegistered})
+	assert.ErrorIs(t, err, driver.ErrHostMemoryRegistered)
+	assert.Empty(t, sim.Hazards())
+}
