@@ -24,21 +24,21 @@ import (
 // one actor: its syncs order everything it does afterwards, and what it
 // issues happens after everything it did before.
 type Sim struct {
-	mu       sync.Mutex
-	rng      *rand.Rand
-	maxDelay time.Duration
-	nextMem  int
-	actors   int // actor 0 is the host; streams take 1, 2, ...
-	hostVC   vclock
-	streams  []*simStream
-	accesses map[int][]access
-	naccess  int
-	hazards  []Hazard
-	live     map[string]int
-	mems     map[driver.DevicePtr]*simDevice
-	faults   []*fault
-	counts   map[string]int
-	origin   time.Time
+	mu         sync.Mutex
+	rng        *rand.Rand
+	maxDelay   time.Duration
+	nextMem    int
+	actors     int // actor 0 is the host; streams take 1, 2, ...
+	hostVC     vclock
+	streams    []*simStream
+	accesses   map[int][]access
+	naccess    int
+	hazards    []Hazard
+	live       map[string]int
+	mems       map[driver.DevicePtr]*simDevice
+	faults     []*fault
+	counts     map[string]int
+	origin     time.Time
 	registered []*simHost
 	// dataMu serialises the byte movement itself, so that a schedule with
 	// hazards is reported by the detector rather than racing in Go.
