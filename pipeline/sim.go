@@ -388,14 +388,7 @@ func (s *Sim) StageIn(dst HostMemory, dstOff int, src []byte) error {
 	if err != nil {
 		return err
 	}
-	if dstOff < 0 || len(src) > len(h.data)-dstOff {
-		return fmt.Errorf("pipeline: sim: staging %d bytes at %d into %d", len(src), dstOff, len(h.data))
-	}
-	s.host("host stage-in", span{mem: h.id, name: h.name(), lo: dstOff, hi: dstOff + len(src), write: true})
-	s.dataMu.Lock()
-	copy(h.data[dstOff:], src)
-	s.dataMu.Unlock()
-	return nil
+	return s.hostCopy("host stage-in", h.id, h.name(), h.data, dstOff, len(src), true, false, func(mem []byte) { copy(mem, src) })
 }
 
 func (s *Sim) StageOut(dst []byte, src HostMemory, srcOff int) error {
@@ -403,14 +396,7 @@ func (s *Sim) StageOut(dst []byte, src HostMemory, srcOff int) error {
 	if err != nil {
 		return err
 	}
-	if srcOff < 0 || len(dst) > len(h.data)-srcOff {
-		return fmt.Errorf("pipeline: sim: unstaging %d bytes at %d from %d", len(dst), srcOff, len(h.data))
-	}
-	s.host("host stage-out", span{mem: h.id, name: h.name(), lo: srcOff, hi: srcOff + len(dst)})
-	s.dataMu.Lock()
-	copy(dst, h.data[srcOff:])
-	s.dataMu.Unlock()
-	return nil
+	return s.hostCopy("host stage-out", h.id, h.name(), h.data, srcOff, len(dst), false, false, func(mem []byte) { copy(dst, mem) })
 }
 
 func (s *Sim) CopyToDeviceSync(dst DeviceMem, off int, src []byte) error {
@@ -418,17 +404,7 @@ func (s *Sim) CopyToDeviceSync(dst DeviceMem, off int, src []byte) error {
 	if err != nil {
 		return err
 	}
-	if off < 0 || len(src) > len(d.data)-off {
-		return fmt.Errorf("pipeline: sim: copy of %d bytes at %d into %d", len(src), off, len(d.data))
-	}
-	if err := s.syncAll(); err != nil {
-		return err
-	}
-	s.host("synchronous copy to device", span{mem: d.id, name: d.name(), lo: off, hi: off + len(src), write: true})
-	s.dataMu.Lock()
-	copy(d.data[off:], src)
-	s.dataMu.Unlock()
-	return nil
+	return s.hostCopy("synchronous copy to device", d.id, d.name(), d.data, off, len(src), true, true, func(mem []byte) { copy(mem, src) })
 }
 
 func (s *Sim) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
@@ -436,15 +412,24 @@ func (s *Sim) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
 	if err != nil {
 		return err
 	}
-	if off < 0 || len(dst) > len(d.data)-off {
-		return fmt.Errorf("pipeline: sim: copy of %d bytes at %d from %d", len(dst), off, len(d.data))
+	return s.hostCopy("synchronous copy to host", d.id, d.name(), d.data, off, len(dst), false, true, func(mem []byte) { copy(dst, mem) })
+}
+
+// hostCopy is a copy the host does itself: it checks that n bytes at off
+// fit data, waits for every stream first when syncFirst (as the driver's
+// blocking copies do), records the access, and moves the bytes with do.
+func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int, write, syncFirst bool, do func(mem []byte)) error {
+	if off < 0 || n < 0 || n > len(data)-off {
+		return fmt.Errorf("pipeline: sim: %s of %d bytes at %d does not fit %d", what, n, off, len(data))
 	}
-	if err := s.syncAll(); err != nil {
-		return err
+	if syncFirst {
+		if err := s.syncAll(); err != nil {
+			return err
+		}
 	}
-	s.host("synchronous copy to host", span{mem: d.id, name: d.name(), lo: off, hi: off + len(dst)})
+	s.host(what, span{mem: id, name: name, lo: off, hi: off + n, write: write})
 	s.dataMu.Lock()
-	copy(dst, d.data[off:])
+	do(data[off : off+n])
 	s.dataMu.Unlock()
 	return nil
 }

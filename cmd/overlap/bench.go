@@ -138,12 +138,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 
 func cmdBench(args []string, stdout, stderr io.Writer) int {
 	o, err := parseBenchFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "overlap bench: %v\n", err)
-		return exitUsage
+	if code, done := flagFailure("bench", err, stderr); done {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -13,6 +13,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -93,4 +94,18 @@ func reportError(cmd string, err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, err)
 	}
 	return exitFail
+}
+
+// flagFailure turns a flag-parsing result into an exit: help is success,
+// anything else a one-line usage error. done is false when err is nil.
+func flagFailure(cmd string, err error, stderr io.Writer) (code int, done bool) {
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK, true
+	default:
+		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, err)
+		return exitUsage, true
+	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -53,12 +51,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	o, err := parseRunFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "overlap run: %v\n", err)
-		return exitUsage
+	if code, done := flagFailure("run", err, stderr); done {
+		return code
 	}
 	if o.ptxFile != "" {
 		if st, err := os.Stat(o.ptxFile); err != nil {

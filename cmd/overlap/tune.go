@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -85,12 +83,8 @@ func storeChoice(path string, cache tuneCache, key string, c pipeline.Choice) {
 // It takes overlap run's flags; --chunk and --slots are what it chooses.
 func cmdTune(args []string, stdout, stderr io.Writer) int {
 	o, err := parseRunFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "overlap tune: %v\n", err)
-		return exitUsage
+	if code, done := flagFailure("tune", err, stderr); done {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
