@@ -1,6 +1,6 @@
 # overlap: make test is what CI runs. Only Go is needed.
 GO       ?= go
-PKGS     := loader driver ptx pipeline bench
+PKGS     := loader driver ptx ptx/kernels pipeline bench
 GPU_DIR  := .gpu
 
 .PHONY: all build test fmt-check vet race nocgo cross gpu-bundle ptx fuzz clean
@@ -32,10 +32,12 @@ cross:
 	CGO_ENABLED=0 GOOS=windows GOARCH=amd64 $(GO) vet ./...
 
 # gpu-bundle cross-compiles every package's test binary and the CLI into
-# .gpu/ for a linux/amd64 GPU host without Go (see shared/GPU.md).
+# .gpu/ for a linux/amd64 GPU host without Go. A binary is named after its
+# package's path with / as _ (ptx/kernels: .gpu/ptx_kernels.test); run
+# each from its package's directory, where its testdata is.
 gpu-bundle:
 	mkdir -p $(GPU_DIR)
-	for p in $(PKGS); do CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -o $(GPU_DIR)/$$p.test ./$$p || exit 1; done
+	for p in $(PKGS); do CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -o $(GPU_DIR)/$$(echo $$p | tr / _).test ./$$p || exit 1; done
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -o $(GPU_DIR)/cmd.test ./cmd/overlap
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -o $(GPU_DIR)/overlap ./cmd/overlap
 

@@ -10,7 +10,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
-	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // The lecture's workload: 128M float32 through the seed kernel, 100 iterations.
@@ -22,7 +22,8 @@ const (
 // fixture holds the workload's data for every benchmark in one process.
 type fixture struct {
 	ctx           *driver.Context
-	seed          *ptx.Program
+	seed          *pipeline.Kernel
+	mods          kernels.Modules
 	pin, pout     *driver.HostBuffer
 	goIn, goOut   []float32
 	goIn2, goOut2 []float32
@@ -48,7 +49,11 @@ func setup(b *testing.B) *fixture {
 			fixErr = err
 			return
 		}
-		if f.seed, err = ptx.Seed.Load(f.ctx); err != nil {
+		if f.seed, err = kernels.Seed.Pipeline(&f.mods, seedIters); err != nil {
+			fixErr = err
+			return
+		}
+		if _, err = f.mods.Function(f.ctx, kernels.Seed); err != nil {
 			fixErr = err
 			return
 		}
@@ -60,11 +65,11 @@ func setup(b *testing.B) *fixture {
 			fixErr = err
 			return
 		}
-		ptx.FillPattern(f.pin.Float32s(), 0)
+		kernels.FillPattern(f.pin.Float32s(), 0)
 		f.goIn, f.goOut = make([]float32, seedElems), make([]float32, seedElems)
 		f.goIn2, f.goOut2 = make([]float32, seedElems), make([]float32, seedElems)
-		ptx.FillPattern(f.goIn, 0)
-		ptx.FillPattern(f.goIn2, 0)
+		kernels.FillPattern(f.goIn, 0)
+		kernels.FillPattern(f.goIn2, 0)
 		clear(f.goOut)
 		clear(f.goOut2)
 		fix = f
@@ -76,7 +81,7 @@ func setup(b *testing.B) *fixture {
 }
 
 func (f *fixture) job(pinned bool, in, out []float32) pipeline.Job {
-	j := pipeline.Job{N: seedElems, Kernel: pipeline.SeedKernel(f.seed.Function, seedIters)}
+	j := pipeline.Job{N: seedElems, Kernel: f.seed}
 	if pinned {
 		j.Inputs, j.Outputs = []pipeline.Buffer{pipeline.Pinned(f.pin)}, []pipeline.Buffer{pipeline.Pinned(f.pout)}
 	} else {
@@ -273,23 +278,24 @@ func BenchmarkSeedSynchronous(b *testing.B) {
 // element, so that the figures above come from correct runs.
 func TestSeedWorkloadExact(t *testing.T) {
 	ctx := gputest.Context(t)
-	prog, err := ptx.Seed.Load(ctx)
+	var mods kernels.Modules
+	defer mods.Close()
+	k, err := kernels.Seed.Pipeline(&mods, seedIters)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prog.Close()
 	in, out := make([]float32, seedElems), make([]float32, seedElems)
-	ptx.FillPattern(in, 0)
+	kernels.FillPattern(in, 0)
 	p, err := pipeline.New(pipeline.GPU(ctx), pipeline.Config{ChunkElems: 4 << 20, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Run(context.Background(), pipeline.Job{N: seedElems, Kernel: pipeline.SeedKernel(prog.Function, seedIters),
+	if _, err := p.Run(context.Background(), pipeline.Job{N: seedElems, Kernel: k,
 		Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ptx.VerifySeed(in, out, seedIters); err != nil {
+	if err := kernels.Seed.Verify([][]float32{in}, out, seedIters); err != nil {
 		t.Fatal(err)
 	}
 }

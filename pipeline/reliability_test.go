@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/driver"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,8 +27,8 @@ var errInjected = errors.New("injected fault")
 func faultWorkload(t *testing.T, sim *Sim, mode HostMode) (Config, Job, []float32, []float32) {
 	cfg := Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode}
 	in, out := make([]float32, 65), make([]float32, 65)
-	ptx.FillPattern(in, 0)
-	job := Job{N: 65, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	kernels.FillPattern(in, 0)
+	job := Job{N: 65, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	return cfg, job, in, out
 }
 
@@ -74,7 +76,7 @@ func TestFaultSweep(t *testing.T) {
 				_, again := p.Run(context.Background(), job)
 				switch {
 				case again == nil:
-					require.NoError(t, ptx.VerifySeed(in, out, 1), what)
+					require.NoError(t, verifySeed(in, out, 1), what)
 					survivedUsable++
 				case errors.Is(again, ErrClosed):
 					assert.Equal(t, StageDrain, se.Stage, "%s: only a failed drain closes the pipeline", what)
@@ -107,8 +109,8 @@ func TestCancellationThousand(t *testing.T) {
 		mode := []HostMode{HostStaged, HostRegistered}[i%2]
 		cfg, job, in, out := faultWorkload(t, sim, mode)
 		job.N, job.Inputs, job.Outputs = 400, []Buffer{Slice(make([]float32, 400))}, []Buffer{Slice(make([]float32, 400))}
-		in, out = f32(job.Inputs[0].Data), f32(job.Outputs[0].Data)
-		ptx.FillPattern(in, i)
+		in, out = driver.View[float32](job.Inputs[0].Data), driver.View[float32](job.Outputs[0].Data)
+		kernels.FillPattern(in, i)
 		p, err := New(sim, cfg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -127,7 +129,7 @@ func TestCancellationThousand(t *testing.T) {
 		cancel()
 		_, err = p.Run(context.Background(), job)
 		require.NoError(t, err)
-		require.NoError(t, ptx.VerifySeed(in, out, 1))
+		require.NoError(t, verifySeed(in, out, 1))
 		require.NoError(t, p.Close())
 		require.Empty(t, sim.Live())
 		require.Empty(t, sim.Hazards())
@@ -159,8 +161,8 @@ func TestLeaksManyRuns(t *testing.T) {
 	sim := NewSim(1, 0)
 	cfg := Config{ChunkElems: 8, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}}
 	in, out := make([]float32, 20), make([]float32, 20)
-	ptx.FillPattern(in, 0)
-	job := Job{N: 20, Kernel: SeedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	kernels.FillPattern(in, 0)
+	job := Job{N: 20, Kernel: seedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	p, err := New(sim, cfg)
 	require.NoError(t, err)
 	live0 := sim.Live()
@@ -183,7 +185,7 @@ func TestLeaksManyRuns(t *testing.T) {
 		}
 		require.NoError(t, p.Close())
 	}
-	require.NoError(t, ptx.VerifySeed(in, out, 0))
+	require.NoError(t, verifySeed(in, out, 0))
 	settle(before)
 	t.Logf("RELIABILITY: sim leaks after %d runs and %d open/run/close cycles: live objects %v, goroutines %+d",
 		runs, cycles, sim.Live(), runtime.NumGoroutine()-before)

@@ -1,9 +1,11 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	. "github.com/purecuda/overlap/pipeline"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,7 +69,7 @@ func TestProbeOnSim(t *testing.T) {
 	sim := NewSim(1, 0)
 	cfg := Float32Config(1, 1)
 	in, out := make([]float32, 3000), make([]float32, 3000)
-	m, err := Probe(context.Background(), sim, cfg, Job{N: 3000, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	m, err := Probe(context.Background(), sim, cfg, Job{N: 3000, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, m.Compute.PerElem, 0.0)
 	assert.Empty(t, sim.Live())

@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/require"
 )
 
@@ -41,18 +42,26 @@ func apiErr(f func() error) func(t *testing.T) (string, int) {
 	}
 }
 
+func mustPipeline(k *kernels.Kernel, scalars ...float64) *pipeline.Kernel {
+	pk, err := k.Pipeline(nil, scalars...)
+	if err != nil {
+		panic(err)
+	}
+	return pk
+}
+
 func parseErr(src []byte) func(t *testing.T) (string, int) {
 	return apiErr(func() error { _, err := ptx.Parse(src); return err })
 }
 
 func badInputs(tmp string) []badInput {
-	seed := string(ptx.Seed.PTX())
+	seed := string(kernels.Seed.PTX())
 	junk := filepath.Join(tmp, "junk.so")
 	os.WriteFile(junk, []byte("not a library"), 0o644)
 	sim := pipeline.NewSim(1, 0)
 	cfg := pipeline.Config{ChunkElems: 8, Inputs: []int{4}, Outputs: []int{4}}
 	in, out := make([]float32, 10), make([]float32, 10)
-	job := pipeline.Job{N: 10, Kernel: pipeline.SeedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	job := pipeline.Job{N: 10, Kernel: mustPipeline(kernels.Seed, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	run := func(mutate func(*pipeline.Job)) func() error {
 		return func() error {
 			p, err := pipeline.New(sim, cfg)
@@ -106,7 +115,7 @@ func badInputs(tmp string) []badInput {
 		{"PTX", "an entry defined twice", parseErr([]byte(".version 7.0\n.target sm_75\n.entry k()\n{ret;}\n.entry k()\n{ret;}\n"))},
 		{"PTX", "an unclosed comment", parseErr([]byte(".version 7.0\n/* oops\n"))},
 		{"PTX", "100 MB of junk text", parseErr(bytes.Repeat([]byte("junk "), 100<<20/5))},
-		{"PTX", "an unknown embedded kernel", apiErr(func() error { _, err := ptx.KernelByName("fft"); return err })},
+		{"PTX", "an unknown embedded kernel", apiErr(func() error { _, err := kernels.ByName("fft"); return err })},
 		{"driver API", "`Alloc(0)`", apiErr(func() error { _, err := (*driver.Context)(nil).Alloc(0); return err })},
 		{"driver API", "a nil `*Context`", apiErr(func() error { _, err := (*driver.Context)(nil).Alloc(16); return err })},
 		{"driver API", "a nil `*Stream`", apiErr(func() error { return (*driver.Stream)(nil).Synchronize() })},

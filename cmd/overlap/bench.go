@@ -201,7 +201,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 	for _, it := range o.iters {
 		for _, host := range o.hosts {
 			ro.iters, ro.host = it, host
-			w, err := newWorkload(ro, e.fn, 0, e.allocPinned)
+			w, err := newWorkload(ro, e)
 			if err != nil {
 				return nil, err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // result is what overlap run measured, as printed and as JSON.
@@ -84,7 +85,10 @@ type env struct {
 	backend pipeline.Backend
 	ctx     *driver.Context
 	sim     *pipeline.Sim
-	fn      *driver.Function
+	// mods loads the embedded kernels on the context; nil on the simulator.
+	mods *kernels.Modules
+	// userFn and userIns are a user's --ptx kernel and its input count.
+	userFn  func(*driver.Context) (*driver.Function, error)
 	userIns int
 	closers []func() error
 }
@@ -120,28 +124,31 @@ func openEnv(o *runOptions) (*env, error) {
 		return nil, err
 	}
 	e.closers = append(e.closers, e.ctx.Close)
-	var prog *ptx.Program
+	e.backend = pipeline.GPU(e.ctx)
 	if o.ptxFile != "" {
-		prog, err = ptx.LoadFile(e.ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
+		prog, err := ptx.LoadFile(e.ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
 		if err == nil {
+			e.closers = append(e.closers, prog.Close)
 			e.userIns, err = elementwiseShape(prog.Entry)
 		}
-	} else {
-		var k ptx.Kernel
-		if k, err = ptx.KernelByName(o.kernel); err == nil {
-			prog, err = k.Load(e.ctx)
+		if err != nil {
+			e.close()
+			return nil, err
 		}
+		e.userFn = pipeline.FunctionOn(e.ctx, prog.Function)
+		return e, nil
+	}
+	e.mods = new(kernels.Modules)
+	e.closers = append(e.closers, e.mods.Close)
+	// Load the kernel now: a JIT error is reported before any run.
+	k, err := kernels.ByName(o.kernel)
+	if err == nil {
+		_, err = e.mods.Function(e.ctx, k)
 	}
 	if err != nil {
-		if prog != nil {
-			prog.Close()
-		}
 		e.close()
 		return nil, err
 	}
-	e.closers = append(e.closers, prog.Close)
-	e.fn = prog.Function
-	e.backend = pipeline.GPU(e.ctx)
 	return e, nil
 }
 
@@ -197,7 +204,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		return nil, err
 	}
 	defer e.close()
-	w, err := newWorkload(o, e.fn, e.userIns, e.allocPinned)
+	w, err := newWorkload(o, e)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +213,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	defer prog.done()
 
 	res := &result{Simulated: o.sim, Backend: e.backend.Name(), Kernel: w.name, Elems: o.elems, HostMode: o.host.String()}
-	if w.name == "seed" {
+	if o.ptxFile == "" && hasScalar(o.kernel, "iters") {
 		res.Iters = o.iters
 	}
 	cfg := w.cfg

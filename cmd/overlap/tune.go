@@ -100,7 +100,7 @@ func tune(ctx context.Context, o *runOptions, w io.Writer) error {
 		return err
 	}
 	defer e.close()
-	wl, err := newWorkload(o, e.fn, e.userIns, e.allocPinned)
+	wl, err := newWorkload(o, e)
 	if err != nil {
 		return err
 	}
