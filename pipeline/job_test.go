@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/purecuda/overlap/driver"
 	. "github.com/purecuda/overlap/pipeline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,16 @@ func TestStageErrorSaysPipelineOnce(t *testing.T) {
 	assert.ErrorIs(t, err, ErrRegistered)
 	err = &StageError{Chunk: -1, Stage: StageSetup, Err: assert.AnError}
 	assert.EqualError(t, err, "pipeline: setup: "+assert.AnError.Error())
+}
+
+func TestFunctionOnRefusesOtherContexts(t *testing.T) {
+	a, b := new(driver.Context), new(driver.Context)
+	fn := new(driver.Function)
+	resolve := FunctionOn(a, fn)
+	got, err := resolve(a)
+	require.NoError(t, err)
+	assert.Same(t, fn, got)
+	got, err = resolve(b)
+	assert.Nil(t, got)
+	assert.EqualError(t, err, "pipeline: kernel function was loaded on another context")
 }

@@ -28,9 +28,12 @@ func noDriverLine(err error) string {
 }
 
 func cmdDevices(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	fs := newFlags("devices")
+	if err := parseFlags(fs, "overlap devices", args, stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "overlap devices: %v\n", err)
 		return exitUsage
 	}
 	if fs.NArg() > 0 {

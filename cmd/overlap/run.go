@@ -51,7 +51,7 @@ type stagesJSON struct {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	o, err := parseRunFlags(args, stderr)
+	o, err := parseRunFlags(args, stdout)
 	if code, done := flagFailure("run", err, stderr); done {
 		return code
 	}
@@ -227,6 +227,10 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		}
 		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = choice.ChunkElems, choice.Slots, choice.ComputeStreams
 		res.ChunkChoice = why
+		o.chunk, o.chunkAuto = choice.ChunkElems, false
+		if err := checkTimed(o); err != nil { // before the long runs
+			return nil, usageError{err}
+		}
 	}
 	job := w.job
 	res.Bytes = jobBytes(cfg, o.elems)
