@@ -99,6 +99,34 @@ func newPipe(b *testing.B, f *fixture, chunk, slots, streams int, host pipeline.
 	return p
 }
 
+// lastRunCleared clears the outputs before the last of b.N runs (i is the
+// run), so that checkLast sees only what that timed run wrote. The
+// clearing is not timed: the figures are the runs' own elapsed times.
+func (f *fixture) lastRunCleared(b *testing.B, i int, pinned bool, out []float32) {
+	if i == b.N-1 {
+		b.StopTimer()
+		if pinned {
+			out = f.pout.Float32s()
+		}
+		clear(out)
+		b.StartTimer()
+	}
+}
+
+// checkLast verifies every element of the last timed run's output against
+// the CPU reference, outside the timer. Issue 10: the benchmarks behind
+// bench/RESULTS.md never verified.
+func (f *fixture) checkLast(b *testing.B, pinned bool, in, out []float32) {
+	b.StopTimer()
+	defer b.StartTimer()
+	if pinned {
+		in, out = f.pin.Float32s(), f.pout.Float32s()
+	}
+	if err := kernels.Seed.Verify([][]float32{in[:seedElems]}, out[:seedElems], seedIters); err != nil {
+		b.Fatalf("the last timed run gave wrong results: %v", err)
+	}
+}
+
 func report(b *testing.B, total time.Duration) {
 	b.ReportMetric(float64(total)/float64(b.N)/1e6, "ms/run")
 	b.SetBytes(seedElems * 8)
@@ -121,12 +149,14 @@ func BenchmarkSeedPinned(b *testing.B) {
 				b.ResetTimer()
 				var total time.Duration
 				for i := 0; i < b.N; i++ {
+					f.lastRunCleared(b, i, true, nil)
 					rep, err := p.Run(context.Background(), job)
 					if err != nil {
 						b.Fatal(err)
 					}
 					total += rep.Elapsed
 				}
+				f.checkLast(b, true, nil, nil)
 				report(b, total)
 			})
 		}
@@ -148,12 +178,14 @@ func BenchmarkSeedSmallChunks(b *testing.B) {
 			b.ResetTimer()
 			var total time.Duration
 			for i := 0; i < b.N; i++ {
+				f.lastRunCleared(b, i, true, nil)
 				rep, err := p.Run(context.Background(), job)
 				if err != nil {
 					b.Fatal(err)
 				}
 				total += rep.Elapsed
 			}
+			f.checkLast(b, true, nil, nil)
 			report(b, total)
 		})
 	}
@@ -169,6 +201,7 @@ func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				p := newPipe(b, f, chunk, 3, 1, pipeline.HostAuto)
+				f.lastRunCleared(b, i, false, f.goOut)
 				b.StartTimer()
 				rep, err := p.Run(context.Background(), f.job(false, f.goIn, f.goOut))
 				if err != nil {
@@ -182,6 +215,7 @@ func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 				p.Close()
 				b.StartTimer()
 			}
+			f.checkLast(b, false, f.goIn, f.goOut)
 			report(b, total)
 		})
 	}
@@ -190,6 +224,7 @@ func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			p := newPipe(b, f, 4<<20, 3, 1, pipeline.HostRegistered)
+			f.lastRunCleared(b, i, false, f.goOut2)
 			b.StartTimer()
 			rep, err := p.Run(context.Background(), f.job(false, f.goIn2, f.goOut2))
 			if err != nil {
@@ -200,6 +235,7 @@ func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 			p.Close() // unregisters
 			b.StartTimer()
 		}
+		f.checkLast(b, false, f.goIn2, f.goOut2)
 		report(b, total)
 	})
 }
@@ -219,6 +255,7 @@ func BenchmarkSeedGoSlicesRepeated(b *testing.B) {
 	b.ResetTimer()
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
+		f.lastRunCleared(b, i, false, f.goOut)
 		rep, err := p.Run(context.Background(), job)
 		if err != nil {
 			b.Fatal(err)
@@ -228,6 +265,7 @@ func BenchmarkSeedGoSlicesRepeated(b *testing.B) {
 		}
 		total += rep.Elapsed
 	}
+	f.checkLast(b, false, f.goIn, f.goOut)
 	report(b, total)
 }
 
@@ -265,12 +303,14 @@ func BenchmarkSeedSynchronous(b *testing.B) {
 	cfg := pipeline.Float32Config(1, 1)
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
+		f.lastRunCleared(b, i, false, f.goOut)
 		d, err := pipeline.Synchronous(context.Background(), pipeline.GPU(f.ctx), cfg, f.job(false, f.goIn, f.goOut))
 		if err != nil {
 			b.Fatal(err)
 		}
 		total += d
 	}
+	f.checkLast(b, false, f.goIn, f.goOut)
 	report(b, total)
 }
 

@@ -2,7 +2,9 @@ package pipeline_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/purecuda/overlap/driver"
 	. "github.com/purecuda/overlap/pipeline"
@@ -73,4 +75,60 @@ func TestFunctionOnRefusesOtherContexts(t *testing.T) {
 	got, err = resolve(b)
 	assert.Nil(t, got)
 	assert.EqualError(t, err, "pipeline: kernel function was loaded on another context")
+}
+
+// TestChunkOffsets: each chunk's Offset is where its elements start in the
+// job, in every host mode, and the last chunk is short. Issue 10: no test
+// checked Chunk.Offset.
+func TestChunkOffsets(t *testing.T) {
+	const n, chunk = 1000, 96 // 11 chunks, the last of 40
+	for _, mode := range []HostMode{HostStaged, HostRegistered, HostPinned} {
+		t.Run(mode.String(), func(t *testing.T) {
+			sim := NewSim(3, time.Microsecond)
+			cfg := Float32Config(1, 1)
+			cfg.ChunkElems, cfg.Host = chunk, mode
+			p, err := New(sim, cfg)
+			require.NoError(t, err)
+			defer p.Close()
+			var mu sync.Mutex
+			seen := map[int][2]int{} // index -> offset, n
+			k := &Kernel{Name: "where", CPU: func(c HostChunk) {
+				mu.Lock()
+				seen[c.Index] = [2]int{c.Offset, c.N}
+				mu.Unlock()
+				out, in := driver.View[float32](c.Outputs[0]), driver.View[float32](c.Inputs[0])
+				for j := range out {
+					out[j] = in[j] + float32(c.Offset+j)
+				}
+			}}
+			in, out := make([]float32, n), make([]float32, n)
+			for i := range in {
+				in[i] = 0.5
+			}
+			job := Job{N: n, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+			if mode == HostPinned {
+				hin, err := sim.AllocPinned(n * 4)
+				require.NoError(t, err)
+				defer hin.Close()
+				hout, err := sim.AllocPinned(n * 4)
+				require.NoError(t, err)
+				defer hout.Close()
+				copy(driver.View[float32](hin.Bytes()), in)
+				job.Inputs, job.Outputs = []Buffer{Pinned(hin)}, []Buffer{Pinned(hout)}
+				out = driver.View[float32](hout.Bytes())
+			}
+			rep, err := p.Run(context.Background(), job)
+			require.NoError(t, err)
+			assert.Equal(t, 11, rep.Chunks)
+			for i := range out {
+				require.Equal(t, float32(i)+0.5, out[i], "element %d", i)
+			}
+			require.Len(t, seen, 11)
+			for c := 0; c < 11; c++ {
+				want := [2]int{c * chunk, min(chunk, n-c*chunk)}
+				assert.Equal(t, want, seen[c], "chunk %d: offset and length", c)
+			}
+			assert.Empty(t, sim.Hazards())
+		})
+	}
 }
