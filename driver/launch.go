@@ -173,7 +173,7 @@ func (d Dim3) norm() (x, y, z uintptr, ok bool) {
 	if d.Z == 0 {
 		d.Z = 1
 	}
-	if d.X <= 0 || d.Y <= 0 || d.Z <= 0 || d.X > math.MaxUint32 || d.Y > math.MaxUint32 || d.Z > math.MaxUint32 {
+	if d.X <= 0 || d.Y <= 0 || d.Z <= 0 || int64(d.X) > math.MaxUint32 || int64(d.Y) > math.MaxUint32 || int64(d.Z) > math.MaxUint32 {
 		return 0, 0, 0, false
 	}
 	return uintptr(d.X), uintptr(d.Y), uintptr(d.Z), true

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 	"unsafe"
@@ -834,9 +833,4 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 		return nil // waiting on an event never recorded is a no-op, as in CUDA
 	}
 	return ss.enqueue(simOp{issueVC: i.sim.issueVC(), wait: g})
-}
-
-// sortHazards orders hazards for stable reports.
-func sortHazards(h []Hazard) {
-	sort.Slice(h, func(i, j int) bool { return h[i].String() < h[j].String() })
 }

@@ -118,8 +118,8 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		o.hosts = append(o.hosts, m)
 	}
 	switch {
-	case o.elems > maxElems:
-		return nil, fmt.Errorf("--elems %d: at most %d", o.elems, maxElems)
+	case int64(o.elems) > maxElems:
+		return nil, fmt.Errorf("--elems %d: at most %d", o.elems, int64(maxElems))
 	case o.repeat < 1 || o.repeat > 1000:
 		return nil, fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
 	case o.computeStreams < 1 || o.computeStreams > 64:

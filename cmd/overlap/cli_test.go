@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -182,4 +183,42 @@ func TestPredictionText(t *testing.T) {
 	for _, c := range cases {
 		assert.Equal(t, c.want, predictionText(c.measured, c.predicted))
 	}
+}
+
+// TestThirtyTwoBitBuild: a 32-bit build (GOARCH=386, built by make test)
+// refuses the GPU in one line and still runs the simulator. Issue 10: it
+// did not compile.
+func TestThirtyTwoBitBuild(t *testing.T) {
+	defer func(old int) { intSize = old }(intSize)
+	intSize = 32
+	code, out, errOut := runCLI("run", "--elems", "64K")
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "overlap run: this is a 32-bit build, and NVIDIA's driver API is 64-bit only: build for amd64 or arm64, or use --sim\n", errOut)
+	code, _, errOut = runCLI("run", "--sim", "--elems", "64K", "--chunk", "16K", "--iters", "1", "--repeat", "1", "--quiet")
+	assert.Equal(t, exitOK, code, errOut)
+}
+
+// TestREADMEFlagTable: the README's table for overlap run lists every flag
+// that run takes, and no other. Issue 10: --no-baseline was missing.
+func TestREADMEFlagTable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	section := regexp.MustCompile("(?s)## overlap run\n(.*?)\n\n").FindSubmatch(readme)
+	require.NotNil(t, section, "README.md has an '## overlap run' table")
+	listed := map[string]bool{}
+	for _, row := range strings.Split(string(section[1]), "\n") {
+		cells := strings.Split(row, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range regexp.MustCompile(`--([a-z][a-z-]*)`).FindAllStringSubmatch(cells[1], -1) {
+			listed[m[1]] = true
+		}
+	}
+	host := ""
+	fs := runFlags(defaultRunOptions(), &host)
+	have := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { have[f.Name] = true })
+	assert.Equal(t, have, listed)
 }

@@ -40,6 +40,10 @@ func cmdDevices(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "overlap devices: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
+	if intSize < 64 {
+		fmt.Fprintf(stderr, "overlap devices: %v\n", errNo32Bit)
+		return exitFail
+	}
 	if err := driver.Load(); err != nil {
 		fmt.Fprintln(stderr, noDriverLine(err))
 		return exitFail

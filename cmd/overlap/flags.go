@@ -16,7 +16,7 @@ import (
 // runOptions are the parsed flags of overlap run.
 type runOptions struct {
 	elems          int
-	chunk          int // -1 until --chunk is given; see chunkAuto
+	chunk          int  // -1 until --chunk is given; see chunkAuto
 	chunkAuto      bool // --chunk auto
 	slots          int
 	computeStreams int
@@ -57,7 +57,7 @@ func parseSize(s string) (int, error) {
 	if v <= 0 {
 		return 0, fmt.Errorf("%q: must be positive", s)
 	}
-	if v > (1<<40)/int64(mult) {
+	if v > (1<<40)/int64(mult) || v > math.MaxInt/int64(mult) { // the second on 32-bit platforms
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return int(v) * mult, nil
@@ -122,9 +122,21 @@ func defaultRunOptions() *runOptions {
 // to stdout. Errors are one line.
 func parseRunFlags(args []string, stdout io.Writer) (*runOptions, error) {
 	o := defaultRunOptions()
-	fs := newFlags("run")
 	host := "auto"
-	addJobFlags(fs, o, &host)
+	fs := runFlags(o, &host)
+	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
+		return nil, err
+	}
+	if err := checkRunOptions(fs, o, host); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// runFlags is overlap run's flag set, writing into o and host.
+func runFlags(o *runOptions, host *string) *flag.FlagSet {
+	fs := newFlags("run")
+	addJobFlags(fs, o, host)
 	fs.Var(sizeFlag{v: &o.chunk, auto: &o.chunkAuto}, "chunk", "elements per chunk, or auto to fit a cost model to probes (default 1M, at most --elems)")
 	fs.IntVar(&o.slots, "slots", 0, "buffer slots, at least 2 and at least --compute-streams (default compute-streams+2)")
 	fs.IntVar(&o.computeStreams, "compute-streams", o.computeStreams, "streams for kernels")
@@ -133,39 +145,41 @@ func parseRunFlags(args []string, stdout io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.svg, "svg", "", "write an SVG timeline of the last run to `FILE`")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
-	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
-		return nil, err
-	}
+	return fs
+}
+
+// checkRunOptions checks overlap run's parsed flags.
+func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	if o.chunk == -1 { // not given: the default, capped at the job
 		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
 	}
 	if err := checkJobOptions(fs, o, host); err != nil {
-		return nil, err
+		return err
 	}
 	switch {
 	case !o.chunkAuto && o.chunk > o.elems:
-		return nil, fmt.Errorf("--chunk %d is larger than --elems %d", o.chunk, o.elems)
+		return fmt.Errorf("--chunk %d is larger than --elems %d", o.chunk, o.elems)
 	case o.computeStreams < 1 || o.computeStreams > 64:
-		return nil, fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
+		return fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
 	case o.slots != 0 && o.slots < 2:
-		return nil, fmt.Errorf("--slots %d: at least 2 are needed to overlap anything", o.slots)
+		return fmt.Errorf("--slots %d: at least 2 are needed to overlap anything", o.slots)
 	case o.slots != 0 && o.slots < o.computeStreams:
-		return nil, fmt.Errorf("--slots %d: fewer than --compute-streams %d", o.slots, o.computeStreams)
+		return fmt.Errorf("--slots %d: fewer than --compute-streams %d", o.slots, o.computeStreams)
 	case o.slots > 1024:
-		return nil, fmt.Errorf("--slots %d: at most 1024", o.slots)
+		return fmt.Errorf("--slots %d: at most 1024", o.slots)
 	}
 	if err := checkTimed(o); err != nil {
-		return nil, err
+		return err
 	}
 	for _, f := range []struct{ name, path string }{{"trace", o.trace}, {"svg", o.svg}} {
 		if err := checkWritable(f.name, f.path); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if o.quiet && o.jsonOut {
 		o.quiet = false // JSON is the requested output
 	}
-	return o, nil
+	return nil
 }
 
 // checkTimed refuses --trace and --svg on more chunks than per-chunk
@@ -206,8 +220,8 @@ func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		return fmt.Errorf("invalid value %q for flag -host: want pinned, staged, registered or auto", host)
 	}
 	switch {
-	case o.elems > maxElems:
-		return fmt.Errorf("--elems %d: at most %d", o.elems, maxElems)
+	case int64(o.elems) > maxElems:
+		return fmt.Errorf("--elems %d: at most %d", o.elems, int64(maxElems))
 	case o.iters < 0:
 		return fmt.Errorf("--iters %d: must not be negative", o.iters)
 	case o.iters > math.MaxInt32:

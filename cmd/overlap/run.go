@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -80,6 +82,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// intSize is strconv.IntSize, a variable for the test of 32-bit builds.
+var intSize = strconv.IntSize
+
+// errNo32Bit refuses the GPU on a 32-bit build: NVIDIA ships no 32-bit
+// driver API. Such a build compiles and runs the simulator.
+var errNo32Bit = errors.New("this is a 32-bit build, and NVIDIA's driver API is 64-bit only: build for amd64 or arm64, or use --sim")
+
 // env is the machine a run uses: a GPU context or the simulator.
 type env struct {
 	backend pipeline.Backend
@@ -105,6 +114,9 @@ func openEnv(o *runOptions) (*env, error) {
 		e.sim = pipeline.NewSim(1, 0)
 		e.backend = e.sim
 		return e, nil
+	}
+	if intSize < 64 {
+		return nil, errNo32Bit
 	}
 	if err := driver.Load(); err != nil {
 		return nil, err
