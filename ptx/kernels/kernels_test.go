@@ -105,40 +105,60 @@ func TestPatternValue(t *testing.T) {
 	}
 }
 
-// TestCPUStandInsMatchReferences runs each stand-in (what the simulator
-// computes) through the engine's CPU entry point and checks every element
-// against the float64 reference. Issue 10: a saxpy stand-in computing
-// a·x−y passed every CPU test.
+// variants returns the scalars each row is tested with: its defaults and
+// two others, so that a row added to the table is tested without touching
+// the tests.
+func variants(k *Kernel) [][]float64 {
+	out := [][]float64{k.Defaults()}
+	for _, f := range []func(sc Scalar, d float64) float64{
+		func(sc Scalar, d float64) float64 { // smaller, negative for floats
+			if sc.Int {
+				return math.Floor(d / 10)
+			}
+			return -0.5*d - 0.25
+		},
+		func(sc Scalar, d float64) float64 { // zero: no iterations, no factor
+			return 0
+		},
+	} {
+		var s []float64
+		for i, sc := range k.Scalars {
+			s = append(s, f(sc, k.Defaults()[i]))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestCPUStandInsMatchReferences runs each row's stand-in (what the
+// simulator computes) through the engine's CPU entry point and checks
+// every element against the row's float64 reference, for several scalars.
+// Issue 10: a saxpy stand-in computing a·x−y passed every CPU test.
 func TestCPUStandInsMatchReferences(t *testing.T) {
 	const n = 1<<16 + 3
-	cases := []struct {
-		k       *Kernel
-		scalars [][]float64
-	}{
-		{Seed, [][]float64{{0}, {1}, {100}}},
-		{Saxpy, [][]float64{{2.5}, {-1}, {0}}},
-		{Lerp, [][]float64{{0.25, 1.5}, {1, -2}, {-0.5, 3}}},
-	}
-	for _, tc := range cases {
-		for _, s := range tc.scalars {
-			ins := make([][]float32, tc.k.Inputs)
+	for _, k := range All() {
+		if k.Inputs+k.Outputs == 0 {
+			continue
+		}
+		for _, s := range variants(k) {
+			ins := make([][]float32, k.Inputs)
 			for i := range ins {
 				ins[i] = make([]float32, n)
 				FillPattern(ins[i], i*7919)
 			}
 			out := make([]float32, n)
-			pk, err := tc.k.Pipeline(nil, s...)
+			pk, err := k.Pipeline(nil, s...)
 			require.NoError(t, err)
 			hc := pipeline.HostChunk{N: n, Outputs: [][]byte{driver.Bytes(out)}}
 			for _, in := range ins {
 				hc.Inputs = append(hc.Inputs, driver.Bytes(in))
 			}
 			pk.CPU(hc)
-			require.NoError(t, tc.k.Verify(ins, out, s...), "%s %v", tc.k.Name, s)
+			require.NoError(t, k.Verify(ins, out, s...), "%s %v", k.Name, s)
 			// The same check must see one wrong element.
 			out[n/3] += 0.01
 			var ve *VerifyError
-			require.ErrorAs(t, tc.k.Verify(ins, out, s...), &ve, "%s %v", tc.k.Name, s)
+			require.ErrorAs(t, k.Verify(ins, out, s...), &ve, "%s %v", k.Name, s)
 			assert.Equal(t, 1, ve.Count)
 			assert.Equal(t, n/3, ve.First[0].Index)
 		}
