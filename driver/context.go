@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -448,13 +449,15 @@ func (r *resource) release() error {
 	case r.inflight.Load() > 0:
 		err = k.waitForUses(r)
 	}
+	// A failed wait above must survive a successful destroy: it means the
+	// device may still use the host memory, which then stays pinned.
 	if e := k.alive("Close"); e != nil {
-		err = e
+		err = errors.Join(err, e)
 	} else {
 		if e := k.enter("Close"); e != nil {
-			err = e
+			err = errors.Join(err, e)
 		} else {
-			err = call(destroyOf[r.kind], h)
+			err = errors.Join(err, call(destroyOf[r.kind], h))
 			leave()
 		}
 		k.life.RUnlock()
