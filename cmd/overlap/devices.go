@@ -11,18 +11,13 @@ import (
 	"github.com/purecuda/overlap/loader"
 )
 
-// noDriverLine is the one line printed when no NVIDIA driver is found.
+// noDriverLine is the one line printed when no NVIDIA driver is found: how
+// many paths were tried and, for a library that exists but is not a usable
+// driver, why (issue 10).
 func noDriverLine(err error) string {
 	var oe *loader.OpenError
 	if errors.As(err, &oe) {
-		paths := ""
-		for i, a := range oe.Attempts {
-			if i > 0 {
-				paths += ", "
-			}
-			paths += a.Path
-		}
-		return "overlap: no NVIDIA driver found (tried " + paths + ")"
+		return "overlap: " + oe.Brief()
 	}
 	return "overlap: " + err.Error()
 }
