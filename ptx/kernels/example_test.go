@@ -15,6 +15,7 @@ func ExampleAll() {
 	// seed  1 in, 1 out, scalars [100]
 	// saxpy 2 in, 1 out, scalars [2.5]
 	// lerp  2 in, 1 out, scalars [0.25 1.5]
+	// axpb  1 in, 1 out, scalars [2 -1]
 	// empty 0 in, 0 out, scalars []
 }
 

@@ -90,8 +90,8 @@ func TestByName(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, Saxpy, k)
 	_, err = ByName("nope")
-	assert.EqualError(t, err, `ptx: unknown kernel "nope" (have empty, lerp, saxpy, seed)`)
-	assert.Equal(t, []string{"lerp", "saxpy", "seed"}, Pipelinable())
+	assert.EqualError(t, err, `ptx: unknown kernel "nope" (have axpb, empty, lerp, saxpy, seed)`)
+	assert.Equal(t, []string{"axpb", "lerp", "saxpy", "seed"}, Pipelinable())
 }
 
 func TestPatternValue(t *testing.T) {

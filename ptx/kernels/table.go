@@ -128,13 +128,33 @@ var (
 			}
 		},
 	}
+	// Axpb is out = a*x + b; parameters (out, x, a, b, n).
+	Axpb = &Kernel{
+		Name: "axpb", Doc: "out = a*x + b",
+		Inputs: 1, Outputs: 1,
+		Scalars:   []Scalar{{Name: "a", Default: 2, Doc: "the factor"}, {Name: "b", Default: -1, Doc: "the offset"}},
+		Tolerance: "2·2⁻²³·(|a·x|+|b|)",
+		args: func(args *driver.Args, c pipeline.Chunk, s []float64) {
+			args.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Float32(float32(s[0])).Float32(float32(s[1])).Uint32(uint32(c.N))
+		},
+		cpu: func(outs, ins [][]float32, s []float64) {
+			a, b, out, x := float32(s[0]), float32(s[1]), outs[0], ins[0]
+			for i := range out {
+				out[i] = a*x[i] + b
+			}
+		},
+		reference: func(s []float64) func(x []float32) (float64, float64) {
+			a, b := float32(s[0]), float32(s[1])
+			return func(x []float32) (float64, float64) { return SaxpyReference(a, x[0], b), SaxpyTolerance(a, x[0], b) }
+		},
+	}
 	// Empty does nothing; for launch-overhead benchmarks. It has no arrays,
 	// so it cannot be pipelined.
 	Empty = &Kernel{Name: "empty", Doc: "does nothing (launch overhead)"}
 )
 
 // All lists the embedded kernels.
-func All() []*Kernel { return []*Kernel{Seed, Saxpy, Lerp, Empty} }
+func All() []*Kernel { return []*Kernel{Seed, Saxpy, Lerp, Axpb, Empty} }
 
 // Pipelinable lists, sorted, the names of the kernels that have arrays to
 // pipeline.
