@@ -149,7 +149,8 @@ func SeedKernel(fn *driver.Function, iters int) *Kernel {
 		Args: func(a *driver.Args, c Chunk) {
 			a.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Uint32(uint32(c.N)).Int32(int32(iters))
 		},
-		CPU: func(c HostChunk) { ptx.SeedCPU(f32(c.Outputs[0]), f32(c.Inputs[0]), iters) },
+		CPU:   func(c HostChunk) { ptx.SeedCPU(f32(c.Outputs[0]), f32(c.Inputs[0]), iters) },
+		Iters: iters,
 	}
 }
 

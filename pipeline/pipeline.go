@@ -335,12 +335,12 @@ func (p *Pipeline) register(b []byte) (PinnedMem, time.Duration, error) {
 			p.regBytes -= int64(ok.n)
 		}
 	}
-	start := time.Now()
+	start := p.now()
 	mem, err := p.b.Register(b)
 	if err != nil {
 		return nil, 0, err
 	}
-	took := time.Since(start)
+	took := p.now() - start
 	p.regs[k] = &regEntry{mem: mem, lastUse: p.regTick, inUse: true}
 	p.regBytes += int64(k.n)
 	return mem, took, nil
