@@ -132,3 +132,8 @@ func (r *runState) join() {
 		}
 	}
 }
+
+// Now returns b's time for the calling goroutine: the simulator's virtual
+// clock, or the wall clock on a GPU. Differences of two readings on one
+// goroutine are durations on b.
+func Now(b Backend) time.Duration { return nowOf(b) }

@@ -30,8 +30,15 @@ type runOptions struct {
 	svg            string
 	quiet          bool
 	sim            bool
+	profile        string // --profile FILE for --sim
+	simSmaller     bool   // --sim chose a smaller default job
 	noBaseline     bool
 }
+
+// simDefaultElems is --sim's job when --elems is not given: the CPU
+// computes and verifies every element, and the seed kernel's 100
+// iterations over 128M elements would take minutes on a laptop.
+const simDefaultElems = 4 << 20
 
 // parseSize reads a positive element count such as 134217728, 128M, 64K
 // or 1G (binary multiples).
@@ -113,7 +120,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.trace, "trace", "", "write a Chrome trace of the last run to this file")
 	fs.StringVar(&o.svg, "svg", "", "write an SVG timeline of the last run to this file")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
-	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
+	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU (times predicted from a device profile; 4M elements unless --elems)")
+	fs.StringVar(&o.profile, "profile", "", "with --sim: the device profile (JSON from overlap profile) to predict times from (default: the built-in H200 profile)")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -125,6 +133,14 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	elemsSet := false
+	fs.Visit(func(f *flag.Flag) { elemsSet = elemsSet || f.Name == "elems" })
+	if o.sim && !elemsSet {
+		o.elems, o.simSmaller = simDefaultElems, true
+	}
+	if o.profile != "" && !o.sim {
+		return nil, errors.New("--profile needs --sim: a GPU measures its own times")
 	}
 	if o.chunk == -1 { // not given: the default, capped at the job
 		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
