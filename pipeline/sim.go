@@ -96,7 +96,7 @@ type Sim struct {
 	prof *Profile
 	name string
 
-	engines [2]engine // H2D, D2H
+	engines [3]engine // H2D, D2H copy engines; the SMs
 	live    map[string]int
 	mems    map[driver.DevicePtr]*simDevice
 	faults  []*fault
@@ -595,7 +595,11 @@ func (s *Sim) syncCopy(what string, d *simDevice, off, n int, toDevice bool, do 
 // acquire runs fn when a copy engine of direction dir is free. h.mu held.
 func (s *Sim) acquire(dir int, fn func()) {
 	e := &s.engines[dir]
-	if e.busy < s.prof.CopyEngines {
+	capacity := s.prof.CopyEngines
+	if dir == actKernel {
+		capacity = 1
+	}
+	if e.busy < capacity {
 		e.busy++
 		fn()
 		return
@@ -1009,9 +1013,16 @@ func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 			h.dataMu.Unlock()
 		}
 		// The fixed part (launch and tail) overlaps other kernels; the
-		// work shares the SMs with the kernels in flight.
+		// work has the SMs to itself, kernels in the order they reach them
+		// (the block scheduler fills the SMs with one grid's blocks before
+		// the next grid's).
 		h.at(h.now+fixed, func() {
-			h.start(&activity{class: actKernel, dev: s, remaining: float64(work), solo: 1, done: finish})
+			s.acquire(actKernel, func() {
+				h.start(&activity{class: actKernel, dev: s, remaining: float64(work), solo: 1, done: func() {
+					s.release(actKernel)
+					finish()
+				}})
+			})
 		})
 	}})
 }
