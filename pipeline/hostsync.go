@@ -12,8 +12,11 @@ import "time"
 type hostTracker interface {
 	// hostNow is the calling goroutine's clock.
 	hostNow() time.Duration
-	// hostRun charges the fixed cost of a Run to the caller.
-	hostRun()
+	// hostRun makes the caller an active host actor for a whole Run (so
+	// that its clock cannot fall behind the simulation's), returns its
+	// clock, and charges the fixed cost of a Run; hostRunEnd ends it.
+	hostRun() time.Duration
+	hostRunEnd()
 	// hostPublish snapshots the caller's clock at a handoff; hostJoin
 	// orders the caller after such a snapshot.
 	hostPublish() hostToken

@@ -116,6 +116,10 @@ type Pipeline struct {
 	// skipWAR drops the write-after-read waits; tests set it to show that
 	// the hazard detector notices.
 	skipWAR bool
+	// skipStaged and skipUnstaged make the issuer stop waiting for the
+	// stage-in and stage-out goroutines: host-side races that the
+	// detector must name (tests only).
+	skipStaged, skipUnstaged bool
 }
 
 // New builds a pipeline on b. On error nothing is left allocated.

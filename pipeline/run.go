@@ -190,7 +190,8 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 	}
 	start := p.now()
 	if t := trackerOf(p.b); t != nil {
-		t.hostRun()
+		start = t.hostRun()
+		defer t.hostRunEnd()
 	}
 	if job.N == 0 {
 		return &Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: p.now() - start}, ctx.Err()
@@ -425,7 +426,7 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 		off, n := p.chunkBounds(pl, c)
 		fail := func(st Stage, err error) error { return &StageError{Chunk: c, Stage: st, Err: err} }
 
-		if stagedIn && !rs.waitFor(&rs.staged, c) {
+		if stagedIn && !p.skipStaged && !rs.waitFor(&rs.staged, c) {
 			return nil
 		}
 		// H2D
@@ -482,7 +483,7 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 		}
 
 		// D2H
-		if stagedOut && c >= S && !rs.waitFor(&rs.unstaged, c-S) {
+		if stagedOut && c >= S && !p.skipUnstaged && !rs.waitFor(&rs.unstaged, c-S) {
 			return nil
 		}
 		if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {

@@ -1081,12 +1081,26 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 // hostNow returns the calling goroutine's virtual clock.
 func (s *Sim) hostNow() time.Duration { return s.host.Now() }
 
-// hostRun charges the profile's fixed cost of a Run to the caller.
-func (s *Sim) hostRun() {
+// hostRun activates the caller for a Run and charges the profile's fixed
+// cost of a Run.
+func (s *Sim) hostRun() time.Duration {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.spend(h.self(), time.Duration(s.prof.RunNs))
+	a := h.self()
+	a.active++
+	start := a.now
+	h.spend(a, time.Duration(s.prof.RunNs))
+	return start
+}
+
+// hostRunEnd ends what hostRun began.
+func (s *Sim) hostRunEnd() {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.self().active--
+	h.advance()
 }
 
 // hostToken is a host actor's clock at a handoff.
@@ -1150,6 +1164,11 @@ func (s *Sim) hostFork(role any, name string) *actor {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.fork(name)
+}
+
+// fork makes an active actor at the caller's clock. h.mu held.
+func (h *SimHost) fork(name string) *actor {
 	me := h.self()
 	a := h.newActor(name)
 	me.vc = me.vc.tick(me.idx)
@@ -1172,6 +1191,14 @@ func (s *Sim) hostExit() hostToken {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	t := h.exit()
+	h.advance()
+	return t
+}
+
+// exit ends the calling goroutine's actor and returns its last clock.
+// h.mu held.
+func (h *SimHost) exit() hostToken {
 	id := goid()
 	a := h.byGoroutine[id]
 	if a == nil {
@@ -1182,8 +1209,58 @@ func (s *Sim) hostExit() hostToken {
 	a.active--
 	t := hostToken{now: a.now, vc: a.vc.clone()}
 	h.retire(a)
-	h.advance()
 	return t
+}
+
+// Go runs fn on a new goroutine that is a host actor of its own: it
+// starts at the caller's virtual time and holds the simulation back, as
+// every active actor does, until fn returns. wait blocks until then and
+// orders the caller after fn, in virtual time too. Use it to drive
+// several devices of one host at once: goroutines started with a plain go
+// statement start at whatever virtual time the simulation has reached
+// when they first call it.
+func (h *SimHost) Go(name string, fn func()) (wait func()) {
+	h.mu.Lock()
+	a := h.fork(name)
+	h.mu.Unlock()
+	type handle struct {
+		done   bool
+		tok    hostToken
+		waiter *actor
+	}
+	hd := &handle{}
+	go func() {
+		h.mu.Lock()
+		h.byGoroutine[goid()] = a
+		h.mu.Unlock()
+		fn()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		hd.tok = h.exit()
+		hd.done = true
+		if w := hd.waiter; w != nil {
+			w.vc = w.vc.merge(hd.tok.vc)
+			w.now = max(w.now, hd.tok.now)
+			w.blocked, w.until = false, nil
+		}
+		h.advance()
+	}()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		me := h.self()
+		if hd.done {
+			me.vc = me.vc.merge(hd.tok.vc)
+			me.now = max(me.now, hd.tok.now)
+			return
+		}
+		hd.waiter = me
+		me.blocked, me.until = true, nil
+		h.advance()
+		for !hd.done {
+			h.cond.Wait()
+		}
+	}
 }
 
 // sortHazards orders hazards for stable reports.
