@@ -40,6 +40,7 @@ type SimHost struct {
 	nextMem  int
 	accesses map[int][]access
 	naccess  int
+	pruneAt  int
 	hazards  []Hazard
 	// dataMu serialises the byte movement itself, so that a schedule with
 	// hazards is reported by the detector rather than racing in Go.
@@ -287,8 +288,11 @@ func (h *SimHost) touch(actor int, vc vclock, what string, spans []memSpan) {
 		h.accesses[sp.mem] = append(list, access{actor: actor, clock: vc.get(actor), lo: sp.lo, hi: sp.hi, write: sp.write, what: what})
 		h.naccess++
 	}
-	if h.naccess > 4096 {
+	if h.naccess > max(4096, h.pruneAt) {
 		h.prune()
+		// What is left is unsettled; wait until it doubles before trying
+		// again, so that pruning stays linear overall.
+		h.pruneAt = 2 * h.naccess
 	}
 }
 
