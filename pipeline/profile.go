@@ -20,8 +20,8 @@ import (
 // fixed cost (launch and tail, which overlaps other kernels) plus its
 // per-element work, which kernels in flight on one device share. The host
 // pays IssueNs for every driver call it makes, SyncNs to wake from a
-// synchronisation, MemcpyGBps for staging copies and RegisterMsPerGiB to
-// page-lock memory.
+// synchronisation, Staging for its copies into and out of pinned slots
+// and RegisterMsPerGiB to page-lock memory.
 type Profile struct {
 	// Device names the GPU the profile describes.
 	Device string `json:"device"`
@@ -53,10 +53,12 @@ type Profile struct {
 	// RunNs is the host's fixed cost of one Pipeline.Run besides its driver
 	// calls: checks, goroutines, bookkeeping.
 	RunNs float64 `json:"run_ns"`
-	// MemcpyGBps is the host's copy rate into or out of pinned memory, by
-	// number of threads; rates between two entries are interpolated, and
-	// concurrent copies share the rate of all their threads together.
-	MemcpyGBps []ThreadRate `json:"memcpy_gbps"`
+	// Staging is the host's copy rate into or out of pinned memory by
+	// the size of one copy (as Backend.StageIn and StageOut make it, with
+	// as many threads as they use for that size): alone, and in total for
+	// two at once (one in, one out, as a staged pipeline runs them).
+	// Rates between two sizes are interpolated on a log scale.
+	Staging []StagingRate `json:"staging"`
 	// RegisterMsPerGiB is the cost of page-locking Go memory.
 	RegisterMsPerGiB float64 `json:"register_ms_per_gib"`
 
@@ -80,10 +82,12 @@ type KernelCost struct {
 	NsPerElemPerIter float64 `json:"ns_per_elem_per_iter,omitempty"`
 }
 
-// ThreadRate is a host copy rate with a number of threads.
-type ThreadRate struct {
-	Threads int     `json:"threads"`
-	GBps    float64 `json:"gbps"`
+// StagingRate is the host's staging copy rate for copies of Bytes bytes:
+// one alone, and two at once in total.
+type StagingRate struct {
+	Bytes    int     `json:"bytes"`
+	GBps     float64 `json:"gbps"`
+	PairGBps float64 `json:"pair_gbps"`
 }
 
 //go:embed profiles/h200.json
@@ -160,14 +164,15 @@ func (p *Profile) Check() error {
 	if p.CopyEngines < 1 {
 		errs = append(errs, fmt.Errorf("pipeline: profile: copy_engines is %d; at least 1", p.CopyEngines))
 	}
-	if len(p.MemcpyGBps) == 0 {
-		errs = append(errs, errors.New("pipeline: profile: memcpy_gbps is empty"))
+	if len(p.Staging) == 0 {
+		errs = append(errs, errors.New("pipeline: profile: staging is empty"))
 	}
-	for _, r := range p.MemcpyGBps {
-		if r.Threads < 1 {
-			errs = append(errs, fmt.Errorf("pipeline: profile: memcpy_gbps has %d threads", r.Threads))
+	for _, r := range p.Staging {
+		if r.Bytes < 1 {
+			errs = append(errs, fmt.Errorf("pipeline: profile: staging has a size of %d bytes", r.Bytes))
 		}
-		errs = append(errs, pos(fmt.Sprintf("memcpy_gbps at %d threads", r.Threads), r.GBps))
+		errs = append(errs, pos(fmt.Sprintf("staging gbps at %d bytes", r.Bytes), r.GBps),
+			pos(fmt.Sprintf("staging pair_gbps at %d bytes", r.Bytes), r.PairGBps))
 	}
 	for _, kind := range issueKinds {
 		errs = append(errs, nonNeg("issue_ns."+kind, p.IssueNs[kind]))
@@ -216,7 +221,7 @@ func (p *Profile) Clone() *Profile {
 	for k, v := range p.Notes {
 		q.Notes[k] = v
 	}
-	q.MemcpyGBps = append([]ThreadRate(nil), p.MemcpyGBps...)
+	q.Staging = append([]StagingRate(nil), p.Staging...)
 	return &q
 }
 
@@ -231,20 +236,21 @@ func (p *Profile) kernel(k *Kernel, n int) (fixed, work time.Duration, err error
 	return time.Duration(c.FixedNs), time.Duration(per * float64(n)), nil
 }
 
-// memcpyRate is the host copy rate in bytes per nanosecond with threads
-// threads, interpolated between the profile's entries.
-func (p *Profile) memcpyRate(threads int) float64 {
-	rs := append([]ThreadRate(nil), p.MemcpyGBps...)
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Threads < rs[j].Threads })
-	if threads <= rs[0].Threads {
-		return rs[0].GBps * float64(threads) / float64(rs[0].Threads)
+// stagingRate is the host's staging rate in bytes per nanosecond for
+// copies of n bytes: alone, and in total for two at once.
+func (p *Profile) stagingRate(n int) (alone, pair float64) {
+	rs := append([]StagingRate(nil), p.Staging...)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Bytes < rs[j].Bytes })
+	if n <= rs[0].Bytes {
+		return rs[0].GBps, rs[0].PairGBps
 	}
 	for i := 1; i < len(rs); i++ {
-		if threads <= rs[i].Threads {
+		if n <= rs[i].Bytes {
 			a, b := rs[i-1], rs[i]
-			f := float64(threads-a.Threads) / float64(b.Threads-a.Threads)
-			return a.GBps + f*(b.GBps-a.GBps)
+			f := math.Log(float64(n)/float64(a.Bytes)) / math.Log(float64(b.Bytes)/float64(a.Bytes))
+			return a.GBps + f*(b.GBps-a.GBps), a.PairGBps + f*(b.PairGBps-a.PairGBps)
 		}
 	}
-	return rs[len(rs)-1].GBps
+	last := rs[len(rs)-1]
+	return last.GBps, last.PairGBps
 }

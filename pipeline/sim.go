@@ -473,18 +473,6 @@ func simDevOf(d DeviceMem) (*simDevice, error) {
 	return sd, nil
 }
 
-// stagingThreads is how many goroutines the GPU backend's parallel copy
-// uses for n bytes (see parallelCopy) on a host with the profile's most
-// threads.
-func (p *Profile) stagingThreads(n int) int {
-	const minPiece = 256 << 10
-	most := 1
-	for _, r := range p.MemcpyGBps {
-		most = max(most, r.Threads)
-	}
-	return max(1, min(most, n/minPiece))
-}
-
 func (s *Sim) StageIn(dst HostMemory, dstOff int, src []byte) error {
 	m, err := simHostOf(dst)
 	if err != nil {
@@ -503,7 +491,8 @@ func (s *Sim) StageOut(dst []byte, src HostMemory, srcOff int) error {
 
 // hostCopy is a staging copy by the calling goroutine: it records the
 // access, moves the bytes, and takes the virtual time of n bytes at the
-// host's memcpy rate, shared with other staging copies at the same time.
+// profile's staging rate, shared with other staging copies at the same
+// time.
 func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int, write bool, do func(mem []byte)) error {
 	if off < 0 || n < 0 || n > len(data)-off {
 		return fmt.Errorf("pipeline: sim: %s of %d bytes at %d does not fit %d", what, n, off, len(data))
@@ -520,9 +509,9 @@ func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	threads := s.prof.stagingThreads(n)
+	solo, pair := s.prof.stagingRate(n)
 	finished := false
-	act := &activity{class: actMemcpy, dev: s, remaining: float64(n), threads: threads, solo: s.prof.memcpyRate(threads), done: func() { finished = true }}
+	act := &activity{class: actMemcpy, dev: s, remaining: float64(n), solo: solo, pair: pair, done: func() { finished = true }}
 	h.at(a.now, func() { h.start(act) })
 	h.blockUntil(a, 0, func() bool { return finished })
 	return nil

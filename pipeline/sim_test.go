@@ -526,7 +526,7 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 	// Issue 10 (section 5): the stage times are each stage's own time. On
 	// the virtual clock a staged job's stages take what the profile says,
 	// chunk after chunk (five full chunks and one of 1234 elements): the
-	// host copies at one thread's memcpy rate, the copies at their fixed
+	// host copies at the staging rate for their size, the copies at their fixed
 	// cost plus bytes over rate, each kernel its fixed cost plus its work;
 	// a device stage also pays its first call's issue and the final sync.
 	job.Host = HostStaged
@@ -540,7 +540,10 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 		require.NoError(t, err)
 		return f + w
 	}
-	memcpy := func(elems int) time.Duration { return ns(float64(4*elems) / prof.memcpyRate(1)) }
+	memcpy := func(elems int) time.Duration {
+		alone, _ := prof.stagingRate(4 * elems)
+		return ns(float64(4*elems) / alone)
+	}
 	sync := func(kind string) time.Duration { return ns(prof.IssueNs[kind] + prof.SyncNs) }
 	for _, tc := range []struct {
 		what      string

@@ -80,7 +80,7 @@ type activity struct {
 	dev       *Sim
 	remaining float64
 	solo      float64 // rate alone: bytes/ns, or 1 for kernel work
-	threads   int     // memcpy threads
+	pair      float64 // memcpy: the total rate of two such copies at once
 	rate      float64
 	done      func()
 }
@@ -110,8 +110,7 @@ func (h *SimHost) rates() {
 	type dirs struct{ n [2]int }
 	perDev := map[*Sim]*dirs{}
 	kernels := map[*Sim]int{}
-	threads := 0
-	var memProf *Profile
+	var mems []*activity
 	for _, a := range h.acts {
 		switch a.class {
 		case actH2D, actD2H:
@@ -124,10 +123,7 @@ func (h *SimHost) rates() {
 		case actKernel:
 			kernels[a.dev]++
 		case actMemcpy:
-			threads += a.threads
-			if memProf == nil {
-				memProf = a.dev.prof
-			}
+			mems = append(mems, a)
 		}
 	}
 	var linkTotal, soloMem float64
@@ -156,11 +152,15 @@ func (h *SimHost) rates() {
 	if h.linkGBps > 0 && linkTotal > h.linkGBps {
 		linkScale = h.linkGBps / linkTotal
 	}
+	// Staging copies at once share what two at once achieve in total
+	// (the mean of their pair rates), in proportion to their rates alone.
 	memScale := 1.0
-	if memProf != nil && soloMem > 0 {
-		if cap := memProf.memcpyRate(threads); cap < soloMem {
-			memScale = cap / soloMem
+	if len(mems) > 1 {
+		var pair float64
+		for _, a := range mems {
+			pair += a.pair
 		}
+		memScale = pair / float64(len(mems)) / soloMem
 	}
 	for _, a := range h.acts {
 		switch a.class {

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -176,10 +177,11 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 		k := p.Kernels[n]
 		fmt.Fprintf(w, "kernel %s: %.2f us + %.5f ns/elem + %.6f ns/elem/iteration\n", n, k.FixedNs/1e3, k.NsPerElem, k.NsPerElemPerIter)
 	}
-	fmt.Fprintf(w, "host: issue copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; sync %.2f us; run %.2f us; register %.1f ms/GiB; memcpy",
+	fmt.Fprintf(w, "host: issue copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; sync %.2f us; run %.2f us; register %.1f ms/GiB\n",
 		p.IssueNs["copy"]/1e3, p.IssueNs["launch"]/1e3, p.IssueNs["record"]/1e3, p.IssueNs["wait"]/1e3, p.SyncNs/1e3, p.RunNs/1e3, p.RegisterMsPerGiB)
-	for _, r := range p.MemcpyGBps {
-		fmt.Fprintf(w, " %.1f GB/s (%d threads)", r.GBps, r.Threads)
+	fmt.Fprint(w, "staging copies (alone / two at once in total):")
+	for _, r := range p.Staging {
+		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
 	}
 	fmt.Fprintln(w)
 }
@@ -284,7 +286,7 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 	if err := measureIssue(b, ks, p); err != nil {
 		return nil, err
 	}
-	if err := measureHost(b, p, hostThreads(b)); err != nil {
+	if err := measureHost(b, p); err != nil {
 		return nil, err
 	}
 	// The fixed cost of a Run: a one-chunk job measured, less what the
@@ -476,37 +478,44 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 	return nil
 }
 
-// hostThreads is how many threads a large staging copy uses: GOMAXPROCS
-// on a GPU, and what the simulated host has on the simulator.
-func hostThreads(b pipeline.Backend) int {
+// both runs f and g at once, each on a goroutine of its own (on the
+// simulator, host actors that start at the caller's virtual time).
+func both(b pipeline.Backend, f, g func() error) error {
+	var e1, e2 error
 	if s, ok := b.(*pipeline.Sim); ok {
-		most := 1
-		for _, r := range s.Profile().MemcpyGBps {
-			most = max(most, r.Threads)
-		}
-		return most
+		w1 := s.Host().Go("first copier", func() { e1 = f() })
+		w2 := s.Host().Go("second copier", func() { e2 = g() })
+		w1()
+		w2()
+		return errors.Join(e1, e2)
 	}
-	return runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); e1 = f() }()
+	go func() { defer wg.Done(); e2 = g() }()
+	wg.Wait()
+	return errors.Join(e1, e2)
 }
 
 // measureHost times staging copies, registration and pageable copies.
-func measureHost(b pipeline.Backend, p *pipeline.Profile, threads int) error {
-	const big = 64 << 20
-	const piece = 256 << 10 // one thread's share: parallelCopy's minimum
+func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
+	const big = 128 << 20
 	src := make([]byte, big)
+	dst := make([]byte, big)
 	for i := range src {
 		src[i] = byte(i)
 	}
-	pin, err := b.AllocPinned(big)
+	clear(dst)
+	pinIn, err := b.AllocPinned(big)
 	if err != nil {
 		return err
 	}
-	defer pin.Close()
-	// Warm both sides once.
-	if err := b.StageIn(pin, 0, src); err != nil {
+	defer pinIn.Close()
+	pinOut, err := b.AllocPinned(big)
+	if err != nil {
 		return err
 	}
-	threads = max(1, min(threads, big/piece))
+	defer pinOut.Close()
 	timeIt := func(fn func() error) (time.Duration, error) {
 		best := time.Duration(math.MaxInt64)
 		for rep := 0; rep < 3; rep++ {
@@ -518,31 +527,42 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile, threads int) error {
 		}
 		return best, nil
 	}
-	// A copy of t·256 KiB uses t threads (up to threads).
-	var counts []int
-	for t := 1; t < threads; t *= 2 {
-		counts = append(counts, t)
-	}
-	counts = append(counts, threads)
-	for _, t := range counts {
-		each := t * piece
-		if t == threads {
-			each = big
-		}
-		took, err := timeIt(func() error {
+	// Copies of each size over all of big, in and out, alone and at once.
+	in := func(each int) func() error {
+		return func() error {
 			for off := 0; off < big; off += each {
-				if err := b.StageIn(pin, off, src[off:off+each]); err != nil {
+				if err := b.StageIn(pinIn, off, src[off:off+each]); err != nil {
 					return err
 				}
 			}
 			return nil
-		})
+		}
+	}
+	out := func(each int) func() error {
+		return func() error {
+			for off := 0; off < big; off += each {
+				if err := b.StageOut(dst[off:off+each], pinOut, off); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if _, err := timeIt(in(big)); err != nil { // warm both sides
+		return err
+	}
+	for _, each := range []int{256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, big} {
+		alone, err := timeIt(in(each))
 		if err != nil {
 			return err
 		}
-		p.MemcpyGBps = append(p.MemcpyGBps, pipeline.ThreadRate{Threads: t, GBps: float64(big) / float64(took)})
+		pair, err := timeIt(func() error { return both(b, in(each), out(each)) })
+		if err != nil {
+			return err
+		}
+		p.Staging = append(p.Staging, pipeline.StagingRate{Bytes: each, GBps: float64(big) / float64(alone), PairGBps: float64(2*big) / float64(pair)})
 	}
-	p.Notes["memcpy"] = fmt.Sprintf("%d MiB of Go memory into pinned memory in copies of t·256 KiB, which use t threads each (up to %d), best of 3", big>>20, threads)
+	p.Notes["staging"] = fmt.Sprintf("%d MiB of Go memory staged through pinned memory in copies of each size: alone (in), and in and out at once on two goroutines (total), best of 3; %d host threads", big>>20, runtime.GOMAXPROCS(0))
 
 	// Registration of fresh memory (touched first, so page faults are not
 	// counted).

@@ -50,15 +50,16 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	near("sync_ns", got.SyncNs, want.SyncNs)
 	near("run_ns", got.RunNs, want.RunNs)
 	near("register_ms_per_gib", got.RegisterMsPerGiB, want.RegisterMsPerGiB)
-	for _, r := range want.MemcpyGBps {
+	for _, r := range want.Staging {
 		found := false
-		for _, g := range got.MemcpyGBps {
-			if g.Threads == r.Threads {
-				near("memcpy at "+strconv.Itoa(r.Threads)+" threads", g.GBps, r.GBps)
+		for _, g := range got.Staging {
+			if g.Bytes == r.Bytes {
+				near("staging alone at "+strconv.Itoa(r.Bytes)+" bytes", g.GBps, r.GBps)
+				near("staging two at once at "+strconv.Itoa(r.Bytes)+" bytes", g.PairGBps, r.PairGBps)
 				found = true
 			}
 		}
-		assert.True(t, found, "memcpy at %d threads measured", r.Threads)
+		assert.True(t, found, "staging at %d bytes measured", r.Bytes)
 	}
 	assert.Contains(t, got.Source, "measured by `overlap profile`")
 
