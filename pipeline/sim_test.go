@@ -356,7 +356,7 @@ func TestRegistrationEviction(t *testing.T) {
 // real data, staged both ways, every chunk's spans come in the order the
 // schedule promises, on the virtual clock.
 func TestSimTimingSpans(t *testing.T) {
-	sim := NewSim(5, 0)
+	sim := NewSimHost(SimHostOptions{}).NewDevice(testProfile(t))
 	const chunk, slots = 256 << 10, 3
 	const n = 10*chunk + 1234
 	cfg := Config{ChunkElems: chunk, Slots: slots, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: HostStaged}
@@ -510,7 +510,7 @@ func TestSimCancellation(t *testing.T) {
 }
 
 func TestSynchronousAndStageTimesOnSim(t *testing.T) {
-	sim := NewSim(1, 0)
+	sim := NewSimHost(SimHostOptions{}).NewDevice(testProfile(t))
 	const chunk = 64 << 10
 	const n = 5*chunk + 1234
 	cfg := Float32Config(1, 1)
