@@ -25,9 +25,9 @@ type hostTracker interface {
 	// hostRelease lets it go, joined to t (nil: the run stopped).
 	hostBlock() *actor
 	hostRelease(a *actor, t *hostToken)
-	// hostFork prepares the clock of a goroutine about to be started for
-	// role; the goroutine calls hostStart first and hostExit last.
-	hostFork(role any, name string) *actor
+	// hostFork prepares the clock of a goroutine about to be started; the
+	// goroutine calls hostStart first and hostExit last.
+	hostFork(name string) *actor
 	hostStart(a *actor)
 	hostExit() hostToken
 }
@@ -93,13 +93,13 @@ func (r *runState) releaseAll() {
 	r.waiters = nil
 }
 
-// go starts fn on a goroutine of its own, with its own clock on a
+// spawn starts fn on a goroutine of its own, with its own clock on a
 // tracking backend, counted in r.exited when it ends.
-func (r *runState) spawn(role any, name string, fn func()) {
+func (r *runState) spawn(name string, fn func()) {
 	r.spawned++
 	var a *actor
 	if r.hs != nil {
-		a = r.hs.hostFork(role, name)
+		a = r.hs.hostFork(name)
 	}
 	go func() {
 		if r.hs != nil {

@@ -305,11 +305,6 @@ func (r *runState) stopping() bool {
 	return r.stop
 }
 
-// roleKey names one of a pipeline's goroutines for the host tracker.
-type roleKey struct {
-	p     *Pipeline
-	stage Stage
-}
 
 // chunkBounds returns chunk c's first element and element count.
 func (p *Pipeline) chunkBounds(pl *plan, c int) (off, n int) {
@@ -346,10 +341,10 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		stagedOut = stagedOut || s.staged()
 	}
 	if stagedIn {
-		rs.spawn(roleKey{p, StageIn}, "stage-in goroutine", func() { p.stageIn(pl, rs) })
+		rs.spawn("stage-in goroutine", func() { p.stageIn(pl, rs) })
 	}
 	if stagedOut {
-		rs.spawn(roleKey{p, StageOut}, "stage-out goroutine", func() { p.stageOut(pl, rs) })
+		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
 
 	issueErr := p.issue(pl, rs, iss, timers, stagedIn, stagedOut)

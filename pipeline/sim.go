@@ -1151,9 +1151,9 @@ func (s *Sim) hostRelease(a *actor, t *hostToken) {
 	h.cond.Broadcast()
 }
 
-// hostFork prepares the actor of a goroutine about to start, for role
-// (reused by later runs, so that clocks stay few), at the caller's clock.
-func (s *Sim) hostFork(role any, name string) *actor {
+// hostFork prepares the actor of a goroutine about to start, at the
+// caller's clock.
+func (s *Sim) hostFork(name string) *actor {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
