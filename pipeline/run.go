@@ -305,7 +305,6 @@ func (r *runState) stopping() bool {
 	return r.stop
 }
 
-
 // chunkBounds returns chunk c's first element and element count.
 func (p *Pipeline) chunkBounds(pl *plan, c int) (off, n int) {
 	off = c * p.cfg.ChunkElems
