@@ -30,6 +30,9 @@ type hostTracker interface {
 	hostFork(name string) *actor
 	hostStart(a *actor)
 	hostExit() hostToken
+	// hostTimeKernels, while on, has the caller's kernels take their time
+	// without computing: StageTimes' outputs are never read.
+	hostTimeKernels(on bool)
 }
 
 func trackerOf(b Backend) hostTracker {

@@ -981,6 +981,7 @@ func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 		return err
 	}
 	what := fmt.Sprintf("kernel %s (chunk %d) on stream %d", k.Name, c.Index, ss.idx)
+	compute := !h.timingOnly && !i.a.timeOnly
 	// The caller may reuse c's slices once Launch returns.
 	c.InBytes = append([]int(nil), c.InBytes...)
 	c.OutBytes = append([]int(nil), c.OutBytes...)
@@ -1000,7 +1001,7 @@ func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 			}
 		}
 		h.touch(idx, vc, what, spans)
-		if !h.timingOnly {
+		if compute {
 			h.dataMu.Lock()
 			k.CPU(hc)
 			h.dataMu.Unlock()
@@ -1254,6 +1255,14 @@ func (h *SimHost) Go(name string, fn func()) (wait func()) {
 			h.cond.Wait()
 		}
 	}
+}
+
+// hostTimeKernels has the caller's kernels timed but not computed while on.
+func (s *Sim) hostTimeKernels(on bool) {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.self().timeOnly = on
 }
 
 // sortHazards orders hazards for stable reports.

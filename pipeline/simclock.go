@@ -38,6 +38,8 @@ type actor struct {
 	// it returns true the actor runs again at max(now, event time) + wake.
 	until func() bool
 	wake  time.Duration
+	// timeOnly: its kernels are timed, not computed (StageTimes).
+	timeOnly bool
 }
 
 // timer is a callback at a virtual time.
