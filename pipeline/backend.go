@@ -128,6 +128,10 @@ type Kernel struct {
 	BlockSize int
 	// CPU computes one chunk on the host; the simulator needs it.
 	CPU func(c HostChunk)
+	// Iters is the kernel's intensity where it has one (the seed kernel's
+	// loop count). Only the simulator reads it: a device profile's cost
+	// for the kernel named Name scales with it (KernelCost).
+	Iters int
 }
 
 // FunctionOn returns a Kernel.Function for fn, loaded on ctx: it hands fn

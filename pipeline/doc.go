@@ -5,11 +5,15 @@
 // the whole job takes about as long as its slowest stage.
 //
 // It sits on package driver through a narrow [Backend] interface; [GPU]
-// adapts a driver.Context and [NewSim] is a CPU simulator with a hazard
-// detector, which the tests use to prove the schedule correct. It does
-// not import package ptx: a job's [Kernel] says how to launch it, how to
-// resolve its function on each context and how to compute it on the CPU,
-// and package ptx/kernels builds one for each of overlap's kernels.
+// adapts a driver.Context and [NewSim] is a simulator: it moves real bytes
+// and runs each kernel's CPU stand-in, detects hazards (unordered
+// accesses, including between host goroutines), and keeps a virtual clock
+// driven by a device [Profile], so that its reports predict a real GPU's
+// times. A [SimHost] holds several simulated devices that share a host.
+// It does not import package ptx: a job's [Kernel] says how to launch it,
+// how to resolve its function on each context and how to compute it on
+// the CPU, and package ptx/kernels builds one for each of overlap's
+// kernels.
 //
 // # Ordering
 //
@@ -32,6 +36,13 @@
 // A Pipeline runs one job at a time; concurrent Runs queue. Many pipelines
 // may share one driver.Context and run concurrently. Run binds its
 // goroutine to an OS thread while it issues.
+//
+// The simulator tells host goroutines apart by their goroutine ids and
+// gives each a clock. A goroutine that holds an Issuer, runs a Run, or was
+// started with [SimHost.Go] holds the simulation back until it blocks in
+// the simulator or ends; a goroutine that waits for something the
+// simulator cannot see while it holds an Issuer stalls every other
+// goroutine's waits on the same host.
 //
 // # Memory
 //

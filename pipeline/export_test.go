@@ -1,5 +1,21 @@
 package pipeline
 
+import "time"
+
 // SetSkipWAR lets the external tests drop the write-after-read waits, to
 // show that the hazard detector sees what they prevent.
 func SetSkipWAR(p *Pipeline, skip bool) { p.skipWAR = skip }
+
+// SetSkipStaging makes the issuer stop waiting for the stage-in (in) or
+// stage-out (out) goroutine: host-side races the detector must name.
+func SetSkipStaging(p *Pipeline, in, out bool) { p.skipStaged, p.skipUnstaged = in, out }
+
+// ProfileKernelCost is a profile's fixed and per-chunk cost of k over n
+// elements.
+func ProfileKernelCost(p *Profile, k *Kernel, n int) (fixed, work time.Duration, err error) {
+	return p.kernel(k, n)
+}
+
+// ProfileStagingRate is a profile's host staging rate for copies of n
+// bytes, alone and two at once, in bytes per nanosecond.
+func ProfileStagingRate(p *Profile, n int) (alone, pair float64) { return p.stagingRate(n) }

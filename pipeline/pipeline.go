@@ -116,6 +116,10 @@ type Pipeline struct {
 	// skipWAR drops the write-after-read waits; tests set it to show that
 	// the hazard detector notices.
 	skipWAR bool
+	// skipStaged and skipUnstaged make the issuer stop waiting for the
+	// stage-in and stage-out goroutines: host-side races that the
+	// detector must name (tests only).
+	skipStaged, skipUnstaged bool
 }
 
 // New builds a pipeline on b. On error nothing is left allocated.
@@ -335,12 +339,12 @@ func (p *Pipeline) register(b []byte) (PinnedMem, time.Duration, error) {
 			p.regBytes -= int64(ok.n)
 		}
 	}
-	start := time.Now()
+	start := p.now()
 	mem, err := p.b.Register(b)
 	if err != nil {
 		return nil, 0, err
 	}
-	took := time.Since(start)
+	took := p.now() - start
 	p.regs[k] = &regEntry{mem: mem, lastUse: p.regTick, inUse: true}
 	p.regBytes += int64(k.n)
 	return mem, took, nil

@@ -192,9 +192,13 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 		}
 		return nil, ErrClosed
 	}
-	start := time.Now()
+	start := p.now()
+	if t := trackerOf(p.b); t != nil {
+		start = t.hostRun()
+		defer t.hostRunEnd()
+	}
 	if job.N == 0 {
-		return &Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: time.Since(start)}, ctx.Err()
+		return &Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: p.now() - start}, ctx.Err()
 	}
 	pl, err := p.resolve(job)
 	if err != nil {
@@ -217,11 +221,13 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 	if err := p.execute(ctx, pl); err != nil {
 		return nil, err
 	}
-	pl.report.Elapsed = time.Since(start)
+	pl.report.Elapsed = p.now() - start
 	return pl.report, nil
 }
 
 // runState coordinates the issuing goroutine with the staging goroutines.
+// On a backend that tracks host goroutines (the simulator), every handoff
+// is also reported to it (hostsync.go).
 type runState struct {
 	mu         sync.Mutex
 	cond       *sync.Cond
@@ -231,8 +237,21 @@ type runState struct {
 	h2dIssued  int   // chunks whose H2D copies are queued
 	d2hIssued  int   // chunks whose D2H copies are queued
 	unstaged   int   // chunks whose outputs are copied out of their slots
+	spawned    int   // goroutines started
+	exited     int   // goroutines ended
 	hostSpans  []Span
-	hostOrigin time.Time
+	hostOrigin time.Duration
+	clock      func() time.Duration
+
+	hs      hostTracker
+	toks    map[*int][]hostToken // toks[counter][v-1]: the clock that made it v
+	waiters []rsWaiter
+}
+
+func newRunState(p *Pipeline) *runState {
+	rs := &runState{hs: trackerOf(p.b), toks: map[*int][]hostToken{}, clock: p.now}
+	rs.cond = sync.NewCond(&rs.mu)
+	return rs
 }
 
 func (r *runState) fail(err error) {
@@ -241,6 +260,7 @@ func (r *runState) fail(err error) {
 		r.err = err
 	}
 	r.stop = true
+	r.releaseAll()
 	r.cond.Broadcast()
 	r.mu.Unlock()
 }
@@ -248,24 +268,45 @@ func (r *runState) fail(err error) {
 // waitFor blocks until *counter > c or the run stops; false means stopped.
 func (r *runState) waitFor(counter *int, c int) bool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	if r.hs != nil && *counter <= c && !r.stop {
+		r.waiters = append(r.waiters, rsWaiter{counter: counter, c: c, a: r.hs.hostBlock()})
+	}
 	for *counter <= c && !r.stop {
 		r.cond.Wait()
 	}
-	return *counter > c
+	ok := *counter > c
+	var tok *hostToken
+	if ok && r.hs != nil {
+		t := r.toks[counter][c]
+		tok = &t
+	}
+	r.mu.Unlock()
+	if tok != nil {
+		r.hs.hostJoin(*tok)
+	}
+	return ok
 }
 
 func (r *runState) advance(counter *int, to int) {
 	r.mu.Lock()
 	*counter = to
+	r.publish(counter, to)
 	r.cond.Broadcast()
 	r.mu.Unlock()
 }
 
-func (r *runState) span(c int, st Stage, lane string, t0 time.Time) {
+func (r *runState) span(c int, st Stage, lane string, t0 time.Duration) {
+	end := r.clock()
 	r.mu.Lock()
-	r.hostSpans = append(r.hostSpans, Span{Chunk: c, Stage: st, Lane: lane, Start: t0.Sub(r.hostOrigin), End: time.Since(r.hostOrigin)})
+	r.hostSpans = append(r.hostSpans, Span{Chunk: c, Stage: st, Lane: lane, Start: t0 - r.hostOrigin, End: end - r.hostOrigin})
 	r.mu.Unlock()
+}
+
+// stopping reports whether the run is stopping.
+func (r *runState) stopping() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stop
 }
 
 // chunkBounds returns chunk c's first element and element count.
@@ -277,8 +318,7 @@ func (p *Pipeline) chunkBounds(pl *plan, c int) (off, n int) {
 // execute runs the schedule. The calling goroutine issues; staged runs add
 // a stage-in and a stage-out goroutine.
 func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
-	rs := &runState{}
-	rs.cond = sync.NewCond(&rs.mu)
+	rs := newRunState(p)
 	stopWatch := context.AfterFunc(ctx, func() { rs.fail(ctx.Err()) })
 	defer stopWatch()
 
@@ -296,7 +336,6 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		rs.hostOrigin = timers.hostOrigin
 	}
 
-	var wg sync.WaitGroup
 	stagedIn, stagedOut := false, false
 	for _, s := range pl.ins {
 		stagedIn = stagedIn || s.staged()
@@ -305,12 +344,10 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		stagedOut = stagedOut || s.staged()
 	}
 	if stagedIn {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.stageIn(pl, rs) }()
+		rs.spawn("stage-in goroutine", func() { p.stageIn(pl, rs) })
 	}
 	if stagedOut {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.stageOut(pl, rs) }()
+		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
 
 	issueErr := p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
@@ -323,9 +360,10 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	}
 	rs.mu.Lock()
 	rs.stop = true
+	rs.releaseAll()
 	rs.cond.Broadcast()
 	rs.mu.Unlock()
-	wg.Wait()
+	rs.join()
 
 	// Drain: the host waits for the GPU once, at the end.
 	if err := p.drain(); err != nil {
@@ -379,17 +417,14 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 	S := p.cfg.Slots
 	chunk := Chunk{}
 	for c := 0; c < pl.chunks; c++ {
-		rs.mu.Lock()
-		stop := rs.stop
-		rs.mu.Unlock()
-		if stop {
+		if rs.stopping() {
 			return nil
 		}
 		s, k := c%S, c%len(p.comp)
 		off, n := p.chunkBounds(pl, c)
 		fail := func(st Stage, err error) error { return &StageError{Chunk: c, Stage: st, Err: err} }
 
-		if stagedIn && !rs.waitFor(&rs.staged, c) {
+		if stagedIn && !p.skipStaged && !rs.waitFor(&rs.staged, c) {
 			return nil
 		}
 		// H2D
@@ -446,7 +481,7 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 		}
 
 		// D2H
-		if stagedOut && c >= S && !rs.waitFor(&rs.unstaged, c-S) {
+		if stagedOut && c >= S && !p.skipUnstaged && !rs.waitFor(&rs.unstaged, c-S) {
 			return nil
 		}
 		if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
@@ -510,13 +545,10 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 				return
 			}
 		}
-		rs.mu.Lock()
-		stop := rs.stop
-		rs.mu.Unlock()
-		if stop {
+		if rs.stopping() {
 			return
 		}
-		t0 := time.Now()
+		t0 := rs.clock()
 		off, n := p.chunkBounds(pl, c)
 		for j, src := range pl.ins {
 			if !src.staged() {
@@ -547,7 +579,7 @@ func (p *Pipeline) stageOut(pl *plan, rs *runState) {
 			rs.fail(&StageError{Chunk: c, Stage: StageOut, Err: err})
 			return
 		}
-		t0 := time.Now()
+		t0 := rs.clock()
 		off, n := p.chunkBounds(pl, c)
 		for j, dst := range pl.outs {
 			if !dst.staged() {

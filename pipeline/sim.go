@@ -11,80 +11,157 @@ import (
 	"github.com/purecuda/overlap/driver"
 )
 
-// Sim is a CPU simulator of a GPU for the pipeline. Each stream is an
-// ordered queue run by its own goroutine with randomised delays; events and
-// waits have the driver's semantics; copies move real bytes; a kernel runs
-// its Kernel.CPU stand-in.
-//
-// It detects hazards. Every copy, kernel and host staging access records
-// the byte ranges it reads and writes with a vector clock. Two accesses to
-// overlapping bytes, at least one a write, that are not ordered by stream
-// order, events, or host synchronisation are a hazard. The host counts as
-// one actor: its syncs order everything it does afterwards, and what it
-// issues happens after everything it did before.
-type Sim struct {
-	mu         sync.Mutex
+// SimHost is the host that simulated devices share: its goroutines, each
+// an actor with its own virtual clock; the host link that every device's
+// copies cross; host memory bandwidth for staging copies; and the hazard
+// detector. Make devices on it with [SimHost.NewDevice].
+type SimHost struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+
 	rng        *rand.Rand
-	maxDelay   time.Duration
-	nextMem    int
-	actors     int // actor 0 is the host; streams take 1, 2, ...
-	hostVC     vclock
-	streams    []*simStream
-	accesses   map[int][]access
-	naccess    int
-	hazards    []Hazard
-	live       map[string]int
-	mems       map[driver.DevicePtr]*simDevice
-	faults     []*fault
-	counts     map[string]int
-	origin     time.Time
-	registered []*simHost
+	jitter     time.Duration
+	linkGBps   float64
+	timingOnly bool
+
+	now    time.Duration // the simulation has processed every event before now
+	seq    uint64
+	timers timerHeap
+	acts   []*activity
+
+	nclock      int // vector clock indexes given out, to actors and streams
+	freeIdx     []int
+	idxLast     map[int]uint64
+	all         []*actor
+	byGoroutine map[int64]*actor
+	streams     []*simStream
+
+	nextMem  int
+	accesses map[int][]access
+	naccess  int
+	pruneAt  int
+	hazards  []Hazard
 	// dataMu serialises the byte movement itself, so that a schedule with
 	// hazards is reported by the detector rather than racing in Go.
 	dataMu sync.Mutex
 }
 
-// Hazard is a pair of unordered accesses to the same bytes.
-type Hazard struct {
-	Memory       string
-	First, Later string
+// SimHostOptions shape a simulated host. The zero value is one host with
+// no shared link limit, no jitter, and every byte moved and computed.
+type SimHostOptions struct {
+	// Seed makes jitter repeatable.
+	Seed uint64
+	// Jitter, when positive, delays each device operation by a random
+	// virtual time up to Jitter, so that tests explore other schedules.
+	Jitter time.Duration
+	// LinkGBps bounds every device's copies together (a host whose PCIe
+	// root or memory cannot feed all its GPUs at once); 0 means no bound
+	// beyond each device's own.
+	LinkGBps float64
+	// TimingOnly skips moving bytes and running kernels: the schedule,
+	// its times and the hazard detector are the same, the data is not.
+	// It predicts large jobs quickly; nothing it outputs may be verified.
+	TimingOnly bool
 }
 
-func (h Hazard) String() string {
-	return fmt.Sprintf("%s: %s is not ordered with %s", h.Memory, h.Later, h.First)
+// NewSimHost returns a simulated host with no devices.
+func NewSimHost(o SimHostOptions) *SimHost {
+	h := &SimHost{
+		rng:         rand.New(rand.NewPCG(o.Seed, o.Seed^0x9E3779B97F4A7C15)),
+		jitter:      o.Jitter,
+		linkGBps:    o.LinkGBps,
+		timingOnly:  o.TimingOnly,
+		byGoroutine: map[int64]*actor{},
+		accesses:    map[int][]access{},
+	}
+	h.cond = sync.NewCond(&h.mu)
+	return h
 }
 
-// NewSim returns a simulator whose streams pause up to maxDelay (at random)
-// before each operation; seed makes runs repeatable.
-func NewSim(seed uint64, maxDelay time.Duration) *Sim {
+// Sim is a simulated GPU for the pipeline: a [Backend] whose streams,
+// events and copies have the driver's semantics, whose copies move real
+// bytes and whose kernels run their Kernel.CPU stand-in, and whose clock
+// is virtual: every operation takes the time that the device's [Profile]
+// gives it, on the resources it needs (see SimHost). Reports, spans and
+// stage timings read that clock, so they predict what the profiled GPU
+// would do, whatever the speed of the machine that runs the simulation.
+//
+// It detects hazards. Every copy, kernel and host staging access records
+// the byte ranges it reads and writes with a vector clock. Two accesses to
+// overlapping bytes, at least one a write, that are not ordered by stream
+// order, events, host synchronisation, or the engine's own handoffs
+// between goroutines are a hazard. Each host goroutine is its own actor.
+type Sim struct {
+	host *SimHost
+	prof *Profile
+	name string
+
+	engines [3]engine // H2D, D2H copy engines; the SMs
+	live    map[string]int
+	mems    map[driver.DevicePtr]*simDevice
+	faults  []*fault
+	counts  map[string]int
+	regs    []*simHost
+	streams []*simStream
+}
+
+// engine is one direction's copy engines: how many are busy and the copies
+// waiting for one, in order.
+type engine struct {
+	busy  int
+	queue []func()
+}
+
+// NewSim returns a simulator of the built-in H200 profile on a host of its
+// own. Device operations are delayed at random by up to jitter of virtual
+// time, repeatably for a seed; pass 0 for the profile's exact times.
+func NewSim(seed uint64, jitter time.Duration) *Sim {
+	return NewSimHost(SimHostOptions{Seed: seed, Jitter: jitter}).NewDevice(BuiltinProfile())
+}
+
+// NewDevice adds a device with its own profile to the host.
+func (h *SimHost) NewDevice(p *Profile) *Sim {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return &Sim{
-		rng:      rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
-		maxDelay: maxDelay,
-		actors:   1,
-		hostVC:   vclock{0},
-		accesses: map[int][]access{},
-		live:     map[string]int{},
-		mems:     map[driver.DevicePtr]*simDevice{},
-		counts:   map[string]int{},
-		origin:   time.Now(),
+		host:   h,
+		prof:   p.Clone(),
+		name:   "simulator",
+		live:   map[string]int{},
+		mems:   map[driver.DevicePtr]*simDevice{},
+		counts: map[string]int{},
 	}
 }
 
 // Name reports "simulator".
-func (s *Sim) Name() string { return "simulator" }
+func (s *Sim) Name() string { return s.name }
 
-// Hazards returns the hazards found so far.
+// Profile returns the device's profile.
+func (s *Sim) Profile() *Profile { return s.prof.Clone() }
+
+// Host returns the host the device belongs to.
+func (s *Sim) Host() *SimHost { return s.host }
+
+// Now returns the calling goroutine's virtual clock.
+func (h *SimHost) Now() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.self().now
+}
+
+// Hazards returns the hazards found so far on the device's host.
 func (s *Sim) Hazards() []Hazard {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Hazard(nil), s.hazards...)
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Hazard(nil), h.hazards...)
 }
 
 // Live returns how many objects of each kind are allocated and not closed:
 // "stream", "event", "device", "pinned", "registered".
 func (s *Sim) Live() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.host.mu.Lock()
+	defer s.host.mu.Unlock()
 	out := map[string]int{}
 	for k, v := range s.live {
 		if v != 0 {
@@ -95,10 +172,10 @@ func (s *Sim) Live() map[string]int {
 }
 
 // Count returns how many operations of a kind ("copy", "launch", "record",
-// "wait", "alloc") the simulator has seen.
+// "wait", "alloc") the device has seen.
 func (s *Sim) Count(kind string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.host.mu.Lock()
+	defer s.host.mu.Unlock()
 	return s.counts[kind]
 }
 
@@ -113,12 +190,12 @@ type fault struct {
 // "copy", "launch", "record", "wait", "alloc", "stream", "event", and
 // "sync" (a host Synchronize of a stream or event).
 func (s *Sim) FailAt(kind string, k int, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.host.mu.Lock()
+	defer s.host.mu.Unlock()
 	s.faults = append(s.faults, &fault{kind: kind, k: k, err: err})
 }
 
-// tick counts an operation and returns an injected fault, if any. s.mu held.
+// tick counts an operation and returns an injected fault, if any. h.mu held.
 func (s *Sim) tick(kind string) error {
 	s.counts[kind]++
 	for _, f := range s.faults {
@@ -129,11 +206,14 @@ func (s *Sim) tick(kind string) error {
 	return nil
 }
 
-// failHost counts a host operation and returns an injected fault, if any.
-func (s *Sim) failHost(kind string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tick(kind)
+// Hazard is a pair of unordered accesses to the same bytes.
+type Hazard struct {
+	Memory       string
+	First, Later string
+}
+
+func (h Hazard) String() string {
+	return fmt.Sprintf("%s: %s is not ordered with %s", h.Memory, h.Later, h.First)
 }
 
 // vclock is a vector clock indexed by actor.
@@ -160,6 +240,15 @@ func (v vclock) merge(w vclock) vclock {
 
 func (v vclock) clone() vclock { return append(vclock(nil), v...) }
 
+// tick advances actor i's own entry.
+func (v vclock) tick(i int) vclock {
+	for len(v) <= i {
+		v = append(v, 0)
+	}
+	v[i]++
+	return v
+}
+
 // access is one recorded read or write.
 type access struct {
 	actor int
@@ -170,22 +259,22 @@ type access struct {
 	what  string
 }
 
-// span is a range of one memory that an operation touches.
-type span struct {
+// memSpan is a range of one memory that an operation touches.
+type memSpan struct {
 	mem    int
 	name   string
 	lo, hi int
 	write  bool
 }
 
-// touch records the spans of an operation by actor at vc and reports
-// hazards. s.mu held.
-func (s *Sim) touch(actor int, vc vclock, what string, spans []span) {
+// touch records the spans of an operation by clock index actor at vc and
+// reports hazards. h.mu held.
+func (h *SimHost) touch(actor int, vc vclock, what string, spans []memSpan) {
 	for _, sp := range spans {
 		if sp.hi <= sp.lo {
 			continue
 		}
-		list := s.accesses[sp.mem]
+		list := h.accesses[sp.mem]
 		for _, p := range list {
 			if p.hi <= sp.lo || sp.hi <= p.lo || !(p.write || sp.write) {
 				continue
@@ -193,21 +282,27 @@ func (s *Sim) touch(actor int, vc vclock, what string, spans []span) {
 			if p.actor == actor || vc.get(p.actor) >= p.clock {
 				continue // ordered
 			}
-			s.hazards = append(s.hazards, Hazard{Memory: sp.name, First: p.what, Later: what})
+			h.hazards = append(h.hazards, Hazard{Memory: sp.name, First: p.what, Later: what})
 		}
-		s.accesses[sp.mem] = append(list, access{actor: actor, clock: vc.get(actor), lo: sp.lo, hi: sp.hi, write: sp.write, what: what})
-		s.naccess++
+		h.accesses[sp.mem] = append(list, access{actor: actor, clock: vc.get(actor), lo: sp.lo, hi: sp.hi, write: sp.write, what: what})
+		h.naccess++
 	}
-	if s.naccess > 4096 {
-		s.prune()
+	if h.naccess > max(4096, h.pruneAt) {
+		h.prune()
+		// What is left is unsettled; wait until it doubles before trying
+		// again, so that pruning stays linear overall.
+		h.pruneAt = 2 * h.naccess
 	}
 }
 
 // prune drops accesses that every actor has already synchronised past:
-// any later operation is ordered after them. s.mu held.
-func (s *Sim) prune() {
-	clocks := []vclock{s.hostVC}
-	for _, st := range s.streams {
+// any later operation is ordered after them. h.mu held.
+func (h *SimHost) prune() {
+	var clocks []vclock
+	for _, a := range h.all {
+		clocks = append(clocks, a.vc)
+	}
+	for _, st := range h.streams {
 		clocks = append(clocks, st.vc)
 	}
 	settled := func(a access) bool {
@@ -218,8 +313,8 @@ func (s *Sim) prune() {
 		}
 		return true
 	}
-	s.naccess = 0
-	for m, list := range s.accesses {
+	h.naccess = 0
+	for m, list := range h.accesses {
 		kept := list[:0]
 		for _, a := range list {
 			if !settled(a) {
@@ -227,24 +322,18 @@ func (s *Sim) prune() {
 			}
 		}
 		if len(kept) == 0 {
-			delete(s.accesses, m)
+			delete(h.accesses, m)
 		} else {
-			s.accesses[m] = kept
-			s.naccess += len(kept)
+			h.accesses[m] = kept
+			h.naccess += len(kept)
 		}
 	}
 }
 
-func (s *Sim) delay() {
-	s.mu.Lock()
-	d := time.Duration(0)
-	if s.maxDelay > 0 && s.rng.IntN(2) == 0 {
-		d = time.Duration(s.rng.Int64N(int64(s.maxDelay) + 1))
-	}
-	s.mu.Unlock()
-	if d > 0 {
-		time.Sleep(d)
-	}
+// hostAccess records an access by the calling goroutine. h.mu held.
+func (h *SimHost) hostAccess(a *actor, what string, spans ...memSpan) {
+	a.vc = a.vc.tick(a.idx)
+	h.touch(a.idx, a.vc, what+" ("+a.name+")", spans)
 }
 
 // --- memory ---
@@ -254,16 +343,17 @@ type simDevice struct {
 	id     int
 	base   driver.DevicePtr
 	data   []byte
+	size   int
 	closed bool
 }
 
-func (d *simDevice) Len() int              { return len(d.data) }
+func (d *simDevice) Len() int              { return d.size }
 func (d *simDevice) Ptr() driver.DevicePtr { return d.base }
 func (d *simDevice) name() string          { return fmt.Sprintf("device buffer %d", d.id) }
 func (d *simDevice) Close() error {
 	s := d.sim
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.host.mu.Lock()
+	defer s.host.mu.Unlock()
 	if !d.closed {
 		d.closed = true
 		s.live["device"]--
@@ -280,23 +370,23 @@ type simHost struct {
 	closed bool
 }
 
-func (h *simHost) Bytes() []byte {
-	if h.closed {
+func (m *simHost) Bytes() []byte {
+	if m.closed {
 		return nil
 	}
-	return h.data
+	return m.data
 }
-func (h *simHost) name() string { return fmt.Sprintf("%s host memory %d", h.kind, h.id) }
-func (h *simHost) Close() error {
-	s := h.sim
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !h.closed {
-		h.closed = true
-		s.live[h.kind]--
-		for i, r := range s.registered {
-			if r == h {
-				s.registered = append(s.registered[:i], s.registered[i+1:]...)
+func (m *simHost) name() string { return fmt.Sprintf("%s host memory %d", m.kind, m.id) }
+func (m *simHost) Close() error {
+	s := m.sim
+	s.host.mu.Lock()
+	defer s.host.mu.Unlock()
+	if !m.closed {
+		m.closed = true
+		s.live[m.kind]--
+		for i, r := range s.regs {
+			if r == m {
+				s.regs = append(s.regs[:i], s.regs[i+1:]...)
 				break
 			}
 		}
@@ -308,13 +398,17 @@ func (s *Sim) AllocDevice(n int) (DeviceMem, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("pipeline: sim: device allocation of %d bytes", n)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err := s.tick("alloc"); err != nil {
 		return nil, err
 	}
-	s.nextMem++
-	d := &simDevice{sim: s, id: s.nextMem, base: driver.DevicePtr(0x7f00_0000_0000 + uint64(s.nextMem)<<32), data: make([]byte, n)}
+	h.nextMem++
+	d := &simDevice{sim: s, id: h.nextMem, base: driver.DevicePtr(0x7f00_0000_0000 + uint64(h.nextMem)<<32), size: n}
+	if !h.timingOnly {
+		d.data = make([]byte, n)
+	}
 	s.mems[d.base] = d
 	s.live["device"]++
 	return d, nil
@@ -324,44 +418,48 @@ func (s *Sim) AllocPinned(n int) (PinnedMem, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("pipeline: sim: pinned allocation of %d bytes", n)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err := s.tick("alloc"); err != nil {
 		return nil, err
 	}
-	s.nextMem++
+	h.nextMem++
 	s.live["pinned"]++
-	return &simHost{sim: s, id: s.nextMem, kind: "pinned", data: make([]byte, n)}, nil
+	return &simHost{sim: s, id: h.nextMem, kind: "pinned", data: make([]byte, n)}, nil
 }
 
-// Register stands in for page-locking: the memory is used in place.
+// Register stands in for page-locking: the memory is used in place, and
+// the caller's clock pays the profile's registration cost.
 func (s *Sim) Register(mem []byte) (PinnedMem, error) {
 	if len(mem) == 0 {
 		return nil, errors.New("pipeline: sim: registering empty memory")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err := s.tick("alloc"); err != nil {
 		return nil, err
 	}
 	// Like the driver, refuse to register memory twice.
 	lo := uintptr(unsafe.Pointer(&mem[0]))
-	for _, r := range s.registered {
+	for _, r := range s.regs {
 		if !r.closed && lo < uintptr(unsafe.Pointer(&r.data[0]))+uintptr(len(r.data)) && uintptr(unsafe.Pointer(&r.data[0])) < lo+uintptr(len(mem)) {
 			return nil, ErrRegistered
 		}
 	}
-	s.nextMem++
+	h.spend(h.self(), time.Duration(s.prof.RegisterMsPerGiB*float64(time.Millisecond)*float64(len(mem))/(1<<30)))
+	h.nextMem++
 	s.live["registered"]++
-	h := &simHost{sim: s, id: s.nextMem, kind: "registered", data: mem}
-	s.registered = append(s.registered, h)
-	return h, nil
+	m := &simHost{sim: s, id: h.nextMem, kind: "registered", data: mem}
+	s.regs = append(s.regs, m)
+	return m, nil
 }
 
-func simHostOf(h HostMemory) (*simHost, error) {
-	sh, ok := h.(*simHost)
+func simHostOf(m HostMemory) (*simHost, error) {
+	sh, ok := m.(*simHost)
 	if !ok || sh.closed {
-		return nil, fmt.Errorf("pipeline: sim: host memory %T is not live simulator memory", h)
+		return nil, fmt.Errorf("pipeline: sim: host memory %T is not live simulator memory", m)
 	}
 	return sh, nil
 }
@@ -374,28 +472,48 @@ func simDevOf(d DeviceMem) (*simDevice, error) {
 	return sd, nil
 }
 
-// host records a host access at the host's clock.
-func (s *Sim) host(what string, spans ...span) {
-	s.mu.Lock()
-	s.hostVC[0]++
-	s.touch(0, s.hostVC, what, spans)
-	s.mu.Unlock()
-}
-
 func (s *Sim) StageIn(dst HostMemory, dstOff int, src []byte) error {
-	h, err := simHostOf(dst)
+	m, err := simHostOf(dst)
 	if err != nil {
 		return err
 	}
-	return s.hostCopy("host stage-in", h.id, h.name(), h.data, dstOff, len(src), true, false, func(mem []byte) { copy(mem, src) })
+	return s.hostCopy("host stage-in", m.id, m.name(), m.data, dstOff, len(src), true, func(mem []byte) { copy(mem, src) })
 }
 
 func (s *Sim) StageOut(dst []byte, src HostMemory, srcOff int) error {
-	h, err := simHostOf(src)
+	m, err := simHostOf(src)
 	if err != nil {
 		return err
 	}
-	return s.hostCopy("host stage-out", h.id, h.name(), h.data, srcOff, len(dst), false, false, func(mem []byte) { copy(dst, mem) })
+	return s.hostCopy("host stage-out", m.id, m.name(), m.data, srcOff, len(dst), false, func(mem []byte) { copy(dst, mem) })
+}
+
+// hostCopy is a staging copy by the calling goroutine: it records the
+// access, moves the bytes, and takes the virtual time of n bytes at the
+// profile's staging rate, shared with other staging copies at the same
+// time.
+func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int, write bool, do func(mem []byte)) error {
+	if off < 0 || n < 0 || n > len(data)-off {
+		return fmt.Errorf("pipeline: sim: %s of %d bytes at %d does not fit %d", what, n, off, len(data))
+	}
+	h := s.host
+	h.mu.Lock()
+	a := h.self()
+	h.hostAccess(a, what, memSpan{mem: id, name: name, lo: off, hi: off + n, write: write})
+	h.mu.Unlock()
+	if !h.timingOnly {
+		h.dataMu.Lock()
+		do(data[off : off+n])
+		h.dataMu.Unlock()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	solo, pair := s.prof.stagingRate(n)
+	finished := false
+	act := &activity{class: actMemcpy, dev: s, remaining: float64(n), solo: solo, pair: pair, done: func() { finished = true }}
+	h.at(a.now, func() { h.start(act) })
+	h.blockUntil(a, 0, func() bool { return finished })
+	return nil
 }
 
 func (s *Sim) CopyToDeviceSync(dst DeviceMem, off int, src []byte) error {
@@ -403,7 +521,7 @@ func (s *Sim) CopyToDeviceSync(dst DeviceMem, off int, src []byte) error {
 	if err != nil {
 		return err
 	}
-	return s.hostCopy("synchronous copy to device", d.id, d.name(), d.data, off, len(src), true, true, func(mem []byte) { copy(mem, src) })
+	return s.syncCopy("synchronous copy to device", d, off, len(src), true, func(mem []byte) { copy(mem, src) })
 }
 
 func (s *Sim) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
@@ -411,195 +529,254 @@ func (s *Sim) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
 	if err != nil {
 		return err
 	}
-	return s.hostCopy("synchronous copy to host", d.id, d.name(), d.data, off, len(dst), false, true, func(mem []byte) { copy(dst, mem) })
+	return s.syncCopy("synchronous copy to host", d, off, len(dst), false, func(mem []byte) { copy(dst, mem) })
 }
 
-// hostCopy is a copy the host does itself: it checks that n bytes at off
-// fit data, waits for every stream first when syncFirst (as the driver's
-// blocking copies do), records the access, and moves the bytes with do.
-func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int, write, syncFirst bool, do func(mem []byte)) error {
-	if off < 0 || n < 0 || n > len(data)-off {
-		return fmt.Errorf("pipeline: sim: %s of %d bytes at %d does not fit %d", what, n, off, len(data))
+// syncCopy is a blocking copy from or to pageable memory: like the
+// driver's, it waits for every stream first, then moves n bytes at the
+// profile's pageable rate through a copy engine.
+func (s *Sim) syncCopy(what string, d *simDevice, off, n int, toDevice bool, do func(mem []byte)) error {
+	if off < 0 || n < 0 || n > d.size-off {
+		return fmt.Errorf("pipeline: sim: %s of %d bytes at %d does not fit %d", what, n, off, d.size)
 	}
-	if syncFirst {
-		if err := s.syncAll(); err != nil {
-			return err
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.self()
+	// Wait for every stream of the device, as the legacy default stream does.
+	var lasts []*simOp
+	for _, st := range s.streams {
+		if st.last != nil {
+			lasts = append(lasts, st.last)
 		}
 	}
-	s.host(what, span{mem: id, name: name, lo: off, hi: off + n, write: write})
-	s.dataMu.Lock()
-	do(data[off : off+n])
-	s.dataMu.Unlock()
-	return nil
-}
-
-// syncAll waits for every stream, as the driver's blocking copies on the
-// legacy default stream do.
-func (s *Sim) syncAll() error {
-	s.mu.Lock()
-	streams := append([]*simStream(nil), s.streams...)
-	s.mu.Unlock()
-	for _, st := range streams {
-		if !st.isClosed() {
-			if err := st.Synchronize(); err != nil {
-				return err
+	h.blockUntil(a, 0, func() bool {
+		for _, op := range lasts {
+			if !op.done {
+				return false
 			}
 		}
+		return true
+	})
+	for _, op := range lasts {
+		a.vc = a.vc.merge(op.vc)
 	}
+	h.hostAccess(a, what, memSpan{mem: d.id, name: d.name(), lo: off, hi: off + n, write: toDevice})
+	if !h.timingOnly {
+		h.dataMu.Lock()
+		do(d.data[off : off+n])
+		h.dataMu.Unlock()
+	}
+	dir, rate := actD2H, s.prof.PageableD2HGBps
+	if toDevice {
+		dir, rate = actH2D, s.prof.PageableH2DGBps
+	}
+	finished := false
+	h.at(a.now, func() {
+		s.acquire(dir, func() {
+			h.start(&activity{class: dir, dev: s, remaining: float64(n), solo: rate, done: func() {
+				s.release(dir)
+				finished = true
+			}})
+		})
+	})
+	h.blockUntil(a, time.Duration(s.prof.SyncNs), func() bool { return finished })
 	return nil
+}
+
+// acquire runs fn when a copy engine of direction dir is free. h.mu held.
+func (s *Sim) acquire(dir int, fn func()) {
+	e := &s.engines[dir]
+	capacity := s.prof.CopyEngines
+	if dir == actKernel {
+		capacity = 1
+	}
+	if e.busy < capacity {
+		e.busy++
+		fn()
+		return
+	}
+	e.queue = append(e.queue, fn)
+}
+
+// release frees a copy engine and starts the next copy waiting. h.mu held.
+func (s *Sim) release(dir int) {
+	e := &s.engines[dir]
+	if len(e.queue) > 0 {
+		fn := e.queue[0]
+		e.queue = e.queue[1:]
+		fn()
+		return
+	}
+	e.busy--
 }
 
 // --- streams and events ---
 
+// simOp is one operation queued on a stream.
 type simOp struct {
+	issueAt time.Duration
 	issueVC vclock
 	wait    *simGen
-	run     func(vc vclock, actor int)
-	done    chan struct{} // for Synchronize markers
+	// run starts the operation at the stream's clock vc; it calls finish
+	// when the operation is over in virtual time.
+	run    func(vc vclock, idx int, finish func())
+	jitter bool
+	done   bool
+	vc     vclock
 }
 
 type simStream struct {
 	sim    *Sim
-	actor  int
+	idx    int
 	vc     vclock
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  []simOp
+	queue  []*simOp
+	busy   bool
+	armed  bool // a timer will pump the stream
+	last   *simOp
 	closed bool
-	exited chan struct{}
 }
 
+func (st *simStream) pending() bool { return st.busy || len(st.queue) > 0 }
+
 func (s *Sim) NewStream() (Stream, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err := s.tick("stream"); err != nil {
 		return nil, err
 	}
-	st := &simStream{sim: s, actor: s.actors, exited: make(chan struct{})}
-	s.actors++
-	st.vc = make(vclock, st.actor+1)
-	st.cond = sync.NewCond(&st.mu)
+	st := &simStream{sim: s}
+	st.idx, st.vc = h.allocIdx()
 	s.streams = append(s.streams, st)
+	h.streams = append(h.streams, st)
 	s.live["stream"]++
-	go st.loop()
 	return st, nil
 }
 
-func (st *simStream) isClosed() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.closed
-}
-
-func (st *simStream) enqueue(op simOp) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// enqueue queues op at the issuing actor's time. h.mu held.
+func (st *simStream) enqueue(a *actor, op *simOp) error {
 	if st.closed {
 		return errors.New("pipeline: sim: stream is closed")
 	}
+	a.vc = a.vc.tick(a.idx)
+	op.issueAt, op.issueVC = a.now, a.vc.clone()
+	op.jitter = st.sim.host.jitter > 0
 	st.queue = append(st.queue, op)
-	st.cond.Signal()
+	st.last = op
+	st.pump()
 	return nil
 }
 
-func (st *simStream) loop() {
-	defer close(st.exited)
-	for {
-		st.mu.Lock()
-		for len(st.queue) == 0 && !st.closed {
-			st.cond.Wait()
+// pump starts the stream's next operation when it may start. h.mu held.
+func (st *simStream) pump() {
+	h := st.sim.host
+	for !st.busy && len(st.queue) > 0 {
+		op := st.queue[0]
+		if op.jitter {
+			op.jitter = false
+			op.issueAt = max(op.issueAt, h.now) + time.Duration(h.rng.Int64N(int64(h.jitter)+1))
 		}
-		if len(st.queue) == 0 {
-			st.mu.Unlock()
+		if op.issueAt > h.now {
+			if !st.armed {
+				st.armed = true
+				h.at(op.issueAt, func() { st.armed = false; st.pump() })
+			}
 			return
 		}
-		op := st.queue[0]
-		st.queue = st.queue[1:]
-		st.mu.Unlock()
-
-		if op.wait != nil {
-			<-op.wait.done
+		if op.wait != nil && !op.wait.done {
+			op.wait.streams = append(op.wait.streams, st)
+			return
 		}
-		st.sim.delay()
-		s := st.sim
-		s.mu.Lock()
+		st.queue = st.queue[1:]
+		st.busy = true
 		st.vc = st.vc.merge(op.issueVC)
 		if op.wait != nil {
 			st.vc = st.vc.merge(op.wait.vc)
 		}
-		st.vc[st.actor]++
+		st.vc = st.vc.tick(st.idx)
 		vc := st.vc.clone()
-		s.mu.Unlock()
-		if op.run != nil {
-			op.run(vc, st.actor)
-		}
-		if op.done != nil {
-			close(op.done)
-		}
+		op.run(vc, st.idx, func() {
+			op.done, op.vc = true, vc
+			st.busy = false
+			st.pump()
+			if st.closed && !st.pending() {
+				st.retire()
+			}
+		})
 	}
-}
-
-// issueVC snapshots the host's clock for an operation being issued.
-func (s *Sim) issueVC() vclock {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hostVC[0]++
-	return s.hostVC.clone()
 }
 
 func (st *simStream) Synchronize() error {
-	if err := st.sim.failHost("sync"); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	var final vclock
-	err := st.enqueue(simOp{issueVC: st.sim.issueVC(), run: func(vc vclock, _ int) { final = vc }, done: done})
-	if err != nil {
-		return err
-	}
-	<-done
 	s := st.sim
-	s.mu.Lock()
-	s.hostVC = s.hostVC.merge(final)
-	s.mu.Unlock()
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := s.tick("sync"); err != nil {
+		return err
+	}
+	a := h.self()
+	last := st.last
+	if last == nil {
+		a.now += time.Duration(s.prof.SyncNs)
+		return nil
+	}
+	h.blockUntil(a, time.Duration(s.prof.SyncNs), func() bool { return last.done })
+	a.vc = a.vc.merge(last.vc)
 	return nil
 }
 
+// Close marks the stream closed; work already queued still runs, as with
+// cuStreamDestroy.
 func (st *simStream) Close() error {
-	st.mu.Lock()
-	if st.closed {
-		st.mu.Unlock()
-		return nil
+	h := st.sim.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !st.closed {
+		st.closed = true
+		st.sim.live["stream"]--
+		if !st.pending() {
+			st.retire()
+		}
 	}
-	st.closed = true
-	st.cond.Broadcast()
-	st.mu.Unlock()
-	<-st.exited // queued work still completes, as with cuStreamDestroy
-	s := st.sim
-	s.mu.Lock()
-	s.live["stream"]--
-	s.mu.Unlock()
 	return nil
+}
+
+// retire forgets a closed stream with nothing left to run. h.mu held.
+func (st *simStream) retire() {
+	h := st.sim.host
+	drop := func(list []*simStream) []*simStream {
+		for i, x := range list {
+			if x == st {
+				return append(list[:i], list[i+1:]...)
+			}
+		}
+		return list
+	}
+	h.streams = drop(h.streams)
+	st.sim.streams = drop(st.sim.streams)
+	h.freeIndex(st.idx, st.vc)
 }
 
 // simGen is one recording of an event.
 type simGen struct {
-	done chan struct{}
-	vc   vclock
-	at   time.Duration
+	done    bool
+	vc      vclock
+	at      time.Duration
+	streams []*simStream // streams waiting for it
 }
 
 type simEvent struct {
 	sim    *Sim
 	timing bool
-	mu     sync.Mutex
 	gen    *simGen
 	closed bool
 }
 
 func (s *Sim) NewEvent(timing bool) (Event, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err := s.tick("event"); err != nil {
 		return nil, err
 	}
@@ -607,25 +784,22 @@ func (s *Sim) NewEvent(timing bool) (Event, error) {
 	return &simEvent{sim: s, timing: timing}, nil
 }
 
-func (e *simEvent) current() *simGen {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.gen
-}
-
 func (e *simEvent) Synchronize() error {
-	if err := e.sim.failHost("sync"); err != nil {
+	s := e.sim
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := s.tick("sync"); err != nil {
 		return err
 	}
-	g := e.current()
+	a := h.self()
+	g := e.gen
 	if g == nil {
+		a.now += time.Duration(s.prof.SyncNs)
 		return nil
 	}
-	<-g.done
-	s := e.sim
-	s.mu.Lock()
-	s.hostVC = s.hostVC.merge(g.vc)
-	s.mu.Unlock()
+	h.blockUntil(a, time.Duration(s.prof.SyncNs), func() bool { return g.done })
+	a.vc = a.vc.merge(g.vc)
 	return nil
 }
 
@@ -634,48 +808,74 @@ func (e *simEvent) Elapsed(end Event) (time.Duration, error) {
 	if !ok || !e.timing || !o.timing {
 		return 0, errors.New("pipeline: sim: Elapsed needs two timing events")
 	}
-	a, b := e.current(), o.current()
+	h := e.sim.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, b := e.gen, o.gen
 	if a == nil || b == nil {
 		return 0, errors.New("pipeline: sim: event not recorded")
 	}
-	<-a.done
-	<-b.done
+	h.blockUntil(h.self(), 0, func() bool { return a.done && b.done })
 	return b.at - a.at, nil
 }
 
 func (e *simEvent) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	h := e.sim.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if !e.closed {
 		e.closed = true
-		e.sim.mu.Lock()
 		e.sim.live["event"]--
-		e.sim.mu.Unlock()
 	}
 	return nil
 }
 
 // --- the issuer ---
 
-type simIssuer struct{ sim *Sim }
+type simIssuer struct {
+	sim      *Sim
+	a        *actor
+	released bool
+}
 
-func (s *Sim) Issuer() (Issuer, error) { return &simIssuer{sim: s}, nil }
+// Issuer makes the calling goroutine an active actor until Release: the
+// simulation does not run past its clock while it may still issue.
+func (s *Sim) Issuer() (Issuer, error) {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.self()
+	a.active++
+	return &simIssuer{sim: s, a: a}, nil
+}
 
-func (i *simIssuer) Release() {}
+func (i *simIssuer) Release() {
+	h := i.sim.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !i.released {
+		i.released = true
+		i.a.active--
+		h.advance()
+	}
+}
 
 func (i *simIssuer) stream(st Stream) (*simStream, error) {
 	ss, ok := st.(*simStream)
-	if !ok {
-		return nil, fmt.Errorf("pipeline: sim: stream %T is not a simulator stream", st)
+	if !ok || ss.sim != i.sim {
+		return nil, fmt.Errorf("pipeline: sim: stream %T is not a stream of this simulated device", st)
 	}
 	return ss, nil
 }
 
-func (i *simIssuer) fail(kind string) error {
+// issue charges the call's host cost and injects faults. h.mu held.
+func (i *simIssuer) issue(kind string) error {
 	s := i.sim
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tick(kind)
+	if err := s.tick(kind); err != nil {
+		return err
+	}
+	i.sim.host.spend(i.a, time.Duration(s.prof.IssueNs[kind]))
+	return nil
 }
 
 func (i *simIssuer) CopyToDevice(st Stream, dst DeviceMem, dstOff int, src HostMemory, srcOff, n int) error {
@@ -697,34 +897,47 @@ func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, ho
 	if err != nil {
 		return err
 	}
-	h, err := simHostOf(host)
+	m, err := simHostOf(host)
 	if err != nil {
 		return err
 	}
-	if n < 0 || devOff < 0 || hostOff < 0 || n > len(d.data)-devOff || n > len(h.data)-hostOff {
+	if n < 0 || devOff < 0 || hostOff < 0 || n > d.size-devOff || n > len(m.data)-hostOff {
 		return fmt.Errorf("pipeline: sim: copy of %d bytes does not fit", n)
 	}
-	if err := i.fail("copy"); err != nil {
+	s := i.sim
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := i.issue("copy"); err != nil {
 		return err
 	}
-	what := fmt.Sprintf("D2H copy on stream %d", ss.actor)
+	dir, cost := actD2H, s.prof.D2H
+	what := fmt.Sprintf("D2H copy on stream %d", ss.idx)
 	if toDevice {
-		what = fmt.Sprintf("H2D copy on stream %d", ss.actor)
+		dir, cost = actH2D, s.prof.H2D
+		what = fmt.Sprintf("H2D copy on stream %d", ss.idx)
 	}
-	hostSpan := span{mem: h.id, name: h.name(), lo: hostOff, hi: hostOff + n, write: !toDevice}
-	devSpan := span{mem: d.id, name: d.name(), lo: devOff, hi: devOff + n, write: toDevice}
-	return ss.enqueue(simOp{issueVC: i.sim.issueVC(), run: func(vc vclock, actor int) {
-		s := i.sim
-		s.mu.Lock()
-		s.touch(actor, vc, what, []span{hostSpan, devSpan})
-		s.mu.Unlock()
-		s.dataMu.Lock()
-		if toDevice {
-			copy(d.data[devOff:devOff+n], h.data[hostOff:hostOff+n])
-		} else {
-			copy(h.data[hostOff:hostOff+n], d.data[devOff:devOff+n])
-		}
-		s.dataMu.Unlock()
+	hostSpan := memSpan{mem: m.id, name: m.name(), lo: hostOff, hi: hostOff + n, write: !toDevice}
+	devSpan := memSpan{mem: d.id, name: d.name(), lo: devOff, hi: devOff + n, write: toDevice}
+	return ss.enqueue(i.a, &simOp{run: func(vc vclock, idx int, finish func()) {
+		s.acquire(dir, func() {
+			h.touch(idx, vc, what, []memSpan{hostSpan, devSpan})
+			if !h.timingOnly {
+				h.dataMu.Lock()
+				if toDevice {
+					copy(d.data[devOff:devOff+n], m.data[hostOff:hostOff+n])
+				} else {
+					copy(m.data[hostOff:hostOff+n], d.data[devOff:devOff+n])
+				}
+				h.dataMu.Unlock()
+			}
+			h.at(h.now+time.Duration(cost.FixedNs), func() {
+				h.start(&activity{class: dir, dev: s, remaining: float64(n), solo: cost.GBps, done: func() {
+					s.release(dir)
+					finish()
+				}})
+			})
+		})
 	}})
 }
 
@@ -741,17 +954,22 @@ func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 	if err != nil {
 		return err
 	}
+	s := i.sim
 	if k.CPU == nil {
 		return fmt.Errorf("sim: kernel %q has no CPU stand-in", k.Name)
 	}
-	s := i.sim
+	fixed, work, err := s.prof.kernel(k, c.N)
+	if err != nil {
+		return err
+	}
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	resolve := func(ptrs []driver.DevicePtr, sizes []int) ([]*simDevice, error) {
 		out := make([]*simDevice, len(ptrs))
-		s.mu.Lock()
-		defer s.mu.Unlock()
 		for j, p := range ptrs {
 			d := s.mems[p]
-			if d == nil || sizes[j] > len(d.data) {
+			if d == nil || sizes[j] > d.size {
 				return nil, fmt.Errorf("pipeline: sim: kernel argument %d is not a live device buffer", j)
 			}
 			out[j] = d
@@ -766,30 +984,47 @@ func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 	if err != nil {
 		return err
 	}
-	if err := i.fail("launch"); err != nil {
+	if err := i.issue("launch"); err != nil {
 		return err
 	}
-	what := fmt.Sprintf("kernel %s (chunk %d) on stream %d", k.Name, c.Index, ss.actor)
+	what := fmt.Sprintf("kernel %s (chunk %d) on stream %d", k.Name, c.Index, ss.idx)
+	compute := !h.timingOnly && !i.a.timeOnly
 	// The caller may reuse c's slices once Launch returns.
 	c.InBytes = append([]int(nil), c.InBytes...)
 	c.OutBytes = append([]int(nil), c.OutBytes...)
-	return ss.enqueue(simOp{issueVC: s.issueVC(), run: func(vc vclock, actor int) {
-		var spans []span
+	return ss.enqueue(i.a, &simOp{run: func(vc vclock, idx int, finish func()) {
+		var spans []memSpan
 		hc := HostChunk{Index: c.Index, Offset: c.Offset, N: c.N}
 		for j, d := range ins {
-			spans = append(spans, span{mem: d.id, name: d.name(), lo: 0, hi: c.InBytes[j]})
-			hc.Inputs = append(hc.Inputs, d.data[:c.InBytes[j]])
+			spans = append(spans, memSpan{mem: d.id, name: d.name(), lo: 0, hi: c.InBytes[j]})
+			if !h.timingOnly {
+				hc.Inputs = append(hc.Inputs, d.data[:c.InBytes[j]])
+			}
 		}
 		for j, d := range outs {
-			spans = append(spans, span{mem: d.id, name: d.name(), lo: 0, hi: c.OutBytes[j], write: true})
-			hc.Outputs = append(hc.Outputs, d.data[:c.OutBytes[j]])
+			spans = append(spans, memSpan{mem: d.id, name: d.name(), lo: 0, hi: c.OutBytes[j], write: true})
+			if !h.timingOnly {
+				hc.Outputs = append(hc.Outputs, d.data[:c.OutBytes[j]])
+			}
 		}
-		s.mu.Lock()
-		s.touch(actor, vc, what, spans)
-		s.mu.Unlock()
-		s.dataMu.Lock()
-		k.CPU(hc)
-		s.dataMu.Unlock()
+		h.touch(idx, vc, what, spans)
+		if compute {
+			h.dataMu.Lock()
+			k.CPU(hc)
+			h.dataMu.Unlock()
+		}
+		// The fixed part (launch and tail) overlaps other kernels; the
+		// work has the SMs to itself, kernels in the order they reach them
+		// (the block scheduler fills the SMs with one grid's blocks before
+		// the next grid's).
+		h.at(h.now+fixed, func() {
+			s.acquire(actKernel, func() {
+				h.start(&activity{class: actKernel, dev: s, remaining: float64(work), solo: 1, done: func() {
+					s.release(actKernel)
+					finish()
+				}})
+			})
+		})
 	}})
 }
 
@@ -802,17 +1037,21 @@ func (i *simIssuer) Record(e Event, st Stream) error {
 	if !ok {
 		return fmt.Errorf("pipeline: sim: event %T is not a simulator event", e)
 	}
-	if err := i.fail("record"); err != nil {
+	h := i.sim.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := i.issue("record"); err != nil {
 		return err
 	}
-	g := &simGen{done: make(chan struct{})}
-	ev.mu.Lock()
+	g := &simGen{}
 	ev.gen = g
-	ev.mu.Unlock()
-	return ss.enqueue(simOp{issueVC: i.sim.issueVC(), run: func(vc vclock, _ int) {
-		g.vc = vc
-		g.at = time.Since(i.sim.origin)
-		close(g.done)
+	return ss.enqueue(i.a, &simOp{run: func(vc vclock, _ int, finish func()) {
+		g.vc, g.at, g.done = vc, h.now, true
+		for _, w := range g.streams {
+			w.pump()
+		}
+		g.streams = nil
+		finish()
 	}})
 }
 
@@ -825,12 +1064,210 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 	if !ok {
 		return fmt.Errorf("pipeline: sim: event %T is not a simulator event", e)
 	}
-	if err := i.fail("wait"); err != nil {
+	h := i.sim.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := i.issue("wait"); err != nil {
 		return err
 	}
-	g := ev.current()
+	g := ev.gen
 	if g == nil {
 		return nil // waiting on an event never recorded is a no-op, as in CUDA
 	}
-	return ss.enqueue(simOp{issueVC: i.sim.issueVC(), wait: g})
+	return ss.enqueue(i.a, &simOp{wait: g, run: func(_ vclock, _ int, finish func()) { finish() }})
+}
+
+// --- the engine's host goroutines (see hostsync.go) ---
+
+// hostNow returns the calling goroutine's virtual clock.
+func (s *Sim) hostNow() time.Duration { return s.host.Now() }
+
+// hostRun activates the caller for a Run and charges the profile's fixed
+// cost of a Run.
+func (s *Sim) hostRun() time.Duration {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.self()
+	a.active++
+	start := a.now
+	h.spend(a, time.Duration(s.prof.RunNs))
+	return start
+}
+
+// hostRunEnd ends what hostRun began.
+func (s *Sim) hostRunEnd() {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.self().active--
+	h.advance()
+}
+
+// hostToken is a host actor's clock at a handoff.
+type hostToken struct {
+	now time.Duration
+	vc  vclock
+}
+
+// hostPublish snapshots the caller's clock for others to join.
+func (s *Sim) hostPublish() hostToken {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.self()
+	a.vc = a.vc.tick(a.idx)
+	return hostToken{now: a.now, vc: a.vc.clone()}
+}
+
+// hostJoin orders the caller after a token.
+func (s *Sim) hostJoin(t hostToken) {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.self()
+	a.vc = a.vc.merge(t.vc)
+	a.now = max(a.now, t.now)
+}
+
+// hostBlock marks the caller as waiting on the engine's own handoff, so
+// that the simulation does not wait for its clock; hostRelease ends it.
+func (s *Sim) hostBlock() *actor {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.self()
+	a.blocked, a.until = true, nil
+	h.advance()
+	return a
+}
+
+// hostRelease lets a blocked actor run again, joined to t (or at the
+// simulation's time when t is nil: the run stopped).
+func (s *Sim) hostRelease(a *actor, t *hostToken) {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t != nil {
+		a.vc = a.vc.merge(t.vc)
+		a.now = max(a.now, t.now)
+	}
+	if a.blocked && a.until == nil {
+		a.blocked = false
+		a.now = max(a.now, h.now)
+	}
+	h.cond.Broadcast()
+}
+
+// hostFork prepares the actor of a goroutine about to start, at the
+// caller's clock.
+func (s *Sim) hostFork(name string) *actor {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fork(name)
+}
+
+// fork makes an active actor at the caller's clock. h.mu held.
+func (h *SimHost) fork(name string) *actor {
+	me := h.self()
+	a := h.newActor(name)
+	me.vc = me.vc.tick(me.idx)
+	a.vc = a.vc.merge(me.vc)
+	a.now = max(a.now, me.now)
+	a.active++
+	return a
+}
+
+// hostStart binds the calling goroutine to a forked actor.
+func (s *Sim) hostStart(a *actor) {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.byGoroutine[goid()] = a
+}
+
+// hostExit ends the calling goroutine's actor and returns its last clock.
+func (s *Sim) hostExit() hostToken {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.exit()
+	h.advance()
+	return t
+}
+
+// exit ends the calling goroutine's actor and returns its last clock.
+// h.mu held.
+func (h *SimHost) exit() hostToken {
+	id := goid()
+	a := h.byGoroutine[id]
+	if a == nil {
+		return hostToken{now: h.now}
+	}
+	delete(h.byGoroutine, id)
+	a.vc = a.vc.tick(a.idx)
+	a.active--
+	t := hostToken{now: a.now, vc: a.vc.clone()}
+	h.retire(a)
+	return t
+}
+
+// Go runs fn on a new goroutine that is a host actor of its own: it
+// starts at the caller's virtual time and holds the simulation back, as
+// every active actor does, until fn returns. wait blocks until then and
+// orders the caller after fn, in virtual time too. Use it to drive
+// several devices of one host at once: goroutines started with a plain go
+// statement start at whatever virtual time the simulation has reached
+// when they first call it.
+func (h *SimHost) Go(name string, fn func()) (wait func()) {
+	h.mu.Lock()
+	a := h.fork(name)
+	h.mu.Unlock()
+	type handle struct {
+		done   bool
+		tok    hostToken
+		waiter *actor
+	}
+	hd := &handle{}
+	go func() {
+		h.mu.Lock()
+		h.byGoroutine[goid()] = a
+		h.mu.Unlock()
+		fn()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		hd.tok = h.exit()
+		hd.done = true
+		if w := hd.waiter; w != nil {
+			w.vc = w.vc.merge(hd.tok.vc)
+			w.now = max(w.now, hd.tok.now)
+			w.blocked, w.until = false, nil
+		}
+		h.advance()
+	}()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		me := h.self()
+		if hd.done {
+			me.vc = me.vc.merge(hd.tok.vc)
+			me.now = max(me.now, hd.tok.now)
+			return
+		}
+		hd.waiter = me
+		me.blocked, me.until = true, nil
+		h.advance()
+		for !hd.done {
+			h.cond.Wait()
+		}
+	}
+}
+
+// hostTimeKernels has the caller's kernels timed but not computed while on.
+func (s *Sim) hostTimeKernels(on bool) {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.self().timeOnly = on
 }

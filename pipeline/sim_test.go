@@ -353,26 +353,78 @@ func TestRegistrationEviction(t *testing.T) {
 	}
 }
 
+// TestSimTimingSpans guards issue 10 (section 5) with issue 11's clock: on
+// real data, staged both ways, every chunk's spans come in the order the
+// schedule promises, on the virtual clock.
 func TestSimTimingSpans(t *testing.T) {
-	sim := NewSim(5, 5*time.Microsecond)
-	cfg := Config{ChunkElems: 100, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: HostStaged}
+	sim := NewSimHost(SimHostOptions{}).NewDevice(testProfile(t))
+	const chunk, slots = 256 << 10, 3
+	const n = 10*chunk + 1234
+	cfg := Config{ChunkElems: chunk, Slots: slots, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: HostStaged}
 	p, err := New(sim, cfg)
 	require.NoError(t, err)
 	defer p.Close()
-	in, out := make([]float32, 1050), make([]float32, 1050)
-	rep, err := p.Run(context.Background(), Job{N: 1050, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 0)
+	rep, err := p.Run(context.Background(), Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 	require.NoError(t, err)
-	count := map[Stage]int{}
-	lanes := map[string]bool{}
+	require.NoError(t, verifySeed(in, out, 1))
+	const chunks = (n + chunk - 1) / chunk
+	span := map[Stage][]Span{}
 	for _, s := range rep.Spans {
-		count[s.Stage]++
-		lanes[s.Lane] = true
-		assert.LessOrEqual(t, s.Start, s.End)
+		span[s.Stage] = append(span[s.Stage], s)
+		assert.Less(t, s.Start, s.End, "chunk %d %s takes time", s.Chunk, s.Stage)
+		assert.LessOrEqual(t, s.End, rep.Elapsed, "chunk %d %s ends within the run", s.Chunk, s.Stage)
+	}
+	at := func(st Stage, c int) Span {
+		for _, s := range span[st] {
+			if s.Chunk == c {
+				return s
+			}
+		}
+		t.Fatalf("no %s span for chunk %d", st, c)
+		return Span{}
 	}
 	for _, st := range []Stage{StageIn, StageH2D, StageCompute, StageD2H, StageOut} {
-		assert.Equal(t, 11, count[st], st.String())
+		require.Len(t, span[st], chunks, st.String())
 	}
-	assert.True(t, lanes["compute 0"] && lanes["compute 1"] && lanes["H2D"] && lanes["D2H"])
+	for c := 0; c < chunks; c++ {
+		// A chunk goes through its stages in order.
+		assert.LessOrEqual(t, at(StageIn, c).End, at(StageH2D, c).Start, "chunk %d: staged before its copy", c)
+		assert.LessOrEqual(t, at(StageH2D, c).End, at(StageCompute, c).Start, "chunk %d: copied before its kernel", c)
+		assert.LessOrEqual(t, at(StageCompute, c).End, at(StageD2H, c).Start, "chunk %d: computed before its copy back", c)
+		assert.LessOrEqual(t, at(StageD2H, c).End, at(StageOut, c).Start, "chunk %d: copied back before it is unstaged", c)
+		assert.Equal(t, fmt.Sprintf("compute %d", c%2), at(StageCompute, c).Lane, "chunk %d's kernel stream", c)
+		if c == 0 {
+			continue
+		}
+		// One stream per direction: copies in chunk order, one at a time.
+		assert.LessOrEqual(t, at(StageH2D, c-1).End, at(StageH2D, c).Start, "H2D %d after H2D %d", c, c-1)
+		assert.LessOrEqual(t, at(StageD2H, c-1).End, at(StageD2H, c).Start, "D2H %d after D2H %d", c, c-1)
+		if c >= slots {
+			// A slot is refilled only after the kernel that read it, and
+			// its output rewritten only after the copy that read it.
+			assert.LessOrEqual(t, at(StageCompute, c-slots).End, at(StageH2D, c).Start, "H2D %d after kernel %d", c, c-slots)
+			assert.LessOrEqual(t, at(StageD2H, c-slots).End, at(StageCompute, c).Start, "kernel %d after D2H %d", c, c-slots)
+			assert.LessOrEqual(t, at(StageH2D, c-slots).End, at(StageIn, c).Start, "stage-in %d after H2D %d", c, c-slots)
+		}
+	}
+	// And the stages of different chunks overlap. (Here the host copies
+	// are the slowest stages, so each stage waits for its stage-in and
+	// the two GPU copies never meet.)
+	busy := func(a, b Stage) bool {
+		for _, x := range span[a] {
+			for _, y := range span[b] {
+				if x.Chunk != y.Chunk && x.Start < y.End && y.Start < x.End {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, pair := range [][2]Stage{{StageIn, StageH2D}, {StageIn, StageCompute}, {StageIn, StageOut}, {StageOut, StageH2D}} {
+		assert.True(t, busy(pair[0], pair[1]), "no %s ran during another chunk's %s", pair[0], pair[1])
+	}
 }
 
 func TestSimFaultInjection(t *testing.T) {
@@ -459,20 +511,55 @@ func TestSimCancellation(t *testing.T) {
 }
 
 func TestSynchronousAndStageTimesOnSim(t *testing.T) {
-	sim := NewSim(1, 0)
+	sim := NewSimHost(SimHostOptions{}).NewDevice(testProfile(t))
+	const chunk = 64 << 10
+	const n = 5*chunk + 1234
 	cfg := Float32Config(1, 1)
-	cfg.ChunkElems = 100
-	in, out := make([]float32, 1234), make([]float32, 1234)
+	cfg.ChunkElems, cfg.ComputeStreams = chunk, 1
+	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 1234, Kernel: seedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := Job{N: n, Kernel: seedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	_, err := Synchronous(context.Background(), sim, cfg, job)
 	require.NoError(t, err)
 	require.NoError(t, verifySeed(in, out, 2))
 	p, err := New(sim, cfg)
 	require.NoError(t, err)
+	// Issue 10 (section 5): the stage times are each stage's own time. On
+	// the virtual clock a staged job's stages take what the profile says,
+	// chunk after chunk (five full chunks and one of 1234 elements): the
+	// host copies at the staging rate for their size, the copies at their fixed
+	// cost plus bytes over rate, each kernel its fixed cost plus its work;
+	// a device stage also pays its first call's issue and the final sync.
+	job.Host = HostStaged
 	st, err := p.StageTimes(context.Background(), job)
 	require.NoError(t, err)
-	assert.Equal(t, max(st.H2D, st.Compute, st.D2H), st.Bound())
+	prof := sim.Profile()
+	ns := func(f float64) time.Duration { return time.Duration(f) }
+	copyTime := func(c CopyCost, elems int) time.Duration { return ns(c.FixedNs + float64(4*elems)/c.GBps) }
+	kernel := func(elems int) time.Duration {
+		f, w, err := ProfileKernelCost(prof, job.Kernel, elems)
+		require.NoError(t, err)
+		return f + w
+	}
+	memcpy := func(elems int) time.Duration {
+		alone, _ := ProfileStagingRate(prof, 4*elems)
+		return ns(float64(4*elems) / alone)
+	}
+	sync := func(kind string) time.Duration { return ns(prof.IssueNs[kind] + prof.SyncNs) }
+	for _, tc := range []struct {
+		what      string
+		got, want time.Duration
+	}{
+		{"stage-in", st.In, 5*memcpy(chunk) + memcpy(1234)},
+		{"H2D", st.H2D, 5*copyTime(prof.H2D, chunk) + copyTime(prof.H2D, 1234) + sync("copy")},
+		{"compute", st.Compute, 5*kernel(chunk) + kernel(1234) + sync("launch")},
+		{"D2H", st.D2H, 5*copyTime(prof.D2H, chunk) + copyTime(prof.D2H, 1234) + sync("copy")},
+		{"stage-out", st.Out, 5*memcpy(chunk) + memcpy(1234)},
+	} {
+		assert.InDelta(t, float64(tc.want), float64(tc.got), 12, "%s alone: %v, want %v", tc.what, tc.got, tc.want)
+	}
+	assert.Equal(t, StageIn, st.Slowest(), "%+v", st)
+	assert.Equal(t, st.In, st.Bound())
 	require.NoError(t, p.Close())
 	assert.Empty(t, sim.Live())
 	assert.Empty(t, sim.Hazards())

@@ -14,7 +14,7 @@ type timing struct {
 	p          *Pipeline
 	chunks     int
 	origin     Event
-	hostOrigin time.Time
+	hostOrigin time.Duration
 	lane       []int // compute stream of each chunk
 }
 
@@ -38,7 +38,7 @@ func (p *Pipeline) startTiming(iss Issuer, chunks int) (*timing, error) {
 	if err := t.origin.Synchronize(); err != nil {
 		return nil, err
 	}
-	t.hostOrigin = time.Now()
+	t.hostOrigin = p.now()
 	return t, nil
 }
 

@@ -32,8 +32,15 @@ type runOptions struct {
 	svg            string
 	quiet          bool
 	sim            bool
+	profile        string // --profile FILE for --sim
+	simSmaller     bool   // --sim chose a smaller default job
 	noBaseline     bool
 }
+
+// simDefaultElems is --sim's job when --elems is not given: the CPU
+// computes and verifies every element, and the seed kernel's 100
+// iterations over 128M elements would take minutes on a laptop.
+const simDefaultElems = 4 << 20
 
 // parseSize reads a positive element count such as 134217728, 128M, 64K
 // or 1G (binary multiples).
@@ -111,7 +118,7 @@ func addJobFlags(fs *flag.FlagSet, o *runOptions, host *string) {
 	fs.StringVar(host, "host", *host, "host memory: pinned, staged, registered or auto")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.IntVar(&o.repeat, "repeat", o.repeat, "pipeline runs (the best is reported)")
-	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
+	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU (times predicted from a device profile)")
 }
 
 func defaultRunOptions() *runOptions {
@@ -145,11 +152,20 @@ func runFlags(o *runOptions, host *string) *flag.FlagSet {
 	fs.StringVar(&o.svg, "svg", "", "write an SVG timeline of the last run to `FILE`")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
+	fs.StringVar(&o.profile, "profile", "", "with --sim: the device profile (JSON from overlap profile) to predict times from (default: the built-in H200 profile)")
 	return fs
 }
 
 // checkRunOptions checks overlap run's parsed flags.
 func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
+	elemsSet := false
+	fs.Visit(func(f *flag.Flag) { elemsSet = elemsSet || f.Name == "elems" })
+	if o.sim && !elemsSet {
+		o.elems, o.simSmaller = simDefaultElems, true
+	}
+	if o.profile != "" && !o.sim {
+		return errors.New("--profile needs --sim: a GPU measures its own times")
+	}
 	if o.chunk == -1 { // not given: the default, capped at the job
 		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
 	}

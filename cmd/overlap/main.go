@@ -6,6 +6,7 @@
 //	overlap run [flags]        the lecture's experiment: synchronous baseline, then the pipeline
 //	overlap bench [flags]      sweep configurations, optionally against CUDA C++
 //	overlap tune [flags]       pick chunk size, slots and streams from a fitted cost model
+//	overlap profile [flags]    measure a device profile for the simulator, and check its predictions
 //	overlap ptx describe FILE  read a PTX file's header, entries and parameters
 //	overlap devices            list GPUs, the driver version and library path
 //	overlap version            print overlap's version (also --version)
@@ -40,6 +41,10 @@ Usage:
                        --reference compares with the CUDA C++ pipeline
   overlap tune [flags] fit a cost model to probes, pick chunk, slots and streams,
                        and measure the choice against the prediction
+  overlap profile [flags]
+                       measure the GPU's device profile for the simulator
+                       (--out FILE); --validate compares measured and
+                       predicted times over 26 configurations
   overlap ptx describe FILE
                        read a PTX file (no GPU needed): version, target,
                        entries and their parameters
@@ -71,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdBench(args[1:], stdout, stderr)
 	case "tune":
 		return cmdTune(args[1:], stdout, stderr)
+	case "profile":
+		return cmdProfile(args[1:], stdout, stderr)
 	case "ptx":
 		return cmdPTX(args[1:], stdout, stderr)
 	case "version", "--version", "-version":

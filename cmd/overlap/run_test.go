@@ -307,3 +307,39 @@ entry double_it (line 6), 3 parameter(s):
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap ptx: usage: overlap ptx describe [--json] FILE\n", errOut)
 }
+
+// TestEfficiencyAboveBoundIsExplained guards issue 11: an efficiency above
+// 100% never appears without a line that says why, and the stage bound
+// names its slowest stage and, for staged runs, the staging copies.
+func TestEfficiencyAboveBoundIsExplained(t *testing.T) {
+	r := &result{Backend: "NVIDIA H200", Kernel: "seed", Iters: 100, Elems: 1 << 20, HostMode: "staged",
+		Stages: stagesJSON{StageInMs: 2, H2DMs: 1, ComputeMs: 1.5, D2HMs: 1, StageOutMs: 1.9, BoundMs: 2, Slowest: "stage-in"},
+		Rows:   []modeRow{{Mode: "pipeline (staged)", Ms: 1.9, Efficiency: 2 / 1.9}}}
+	var b strings.Builder
+	printTable(&b, r)
+	out := b.String()
+	assert.Contains(t, out, "stage bound (slowest stage alone, stage-in): 2.00 ms (stage-in 2.00 ms, H2D 1.00 ms, compute 1.50 ms, D2H 1.00 ms, stage-out 1.90 ms)\n")
+	assert.Contains(t, out, "105.3%")
+	assert.Contains(t, out, "note: pipeline (staged) beat its stage bound by 5.3%: the stage-in stage ran faster inside the pipeline than alone")
+	r.Rows[0].Efficiency, r.Rows[0].Ms = 0.9, 2.2
+	b.Reset()
+	printTable(&b, r)
+	assert.NotContains(t, b.String(), "note:")
+}
+
+// TestRunSimDefaultJob guards issue 11: --sim without --elems runs a
+// smaller job and says so on its first line, and names its profile.
+func TestRunSimDefaultJob(t *testing.T) {
+	o, err := parseRunFlags([]string{"--sim"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, simDefaultElems, o.elems)
+	assert.True(t, o.simSmaller)
+	o, err = parseRunFlags([]string{"--sim", "--elems", "128M"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 128<<20, o.elems)
+	assert.False(t, o.simSmaller)
+	code, out, errOut := runCLI("run", "--sim", "--elems", "64K", "--chunk", "16K", "--iters", "1", "--repeat", "1", "--no-baseline")
+	require.Equal(t, exitOK, code, errOut)
+	assert.True(t, strings.HasPrefix(out, "overlap run: seed (1 iterations) on simulator, 65536 float32 elements"), out)
+	assert.Contains(t, out, "[simulated on the CPU: times predicted for NVIDIA H200 (built-in profile)]")
+}

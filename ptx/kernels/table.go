@@ -272,6 +272,13 @@ func (k *Kernel) Pipeline(mods *Modules, scalars ...float64) (*pipeline.Kernel, 
 			k.cpu(floats(c.Outputs), floats(c.Inputs), s)
 		},
 	}
+	// A scalar named "iters" is the kernel's intensity: the simulator's
+	// device profile scales the kernel's cost with it.
+	for i, sc := range k.Scalars {
+		if sc.Name == "iters" {
+			pk.Iters = int(s[i])
+		}
+	}
 	if mods != nil {
 		pk.Function = func(ctx *driver.Context) (*driver.Function, error) { return mods.Function(ctx, k) }
 	}

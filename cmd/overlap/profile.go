@@ -1,0 +1,771 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+)
+
+// profileOptions are overlap profile's flags.
+type profileOptions struct {
+	out      string
+	validate bool
+	sim      bool
+	truth    string // --profile: with --sim, the profile the simulated "GPU" runs on
+	device   int
+	elems    int // validation job size for the seed kernel
+	repeat   int
+}
+
+func parseProfileFlags(args []string, stderr io.Writer) (*profileOptions, error) {
+	o := &profileOptions{elems: 128 << 20, repeat: 3}
+	fs := flag.NewFlagSet("profile", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.out, "out", "", "write the measured profile (JSON) to this file")
+	fs.BoolVar(&o.validate, "validate", false, "then run a set of configurations and compare each with the simulator's prediction from the fresh profile")
+	fs.BoolVar(&o.sim, "sim", false, "measure the simulator instead of a GPU (a self-test of the command)")
+	fs.StringVar(&o.truth, "profile", "", "with --sim: the profile the measured simulator runs on (default: built-in)")
+	fs.IntVar(&o.device, "device", 0, "GPU index")
+	fs.Var(sizeFlag{v: &o.elems}, "elems", "--validate's seed job size (128M); chunk sizes scale with it, saxpy runs a quarter of it")
+	fs.IntVar(&o.repeat, "repeat", 3, "--validate: runs per configuration (the best counts, on both sides)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: overlap profile [--out FILE] [--validate] [--sim [--profile FILE]] [--device N] [--elems N] [--repeat N]")
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+		}
+		return nil, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.truth != "" && !o.sim:
+		return nil, errors.New("--profile needs --sim")
+	case o.elems < 1<<16 || o.elems > maxElems:
+		return nil, fmt.Errorf("--elems %d: want 64K to %d", o.elems, maxElems)
+	case o.repeat < 1 || o.repeat > 100:
+		return nil, fmt.Errorf("--repeat %d: want 1 to 100", o.repeat)
+	case o.device < 0:
+		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
+	}
+	if o.out != "" {
+		f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("--out: %v", err)
+		}
+		f.Close()
+	}
+	return o, nil
+}
+
+func cmdProfile(args []string, stdout, stderr io.Writer) int {
+	o, err := parseProfileFlags(args, stderr)
+	if code, done := flagFailure("profile", err, stderr); done {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := profileCommand(ctx, o, stdout); err != nil {
+		return reportError("profile", err, stderr)
+	}
+	return exitOK
+}
+
+// kernelSet makes pipeline kernels from the kernel table, loaded on the
+// GPU's context as first launched (mods is nil on the simulator).
+type kernelSet struct{ mods *kernels.Modules }
+
+// kernel returns row k as a pipeline kernel with the given scalars; the
+// rows and scalars used here are fixed and valid.
+func (ks kernelSet) kernel(k *kernels.Kernel, scalars ...float64) *pipeline.Kernel {
+	pk, err := k.Pipeline(ks.mods, scalars...)
+	if err != nil {
+		panic(err)
+	}
+	return pk
+}
+
+// profileEnv opens the GPU, or the simulator standing in for one.
+func profileEnv(o *profileOptions) (*env, kernelSet, error) {
+	e, err := openEnv(&runOptions{sim: o.sim, profile: o.truth, device: o.device, kernel: "seed"})
+	if err != nil {
+		return nil, kernelSet{}, err
+	}
+	return e, kernelSet{mods: e.mods}, nil
+}
+
+func profileCommand(ctx context.Context, o *profileOptions, w io.Writer) error {
+	start := time.Now()
+	e, ks, err := profileEnv(o)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	label := ""
+	if o.sim {
+		label = " [simulated: measuring the simulator]"
+	}
+	fmt.Fprintf(w, "overlap profile: measuring %s%s\n", e.backend.Name(), label)
+	// Measurements on the simulator compute every element on the CPU, so
+	// they use smaller chunks; its costs are linear, so nothing is lost.
+	small, large := 64<<10, 2<<20
+	if o.sim {
+		small, large = 32<<10, 128<<10
+	}
+	prof, err := measureProfile(ctx, e.backend, ks, small, large)
+	if err != nil {
+		return err
+	}
+	if e.ctx != nil {
+		prof.Device, _ = e.ctx.Device().Name()
+	} else {
+		prof.Device = "simulator of " + e.sim.Profile().Device
+	}
+	v, _ := driver.DriverVersion()
+	prof.Source = fmt.Sprintf("measured by `overlap profile` on %s, %s UTC, %d host threads", prof.Device, time.Now().UTC().Format("2006-01-02 15:04"), runtime.GOMAXPROCS(0))
+	if e.ctx != nil {
+		prof.Source += fmt.Sprintf(", driver CUDA %d.%d", v/1000, v%1000/10)
+	}
+	printProfile(w, prof)
+	if o.out != "" {
+		if err := prof.Write(o.out); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s\n", o.out)
+	}
+	if o.validate {
+		if err := validateProfile(ctx, o, e, ks, prof, w); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "took %.1f s of wall time\n", time.Since(start).Seconds())
+	return nil
+}
+
+func printProfile(w io.Writer, p *pipeline.Profile) {
+	fmt.Fprintf(w, "copies: H2D %.2f us + %.1f GB/s, D2H %.2f us + %.1f GB/s, both at once %.1f GB/s; pageable %.1f / %.1f GB/s\n",
+		p.H2D.FixedNs/1e3, p.H2D.GBps, p.D2H.FixedNs/1e3, p.D2H.GBps, p.BothGBps, p.PageableH2DGBps, p.PageableD2HGBps)
+	var names []string
+	for n := range p.Kernels {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		k := p.Kernels[n]
+		fmt.Fprintf(w, "kernel %s: %.2f us + %.5f ns/elem + %.6f ns/elem/iteration\n", n, k.FixedNs/1e3, k.NsPerElem, k.NsPerElemPerIter)
+	}
+	fmt.Fprintf(w, "host: issue copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; sync %.2f us; run %.2f us; register %.1f ms/GiB\n",
+		p.IssueNs["copy"]/1e3, p.IssueNs["launch"]/1e3, p.IssueNs["record"]/1e3, p.IssueNs["wait"]/1e3, p.SyncNs/1e3, p.RunNs/1e3, p.RegisterMsPerGiB)
+	fmt.Fprint(w, "staging copies (alone / two at once in total):")
+	for _, r := range p.Staging {
+		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
+	}
+	fmt.Fprintln(w)
+}
+
+// linear fits t = fixed + slope·x through two points, the small one for
+// the fixed cost and the large one for the slope.
+func linear(x1, t1, x2, t2 float64) (fixed, slope float64) {
+	slope = (t2 - t1) / (x2 - x1)
+	return max(0, t1-slope*x1), max(slope, 0)
+}
+
+// measureProfile measures every number of a profile on b through the
+// pipeline's own interface, with chunks of small and large elements.
+//
+// A stage's time alone over k chunks is a fixed overhead (the first call,
+// the final synchronisation) plus k times its cost per chunk, so each cost
+// per chunk is the difference between 16 and 4 chunks, over 12.
+func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small, large int) (*pipeline.Profile, error) {
+	p := &pipeline.Profile{CopyEngines: 1, IssueNs: map[string]float64{}, Kernels: map[string]pipeline.KernelCost{}, Notes: map[string]string{}}
+	const k1, k2 = 4, 16
+	size := k2 * large
+
+	// Copies and the seed kernel: each stage alone, per chunk, at a small
+	// and a large chunk (pinned memory).
+	in, err := b.AllocPinned(size * 4)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	out, err := b.AllocPinned(size * 4)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	kernels.FillPattern(driver.View[float32](in.Bytes())[:size], 0)
+	perChunk := func(cfg pipeline.Config, job pipeline.Job, chunk int) (pipeline.StageTimes, error) {
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, 2, 1, pipeline.HostPinned
+		pp, err := pipeline.New(b, cfg)
+		if err != nil {
+			return pipeline.StageTimes{}, err
+		}
+		defer pp.Close()
+		var st [2]pipeline.StageTimes
+		for i, k := range []int{k1, k2} {
+			job.N = k * chunk
+			if st[i], err = pp.StageTimes(ctx, job); err != nil {
+				return pipeline.StageTimes{}, err
+			}
+		}
+		return pipeline.StageTimes{H2D: (st[1].H2D - st[0].H2D) / (k2 - k1), Compute: (st[1].Compute - st[0].Compute) / (k2 - k1),
+			D2H: (st[1].D2H - st[0].D2H) / (k2 - k1)}, nil
+	}
+	seedJob := func(iters int) pipeline.Job {
+		return pipeline.Job{N: size, Kernel: ks.kernel(kernels.Seed, float64(iters)), Inputs: []pipeline.Buffer{pipeline.Pinned(in)}, Outputs: []pipeline.Buffer{pipeline.Pinned(out)}}
+	}
+	var s100, l100, s0, l0 pipeline.StageTimes
+	for _, m := range []struct {
+		st    *pipeline.StageTimes
+		iters int
+		chunk int
+	}{{&s100, 100, small}, {&l100, 100, large}, {&s0, 0, small}, {&l0, 0, large}} {
+		if *m.st, err = perChunk(pipeline.Float32Config(1, 1), seedJob(m.iters), m.chunk); err != nil {
+			return nil, fmt.Errorf("timing stages: %w", err)
+		}
+	}
+	ns := func(d time.Duration) float64 { return float64(d) }
+	fx, sl := linear(float64(small*4), ns(s100.H2D), float64(large*4), ns(l100.H2D))
+	p.H2D = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+	fx, sl = linear(float64(small*4), ns(s100.D2H), float64(large*4), ns(l100.D2H))
+	p.D2H = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+	f100, c100 := linear(float64(small), ns(s100.Compute), float64(large), ns(l100.Compute))
+	_, c0 := linear(float64(small), ns(s0.Compute), float64(large), ns(l0.Compute))
+	p.Kernels["seed"] = pipeline.KernelCost{FixedNs: f100, NsPerElem: c0, NsPerElemPerIter: max(0, (c100-c0)/100)}
+	p.Notes["copies"] = fmt.Sprintf("pinned H2D and D2H alone, back to back on one stream: (time of %d chunks - time of %d) / %d, at chunks of %d and %d float32s", k2, k1, k2-k1, small, large)
+	p.Notes["seed"] = fmt.Sprintf("kernels alone on one stream, per chunk as for copies, at chunks of %d and %d elements, at 100 and 0 iterations", small, large)
+
+	// saxpy and lerp, with two inputs.
+	in2, err := b.AllocPinned(size * 4)
+	if err != nil {
+		return nil, err
+	}
+	defer in2.Close()
+	for _, k := range []*pipeline.Kernel{ks.kernel(kernels.Saxpy, 2.5), ks.kernel(kernels.Lerp, 0.25, 1.5)} {
+		job := pipeline.Job{N: size, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Pinned(in), pipeline.Pinned(in2)}, Outputs: []pipeline.Buffer{pipeline.Pinned(out)}}
+		ss, err := perChunk(pipeline.Float32Config(2, 1), job, small)
+		if err != nil {
+			return nil, err
+		}
+		ls, err := perChunk(pipeline.Float32Config(2, 1), job, large)
+		if err != nil {
+			return nil, err
+		}
+		fx, sl = linear(float64(small), ns(ss.Compute), float64(large), ns(ls.Compute))
+		p.Kernels[k.Name] = pipeline.KernelCost{FixedNs: fx, NsPerElem: sl}
+	}
+	p.Notes["saxpy"] = "like seed, with two inputs; lerp likewise"
+
+	// Both directions at once, and the host's cost per call.
+	if err := measureLink(b, in, out, size, p); err != nil {
+		return nil, err
+	}
+	if err := measureIssue(b, ks, p); err != nil {
+		return nil, err
+	}
+	if err := measureHost(b, p); err != nil {
+		return nil, err
+	}
+	// The fixed cost of a Run: a one-chunk job measured, less what the
+	// profile so far predicts for it.
+	p.RunNs = 0
+	tiny := func(bk pipeline.Backend) (time.Duration, error) {
+		buf, err := bk.AllocPinned(1024 * 4)
+		if err != nil {
+			return 0, err
+		}
+		defer buf.Close()
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Host = 1024, pipeline.HostPinned
+		pp, err := pipeline.New(bk, cfg)
+		if err != nil {
+			return 0, err
+		}
+		defer pp.Close()
+		job := pipeline.Job{N: 1024, Kernel: ks.kernel(kernels.Seed, 1), Inputs: []pipeline.Buffer{pipeline.Pinned(buf)}, Outputs: []pipeline.Buffer{pipeline.Pinned(buf)}}
+		var total time.Duration
+		const runs = 50
+		for i := 0; i < runs+5; i++ {
+			rep, err := pp.Run(ctx, job)
+			if err != nil {
+				return 0, err
+			}
+			if i >= 5 {
+				total += rep.Elapsed
+			}
+		}
+		return total / runs, nil
+	}
+	measured, err := tiny(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("the measured profile is unusable: %w", err)
+	}
+	predicted, err := tiny(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(p))
+	if err != nil {
+		return nil, err
+	}
+	p.RunNs = max(0, float64(measured-predicted))
+	p.Notes["run"] = fmt.Sprintf("a 1024-element one-chunk Run took %v; the rest of this profile predicts %v", measured, predicted)
+	return p, p.Check()
+}
+
+// measureLink times copies in both directions at once on two streams.
+func measureLink(b pipeline.Backend, in, out pipeline.PinnedMem, size int, p *pipeline.Profile) error {
+	d1, err := b.AllocDevice(size * 4)
+	if err != nil {
+		return err
+	}
+	defer d1.Close()
+	d2, err := b.AllocDevice(size * 4)
+	if err != nil {
+		return err
+	}
+	defer d2.Close()
+	s1, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s1.Close()
+	s2, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s2.Close()
+	iss, err := b.Issuer()
+	if err != nil {
+		return err
+	}
+	defer iss.Release()
+	both := func(reps int) (time.Duration, error) {
+		t0 := pipeline.Now(b)
+		for r := 0; r < reps; r++ {
+			if err := iss.CopyToDevice(s1, d1, 0, in, 0, size*4); err != nil {
+				return 0, err
+			}
+			if err := iss.CopyToHost(s2, out, 0, d2, 0, size*4); err != nil {
+				return 0, err
+			}
+		}
+		if err := s1.Synchronize(); err != nil {
+			return 0, err
+		}
+		if err := s2.Synchronize(); err != nil {
+			return 0, err
+		}
+		return pipeline.Now(b) - t0, nil
+	}
+	t1, err := both(1)
+	if err != nil {
+		return err
+	}
+	t4, err := both(4)
+	if err != nil {
+		return err
+	}
+	// Each copy's fixed cost leaves the link idle; the rate is that of the
+	// bytes while they move.
+	pair := float64(t4-t1)/3 - max(p.H2D.FixedNs, p.D2H.FixedNs)
+	p.BothGBps = float64(2*size*4) / pair
+	p.Notes["both"] = fmt.Sprintf("copies of %d KiB each way at once on two streams: (time of 4 pairs - time of 1) / 3, less the larger fixed cost per copy", size*4>>10)
+	return nil
+}
+
+// measureIssue times the host's cost of each kind of driver call.
+func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+	st, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ev, err := b.NewEvent(false)
+	if err != nil {
+		return err
+	}
+	defer ev.Close()
+	dev, err := b.AllocDevice(4096)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	dev2, err := b.AllocDevice(4096)
+	if err != nil {
+		return err
+	}
+	defer dev2.Close()
+	host, err := b.AllocPinned(4096)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	iss, err := b.Issuer()
+	if err != nil {
+		return err
+	}
+	defer iss.Release()
+	const calls = 400
+	k := ks.kernel(kernels.Seed, 0)
+	chunk := pipeline.Chunk{N: 1, Inputs: []driver.DevicePtr{dev.Ptr()}, InBytes: []int{4}, Outputs: []driver.DevicePtr{dev2.Ptr()}, OutBytes: []int{4}}
+	kinds := []struct {
+		kind string
+		call func() error
+	}{
+		{"record", func() error { return iss.Record(ev, st) }},
+		{"wait", func() error { return iss.Wait(st, ev) }},
+		{"copy", func() error { return iss.CopyToDevice(st, dev, 0, host, 0, 4) }},
+		{"launch", func() error { return iss.Launch(st, k, chunk) }},
+	}
+	for _, kd := range kinds {
+		if err := st.Synchronize(); err != nil {
+			return err
+		}
+		best := time.Duration(math.MaxInt64)
+		for rep := 0; rep < 3; rep++ {
+			t0 := pipeline.Now(b)
+			for i := 0; i < calls; i++ {
+				if err := kd.call(); err != nil {
+					return fmt.Errorf("timing %s calls: %w", kd.kind, err)
+				}
+			}
+			best = min(best, pipeline.Now(b)-t0)
+			if err := st.Synchronize(); err != nil {
+				return err
+			}
+		}
+		p.IssueNs[kd.kind] = float64(best) / calls
+	}
+	// Sync: record on an idle stream and wait for it, less the record.
+	best := time.Duration(math.MaxInt64)
+	for rep := 0; rep < 3; rep++ {
+		t0 := pipeline.Now(b)
+		for i := 0; i < calls; i++ {
+			if err := iss.Record(ev, st); err != nil {
+				return err
+			}
+			if err := ev.Synchronize(); err != nil {
+				return err
+			}
+		}
+		best = min(best, pipeline.Now(b)-t0)
+	}
+	p.SyncNs = max(0, float64(best)/calls-p.IssueNs["record"])
+	p.Notes["issue"] = fmt.Sprintf("best of 3 rounds of %d calls of each kind from one goroutine; sync: an event recorded on an idle stream and waited for, less the record", calls)
+	return nil
+}
+
+// both runs f and g at once, each on a goroutine of its own (on the
+// simulator, host actors that start at the caller's virtual time).
+func both(b pipeline.Backend, f, g func() error) error {
+	var e1, e2 error
+	if s, ok := b.(*pipeline.Sim); ok {
+		w1 := s.Host().Go("first copier", func() { e1 = f() })
+		w2 := s.Host().Go("second copier", func() { e2 = g() })
+		w1()
+		w2()
+		return errors.Join(e1, e2)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); e1 = f() }()
+	go func() { defer wg.Done(); e2 = g() }()
+	wg.Wait()
+	return errors.Join(e1, e2)
+}
+
+// measureHost times staging copies, registration and pageable copies.
+func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
+	const big = 128 << 20
+	src := make([]byte, big)
+	dst := make([]byte, big)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	clear(dst)
+	pinIn, err := b.AllocPinned(big)
+	if err != nil {
+		return err
+	}
+	defer pinIn.Close()
+	pinOut, err := b.AllocPinned(big)
+	if err != nil {
+		return err
+	}
+	defer pinOut.Close()
+	timeIt := func(fn func() error) (time.Duration, error) {
+		best := time.Duration(math.MaxInt64)
+		for rep := 0; rep < 3; rep++ {
+			t0 := pipeline.Now(b)
+			if err := fn(); err != nil {
+				return 0, err
+			}
+			best = min(best, pipeline.Now(b)-t0)
+		}
+		return best, nil
+	}
+	// Copies of each size over all of big, in and out, alone and at once.
+	in := func(each int) func() error {
+		return func() error {
+			for off := 0; off < big; off += each {
+				if err := b.StageIn(pinIn, off, src[off:off+each]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	out := func(each int) func() error {
+		return func() error {
+			for off := 0; off < big; off += each {
+				if err := b.StageOut(dst[off:off+each], pinOut, off); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if _, err := timeIt(in(big)); err != nil { // warm both sides
+		return err
+	}
+	for _, each := range []int{256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, big} {
+		alone, err := timeIt(in(each))
+		if err != nil {
+			return err
+		}
+		pair, err := timeIt(func() error { return both(b, in(each), out(each)) })
+		if err != nil {
+			return err
+		}
+		p.Staging = append(p.Staging, pipeline.StagingRate{Bytes: each, GBps: float64(big) / float64(alone), PairGBps: float64(2*big) / float64(pair)})
+	}
+	p.Notes["staging"] = fmt.Sprintf("%d MiB of Go memory staged through pinned memory in copies of each size: alone (in), and in and out at once on two goroutines (total), best of 3; %d host threads", big>>20, runtime.GOMAXPROCS(0))
+
+	// Registration of fresh memory (touched first, so page faults are not
+	// counted).
+	regMem := make([]byte, big)
+	for i := 0; i < len(regMem); i += 4096 {
+		regMem[i] = 1
+	}
+	t0 := pipeline.Now(b)
+	reg, err := b.Register(regMem)
+	if err != nil {
+		return err
+	}
+	took := pipeline.Now(b) - t0
+	if err := reg.Close(); err != nil {
+		return err
+	}
+	runtime.KeepAlive(regMem)
+	p.RegisterMsPerGiB = float64(took) / 1e6 * float64(1<<30) / float64(big)
+	p.Notes["register"] = fmt.Sprintf("one registration of %d MiB of touched Go memory", big>>20)
+
+	// Blocking copies from and to pageable memory.
+	dev, err := b.AllocDevice(big)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	h2d, err := timeIt(func() error { return b.CopyToDeviceSync(dev, 0, src) })
+	if err != nil {
+		return err
+	}
+	d2h, err := timeIt(func() error { return b.CopyToHostSync(src, dev, 0) })
+	if err != nil {
+		return err
+	}
+	p.PageableH2DGBps = float64(big) / float64(h2d)
+	p.PageableD2HGBps = float64(big) / float64(d2h)
+	p.Notes["pageable"] = fmt.Sprintf("blocking copies of %d MiB of Go memory, best of 3", big>>20)
+	return nil
+}
+
+// valConfig is one configuration that --validate measures and predicts.
+type valConfig struct {
+	kernel                   string
+	host                     pipeline.HostMode
+	chunk, slots, streams, n int
+}
+
+func (c valConfig) String() string {
+	return fmt.Sprintf("%-5s %-10s %5s chunks %d slots %d streams", c.kernel, c.host, humanElems(c.chunk), c.slots, c.streams)
+}
+
+// validationSet is --validate's configurations for a seed job of n
+// elements: chunk sizes from n/2048 (64K at 128M) to n/4, 2 to 6 slots, 1
+// to 4 compute streams, every host mode, and saxpy at a quarter of n.
+func validationSet(n int) []valConfig {
+	seed := func(host pipeline.HostMode, chunk, slots, streams int) valConfig {
+		return valConfig{"seed", host, max(1, n/(128<<20/chunk)), slots, streams, n}
+	}
+	sx := n / 4
+	saxpy := func(host pipeline.HostMode, chunk, slots, streams int) valConfig {
+		return valConfig{"saxpy", host, max(1, sx/(32<<20/chunk)), slots, streams, sx}
+	}
+	const K, M = 1 << 10, 1 << 20
+	P, R, S := pipeline.HostPinned, pipeline.HostRegistered, pipeline.HostStaged
+	return []valConfig{
+		seed(P, 64*K, 2, 1), seed(P, 64*K, 6, 4), seed(P, 256*K, 2, 1), seed(P, 256*K, 4, 4),
+		seed(P, 1*M, 3, 1), seed(P, 1*M, 6, 4), seed(P, 4*M, 2, 1), seed(P, 4*M, 4, 2),
+		seed(P, 16*M, 2, 1), seed(P, 32*M, 2, 1), seed(P, 32*M, 6, 4),
+		seed(R, 64*K, 6, 4), seed(R, 1*M, 2, 2), seed(R, 1*M, 6, 4), seed(R, 4*M, 3, 3), seed(R, 32*M, 2, 1),
+		seed(S, 64*K, 6, 4), seed(S, 1*M, 4, 2), seed(S, 1*M, 6, 4), seed(S, 4*M, 2, 1), seed(S, 16*M, 3, 2),
+		saxpy(P, 64*K, 6, 4), saxpy(P, 1*M, 6, 4), saxpy(P, 16*M, 2, 1), saxpy(R, 1*M, 3, 1), saxpy(S, 1*M, 4, 2),
+	}
+}
+
+// valRow is one line of the validation table.
+type valRow struct {
+	cfg                 valConfig
+	measured, predicted time.Duration
+}
+
+func (r valRow) err() float64 {
+	return float64(r.predicted-r.measured) / float64(r.measured)
+}
+
+// validateProfile runs each configuration on the backend, verifies it, and
+// predicts it on a simulator of prof.
+func validateProfile(ctx context.Context, o *profileOptions, e *env, ks kernelSet, prof *pipeline.Profile, w io.Writer) error {
+	cfgs := validationSet(o.elems)
+	what := "measured on " + e.backend.Name()
+	if o.sim {
+		what += " [simulated]"
+	}
+	fmt.Fprintf(w, "\nvalidation: %d configurations, best of %d runs each, %s; predicted by the simulator from the profile above\n\n", len(cfgs), o.repeat, what)
+	fmt.Fprintf(w, "| %-5s | %-10s | %6s | %5s | %7s | %11s | %11s | %7s |\n", "KERNEL", "HOST", "CHUNK", "SLOTS", "STREAMS", "MEASURED", "PREDICTED", "ERROR")
+	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 7), strings.Repeat("-", 12), strings.Repeat("-", 8), strings.Repeat("-", 7), strings.Repeat("-", 9), strings.Repeat("-", 13), strings.Repeat("-", 13), strings.Repeat("-", 9))
+	var rows []valRow
+	// One workload per kernel, host mode and size, reused across chunkings.
+	type wkey struct {
+		kernel string
+		host   pipeline.HostMode
+		n      int
+	}
+	loads := map[wkey]*workload{}
+	defer func() {
+		for _, wl := range loads {
+			wl.close()
+		}
+	}()
+	for _, c := range cfgs {
+		k := wkey{c.kernel, c.host, c.n}
+		wl := loads[k]
+		if wl == nil {
+			var err error
+			ro := &runOptions{elems: c.n, kernel: c.kernel, iters: 100, host: c.host}
+			if wl, err = newWorkload(ro, e); err != nil {
+				return err
+			}
+			loads[k] = wl
+		}
+		measured, err := bestOf(ctx, e.backend, wl, c, o.repeat)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+		if err := wl.verify(wl.outputs[0]); err != nil {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+		clear(wl.outputs[0])
+		predicted, err := predict(ctx, prof, c, o.repeat)
+		if err != nil {
+			return fmt.Errorf("predicting %s: %w", c, err)
+		}
+		r := valRow{c, measured, predicted}
+		rows = append(rows, r)
+		fmt.Fprintf(w, "| %-6s | %-10s | %6s | %5d | %7d | %8.3f ms | %8.3f ms | %+6.1f%% |\n",
+			c.kernel, c.host, humanElems(c.chunk), c.slots, c.streams, ms(measured), ms(predicted), 100*r.err())
+	}
+	errs := make([]float64, len(rows))
+	worst := rows[0]
+	for i, r := range rows {
+		errs[i] = math.Abs(r.err())
+		if errs[i] > math.Abs(worst.err()) {
+			worst = r
+		}
+	}
+	sort.Float64s(errs)
+	median := errs[len(errs)/2]
+	if len(errs)%2 == 0 {
+		median = (errs[len(errs)/2-1] + errs[len(errs)/2]) / 2
+	}
+	fmt.Fprintf(w, "\nmedian |error| %.1f%%, worst %.1f%% (%s); every element of every configuration verified%s\n", 100*median, 100*math.Abs(worst.err()), worst.cfg, label(o.sim))
+	return nil
+}
+
+func label(sim bool) string {
+	if sim {
+		return " [simulated]"
+	}
+	return ""
+}
+
+// bestOf runs c on b repeat times and returns the best time.
+func bestOf(ctx context.Context, b pipeline.Backend, wl *workload, c valConfig, repeat int) (time.Duration, error) {
+	cfg := wl.cfg
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = c.chunk, c.slots, c.streams, c.host
+	p, err := pipeline.New(b, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	best := time.Duration(math.MaxInt64)
+	for r := 0; r < repeat; r++ {
+		rep, err := p.Run(ctx, wl.job)
+		if err != nil {
+			return 0, err
+		}
+		best = min(best, rep.Elapsed)
+	}
+	return best, nil
+}
+
+// predict runs c on a timing-only simulator of prof.
+func predict(ctx context.Context, prof *pipeline.Profile, c valConfig, repeat int) (time.Duration, error) {
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(prof)
+	ins := 1
+	k := kernelSet{}.kernel(kernels.Seed, 100)
+	if c.kernel == "saxpy" {
+		ins, k = 2, kernelSet{}.kernel(kernels.Saxpy, 2.5)
+	}
+	wl := &workload{cfg: pipeline.Float32Config(ins, 1), job: pipeline.Job{N: c.n, Kernel: k}}
+	buf := func() (pipeline.Buffer, error) {
+		if c.host == pipeline.HostPinned {
+			h, err := sim.AllocPinned(c.n * 4)
+			if err != nil {
+				return pipeline.Buffer{}, err
+			}
+			wl.closers = append(wl.closers, h.Close)
+			return pipeline.Pinned(h), nil
+		}
+		return pipeline.Buffer{Data: make([]byte, c.n*4)}, nil
+	}
+	defer wl.close()
+	for i := 0; i < ins; i++ {
+		b, err := buf()
+		if err != nil {
+			return 0, err
+		}
+		wl.job.Inputs = append(wl.job.Inputs, b)
+	}
+	b, err := buf()
+	if err != nil {
+		return 0, err
+	}
+	wl.job.Outputs = []pipeline.Buffer{b}
+	return bestOf(ctx, sim, wl, c, repeat)
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestProfileSimEndToEnd guards issue 11: the command the lead runs on the
+// GPU (overlap profile --validate --out FILE) runs end to end on the
+// simulator, where measuring the simulator must give back the profile it
+// runs on, and predicting from that profile must match what it measures.
+func TestProfileSimEndToEnd(t *testing.T) {
+	if raceEnabled {
+		t.Skip("computes millions of elements on the CPU; the run without the race detector covers it")
+	}
+	out := filepath.Join(t.TempDir(), "profile.json")
+	code, stdout, stderr := runCLI("profile", "--sim", "--validate", "--out", out, "--elems", "64K", "--repeat", "1")
+	require.Equal(t, exitOK, code, stderr)
+	t.Log(stdout)
+
+	got, err := pipeline.ReadProfile(out)
+	require.NoError(t, err)
+	want := pipeline.BuiltinProfile()
+	near := func(what string, g, w float64) {
+		t.Helper()
+		assert.InDelta(t, w, g, w/100+1e-9, "%s: measured %v, the simulator runs on %v", what, g, w)
+	}
+	// Per chunk, back to back on one stream, an operation takes its own
+	// time or its issue cost, whichever is longer; the command fits a
+	// line through chunks of 32K and 128K elements on the simulator.
+	const small, large = 32 << 10, 128 << 10
+	fit := func(issue, fixed, per float64) (float64, float64) {
+		t1, t2 := max(issue, fixed+per*small), max(issue, fixed+per*large)
+		slope := (t2 - t1) / (large - small)
+		return t1 - slope*small, slope
+	}
+	f, per := fit(want.IssueNs["copy"], want.H2D.FixedNs, 4/want.H2D.GBps)
+	near("h2d.fixed_ns", got.H2D.FixedNs, f)
+	near("h2d.gbps", got.H2D.GBps, 4/per)
+	f, per = fit(want.IssueNs["copy"], want.D2H.FixedNs, 4/want.D2H.GBps)
+	near("d2h.fixed_ns", got.D2H.FixedNs, f)
+	near("d2h.gbps", got.D2H.GBps, 4/per)
+	near("both_gbps", got.BothGBps, want.BothGBps)
+	near("pageable_h2d_gbps", got.PageableH2DGBps, want.PageableH2DGBps)
+	near("pageable_d2h_gbps", got.PageableD2HGBps, want.PageableD2HGBps)
+	for _, k := range []string{"seed", "saxpy", "lerp"} {
+		w := want.Kernels[k]
+		iters := 0.0
+		if k == "seed" {
+			iters = 100
+		}
+		f, _ := fit(want.IssueNs["launch"], w.FixedNs, w.NsPerElem+iters*w.NsPerElemPerIter)
+		_, per0 := fit(want.IssueNs["launch"], w.FixedNs, w.NsPerElem)
+		near(k+".fixed_ns", got.Kernels[k].FixedNs, f)
+		near(k+".ns_per_elem", got.Kernels[k].NsPerElem, per0)
+		if k == "seed" {
+			_, per100 := fit(want.IssueNs["launch"], w.FixedNs, w.NsPerElem+100*w.NsPerElemPerIter)
+			near(k+".ns_per_elem_per_iter", got.Kernels[k].NsPerElemPerIter, (per100-per0)/100)
+		}
+	}
+	for _, k := range []string{"copy", "launch", "record", "wait"} {
+		near("issue_ns."+k, got.IssueNs[k], want.IssueNs[k])
+	}
+	near("sync_ns", got.SyncNs, want.SyncNs)
+	near("run_ns", got.RunNs, want.RunNs)
+	near("register_ms_per_gib", got.RegisterMsPerGiB, want.RegisterMsPerGiB)
+	for _, r := range want.Staging {
+		found := false
+		for _, g := range got.Staging {
+			if g.Bytes == r.Bytes {
+				near("staging alone at "+strconv.Itoa(r.Bytes)+" bytes", g.GBps, r.GBps)
+				near("staging two at once at "+strconv.Itoa(r.Bytes)+" bytes", g.PairGBps, r.PairGBps)
+				found = true
+			}
+		}
+		assert.True(t, found, "staging at %d bytes measured", r.Bytes)
+	}
+	assert.Contains(t, got.Source, "measured by `overlap profile`")
+
+	// The table: 26 configurations, each predicted within 1%.
+	rows := regexp.MustCompile(`(?m)^\| (seed|saxpy) .*\|\s+([-+][0-9.]+)% \|$`).FindAllStringSubmatch(stdout, -1)
+	require.Len(t, rows, 26, stdout)
+	modes := map[string]bool{}
+	for _, r := range rows {
+		e, err := strconv.ParseFloat(r[2], 64)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, e, 1.0, r[0])
+		assert.GreaterOrEqual(t, e, -1.0, r[0])
+		for _, m := range []string{"pinned", "registered", "staged"} {
+			if strings.Contains(r[0], m) {
+				modes[m+" "+r[1]] = true
+			}
+		}
+	}
+	assert.Len(t, modes, 6, "every host mode for seed and saxpy: %v", modes)
+	assert.Regexp(t, `median \|error\| [0-9.]+%, worst [0-9.]+% \(`, stdout)
+	assert.Contains(t, stdout, "every element of every configuration verified [simulated]")
+}
+
+func TestProfileFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--profile", "x.json"}, "overlap profile: --profile needs --sim\n"},
+		{[]string{"--elems", "1K"}, "overlap profile: --elems 1024: want 64K to 4294967295\n"},
+		{[]string{"--repeat", "0"}, "overlap profile: --repeat 0: want 1 to 100\n"},
+		{[]string{"--out", "/nonexistent/dir/p.json"}, "overlap profile: --out: open /nonexistent/dir/p.json: no such file or directory\n"},
+		{[]string{"extra"}, "overlap profile: unexpected argument \"extra\"\n"},
+	} {
+		code, _, stderr := runCLI(append([]string{"profile"}, tc.args...)...)
+		assert.Equal(t, exitUsage, code, tc.args)
+		assert.Equal(t, tc.want, stderr, tc.args)
+	}
+	code, _, stderr := runCLI("run", "--profile", "p.json")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap run: --profile needs --sim: a GPU measures its own times\n", stderr)
+	code, _, stderr = runCLI("run", "--sim", "--profile", "/nonexistent.json", "--elems", "1K")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap run: --profile: pipeline: profile: open /nonexistent.json: no such file or directory\n", stderr)
+}

@@ -1,0 +1,273 @@
+package pipeline
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+)
+
+// Profile is what the simulator knows about one GPU and its host: how long
+// each operation takes. It is a small JSON file; `overlap profile` measures
+// one on a real GPU, and [BuiltinProfile] is the one measured on an H200.
+//
+// Copies take Fixed + bytes / rate on their direction's copy engine; when
+// both directions move at once they share BothGBps. A kernel takes its
+// fixed cost (launch and tail, which overlaps other kernels) plus its
+// per-element work, which kernels in flight on one device share. The host
+// pays IssueNs for every driver call it makes, SyncNs to wake from a
+// synchronisation, Staging for its copies into and out of pinned slots
+// and RegisterMsPerGiB to page-lock memory.
+type Profile struct {
+	// Device names the GPU the profile describes.
+	Device string `json:"device"`
+	// Source says how and when the profile was measured: the command, the
+	// date, the driver.
+	Source string `json:"source"`
+
+	// H2D and D2H are pinned copies in each direction, alone.
+	H2D CopyCost `json:"h2d"`
+	D2H CopyCost `json:"d2h"`
+	// BothGBps is the rate of both directions at once, in total.
+	BothGBps float64 `json:"both_gbps"`
+	// CopyEngines is how many copies run at once in each direction.
+	CopyEngines int `json:"copy_engines"`
+	// PageableH2DGBps and PageableD2HGBps are the blocking copies from and
+	// to pageable memory that the synchronous baseline uses.
+	PageableH2DGBps float64 `json:"pageable_h2d_gbps"`
+	PageableD2HGBps float64 `json:"pageable_d2h_gbps"`
+
+	// Kernels holds each embedded kernel's cost, by Kernel.Name.
+	Kernels map[string]KernelCost `json:"kernels"`
+
+	// IssueNs is the host's cost per driver call, by kind: "copy",
+	// "launch", "record", "wait".
+	IssueNs map[string]float64 `json:"issue_ns"`
+	// SyncNs is the host's cost to return from a synchronisation whose
+	// work is done.
+	SyncNs float64 `json:"sync_ns"`
+	// RunNs is the host's fixed cost of one Pipeline.Run besides its driver
+	// calls: checks, goroutines, bookkeeping.
+	RunNs float64 `json:"run_ns"`
+	// Staging is the host's copy rate into or out of pinned memory by
+	// the size of one copy (as Backend.StageIn and StageOut make it, with
+	// as many threads as they use for that size): alone, and in total for
+	// two at once (one in, one out, as a staged pipeline runs them).
+	// Rates between two sizes are interpolated on a log scale.
+	Staging []StagingRate `json:"staging"`
+	// RegisterMsPerGiB is the cost of page-locking Go memory.
+	RegisterMsPerGiB float64 `json:"register_ms_per_gib"`
+
+	// Notes says where each number came from.
+	Notes map[string]string `json:"notes,omitempty"`
+}
+
+// CopyCost is one direction of pinned copies: a fixed cost per copy and a
+// rate.
+type CopyCost struct {
+	FixedNs float64 `json:"fixed_ns"`
+	GBps    float64 `json:"gbps"`
+}
+
+// KernelCost is a kernel's time on a chunk of n elements alone on the
+// device: FixedNs + n·(NsPerElem + Iters·NsPerElemPerIter), where Iters
+// is Kernel.Iters (the seed kernel's loop count; 0 for other kernels).
+type KernelCost struct {
+	FixedNs          float64 `json:"fixed_ns"`
+	NsPerElem        float64 `json:"ns_per_elem"`
+	NsPerElemPerIter float64 `json:"ns_per_elem_per_iter,omitempty"`
+}
+
+// StagingRate is the host's staging copy rate for copies of Bytes bytes:
+// one alone, and two at once in total.
+type StagingRate struct {
+	Bytes    int     `json:"bytes"`
+	GBps     float64 `json:"gbps"`
+	PairGBps float64 `json:"pair_gbps"`
+}
+
+//go:embed profiles/h200.json
+var builtinH200 []byte
+
+// BuiltinProfile returns the profile of an NVIDIA H200 that ships with the
+// simulator; its Source says how it was measured.
+func BuiltinProfile() *Profile {
+	p, err := ParseProfile(builtinH200)
+	if err != nil {
+		panic("pipeline: the built-in profile does not parse: " + err.Error())
+	}
+	return p
+}
+
+// ReadProfile reads a profile from a JSON file.
+func ReadProfile(path string) (*Profile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: profile: %w", err)
+	}
+	defer f.Close()
+	var b []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		b = append(b, buf[:n]...)
+		if len(b) > 1<<20 {
+			return nil, fmt.Errorf("pipeline: profile %s: larger than 1 MiB", path)
+		}
+		if err != nil {
+			break
+		}
+	}
+	p, err := ParseProfile(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return p, nil
+}
+
+// ParseProfile reads a profile from JSON and checks it.
+func ParseProfile(b []byte) (*Profile, error) {
+	var p Profile
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("pipeline: profile: %w", err)
+	}
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Check reports the first number that a simulation cannot use.
+func (p *Profile) Check() error {
+	pos := func(what string, v float64) error {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("pipeline: profile: %s is %v; it must be positive", what, v)
+		}
+		return nil
+	}
+	nonNeg := func(what string, v float64) error {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("pipeline: profile: %s is %v; it must not be negative", what, v)
+		}
+		return nil
+	}
+	errs := []error{
+		pos("h2d.gbps", p.H2D.GBps), pos("d2h.gbps", p.D2H.GBps), pos("both_gbps", p.BothGBps),
+		pos("pageable_h2d_gbps", p.PageableH2DGBps), pos("pageable_d2h_gbps", p.PageableD2HGBps),
+		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
+		nonNeg("sync_ns", p.SyncNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+	}
+	if p.CopyEngines < 1 {
+		errs = append(errs, fmt.Errorf("pipeline: profile: copy_engines is %d; at least 1", p.CopyEngines))
+	}
+	if len(p.Staging) == 0 {
+		errs = append(errs, errors.New("pipeline: profile: staging is empty"))
+	}
+	for _, r := range p.Staging {
+		if r.Bytes < 1 {
+			errs = append(errs, fmt.Errorf("pipeline: profile: staging has a size of %d bytes", r.Bytes))
+		}
+		errs = append(errs, pos(fmt.Sprintf("staging gbps at %d bytes", r.Bytes), r.GBps),
+			pos(fmt.Sprintf("staging pair_gbps at %d bytes", r.Bytes), r.PairGBps))
+	}
+	for _, kind := range issueKinds {
+		errs = append(errs, nonNeg("issue_ns."+kind, p.IssueNs[kind]))
+	}
+	names := make([]string, 0, len(p.Kernels))
+	for n := range p.Kernels {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		k := p.Kernels[n]
+		errs = append(errs, nonNeg("kernels."+n+".fixed_ns", k.FixedNs), nonNeg("kernels."+n+".ns_per_elem", k.NsPerElem),
+			nonNeg("kernels."+n+".ns_per_elem_per_iter", k.NsPerElemPerIter))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var issueKinds = []string{"copy", "launch", "record", "wait"}
+
+// Write writes the profile as indented JSON.
+func (p *Profile) Write(path string) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Clone returns a deep copy.
+func (p *Profile) Clone() *Profile {
+	q := *p
+	q.Kernels = map[string]KernelCost{}
+	for k, v := range p.Kernels {
+		q.Kernels[k] = v
+	}
+	q.IssueNs = map[string]float64{}
+	for k, v := range p.IssueNs {
+		q.IssueNs[k] = v
+	}
+	q.Notes = map[string]string{}
+	for k, v := range p.Notes {
+		q.Notes[k] = v
+	}
+	q.Staging = append([]StagingRate(nil), p.Staging...)
+	return &q
+}
+
+// kernel returns the cost of k on n elements alone: its fixed part and its
+// work. A kernel the profile does not name (a user's kernel, say) is
+// costed as the profile's cheapest kernel per element, so that any kernel
+// with a CPU stand-in runs on the simulator; its predicted times are then
+// a floor. A profile without kernels is an error.
+func (p *Profile) kernel(k *Kernel, n int) (fixed, work time.Duration, err error) {
+	c, ok := p.Kernels[k.Name]
+	if !ok {
+		names := make([]string, 0, len(p.Kernels))
+		for name := range p.Kernels {
+			names = append(names, name)
+		}
+		if len(names) == 0 {
+			return 0, 0, fmt.Errorf("pipeline: sim: the profile of %s has no kernel costs", p.Device)
+		}
+		sort.Strings(names)
+		c = p.Kernels[names[0]]
+		for _, name := range names[1:] {
+			if q := p.Kernels[name]; q.NsPerElem < c.NsPerElem {
+				c = q
+			}
+		}
+		c.NsPerElemPerIter = 0
+	}
+	per := c.NsPerElem + float64(k.Iters)*c.NsPerElemPerIter
+	return time.Duration(c.FixedNs), time.Duration(per * float64(n)), nil
+}
+
+// stagingRate is the host's staging rate in bytes per nanosecond for
+// copies of n bytes: alone, and in total for two at once.
+func (p *Profile) stagingRate(n int) (alone, pair float64) {
+	rs := append([]StagingRate(nil), p.Staging...)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Bytes < rs[j].Bytes })
+	if n <= rs[0].Bytes {
+		return rs[0].GBps, rs[0].PairGBps
+	}
+	for i := 1; i < len(rs); i++ {
+		if n <= rs[i].Bytes {
+			a, b := rs[i-1], rs[i]
+			f := math.Log(float64(n)/float64(a.Bytes)) / math.Log(float64(b.Bytes)/float64(a.Bytes))
+			return a.GBps + f*(b.GBps-a.GBps), a.PairGBps + f*(b.PairGBps-a.PairGBps)
+		}
+	}
+	last := rs[len(rs)-1]
+	return last.GBps, last.PairGBps
+}
