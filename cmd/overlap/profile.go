@@ -55,8 +55,8 @@ func parseProfileFlags(args []string, stderr io.Writer) (*profileOptions, error)
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case o.truth != "" && !o.sim:
 		return nil, errors.New("--profile needs --sim")
-	case o.elems < 1<<16 || o.elems > maxElems:
-		return nil, fmt.Errorf("--elems %d: want 64K to %d", o.elems, maxElems)
+	case o.elems < 1<<16 || int64(o.elems) > maxElems:
+		return nil, fmt.Errorf("--elems %d: want 64K to %d", o.elems, int64(maxElems))
 	case o.repeat < 1 || o.repeat > 100:
 		return nil, fmt.Errorf("--repeat %d: want 1 to 100", o.repeat)
 	case o.device < 0:
