@@ -139,6 +139,20 @@ func (r *runState) join() {
 	}
 }
 
+// runBegin makes the caller an active host actor for a run on p (Run,
+// RunStream), ordered after the previous run on p, and returns the run's
+// start; the caller defers runEnd. p.mu held.
+func (p *Pipeline) runBegin(t hostTracker) time.Duration {
+	t.hostJoin(p.runTok)
+	return t.hostRun()
+}
+
+// runEnd ends what runBegin began. p.mu held.
+func (p *Pipeline) runEnd(t hostTracker) {
+	p.runTok = t.hostPublish()
+	t.hostRunEnd()
+}
+
 // Now returns b's time for the calling goroutine: the simulator's virtual
 // clock, or the wall clock on a GPU. Differences of two readings on one
 // goroutine are durations on b.

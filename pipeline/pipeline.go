@@ -96,6 +96,10 @@ type Pipeline struct {
 	mu     sync.Mutex // held by Run and Close
 	closed bool
 	broken error
+	// runTok, on a tracking backend, is the clock at which the last run
+	// ended: the next one, on whatever goroutine, is ordered after it,
+	// as mu orders them.
+	runTok hostToken
 
 	h2d, d2h Stream
 	comp     []Stream

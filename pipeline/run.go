@@ -194,8 +194,8 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 	}
 	start := p.now()
 	if t := trackerOf(p.b); t != nil {
-		start = t.hostRun()
-		defer t.hostRunEnd()
+		start = p.runBegin(t)
+		defer p.runEnd(t)
 	}
 	if job.N == 0 {
 		return &Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: p.now() - start}, ctx.Err()
