@@ -1,6 +1,9 @@
 package pipeline
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // HostAccess lets the host itself write (when write) or read n bytes of
 // the simulator's pinned memory h at off, outside any copy: do gets a
@@ -18,7 +21,11 @@ func (s *Sim) HostAccess(h HostMemory, off, n int, write bool, what string, do f
 		return 0, fmt.Errorf("pipeline: sim: host access of %d bytes at %d does not fit %d", n, off, len(sh.data))
 	}
 	s.host(what, span{mem: sh.id, name: sh.name(), lo: off, hi: off + n, write: write})
-	buf := make([]byte, n)
+	// The private buffer is page-aligned, as pinned memory is, so that
+	// files opened with O_DIRECT can be read into it.
+	raw := make([]byte, n+4096)
+	pad := int((4096 - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%4096) % 4096)
+	buf := raw[pad : pad+n : pad+n]
 	if !write {
 		s.dataMu.Lock()
 		copy(buf, sh.data[off:off+n])

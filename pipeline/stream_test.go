@@ -663,3 +663,28 @@ func TestStreamValidation(t *testing.T) {
 	_, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: k})
 	assert.ErrorIs(t, err, ErrClosed)
 }
+
+// TestStreamDirect reads a file opened with O_DIRECT, whose size is not a
+// multiple of the alignment, and checks every byte written. It skips
+// where O_DIRECT is unsupported: on other systems than Linux, and on file
+// systems that refuse it (tmpfs).
+func TestStreamDirect(t *testing.T) {
+	const chunk = 2 * DirectAlign / 4 // elements: two pages of float32
+	n := 5*chunk + 123
+	in, want := streamData(n)
+	path := filepath.Join(t.TempDir(), "in")
+	require.NoError(t, os.WriteFile(path, in, 0o644))
+	f, err := OpenDirect(path)
+	if err != nil {
+		t.Skipf("skipping: O_DIRECT unsupported here: %v", err)
+	}
+	defer f.Close()
+	p, _ := streamPipeline(t, 21, chunk, 1)
+	var out bytes.Buffer
+	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{f}, Outputs: []io.Writer{&out},
+		Kernel: SeedKernel(nil, streamIters), Readers: 3, PieceBytes: DirectAlign})
+	require.NoError(t, err)
+	assert.Equal(t, int64(n), rep.N)
+	assert.Equal(t, 3, rep.Readers, "the file was read with positional reads")
+	sameBytes(t, want, out.Bytes())
+}
