@@ -719,7 +719,9 @@ func (r *streamRun) read(jb ioJob, n int, err error) {
 		if ch.err == nil {
 			ch.err = &StreamError{Stream: in.name, Offset: jb.at + int64(n), Err: err}
 		}
-		in.eof = true // a sequential input is not read again
+		if in.ra == nil {
+			in.eof = true // a sequential input is not read again
+		}
 	case in.ra == nil:
 		ch.got[jb.stream] = n
 	case n < jb.hi-jb.lo:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -299,7 +298,7 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 	}()
 	for _, name := range o.ins {
 		if name == "-" {
-			job.Inputs = append(job.Inputs, bufio.NewReaderSize(stdin, 1<<20))
+			job.Inputs = append(job.Inputs, stdin) // read straight into the slots
 			continue
 		}
 		open := os.Open

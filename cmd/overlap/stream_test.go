@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,7 +129,7 @@ func TestRunStreamStdio(t *testing.T) {
 	const n = 5000
 	x := make([]float32, n)
 	ptx.FillPattern(x, 0)
-	stdin = bytes.NewReader(driver.Bytes(x))
+	stdin = struct{ io.Reader }{bytes.NewReader(driver.Bytes(x))} // a pipe: no ReadAt
 	defer func() { stdin = os.Stdin }()
 	code, stdout, errOut := runCLI("run", "--sim", "--in", "-", "--out", "-", "--chunk", "1K", "--iters", "2")
 	require.Equal(t, exitOK, code, errOut)
