@@ -28,6 +28,16 @@ import (
 // a new slice that the caller owns. p must be built for one input of In
 // and one output of Out.
 //
+// A loader that sends batches on a channel ch is a sequence too:
+//
+//	func(yield func([]float32) bool) {
+//		for b := range ch {
+//			if !yield(b) {
+//				return
+//			}
+//		}
+//	}
+//
 // The sequence ends after the last batch's output, or with one error: a
 // device failure, ctx's error, or the loader's panic is not caught.
 // Stopping the range early cancels the run, drains it, and stops the

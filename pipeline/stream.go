@@ -306,7 +306,8 @@ func positionalOut(w io.Writer) (writeTruncater, int64, bool) {
 // holds exactly Report.OutputBytes[j] bytes from this run, an exact prefix
 // of the correct output. RunStream returns only once every Read and Write
 // it started has returned: a reader blocked forever blocks it too (close
-// the reader to unblock it).
+// the reader to unblock it). Config.Timing does not apply: the report has
+// the host side's read and write times instead.
 func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport, error) {
 	if ctx == nil {
 		ctx = context.Background()

@@ -688,3 +688,67 @@ func TestStreamDirect(t *testing.T) {
 	assert.Equal(t, 3, rep.Readers, "the file was read with positional reads")
 	sameBytes(t, want, out.Bytes())
 }
+
+// patternReader generates n float32 elements of the pattern on the fly.
+type patternReader struct {
+	n, at int // elements
+	buf   []float32
+}
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	if p.at >= p.n {
+		return 0, io.EOF
+	}
+	k := min(len(b)/4, p.n-p.at, 1024)
+	if k == 0 {
+		return 0, errors.New("patternReader: read of less than one element")
+	}
+	if len(p.buf) < k {
+		p.buf = make([]float32, k)
+	}
+	ptx.FillPattern(p.buf[:k], p.at)
+	p.at += k
+	return copy(b, driver.Bytes(p.buf[:k])), nil
+}
+
+// heapSampler is a writer that measures the live heap after a GC at a
+// few points of the stream.
+type heapSampler struct {
+	writes  int
+	every   int
+	samples []uint64
+}
+
+func (h *heapSampler) Write(b []byte) (int, error) {
+	h.writes++
+	if h.writes%h.every == 0 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		h.samples = append(h.samples, ms.HeapAlloc)
+	}
+	return len(b), nil
+}
+
+// TestStreamMemoryBounded streams 6000 chunks and checks that the live
+// heap does not grow with the stream: a structure kept per chunk (a map
+// of finished pieces, a queue, a report list) would add to it. Issue 13.
+func TestStreamMemoryBounded(t *testing.T) {
+	sim := NewSim(31, 0)
+	cfg := Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 16, 3, 2
+	p, err := New(sim, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	const chunks = 6000
+	w := &heapSampler{every: 1000}
+	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{&patternReader{n: chunks * 16}},
+		Outputs: []io.Writer{w}, Kernel: SeedKernel(nil, 0)})
+	require.NoError(t, err)
+	require.Equal(t, int64(chunks*16), rep.N)
+	require.Len(t, w.samples, 6)
+	growth := int64(w.samples[5]) - int64(w.samples[0])
+	t.Logf("live heap at chunk 1000: %d KiB; at chunk 6000: %d KiB", w.samples[0]>>10, w.samples[5]>>10)
+	assert.Less(t, growth, int64(64<<10), "the live heap grew by %d bytes over 5000 chunks", growth)
+	assert.Empty(t, sim.Hazards())
+}

@@ -85,7 +85,7 @@ func parseStreamFlags(args []string, stderr io.Writer) (*streamOptions, error) {
 	fs.Var(sizeFlag{v: &o.piece}, "piece", "bytes per pread or pwrite (1M)")
 	fs.BoolVar(&o.direct, "direct", false, "open input files with O_DIRECT (Linux; chunks must be whole 4 KiB pages)")
 	fs.BoolVar(&o.verify, "verify", false, "read the inputs and the output file back and check every element against the CPU reference")
-	fs.BoolVar(&o.bound, "bound", false, "measure the bound in the same run: reading the inputs and writing as much output alone, and the in-memory pinned pipeline for the same N (allocates N elements of pinned memory per input and output)")
+	fs.BoolVar(&o.bound, "bound", false, "measure the bound in the same run: reading the inputs and writing as much output alone (to a scratch file beside a regular output file), and the in-memory pinned pipeline for the same N (allocates N elements of pinned memory per input and output)")
 	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
@@ -274,7 +274,7 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 			return nil, fmt.Errorf("bound: reading the inputs alone: %w", err)
 		}
 		bound.ReadMs = ms(d)
-		if o.outs[0] != "-" {
+		if regularOrNew(o.outs[0]) {
 			size, err := inputElems(o)
 			if err != nil {
 				return nil, err
@@ -409,6 +409,8 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 		res.Verified = "not verified (--verify reads the files back and checks every element)"
 	case o.outs[0] == "-" || slices.Contains(o.ins, "-"):
 		res.Verified = "not verified: stdin or stdout cannot be read back"
+	case !regularOrNew(o.outs[0]):
+		res.Verified = "not verified: " + o.outs[0] + " is not a regular file"
 	default:
 		prog.say("verifying every element from %s…", o.outs[0])
 		if err := verifyFiles(o, rep.N); err != nil {
@@ -417,6 +419,16 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 		res.Verified = fmt.Sprintf("every one of the %d output elements, read back from %s, matched the CPU reference", rep.N, o.outs[0])
 	}
 	return res, nil
+}
+
+// regularOrNew reports whether name is a regular file or does not exist
+// yet: not stdout, not a device such as /dev/null.
+func regularOrNew(name string) bool {
+	if name == "-" {
+		return false
+	}
+	st, err := os.Stat(name)
+	return err != nil || st.Mode().IsRegular()
 }
 
 // inputElems is the elements in the first input file.
@@ -788,8 +800,12 @@ func printStream(w io.Writer, r *streamResult) {
 	}
 	fmt.Fprintf(w, "streaming run: %.2f ms, %.1f GB/s of input; %s\n", r.Ms, gbps(r.InBytes, time.Duration(r.Ms*float64(time.Millisecond))), rss)
 	if b := r.Bound; b != nil {
-		fmt.Fprintf(w, "bound, measured in this run (slowest alone): %.2f ms, %s (read the inputs into pinned memory %.2f ms, in-memory pinned pipeline %.2f ms, write the output %.2f ms)\n",
-			b.BoundMs, b.Slowest, b.ReadMs, b.PipelineMs, b.WriteMs)
+		write := fmt.Sprintf("write the output %.2f ms", b.WriteMs)
+		if b.WriteMs == 0 {
+			write = "the write not measured: the output is not a regular file"
+		}
+		fmt.Fprintf(w, "bound, measured in this run (slowest alone): %.2f ms, %s (read the inputs into pinned memory %.2f ms, in-memory pinned pipeline %.2f ms, %s)\n",
+			b.BoundMs, b.Slowest, b.ReadMs, b.PipelineMs, write)
 		fmt.Fprintf(w, "efficiency = bound / streaming time: %.1f%%\n", 100*b.Efficiency)
 	}
 	fmt.Fprintf(w, "%s%s\n", r.Verified, label)

@@ -119,6 +119,20 @@ func TestRunStreamTwoInputs(t *testing.T) {
 	}
 }
 
+// TestRunStreamToDevice writes to a device file: nothing to read back or
+// to measure a write against, and the report says so.
+func TestRunStreamToDevice(t *testing.T) {
+	if _, err := os.Stat(os.DevNull); err != nil || os.DevNull != "/dev/null" {
+		t.Skip("skipping: no /dev/null")
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	require.Equal(t, exitOK, runCLIcode("gen", "--size", "4000", "--out", in))
+	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", os.DevNull, "--chunk", "256", "--verify", "--bound")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, stdout, "the write not measured: the output is not a regular file")
+	assert.Contains(t, stdout, "not verified: /dev/null is not a regular file")
+}
+
 func runCLIcode(args ...string) int {
 	code, _, _ := runCLI(args...)
 	return code
