@@ -90,7 +90,8 @@ type StreamReport struct {
 	// failure it is an exact prefix of the correct output, and the only
 	// bytes the run left there.
 	OutputBytes []int64
-	Elapsed     time.Duration
+	// Elapsed runs from the first read to the last write.
+	Elapsed time.Duration
 	// Read and Write are the wall time during which at least one read
 	// (write) was in progress; bytes over them are the rates the host side
 	// reached while it worked.
@@ -323,13 +324,15 @@ func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport,
 		}
 		return nil, ErrClosed
 	}
-	start := time.Now()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The slots are allocated once per pipeline (in New unless the host
+	// mode is pinned or registered), and not counted in Elapsed.
 	if err := p.allocStaging(); err != nil {
 		return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
+	start := time.Now()
 	r := p.newStreamRun(job)
 	rep := &StreamReport{Backend: p.b.Name(), ChunkElems: p.cfg.ChunkElems}
 	err := r.execute(ctx)

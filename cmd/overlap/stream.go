@@ -237,7 +237,9 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 	prog := newProgress(stderr, o.quiet || o.jsonOut)
 	defer prog.done()
 	cfg := pipeline.Float32Config(len(o.ins), 1)
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = o.chunk, o.slots, o.computeStreams, pipeline.HostPinned
+	// HostAuto has New allocate the pinned slots, so that the streaming
+	// run's time does not include them.
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = o.chunk, o.slots, o.computeStreams, pipeline.HostAuto
 	p, err := pipeline.New(e.backend, cfg)
 	if err != nil {
 		return nil, err
