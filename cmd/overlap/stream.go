@@ -129,8 +129,10 @@ func parseStreamFlags(args []string, stderr io.Writer) (*streamOptions, error) {
 		return nil, fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
 	case o.slots != 0 && (o.slots < 2 || o.slots < o.computeStreams || o.slots > 1024):
 		return nil, fmt.Errorf("--slots %d: want 2 to 1024, and at least --compute-streams %d", o.slots, o.computeStreams)
-	case o.readers < 0 || o.writers < 0:
-		return nil, errors.New("--readers and --writers must not be negative")
+	case o.readers < 0 || o.writers < 0 || o.readers > 1024 || o.writers > 1024:
+		return nil, errors.New("--readers and --writers: want 0 (the default) to 1024")
+	case o.piece > 1<<30:
+		return nil, fmt.Errorf("--piece %d: at most 1G", o.piece)
 	case o.device < 0:
 		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
 	case o.direct && (o.chunk*4)%pipeline.DirectAlign != 0:

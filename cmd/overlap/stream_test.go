@@ -191,9 +191,37 @@ func TestRunStreamBadFlags(t *testing.T) {
 		{[]string{"--in", in, "--out", "o", "--direct", "--chunk", "1000"}, "overlap run: --direct: a chunk of 1000 float32 is not a whole number of 4096-byte pages", exitUsage},
 		{[]string{"--in", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "o"), "--sim"}, "overlap run: --in: open " + filepath.Join(dir, "missing") + ": no such file or directory", exitUsage},
 		{[]string{"--in", in, "--out", "o", "--elems", "5"}, "overlap run: flag provided but not defined: -elems", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--readers", "-1"}, "overlap run: --readers and --writers: want 0 (the default) to 1024", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--piece", "2G"}, "overlap run: --piece 2147483648: at most 1G", exitUsage},
 	} {
 		code, _, errOut := runCLI(append([]string{"run"}, tc.args...)...)
 		assert.Equal(t, tc.code, code, tc.want)
 		assert.Equal(t, tc.want+"\n", errOut)
 	}
+}
+
+// FuzzStreamFlags checks that whatever overlap run --in accepts is a
+// runnable shape.
+func FuzzStreamFlags(f *testing.F) {
+	f.Add("--in", "a,b", "--kernel", "saxpy")
+	f.Add("--in", "-", "--chunk", "1000")
+	f.Add("--in", "a", "--direct", "--slots=3")
+	f.Add("--in", "a", "--piece", "1K")
+	f.Fuzz(func(t *testing.T, a, b, c, d string) {
+		o, err := parseStreamFlags([]string{"--out", "o", a, b, c, d}, io.Discard)
+		if err != nil {
+			return
+		}
+		want := map[string]int{"seed": 1, "saxpy": 2, "lerp": 2}[o.kernel]
+		if want == 0 || len(o.ins) != want || len(o.outs) != 1 || o.chunk <= 0 || o.computeStreams < 1 ||
+			(o.slots != 0 && o.slots < o.computeStreams) || o.readers < 0 || o.writers < 0 || o.piece < 0 || o.piece > 1<<30 ||
+			(o.direct && o.chunk*4%4096 != 0) {
+			t.Fatalf("accepted bad options: %+v", o)
+		}
+		for _, in := range o.ins {
+			if in == "" || in == o.outs[0] && in != "-" {
+				t.Fatalf("accepted bad files: %+v", o)
+			}
+		}
+	})
 }
