@@ -56,11 +56,16 @@ func Batches[In, Out driver.Element](ctx context.Context, p *Pipeline, k *Kernel
 			return
 		}
 		runCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		next, stopPull := iter.Pull(batches)
 		q := &lenQueue{}
 		results := make(chan []Out, 1)
 		consumerGone := make(chan struct{})
+		var goneOnce sync.Once
+		leave := func() { goneOnce.Do(func() { close(consumerGone) }) }
+		// However the caller leaves (a break, a panic in its loop), the
+		// run is cancelled and its writer never waits for it again.
+		defer leave()
+		defer cancel()
 		br := &batchReader[In]{next: next, q: q}
 		bw := &batchWriter[Out]{q: q, results: results, gone: consumerGone}
 		var runErr error
@@ -76,7 +81,7 @@ func Batches[In, Out driver.Element](ctx context.Context, p *Pipeline, k *Kernel
 		}()
 		for out := range results {
 			if !yield(out, nil) {
-				close(consumerGone)
+				leave()
 				cancel()
 				for range results {
 				}

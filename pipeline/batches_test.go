@@ -138,3 +138,28 @@ func TestBatchesWrongShape(t *testing.T) {
 		assert.Error(t, err)
 	}
 }
+
+// TestBatchesPanicInLoop: a panic in the caller's loop body still cancels
+// the run, which ends without anyone reading its results, and leaves the
+// pipeline usable.
+func TestBatchesPanicInLoop(t *testing.T) {
+	p, _ := streamPipeline(t, 15, 16, 1)
+	lens := make([]int, 50)
+	for i := range lens {
+		lens[i] = 40
+	}
+	var stopped bool
+	func() {
+		defer func() { assert.Equal(t, "boom", recover()) }()
+		for range Batches[float32, float32](context.Background(), p, SeedKernel(nil, streamIters), loader(lens, &stopped)) {
+			panic("boom")
+		}
+	}()
+	n := 0
+	for out, err := range Batches[float32, float32](context.Background(), p, SeedKernel(nil, streamIters), loader([]int{7}, &stopped)) {
+		require.NoError(t, err)
+		assert.Equal(t, seedOf(7, 0), out)
+		n++
+	}
+	assert.Equal(t, 1, n, "the pipeline runs again once the cancelled run has drained")
+}
