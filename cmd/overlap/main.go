@@ -37,7 +37,7 @@ Usage:
                        verify every element, and print times (overlap run -h)
   overlap run --in FILE[,FILE] --out FILE [flags]
                        stream raw float32 files (- for stdin/stdout) through a
-                       kernel with bounded memory (overlap run --in x -h)
+                       kernel with bounded memory (overlap run --in -h)
   overlap gen --size BYTES --out FILE
                        write an input file of the standard pattern
   overlap bench [flags] sweep chunk sizes, slots, host modes and intensity;

@@ -70,19 +70,19 @@ with memory bounded by the pinned slots, and reports the read, H2D, compute,
 D2H and write rates and which one bounds the run`
 
 func parseStreamFlags(args []string, stderr io.Writer) (*streamOptions, error) {
-	o := &streamOptions{kernel: "seed", iters: 100, chunk: pipeline.DefaultChunkElems, computeStreams: pipeline.DefaultComputeStreams}
+	o := &streamOptions{kernel: "seed", iters: 100, chunk: pipeline.DefaultChunkElems, computeStreams: pipeline.DefaultComputeStreams, piece: 1 << 20}
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	in := fs.String("in", "", "input files, comma-separated, one per kernel input (- for stdin)")
 	out := fs.String("out", "", "output file (- for stdout; the report then goes to stderr)")
 	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel: seed (1 input), saxpy or lerp (2 inputs)")
 	fs.IntVar(&o.iters, "iters", 100, "seed kernel iterations")
-	fs.Var(sizeFlag{v: &o.chunk}, "chunk", "elements per chunk (1M)")
+	fs.Var(sizeFlag{v: &o.chunk}, "chunk", "elements per chunk")
 	fs.IntVar(&o.slots, "slots", 0, "buffer slots (default compute-streams+2)")
 	fs.IntVar(&o.computeStreams, "compute-streams", pipeline.DefaultComputeStreams, "streams for kernels")
 	fs.IntVar(&o.readers, "readers", 0, "goroutines reading file inputs with pread (default: one per CPU)")
 	fs.IntVar(&o.writers, "writers", 0, "goroutines writing a file output with pwrite (default min(4, CPUs))")
-	fs.Var(sizeFlag{v: &o.piece}, "piece", "bytes per pread or pwrite (1M)")
+	fs.Var(sizeFlag{v: &o.piece}, "piece", "bytes per pread or pwrite")
 	fs.BoolVar(&o.direct, "direct", false, "open input files with O_DIRECT (Linux; chunks must be whole 4 KiB pages)")
 	fs.BoolVar(&o.verify, "verify", false, "read the inputs and the output file back and check every element against the CPU reference")
 	fs.BoolVar(&o.bound, "bound", false, "measure the bound in the same run: reading the inputs and writing as much output alone (to a scratch file beside a regular output file), and the in-memory pinned pipeline for the same N (allocates N elements of pinned memory per input and output)")
@@ -90,6 +90,12 @@ func parseStreamFlags(args []string, stderr io.Writer) (*streamOptions, error) {
 	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
+	// overlap run --in -h asks for this help, not for a file named -h.
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			args = []string{"-h"}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, streamUsage)

@@ -200,6 +200,14 @@ func TestRunStreamBadFlags(t *testing.T) {
 	}
 }
 
+func TestRunStreamHelp(t *testing.T) {
+	code, out, errOut := runCLI("run", "--in", "-h")
+	assert.Equal(t, exitOK, code)
+	assert.Empty(t, out)
+	assert.True(t, strings.HasPrefix(errOut, streamUsage+"\n"), errOut)
+	assert.Contains(t, errOut, "-piece value\n    \tbytes per pread or pwrite (default 1048576)")
+}
+
 // FuzzStreamFlags checks that whatever overlap run --in accepts is a
 // runnable shape.
 func FuzzStreamFlags(f *testing.F) {
