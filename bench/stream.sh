@@ -22,6 +22,7 @@ echo "   vm.dirty_ratio $(cat /proc/sys/vm/dirty_ratio), vm.dirty_background_rat
 echo "== generating 1 GiB and 8 GiB inputs"
 $O gen --size 1G --out "$D/in1.f32" || exit 1
 $O gen --size 8G --out "$D/in8.f32" || exit 1
+sync # the inputs stay cached, clean: no writeback competes with the runs
 
 echo "== page-cached, 1 GiB (peak RSS at a smaller size)"
 $O run --in "$D/in1.f32" --out "$D/out.f32" $FLAGS || echo "FAILED"
