@@ -267,6 +267,10 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 		piece = 1 << 20
 	}
 	piece = (piece + pipeline.DirectAlign - 1) &^ (pipeline.DirectAlign - 1)
+	// A run reads and writes at most a chunk per call, through Slots
+	// chunks of pinned memory per stream; the bound does the same.
+	piece = min(piece, (pc.ChunkElems*4+pipeline.DirectAlign-1)&^(pipeline.DirectAlign-1))
+	ringBytes := pc.Slots * pc.ChunkElems * 4
 	res := &streamResult{Simulated: o.sim, Backend: e.backend.Name(), Kernel: o.kernel, Inputs: o.ins, Output: o.outs[0], Direct: o.direct,
 		ChunkElems: pc.ChunkElems, Slots: pc.Slots, ComputeStreams: pc.ComputeStreams}
 	if o.kernel == "seed" {
@@ -279,7 +283,7 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 	if o.bound {
 		bound = &streamBound{}
 		prog.say("bound: reading the inputs alone…")
-		d, err := readAlone(e.backend, o, readers, piece)
+		d, err := readAlone(e.backend, o, readers, piece, ringBytes)
 		if err != nil {
 			return nil, fmt.Errorf("bound: reading the inputs alone: %w", err)
 		}
@@ -290,7 +294,7 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 				return nil, err
 			}
 			prog.say("bound: writing the output alone…")
-			d, err := writeAlone(e.backend, o.outs[0], size*4, writers, piece)
+			d, err := writeAlone(e.backend, o.outs[0], size*4, writers, piece, ringBytes)
 			if err != nil {
 				return nil, fmt.Errorf("bound: writing alone: %w", err)
 			}
@@ -453,9 +457,35 @@ func inputElems(o *streamOptions) (int64, error) {
 	return st.Size() / 4, nil
 }
 
-// readAlone reads every input file in full into pinned memory, with the
+// pinnedRing is pinned memory as large as a streaming run's slots for one
+// stream (Slots × chunk bytes), cut into pieces that a bound's reads or
+// writes cycle through: measured alone, the host moves bytes through as
+// much memory as the run does, not through one piece that stays in the
+// CPU's cache. Each goroutine cycles through a part of its own.
+type pinnedRing struct {
+	mem    pipeline.PinnedMem
+	piece  int
+	pieces int // per goroutine
+}
+
+func newPinnedRing(b pipeline.Backend, ringBytes, piece, goroutines int) (*pinnedRing, error) {
+	pieces := max(1, ringBytes/piece/goroutines)
+	m, err := b.AllocPinned(goroutines * pieces * piece)
+	if err != nil {
+		return nil, err
+	}
+	return &pinnedRing{mem: m, piece: piece, pieces: pieces}, nil
+}
+
+// at is goroutine w's memory for its k-th piece.
+func (r *pinnedRing) at(w, k int) []byte {
+	o := (w*r.pieces + k%r.pieces) * r.piece
+	return r.mem.Bytes()[o : o+r.piece]
+}
+
+// readAlone reads every input file in full into a pinned ring, with the
 // run's readers, pieces and open mode, and returns the time taken.
-func readAlone(b pipeline.Backend, o *streamOptions, readers, piece int) (time.Duration, error) {
+func readAlone(b pipeline.Backend, o *streamOptions, readers, piece, ringBytes int) (time.Duration, error) {
 	var files []*os.File
 	defer func() {
 		for _, f := range files {
@@ -488,21 +518,11 @@ func readAlone(b pipeline.Backend, o *streamOptions, readers, piece int) (time.D
 			tasks = append(tasks, task{f, off})
 		}
 	}
-	bufs := make([]pipeline.PinnedMem, readers)
-	defer func() {
-		for _, m := range bufs {
-			if m != nil {
-				m.Close()
-			}
-		}
-	}()
-	for i := range bufs {
-		m, err := b.AllocPinned(piece)
-		if err != nil {
-			return 0, err
-		}
-		bufs[i] = m
+	ring, err := newPinnedRing(b, ringBytes*len(o.ins), piece, readers)
+	if err != nil {
+		return 0, err
 	}
+	defer ring.mem.Close()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, readers)
@@ -511,13 +531,12 @@ func readAlone(b pipeline.Backend, o *streamOptions, readers, piece int) (time.D
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := bufs[w].Bytes()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(tasks) {
+			for k := 0; ; k++ {
+				i := next.Add(1) - 1
+				if i >= int64(len(tasks)) {
 					return
 				}
-				if _, err := tasks[i].f.ReadAt(buf, tasks[i].off); err != nil && err != io.EOF {
+				if _, err := tasks[i].f.ReadAt(ring.at(w, k), tasks[i].off); err != nil && err != io.EOF {
 					errs[w] = err
 					return
 				}
@@ -528,10 +547,10 @@ func readAlone(b pipeline.Backend, o *streamOptions, readers, piece int) (time.D
 	return time.Since(t0), errors.Join(errs...)
 }
 
-// writeAlone writes bytes to a scratch file beside out from pinned memory,
+// writeAlone writes bytes to a scratch file beside out from a pinned ring,
 // with the run's writers and pieces, removes it, and returns the time the
 // writes took.
-func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece int) (time.Duration, error) {
+func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece, ringBytes int) (time.Duration, error) {
 	f, err := os.CreateTemp(filepath.Dir(out), ".overlap-bound-*")
 	if err != nil {
 		return 0, err
@@ -540,21 +559,11 @@ func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece int)
 		f.Close()
 		os.Remove(f.Name())
 	}()
-	bufs := make([]pipeline.PinnedMem, writers)
-	defer func() {
-		for _, m := range bufs {
-			if m != nil {
-				m.Close()
-			}
-		}
-	}()
-	for i := range bufs {
-		m, err := b.AllocPinned(piece)
-		if err != nil {
-			return 0, err
-		}
-		bufs[i] = m
+	ring, err := newPinnedRing(b, ringBytes, piece, writers)
+	if err != nil {
+		return 0, err
 	}
+	defer ring.mem.Close()
 	pieces := (bytes + int64(piece) - 1) / int64(piece)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -564,14 +573,13 @@ func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece int)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := bufs[w].Bytes()
-			for {
+			for k := 0; ; k++ {
 				i := next.Add(1) - 1
 				if i >= pieces {
 					return
 				}
 				n := min(int64(piece), bytes-i*int64(piece))
-				if _, err := f.WriteAt(buf[:n], i*int64(piece)); err != nil {
+				if _, err := f.WriteAt(ring.at(w, k)[:n], i*int64(piece)); err != nil {
 					errs[w] = err
 					return
 				}
