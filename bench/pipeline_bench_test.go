@@ -10,7 +10,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
-	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // The lecture's workload: 128M float32 through the seed kernel, 100 iterations.
@@ -22,7 +22,8 @@ const (
 // fixture holds the workload's data for every benchmark in one process.
 type fixture struct {
 	ctx           *driver.Context
-	seed          *ptx.Program
+	seed          *pipeline.Kernel
+	mods          kernels.Modules
 	pin, pout     *driver.HostBuffer
 	goIn, goOut   []float32
 	goIn2, goOut2 []float32
@@ -48,7 +49,11 @@ func setup(b *testing.B) *fixture {
 			fixErr = err
 			return
 		}
-		if f.seed, err = ptx.Seed.Load(f.ctx); err != nil {
+		if f.seed, err = kernels.Seed.Pipeline(&f.mods, seedIters); err != nil {
+			fixErr = err
+			return
+		}
+		if _, err = f.mods.Function(f.ctx, kernels.Seed); err != nil {
 			fixErr = err
 			return
 		}
@@ -60,11 +65,11 @@ func setup(b *testing.B) *fixture {
 			fixErr = err
 			return
 		}
-		ptx.FillPattern(f.pin.Float32s(), 0)
+		kernels.FillPattern(f.pin.Float32s(), 0)
 		f.goIn, f.goOut = make([]float32, seedElems), make([]float32, seedElems)
 		f.goIn2, f.goOut2 = make([]float32, seedElems), make([]float32, seedElems)
-		ptx.FillPattern(f.goIn, 0)
-		ptx.FillPattern(f.goIn2, 0)
+		kernels.FillPattern(f.goIn, 0)
+		kernels.FillPattern(f.goIn2, 0)
 		clear(f.goOut)
 		clear(f.goOut2)
 		fix = f
@@ -76,7 +81,7 @@ func setup(b *testing.B) *fixture {
 }
 
 func (f *fixture) job(pinned bool, in, out []float32) pipeline.Job {
-	j := pipeline.Job{N: seedElems, Kernel: pipeline.SeedKernel(f.seed.Function, seedIters)}
+	j := pipeline.Job{N: seedElems, Kernel: f.seed}
 	if pinned {
 		j.Inputs, j.Outputs = []pipeline.Buffer{pipeline.Pinned(f.pin)}, []pipeline.Buffer{pipeline.Pinned(f.pout)}
 	} else {
@@ -92,6 +97,34 @@ func newPipe(b *testing.B, f *fixture, chunk, slots, streams int, host pipeline.
 		b.Fatal(err)
 	}
 	return p
+}
+
+// lastRunCleared clears the outputs before the last of b.N runs (i is the
+// run), so that checkLast sees only what that timed run wrote. The
+// clearing is not timed: the figures are the runs' own elapsed times.
+func (f *fixture) lastRunCleared(b *testing.B, i int, pinned bool, out []float32) {
+	if i == b.N-1 {
+		b.StopTimer()
+		if pinned {
+			out = f.pout.Float32s()
+		}
+		clear(out)
+		b.StartTimer()
+	}
+}
+
+// checkLast verifies every element of the last timed run's output against
+// the CPU reference, outside the timer. Issue 10: the benchmarks behind
+// bench/RESULTS.md never verified.
+func (f *fixture) checkLast(b *testing.B, pinned bool, in, out []float32) {
+	b.StopTimer()
+	defer b.StartTimer()
+	if pinned {
+		in, out = f.pin.Float32s(), f.pout.Float32s()
+	}
+	if err := kernels.Seed.Verify([][]float32{in[:seedElems]}, out[:seedElems], seedIters); err != nil {
+		b.Fatalf("the last timed run gave wrong results: %v", err)
+	}
 }
 
 func report(b *testing.B, total time.Duration) {
@@ -116,12 +149,14 @@ func BenchmarkSeedPinned(b *testing.B) {
 				b.ResetTimer()
 				var total time.Duration
 				for i := 0; i < b.N; i++ {
+					f.lastRunCleared(b, i, true, nil)
 					rep, err := p.Run(context.Background(), job)
 					if err != nil {
 						b.Fatal(err)
 					}
 					total += rep.Elapsed
 				}
+				f.checkLast(b, true, nil, nil)
 				report(b, total)
 			})
 		}
@@ -143,12 +178,14 @@ func BenchmarkSeedSmallChunks(b *testing.B) {
 			b.ResetTimer()
 			var total time.Duration
 			for i := 0; i < b.N; i++ {
+				f.lastRunCleared(b, i, true, nil)
 				rep, err := p.Run(context.Background(), job)
 				if err != nil {
 					b.Fatal(err)
 				}
 				total += rep.Elapsed
 			}
+			f.checkLast(b, true, nil, nil)
 			report(b, total)
 		})
 	}
@@ -164,6 +201,7 @@ func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				p := newPipe(b, f, chunk, 3, 1, pipeline.HostAuto)
+				f.lastRunCleared(b, i, false, f.goOut)
 				b.StartTimer()
 				rep, err := p.Run(context.Background(), f.job(false, f.goIn, f.goOut))
 				if err != nil {
@@ -177,6 +215,7 @@ func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 				p.Close()
 				b.StartTimer()
 			}
+			f.checkLast(b, false, f.goIn, f.goOut)
 			report(b, total)
 		})
 	}
@@ -185,6 +224,7 @@ func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			p := newPipe(b, f, 4<<20, 3, 1, pipeline.HostRegistered)
+			f.lastRunCleared(b, i, false, f.goOut2)
 			b.StartTimer()
 			rep, err := p.Run(context.Background(), f.job(false, f.goIn2, f.goOut2))
 			if err != nil {
@@ -195,6 +235,7 @@ func BenchmarkSeedGoSlicesOneShot(b *testing.B) {
 			p.Close() // unregisters
 			b.StartTimer()
 		}
+		f.checkLast(b, false, f.goIn2, f.goOut2)
 		report(b, total)
 	})
 }
@@ -214,6 +255,7 @@ func BenchmarkSeedGoSlicesRepeated(b *testing.B) {
 	b.ResetTimer()
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
+		f.lastRunCleared(b, i, false, f.goOut)
 		rep, err := p.Run(context.Background(), job)
 		if err != nil {
 			b.Fatal(err)
@@ -223,6 +265,7 @@ func BenchmarkSeedGoSlicesRepeated(b *testing.B) {
 		}
 		total += rep.Elapsed
 	}
+	f.checkLast(b, false, f.goIn, f.goOut)
 	report(b, total)
 }
 
@@ -260,12 +303,14 @@ func BenchmarkSeedSynchronous(b *testing.B) {
 	cfg := pipeline.Float32Config(1, 1)
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
+		f.lastRunCleared(b, i, false, f.goOut)
 		d, err := pipeline.Synchronous(context.Background(), pipeline.GPU(f.ctx), cfg, f.job(false, f.goIn, f.goOut))
 		if err != nil {
 			b.Fatal(err)
 		}
 		total += d
 	}
+	f.checkLast(b, false, f.goIn, f.goOut)
 	report(b, total)
 }
 
@@ -273,23 +318,24 @@ func BenchmarkSeedSynchronous(b *testing.B) {
 // element, so that the figures above come from correct runs.
 func TestSeedWorkloadExact(t *testing.T) {
 	ctx := gputest.Context(t)
-	prog, err := ptx.Seed.Load(ctx)
+	var mods kernels.Modules
+	defer mods.Close()
+	k, err := kernels.Seed.Pipeline(&mods, seedIters)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prog.Close()
 	in, out := make([]float32, seedElems), make([]float32, seedElems)
-	ptx.FillPattern(in, 0)
+	kernels.FillPattern(in, 0)
 	p, err := pipeline.New(pipeline.GPU(ctx), pipeline.Config{ChunkElems: 4 << 20, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Run(context.Background(), pipeline.Job{N: seedElems, Kernel: pipeline.SeedKernel(prog.Function, seedIters),
+	if _, err := p.Run(context.Background(), pipeline.Job{N: seedElems, Kernel: k,
 		Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ptx.VerifySeed(in, out, seedIters); err != nil {
+	if err := kernels.Seed.Verify([][]float32{in}, out, seedIters); err != nil {
 		t.Fatal(err)
 	}
 }

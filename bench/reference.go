@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 //go:embed reference/*.cu reference/*.h
@@ -53,7 +53,7 @@ func BuildReference(ctx context.Context, dir, arch string) (*Reference, error) {
 			return nil, err
 		}
 	}
-	for _, k := range ptx.Kernels() {
+	for _, k := range kernels.All() {
 		if err := os.WriteFile(filepath.Join(kDir, k.Name+".cu"), k.Source(), 0o644); err != nil {
 			return nil, err
 		}

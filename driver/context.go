@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -10,17 +11,34 @@ import (
 
 // Context is a retained reference to a device's primary context, the
 // context that the CUDA runtime, cudarc and cuda-python share. Every object
-// made from it (buffers, streams, events, modules) belongs to it.
+// made from it (buffers, streams, events, modules) belongs to it, and keeps
+// it reachable for as long as the object is.
 //
 // Every method may be called from any goroutine: each one locks its OS
 // thread, makes the context current unless it already is, calls the driver
 // and unlocks.
 type Context struct {
-	dev     Device
-	handle  atomic.Uintptr // CUcontext; 0 once closed
-	mu      sync.Mutex
-	objects map[*resource]struct{}
+	core    *ctxCore
 	cleanup runtime.Cleanup
+}
+
+// ctxCore is the part of a Context that its objects' resources and its
+// cleanup share. It never points back at the Context, so that a dropped
+// Context can be collected and cleaned up.
+type ctxCore struct {
+	dev    Device
+	handle atomic.Uintptr // CUcontext; 0 once released
+
+	// life is read-held by every call that needs the context alive and is
+	// not already covered by one of its objects' locks: creating an object,
+	// Synchronize, MemoryInfo, destroying an object. Close write-holds it to
+	// release the context, so none of those can run on a released context.
+	life sync.RWMutex
+
+	mu      sync.Mutex // guards objects and closing
+	objects map[*resource]struct{}
+	closing bool
+	closed  chan struct{} // closed when Close has finished
 }
 
 // NewContext retains dev's primary context (cuDevicePrimaryCtxRetain). The
@@ -34,29 +52,33 @@ func NewContext(dev Device) (*Context, error) {
 	if err := call(symDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(h)), uintptr(dev.ordinal)); err != nil {
 		return nil, err
 	}
-	c := &Context{dev: dev, objects: map[*resource]struct{}{}}
-	c.handle.Store(*h)
-	c.cleanup = runtime.AddCleanup(c, func(ordinal int) {
-		_ = call(symDevicePrimaryCtxRelease, uintptr(ordinal))
-	}, dev.ordinal)
+	core := &ctxCore{dev: dev, objects: map[*resource]struct{}{}, closed: make(chan struct{})}
+	core.handle.Store(*h)
+	c := &Context{core: core}
+	c.cleanup = runtime.AddCleanup(c, collectContext, core)
 	return c, nil
 }
 
+// collectContext is the safety net for a Context dropped without Close. It
+// releases everything except pinned host buffers, whose views the garbage
+// collector cannot see: when any are left, the context stays retained, and
+// they stay allocated, until the process ends.
+func collectContext(k *ctxCore) { _ = k.close(false) }
+
 // Device returns the device the context belongs to.
-func (c *Context) Device() Device { return c.dev }
+func (c *Context) Device() Device { return c.core.dev }
 
 // Handle returns the raw CUcontext, for interoperation with other CUDA code.
 // It is borrowed: never destroy it.
-func (c *Context) Handle() uintptr { return c.handle.Load() }
+func (c *Context) Handle() uintptr { return c.core.handle.Load() }
 
-// enter locks the calling goroutine to its OS thread and makes c current
+// enter locks the calling goroutine to its OS thread and makes k current
 // there, skipping cuCtxSetCurrent when it already is. On success the caller
-// must call runtime.UnlockOSThread (leave) when its driver call is done.
-func (c *Context) enter(op string) error {
-	if c == nil {
-		return argError(op, "nil *Context")
-	}
-	h := c.handle.Load()
+// must call leave when its driver call is done. The caller guarantees that
+// k is not released meanwhile: it holds k.life or a lock on one of k's
+// objects.
+func (k *ctxCore) enter(op string) error {
+	h := k.handle.Load()
 	if h == 0 {
 		return closedError(op)
 	}
@@ -79,10 +101,45 @@ func (c *Context) enter(op string) error {
 
 func leave() { runtime.UnlockOSThread() }
 
+// alive read-locks k.life for a context-level call and checks that k is
+// open. On success the caller must call k.life.RUnlock.
+func (k *ctxCore) alive(op string) error {
+	k.life.RLock()
+	if k.handle.Load() == 0 {
+		k.life.RUnlock()
+		return closedError(op)
+	}
+	return nil
+}
+
+// begin makes c current for a context-level call: it read-locks c's life,
+// locks the OS thread and sets the context. end undoes it.
+func (c *Context) begin(op string) (*ctxCore, error) {
+	if c == nil || c.core == nil {
+		return nil, argError(op, "nil *Context")
+	}
+	k := c.core
+	if err := k.alive(op); err != nil {
+		return nil, err
+	}
+	if err := k.enter(op); err != nil {
+		k.life.RUnlock()
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *ctxCore) end() {
+	leave()
+	k.life.RUnlock()
+}
+
 // Bound is a goroutine locked to its OS thread with a context current, for
 // loops that issue many calls in a row (the pipeline's issue loop). Its
-// methods skip the per-call context check for objects of that context.
-// A Bound belongs to the goroutine that made it: never share it.
+// methods skip the per-call context check for objects of that context, and
+// refuse objects of any other context with ErrWrongContext, leaving the
+// bound context current. A Bound belongs to the goroutine that made it:
+// never share it.
 type Bound struct {
 	ctx *Context
 }
@@ -90,9 +147,13 @@ type Bound struct {
 // Bind locks the calling goroutine to its OS thread and makes c current
 // there. Call Release, from the same goroutine, when done.
 func (c *Context) Bind() (*Bound, error) {
-	if err := c.enter("Bind"); err != nil {
+	k, err := c.begin("Bind")
+	if err != nil {
 		return nil, err
 	}
+	// Keep the thread locked past end: lock once more before end unlocks.
+	runtime.LockOSThread()
+	k.end()
 	return &Bound{ctx: c}, nil
 }
 
@@ -107,49 +168,81 @@ func (b *Bound) Release() {
 
 // Launch is [Function.Launch] without the context check.
 func (b *Bound) Launch(f *Function, s *Stream, cfg LaunchConfig, args *Args) error {
-	return f.launch(b.context(), s, cfg, args)
+	return f.launch(b.core(), s, cfg, args)
 }
 
 // CopyToDevice is [Stream.CopyToDevice] without the context check.
 func (b *Bound) CopyToDevice(s *Stream, dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
-	return s.copyToDevice(b.context(), dst, dstOff, src, srcOff, n)
+	return s.copyToDevice(b.core(), dst, dstOff, src, srcOff, n)
 }
 
 // CopyToHost is [Stream.CopyToHost] without the context check.
 func (b *Bound) CopyToHost(s *Stream, dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
-	return s.copyToHost(b.context(), dst, dstOff, src, srcOff, n)
+	return s.copyToHost(b.core(), dst, dstOff, src, srcOff, n)
 }
 
 // Record is [Event.Record] without the context check.
-func (b *Bound) Record(e *Event, s *Stream) error { return e.record(b.context(), s) }
+func (b *Bound) Record(e *Event, s *Stream) error { return e.record(b.core(), s) }
 
 // WaitEvent is [Stream.WaitEvent] without the context check.
-func (b *Bound) WaitEvent(s *Stream, e *Event) error { return s.waitEvent(b.context(), e) }
+func (b *Bound) WaitEvent(s *Stream, e *Event) error { return s.waitEvent(b.core(), e) }
 
-// context returns the bound context, or nil (full checks) after Release.
-func (b *Bound) context() *Context {
-	if b == nil {
+// core returns the bound context's core, or nil (full checks) after Release.
+func (b *Bound) core() *ctxCore {
+	if b == nil || b.ctx == nil {
 		return nil
 	}
-	return b.ctx
+	return b.ctx.core
 }
 
 // Synchronize blocks until all work on the context is done (cuCtxSynchronize).
+// Host memory that copies on the context's streams were keeping alive is
+// let go.
 func (c *Context) Synchronize() error {
-	if err := c.enter("Synchronize"); err != nil {
+	k, err := c.begin("Synchronize")
+	if err != nil {
 		return err
 	}
-	defer leave()
-	return call(symCtxSynchronize)
+	defer k.life.RUnlock()
+	marks := k.streamMarks()
+	err = call(symCtxSynchronize)
+	leave()
+	if err == nil {
+		for _, m := range marks {
+			m.q.complete(m.seq)
+		}
+	}
+	return err
+}
+
+// streamMark is how far a stream's queue of host-memory uses had got.
+type streamMark struct {
+	q   *hostUses
+	seq uint64
+}
+
+// streamMarks notes every open stream's position, before a context-wide
+// synchronisation.
+func (k *ctxCore) streamMarks() []streamMark {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []streamMark
+	for r := range k.objects {
+		if r.kind == kindStream {
+			out = append(out, streamMark{q: &r.uses, seq: r.uses.mark()})
+		}
+	}
+	return out
 }
 
 // MemoryInfo returns the free and total device memory in bytes, as seen by
 // this context (cuMemGetInfo_v2).
 func (c *Context) MemoryInfo() (free, total uint64, err error) {
-	if err := c.enter("MemoryInfo"); err != nil {
+	k, err := c.begin("MemoryInfo")
+	if err != nil {
 		return 0, 0, err
 	}
-	defer leave()
+	defer k.end()
 	out := new([2]uint64)
 	err = call(symMemGetInfo, uintptr(unsafe.Pointer(&out[0])), uintptr(unsafe.Pointer(&out[1])))
 	return out[0], out[1], err
@@ -158,37 +251,80 @@ func (c *Context) MemoryInfo() (free, total uint64, err error) {
 // OpenObjects returns how many objects made from c are still open. It is
 // meant for leak checks in tests.
 func (c *Context) OpenObjects() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.objects)
+	c.core.mu.Lock()
+	defer c.core.mu.Unlock()
+	return len(c.core.objects)
 }
 
-// Close closes every object still open on the context, then releases the
-// primary context (cuDevicePrimaryCtxRelease_v2). Calling Close again
-// returns nil. The first error met is returned; closing goes on regardless.
+// Close waits for the work queued on the context, closes every object still
+// open on it, then releases the primary context
+// (cuDevicePrimaryCtxRelease_v2). Objects made while Close runs are closed
+// at once and their maker gets ErrClosed. Calling Close again, or from
+// several goroutines, returns nil once the first Close has finished. The
+// first error met is returned; closing goes on regardless.
 func (c *Context) Close() error {
-	if c == nil {
+	if c == nil || c.core == nil {
 		return nil
 	}
-	c.mu.Lock()
-	objs := make([]*resource, 0, len(c.objects))
-	for r := range c.objects {
+	c.cleanup.Stop()
+	return c.core.close(true)
+}
+
+// close is Close's body. With all false (the cleanup), pinned host buffers
+// are left allocated and the context retained, since views into them may
+// still be in use.
+func (k *ctxCore) close(all bool) error {
+	k.mu.Lock()
+	if k.closing {
+		k.mu.Unlock()
+		<-k.closed
+		return nil
+	}
+	k.closing = true
+	objs := make([]*resource, 0, len(k.objects))
+	for r := range k.objects {
 		objs = append(objs, r)
 	}
-	c.mu.Unlock()
+	k.mu.Unlock()
+	defer close(k.closed)
+
 	var first error
-	for _, r := range objs {
-		if err := r.release(); err != nil && first == nil {
+	note := func(err error) {
+		if err != nil && first == nil {
 			first = err
 		}
 	}
-	if c.handle.Swap(0) == 0 {
+	// Let queued work finish first, so that no copy is pending on host
+	// memory about to be freed and no stream is destroyed mid-work.
+	if len(objs) > 0 && k.alive("Close") == nil {
+		if k.enter("Close") == nil {
+			note(call(symCtxSynchronize))
+			leave()
+		}
+		k.life.RUnlock()
+	}
+	for _, r := range objs {
+		if r.kind == kindStream {
+			r.uses.complete(r.uses.mark())
+		}
+	}
+	keep := false
+	for _, r := range objs {
+		if !all && r.kind == kindHostMemory {
+			keep = true
+			continue
+		}
+		note(r.release())
+	}
+	if keep {
 		return first
 	}
-	c.cleanup.Stop()
-	if err := call(symDevicePrimaryCtxRelease, uintptr(c.dev.ordinal)); err != nil && first == nil {
-		first = err
+	k.life.Lock()
+	h := k.handle.Swap(0)
+	if h != 0 {
+		note(call(symDevicePrimaryCtxRelease, uintptr(k.dev.ordinal)))
 	}
+	k.life.Unlock()
 	return first
 }
 
@@ -213,52 +349,6 @@ var destroyOf = [...]symID{
 	kindModule:       symModuleUnload,
 }
 
-// resource is the part of an owned object that the context's registry and
-// the object's cleanup share. It never points back at the object, so a
-// dropped object can still be collected and cleaned up.
-type resource struct {
-	ctx    *Context
-	kind   resourceKind
-	handle atomic.Uintptr // 0 once released
-	pinner *runtime.Pinner
-}
-
-// track registers a new resource with c.
-func (c *Context) track(kind resourceKind, handle uintptr) *resource {
-	r := &resource{ctx: c, kind: kind}
-	r.handle.Store(handle)
-	c.mu.Lock()
-	c.objects[r] = struct{}{}
-	c.mu.Unlock()
-	return r
-}
-
-// release destroys the resource once; later calls return nil.
-func (r *resource) release() error {
-	h := r.handle.Swap(0)
-	if h == 0 {
-		return nil
-	}
-	c := r.ctx
-	c.mu.Lock()
-	delete(c.objects, r)
-	c.mu.Unlock()
-	var err error
-	if e := c.enter("Close"); e != nil {
-		err = e
-	} else {
-		err = call(destroyOf[r.kind], h)
-		leave()
-	}
-	if r.pinner != nil {
-		r.pinner.Unpin()
-	}
-	if err != nil {
-		return fmt.Errorf("cuda: closing %s: %w", r.kind, err)
-	}
-	return nil
-}
-
 func (k resourceKind) String() string {
 	switch k {
 	case kindDeviceMemory:
@@ -277,31 +367,214 @@ func (k resourceKind) String() string {
 	return "object"
 }
 
-// owned is embedded in every owning type: its resource and the cleanup that
-// releases it if the object is dropped without Close.
+// resource is the part of an owned object that the context's registry and
+// the object's cleanup share. It never points back at the object, so a
+// dropped object can still be collected and cleaned up.
+//
+// Every call that uses the handle read-holds mu for the call's duration,
+// and release write-holds it, so that a handle is never destroyed while a
+// call uses it, by Close, by Context.Close or by the cleanup.
+type resource struct {
+	core   *ctxCore
+	kind   resourceKind
+	mu     sync.RWMutex
+	handle atomic.Uintptr // set under mu held for writing; 0 once released
+	pinner *runtime.Pinner
+	// portable host memory may be used with every context's streams.
+	portable bool
+
+	// inflight counts asynchronous copies queued on streams that use this
+	// host memory and that the host has not yet seen complete.
+	inflight atomic.Int64
+	// uses is a stream's list of host memory its queued copies use.
+	uses hostUses
+}
+
+// track creates the resource for a new handle. It fails, and the caller
+// must destroy the handle, when the context is closing.
+func (k *ctxCore) track(kind resourceKind, handle uintptr, pinner *runtime.Pinner) (*resource, bool) {
+	r := &resource{core: k, kind: kind, pinner: pinner}
+	r.handle.Store(handle)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closing {
+		return nil, false
+	}
+	k.objects[r] = struct{}{}
+	return r, true
+}
+
+// adopt tracks a handle that op just made, with the context current and
+// k.life read-held. When the context is closing, it destroys the handle
+// and reports ErrClosed.
+func (k *ctxCore) adopt(op string, kind resourceKind, handle uintptr, pinner *runtime.Pinner) (*resource, error) {
+	r, ok := k.track(kind, handle, pinner)
+	if !ok {
+		_ = call(destroyOf[kind], handle)
+		if pinner != nil {
+			pinner.Unpin()
+		}
+		return nil, closedError(op)
+	}
+	return r, nil
+}
+
+// acquire read-locks r for a call and returns its live handle. On success
+// the caller must call r.mu.RUnlock when the call is done.
+func (r *resource) acquire(op string) (uintptr, error) {
+	r.mu.RLock()
+	if h := r.handle.Load(); h != 0 {
+		return h, nil
+	}
+	r.mu.RUnlock()
+	return 0, closedError(op)
+}
+
+// release destroys the resource once, after any call that is using it and
+// after any queued copy that uses its memory; later calls return nil.
+func (r *resource) release() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.handle.Load()
+	if h == 0 {
+		return nil
+	}
+	k := r.core
+	var err error
+	switch {
+	case r.kind == kindStream && r.uses.pending():
+		// Copies on the stream still keep host memory alive: wait for them
+		// before letting it go.
+		err = r.synchronizeLocked(h)
+	case r.inflight.Load() > 0:
+		err = k.waitForUses(r)
+	}
+	// A failed wait above must survive a successful destroy: it means the
+	// device may still use the host memory, which then stays pinned.
+	if e := k.alive("Close"); e != nil {
+		err = errors.Join(err, e)
+	} else {
+		if e := k.enter("Close"); e != nil {
+			err = errors.Join(err, e)
+		} else {
+			err = errors.Join(err, call(destroyOf[r.kind], h))
+			leave()
+		}
+		k.life.RUnlock()
+	}
+	r.handle.Store(0)
+	k.mu.Lock()
+	delete(k.objects, r)
+	k.mu.Unlock()
+	if r.pinner != nil {
+		if err == nil {
+			r.pinner.Unpin()
+		} else {
+			// The driver may still have the memory registered: keep it
+			// pinned, and reachable, for the life of the process rather
+			// than let Go reuse memory the device may write.
+			keepPinned(r.pinner)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cuda: closing %s: %w", r.kind, err)
+	}
+	return nil
+}
+
+var stuckPins struct {
+	sync.Mutex
+	pins []*runtime.Pinner
+}
+
+func keepPinned(p *runtime.Pinner) {
+	stuckPins.Lock()
+	stuckPins.pins = append(stuckPins.pins, p)
+	stuckPins.Unlock()
+}
+
+// synchronizeLocked waits for the stream whose handle is h, with r.mu held,
+// and lets go of the host memory its copies used.
+func (r *resource) synchronizeLocked(h uintptr) error {
+	k := r.core
+	if err := k.alive("Stream.Close"); err != nil {
+		return err
+	}
+	defer k.life.RUnlock()
+	mark := r.uses.mark()
+	if err := k.enter("Stream.Close"); err != nil {
+		return err
+	}
+	err := hot(symStreamSynchronize, 1, h, 0, 0, 0)
+	leave()
+	// Even when the stream failed (a sticky error), it runs nothing more.
+	r.uses.complete(mark)
+	return err
+}
+
+// waitForUses synchronises every stream of k with a queued copy that uses
+// the host memory mem, which the caller holds for writing.
+func (k *ctxCore) waitForUses(mem *resource) error {
+	k.mu.Lock()
+	var streams []*resource
+	for r := range k.objects {
+		if r.kind == kindStream && r.uses.uses(mem) {
+			streams = append(streams, r)
+		}
+	}
+	k.mu.Unlock()
+	var first error
+	for _, s := range streams {
+		h, err := s.acquire("Close")
+		if err != nil {
+			continue // closed meanwhile: its Close waited for it
+		}
+		if err := s.synchronizeLocked(h); err != nil && first == nil {
+			first = err
+		}
+		s.mu.RUnlock()
+	}
+	return first
+}
+
+// owned is embedded in every owning type: the context it keeps reachable,
+// its resource, and the cleanup that releases it if the object is dropped
+// without Close.
 type owned struct {
+	ctx     *Context
 	res     *resource
 	cleanup runtime.Cleanup
 }
 
-// own wires obj's owned part to r and registers the safety-net cleanup.
-func own[T any](obj *T, o *owned, r *resource) {
+// own wires obj's owned part to r and, when safetyNet is true, registers
+// the cleanup that releases r once obj is unreachable.
+func own[T any](obj *T, o *owned, c *Context, r *resource, safetyNet bool) {
+	o.ctx = c
 	o.res = r
-	o.cleanup = runtime.AddCleanup(obj, releaseQuietly, r)
+	if safetyNet {
+		o.cleanup = runtime.AddCleanup(obj, releaseQuietly, r)
+	}
 }
 
 func releaseQuietly(r *resource) { _ = r.release() }
 
-// handleFor returns the live handle or ErrClosed.
-func (o *owned) handleFor(op string) (uintptr, error) {
+// use read-locks the object for a call and returns its live handle; the
+// caller must call o.res.mu.RUnlock (done) afterwards.
+func (o *owned) use(op string) (uintptr, error) {
 	if o == nil || o.res == nil {
 		return 0, argError(op, "nil object")
 	}
-	h := o.res.handle.Load()
-	if h == 0 {
-		return 0, closedError(op)
+	return o.res.acquire(op)
+}
+
+func (o *owned) done() { o.res.mu.RUnlock() }
+
+// liveHandle returns the handle, or 0 once closed, without locking.
+func (o *owned) liveHandle() uintptr {
+	if o == nil || o.res == nil {
+		return 0
 	}
-	return h, nil
+	return o.res.handle.Load()
 }
 
 // close releases the resource and stops the cleanup.
@@ -311,4 +584,13 @@ func (o *owned) close() error {
 	}
 	o.cleanup.Stop()
 	return o.res.release()
+}
+
+// sameContext reports objects of two contexts used together.
+func sameContext(op string, a, b *ctxCore) error {
+	if a != b {
+		return fmt.Errorf("cuda: %s: %w: an object of GPU %d's context used with one of GPU %d's",
+			op, ErrWrongContext, a.dev.ordinal, b.dev.ordinal)
+	}
+	return nil
 }

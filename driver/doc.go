@@ -28,8 +28,21 @@
 // (skipping that when it already is), calls the driver and unlocks. The only
 // global state is the loaded library and its symbol table.
 //
-// An [Args] is the exception: it is a reusable buffer and must not be used by
-// two goroutines at once.
+// Close may race any other method of the same object, and Context.Close may
+// race everything made from the context: a call that is using a handle holds
+// the object (a read lock) for the length of the driver call, and Close waits
+// for it, so no handle is ever destroyed under a call. Calls that start after
+// Close return ErrClosed. Objects made while their Context closes are closed
+// at once and their maker gets ErrClosed.
+//
+// Objects of two contexts never mix: a stream of one GPU with a buffer of
+// another is ErrWrongContext, never undefined behaviour. Pinned memory
+// allocated or registered with Portable set is usable with every context's
+// streams. A [Bound] refuses another context's objects and keeps its own
+// context current.
+//
+// An [Args] must not be changed while another goroutine uses it; launching
+// one Args from several goroutines at once is safe.
 //
 // # Memory
 //
@@ -38,12 +51,37 @@
 // with runtime.Pinner while registered). Plain Go slices are accepted only
 // by the synchronous copies, which finish before they return.
 //
+// A queued copy keeps its host memory alive, open and registered until the
+// host has seen the copy complete: Stream.Synchronize or Stream.Done on its
+// stream, Event.Synchronize or Event.Done on an event recorded on that
+// stream after it, or Context.Synchronize. Dropping the memory meanwhile is
+// safe, and its Close waits for the streams that still use it. Stream.Close
+// and the stream's cleanup wait for such copies too. The device still owns
+// the bytes until the copy completes: writing a source or reading a
+// destination before then is a data race with the device.
+//
+// Kernel arguments are copied, at each launch, into slabs pinned for the
+// life of the process; an Args itself is plain Go memory.
+//
 // # Lifetimes
 //
-// What New..., Alloc... and Load... return, the caller owns and must Close.
-// Close is idempotent; use after Close returns ErrClosed. Closing a Context
-// closes every object still open on it first. A runtime cleanup releases
-// objects that are dropped without Close, but that is a safety net, not the
-// contract. Handles borrowed through Handle methods are never destroyed by
+// What New..., Alloc..., Register... and Load... return, the caller owns
+// and must Close. Close is idempotent; use after Close returns ErrClosed.
+// Closing a Context waits for its queued work, then closes every object
+// still open on it. Every object keeps its Context reachable.
+//
+// A runtime cleanup releases an object dropped without Close (a safety net,
+// not the contract), with one exception: a [HostBuffer], whose views
+// (Bytes, Float32s) point into memory the collector cannot see, is freed
+// only by Close, of the buffer or of its Context. A view must not be used
+// after that. A HostBuffer dropped without Close stays allocated until its
+// Context is closed, and a Context dropped while such buffers remain stays
+// retained until the process ends: a leak, never a dangling view. A
+// [HostRegistration]'s memory is Go's own, so its views stay valid after
+// it is unregistered.
+//
+// When the driver refuses to unregister memory, the memory stays pinned for
+// the life of the process rather than be reused while the device may still
+// write it. Handles borrowed through Handle methods are never destroyed by
 // their borrowers.
 package driver

@@ -118,7 +118,8 @@ func TestArgsLayout(t *testing.T) {
 }
 
 func TestCheckArgsAgainstParams(t *testing.T) {
-	f := &Function{name: "k", params: []ParamInfo{{0, 8}, {8, 4}}, paramsKnown: true}
+	f := &Function{name: "k"}
+	require.NoError(t, f.SetParams([]ParamInfo{{0, 8}, {8, 4}}))
 	assert.NoError(t, f.checkArgs(NewArgs().Pointer(1).Int32(2)))
 	assert.EqualError(t, f.checkArgs(NewArgs().Pointer(1)), "cuda: Launch k: cuda: kernel arguments do not match parameters: kernel takes 2 argument(s), got 1")
 	assert.EqualError(t, f.checkArgs(NewArgs().Pointer(1).Int64(2)), "cuda: Launch k: cuda: kernel arguments do not match parameters: argument 1 is 8 bytes, kernel expects 4")
@@ -188,7 +189,7 @@ func TestNilAndClosedObjects(t *testing.T) {
 	assert.NoError(t, c.Close())
 	assert.Nil(t, h.Bytes())
 
-	closedCtx := &Context{objects: map[*resource]struct{}{}}
+	closedCtx := &Context{core: &ctxCore{objects: map[*resource]struct{}{}, closed: make(chan struct{})}}
 	for _, n := range []int{0, -1} {
 		_, err := closedCtx.Alloc(n)
 		assert.ErrorIs(t, err, ErrInvalidArgument, "size %d", n)
@@ -202,7 +203,7 @@ func TestNilAndClosedObjects(t *testing.T) {
 	_, err = closedCtx.NewStream(StreamOptions{})
 	assert.ErrorIs(t, err, ErrClosed)
 
-	dead := &Stream{owned{res: &resource{ctx: closedCtx}}}
+	dead := &Stream{owned{ctx: closedCtx, res: &resource{core: closedCtx.core}}}
 	assert.ErrorIs(t, dead.Synchronize(), ErrClosed)
 	assert.EqualError(t, dead.Synchronize(), "cuda: Stream.Synchronize: cuda: use of closed object")
 	assert.NoError(t, dead.Close())

@@ -48,6 +48,10 @@ var (
 	// ErrArguments reports kernel arguments that do not match the kernel's
 	// parameters.
 	ErrArguments = errors.New("cuda: kernel arguments do not match parameters")
+	// ErrWrongContext reports objects of two different contexts used
+	// together (a stream of one GPU and a buffer of another, say), or an
+	// object of another context used through a [Bound].
+	ErrWrongContext = errors.New("cuda: objects of different contexts")
 )
 
 // Name returns the CUresult's name, such as "CUDA_ERROR_OUT_OF_MEMORY".

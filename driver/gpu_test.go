@@ -20,8 +20,9 @@ import (
 func requireGPU(t testing.TB) *Context {
 	t.Helper()
 	if err := Load(); err != nil {
-		if errors.Is(err, loader.ErrNoDriver) {
-			t.Skipf("skipping: no NVIDIA driver present (%v)", err)
+		var oe *loader.OpenError
+		if errors.As(err, &oe) {
+			t.Skip("skipping: " + oe.Brief())
 		}
 		t.Fatalf("driver present but unusable: %v", err)
 	}

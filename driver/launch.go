@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 	"unsafe"
 )
 
@@ -13,13 +14,17 @@ const (
 	maxArgBytes = 4096 // the classic kernel parameter limit
 )
 
-// Args is a kernel's argument list, marshalled into a slab that is pinned
-// with runtime.Pinner from its first use until the Args is garbage, so it
-// stays pinned through every launch. Build it once, Reset it between
-// launches, and reuse it: launching allocates nothing. The zero value is
-// ready to use. An Args must not be used by two goroutines at once.
+// Args is a kernel's argument list: the values, marshalled as the kernel's
+// parameter buffer lays them out. It is plain Go memory, held by value: an
+// Args may be a package-level variable, a local or a field, and copying one
+// copies its values. At each launch the values are copied into a slab that
+// is pinned for the life of the process, so nothing the driver reads is
+// ever moved or collected, and launching allocates nothing. Build it once,
+// Reset it between launches, and reuse it. The zero value is ready to use.
+// Building an Args must not race with using it; launching the same Args
+// from several goroutines at once is safe.
 type Args struct {
-	slab  *argSlab
+	vals  [maxArgBytes / 8]uint64 // 8-byte aligned storage
 	offs  [maxArgs]uint16
 	sizes [maxArgs]uint16
 	n     int
@@ -27,27 +32,42 @@ type Args struct {
 	err   error
 }
 
-// argSlab is the memory the driver reads: the argument values and the
-// kernelParams array of pointers into them.
+// argSlab is the memory the driver reads during cuLaunchKernel: a copy of
+// the argument values and the kernelParams array of pointers into them.
 type argSlab struct {
-	vals [maxArgBytes / 8]uint64 // 8-byte aligned storage
+	vals [maxArgBytes / 8]uint64
 	ptrs [maxArgs]unsafe.Pointer
+}
+
+// argSlabs is a free list of slabs, each pinned once when made and never
+// unpinned: there are only as many as launches ever ran at once.
+var argSlabs struct {
+	sync.Mutex
+	free []*argSlab
+	pins runtime.Pinner // reachable forever, so never reported as leaking
+}
+
+func getSlab() *argSlab {
+	argSlabs.Lock()
+	defer argSlabs.Unlock()
+	if n := len(argSlabs.free); n > 0 {
+		s := argSlabs.free[n-1]
+		argSlabs.free = argSlabs.free[:n-1]
+		return s
+	}
+	s := new(argSlab)
+	argSlabs.pins.Pin(s)
+	return s
+}
+
+func putSlab(s *argSlab) {
+	argSlabs.Lock()
+	argSlabs.free = append(argSlabs.free, s)
+	argSlabs.Unlock()
 }
 
 // NewArgs returns an empty argument list.
 func NewArgs() *Args { return new(Args) }
-
-// pinned returns the slab, allocating and pinning it on first use. The pin
-// is dropped by a cleanup when the Args becomes unreachable.
-func (a *Args) pinned() *argSlab {
-	if a.slab == nil {
-		a.slab = new(argSlab)
-		pin := new(runtime.Pinner)
-		pin.Pin(a.slab)
-		runtime.AddCleanup(a, func(p *runtime.Pinner) { p.Unpin() }, pin)
-	}
-	return a.slab
-}
 
 // Reset empties the list for reuse.
 func (a *Args) Reset() *Args {
@@ -91,7 +111,7 @@ func (a *Args) add(size, align int) []byte {
 }
 
 func (a *Args) bytes() []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(&a.pinned().vals[0])), maxArgBytes)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&a.vals[0])), maxArgBytes)
 }
 
 // Pointer appends a device address (a CUdeviceptr, 8 bytes).
@@ -173,7 +193,7 @@ func (d Dim3) norm() (x, y, z uintptr, ok bool) {
 	if d.Z == 0 {
 		d.Z = 1
 	}
-	if d.X <= 0 || d.Y <= 0 || d.Z <= 0 || d.X > math.MaxUint32 || d.Y > math.MaxUint32 || d.Z > math.MaxUint32 {
+	if d.X <= 0 || d.Y <= 0 || d.Z <= 0 || int64(d.X) > math.MaxUint32 || int64(d.Y) > math.MaxUint32 || int64(d.Z) > math.MaxUint32 {
 		return 0, 0, 0, false
 	}
 	return uintptr(d.X), uintptr(d.Y), uintptr(d.Z), true
@@ -204,15 +224,17 @@ func (f *Function) checkArgs(a *Args) error {
 	if a.err != nil {
 		return a.err
 	}
-	if !f.paramsKnown {
+	pp := f.params.Load()
+	if pp == nil {
 		return nil
 	}
-	if a.n != len(f.params) {
-		return fmt.Errorf("cuda: Launch %s: %w: kernel takes %d argument(s), got %d", f.name, ErrArguments, len(f.params), a.n)
+	params := *pp
+	if a.n != len(params) {
+		return fmt.Errorf("cuda: Launch %s: %w: kernel takes %d argument(s), got %d", f.name, ErrArguments, len(params), a.n)
 	}
 	for i := 0; i < a.n; i++ {
-		if int(a.sizes[i]) != f.params[i].Size {
-			return fmt.Errorf("cuda: Launch %s: %w: argument %d is %d bytes, kernel expects %d", f.name, ErrArguments, i, a.sizes[i], f.params[i].Size)
+		if int(a.sizes[i]) != params[i].Size {
+			return fmt.Errorf("cuda: Launch %s: %w: argument %d is %d bytes, kernel expects %d", f.name, ErrArguments, i, a.sizes[i], params[i].Size)
 		}
 	}
 	return nil
@@ -220,47 +242,60 @@ func (f *Function) checkArgs(a *Args) error {
 
 // Launch queues the kernel on s (cuLaunchKernel). Where the parameter
 // layout is known, the argument count and each argument's size are checked
-// first, and a mismatch never reaches the driver. Launch allocates nothing.
+// first, and a mismatch never reaches the driver. The function and the
+// stream must belong to the same context. Launch allocates nothing.
 func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	return f.launch(nil, s, cfg, args)
 }
 
-func (f *Function) launch(bound *Context, s *Stream, cfg LaunchConfig, args *Args) error {
-	if f == nil {
-		return argError("Launch", "nil *Function")
+func (f *Function) launch(bound *ctxCore, s *Stream, cfg LaunchConfig, args *Args) error {
+	const op = "Launch"
+	if f == nil || f.mod == nil {
+		return argError(op, "nil *Function")
 	}
 	if args == nil {
-		return argError("Launch", "nil *Args (use NewArgs() for a kernel without parameters)")
+		return argError(op, "nil *Args (use NewArgs() for a kernel without parameters)")
 	}
 	gx, gy, gz, ok := cfg.Grid.norm()
 	if !ok {
-		return argError("Launch", "grid %+v: sizes must be positive", cfg.Grid)
+		return argError(op, "grid %+v: sizes must be positive", cfg.Grid)
 	}
 	bx, by, bz, ok := cfg.Block.norm()
 	if !ok {
-		return argError("Launch", "block %+v: sizes must be positive", cfg.Block)
+		return argError(op, "block %+v: sizes must be positive", cfg.Block)
 	}
 	if cfg.SharedMem < 0 {
-		return argError("Launch", "shared memory %d: must not be negative", cfg.SharedMem)
+		return argError(op, "shared memory %d: must not be negative", cfg.SharedMem)
 	}
-	if _, err := f.mod.handleFor("Launch"); err != nil {
+	// The module first, then the stream, as every call locks.
+	if _, err := f.mod.use(op); err != nil {
 		return err
 	}
+	defer f.mod.done()
 	if err := f.checkArgs(args); err != nil {
 		return err
 	}
-	h, err := s.handle("Launch")
+	h, err := s.lock(op)
 	if err != nil {
 		return err
 	}
-	slab := args.pinned()
+	defer s.done()
+	k := s.res.core
+	if err := sameContext(op, f.mod.res.core, k); err != nil {
+		return err
+	}
+	if bound != nil && bound != k {
+		return sameContext(op+" (bound)", bound, k)
+	}
+	slab := getSlab()
+	copy(slab.vals[:(args.used+7)/8], args.vals[:])
 	base := unsafe.Pointer(&slab.vals[0])
 	for i := 0; i < args.n; i++ {
 		slab.ptrs[i] = unsafe.Add(base, args.offs[i])
 	}
-	ctx := s.res.ctx
-	if bound != ctx {
-		if err := ctx.enter("Launch"); err != nil {
+	if bound == nil {
+		if err := k.enter(op); err != nil {
+			putSlab(slab)
 			return err
 		}
 		defer leave()
@@ -270,6 +305,6 @@ func (f *Function) launch(bound *Context, s *Stream, cfg LaunchConfig, args *Arg
 		uintptr(unsafe.Pointer(&slab.ptrs[0])), 0}
 	err = callScratch(symLaunchKernel, sc, 11)
 	scratchPool.Put(sc)
-	runtime.KeepAlive(slab)
+	putSlab(slab)
 	return err
 }

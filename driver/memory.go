@@ -47,16 +47,21 @@ func (c *Context) Alloc(n int) (*DeviceBuffer, error) {
 	if n <= 0 {
 		return nil, argError("Alloc", "size %d: must be positive", n)
 	}
-	if err := c.enter("Alloc"); err != nil {
+	k, err := c.begin("Alloc")
+	if err != nil {
 		return nil, err
 	}
-	defer leave()
+	defer k.end()
 	p := new(uint64)
 	if err := call(symMemAlloc, uintptr(unsafe.Pointer(p)), uintptr(n)); err != nil {
 		return nil, err
 	}
+	r, err := k.adopt("Alloc", kindDeviceMemory, uintptr(*p), nil)
+	if err != nil {
+		return nil, err
+	}
 	b := &DeviceBuffer{size: n}
-	own(b, &b.owned, c.track(kindDeviceMemory, uintptr(*p)))
+	own(b, &b.owned, c, r, true)
 	return b, nil
 }
 
@@ -70,10 +75,10 @@ func (b *DeviceBuffer) Len() int {
 
 // Ptr returns the buffer's device address, or 0 once closed.
 func (b *DeviceBuffer) Ptr() DevicePtr {
-	if b == nil || b.res == nil {
+	if b == nil {
 		return 0
 	}
-	return DevicePtr(b.res.handle.Load())
+	return DevicePtr(b.liveHandle())
 }
 
 // Close frees the memory (cuMemFree_v2). A second Close returns nil.
@@ -84,16 +89,17 @@ func (b *DeviceBuffer) Close() error {
 	return b.close()
 }
 
-// span checks that [off, off+n) lies inside b and returns its address.
-func (b *DeviceBuffer) span(op, role string, off, n int) (uintptr, error) {
+// lockSpan checks that [off, off+n) lies inside b, read-locks b and returns
+// the span's address. On success the caller must call b.done().
+func (b *DeviceBuffer) lockSpan(op, role string, off, n int) (uintptr, error) {
 	if b == nil {
 		return 0, argError(op, "nil %s *DeviceBuffer", role)
 	}
-	h, err := b.handleFor(op)
-	if err != nil {
+	if err := checkSpan(op, role, off, n, b.size); err != nil {
 		return 0, err
 	}
-	if err := checkSpan(op, role, off, n, b.size); err != nil {
+	h, err := b.use(op)
+	if err != nil {
 		return 0, err
 	}
 	return h + uintptr(off), nil
@@ -109,11 +115,13 @@ func checkSpan(op, role string, off, n, size int) error {
 // Memset sets every byte of the buffer to v (cuMemsetD8_v2) and returns
 // when done.
 func (b *DeviceBuffer) Memset(v byte) error {
-	p, err := b.span("Memset", "destination", 0, b.Len())
+	p, err := b.lockSpan("Memset", "destination", 0, b.Len())
 	if err != nil {
 		return err
 	}
-	if err := b.res.ctx.enter("Memset"); err != nil {
+	defer b.done()
+	k := b.res.core
+	if err := k.enter("Memset"); err != nil {
 		return err
 	}
 	defer leave()
@@ -126,11 +134,12 @@ func (b *DeviceBuffer) CopyFromHost(off int, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	p, err := b.span("CopyFromHost", "destination", off, len(src))
+	p, err := b.lockSpan("CopyFromHost", "destination", off, len(src))
 	if err != nil {
 		return err
 	}
-	if err := b.res.ctx.enter("CopyFromHost"); err != nil {
+	defer b.done()
+	if err := b.res.core.enter("CopyFromHost"); err != nil {
 		return err
 	}
 	defer leave()
@@ -145,11 +154,12 @@ func (b *DeviceBuffer) CopyToHost(dst []byte, off int) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	p, err := b.span("CopyToHost", "source", off, len(dst))
+	p, err := b.lockSpan("CopyToHost", "source", off, len(dst))
 	if err != nil {
 		return err
 	}
-	if err := b.res.ctx.enter("CopyToHost"); err != nil {
+	defer b.done()
+	if err := b.res.core.enter("CopyToHost"); err != nil {
 		return err
 	}
 	defer leave()
@@ -159,20 +169,42 @@ func (b *DeviceBuffer) CopyToHost(dst []byte, off int) error {
 }
 
 // CopyFromDevice copies n bytes from src at srcOff into the buffer at off
-// and returns when done (cuMemcpyDtoD_v2).
+// and returns when done (cuMemcpyDtoD_v2). Both buffers must belong to the
+// same context.
 func (b *DeviceBuffer) CopyFromDevice(off int, src *DeviceBuffer, srcOff, n int) error {
+	const op = "CopyFromDevice"
 	if n == 0 {
 		return nil
 	}
-	d, err := b.span("CopyFromDevice", "destination", off, n)
-	if err != nil {
+	if b == nil || src == nil {
+		return argError(op, "nil *DeviceBuffer")
+	}
+	// Lock the two in a fixed order, and one buffer once.
+	first, second := b, src
+	if uintptr(unsafe.Pointer(first.res)) > uintptr(unsafe.Pointer(second.res)) {
+		first, second = second, first
+	}
+	if _, err := first.use(op); err != nil {
 		return err
 	}
-	s, err := src.span("CopyFromDevice", "source", srcOff, n)
-	if err != nil {
+	defer first.done()
+	if second.res != first.res {
+		if _, err := second.use(op); err != nil {
+			return err
+		}
+		defer second.done()
+	}
+	if err := sameContext(op, b.res.core, src.res.core); err != nil {
 		return err
 	}
-	if err := b.res.ctx.enter("CopyFromDevice"); err != nil {
+	if err := checkSpan(op, "destination", off, n, b.size); err != nil {
+		return err
+	}
+	if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
+		return err
+	}
+	d, s := b.liveHandle()+uintptr(off), src.liveHandle()+uintptr(srcOff)
+	if err := b.res.core.enter(op); err != nil {
 		return err
 	}
 	defer leave()
@@ -185,8 +217,22 @@ func (b *DeviceBuffer) CopyFromDevice(off int, src *DeviceBuffer, srcOff, n int)
 type HostMemory interface {
 	// Bytes views the memory as bytes; nil once closed.
 	Bytes() []byte
-	hostSpan(op, role string, off, n int) (uintptr, error)
+	// lockSpan read-locks the memory and returns the address of [off,
+	// off+n), its resource (to unlock and to count the copy) and the owner
+	// to keep reachable until the copy is done.
+	lockSpan(op, role string, off, n int) (p uintptr, mem *resource, keep any, err error)
 }
+
+// Flags of cuMemHostAlloc (CU_MEMHOSTALLOC_*) and cuMemHostRegister
+// (CU_MEMHOSTREGISTER_*).
+const (
+	memHostAllocPortable      = 0x01
+	memHostAllocDeviceMap     = 0x02
+	memHostAllocWriteCombined = 0x04
+	memHostRegisterPortable   = 0x01
+	memHostRegisterDeviceMap  = 0x02
+	memHostRegisterReadOnly   = 0x08
+)
 
 // HostAllocOptions are the cuMemHostAlloc flags. The zero value asks for
 // plain pinned memory.
@@ -203,20 +249,29 @@ type HostAllocOptions struct {
 func (o HostAllocOptions) flags() uintptr {
 	var f uintptr
 	if o.Portable {
-		f |= 0x01
+		f |= memHostAllocPortable
 	}
 	if o.Mapped {
-		f |= 0x02
+		f |= memHostAllocDeviceMap
 	}
 	if o.WriteCombined {
-		f |= 0x04
+		f |= memHostAllocWriteCombined
 	}
 	return f
 }
 
 // HostBuffer is page-locked ("pinned") host memory from cuMemHostAlloc:
 // the fast path for copies, and safe for asynchronous ones. The caller owns
-// it and must Close it; slices obtained from it must not be used after that.
+// it and must Close it.
+//
+// Its views ([HostBuffer.Bytes], [HostBuffer.Float32s]) point into memory
+// that the garbage collector cannot see, so a view does not keep the buffer
+// alive. That is why a HostBuffer is never freed by the garbage collector:
+// only Close, of the buffer or of its Context, frees it, and a view must not
+// be used after that. A HostBuffer dropped without Close stays allocated
+// until its Context is closed (or, if the Context is dropped too, until the
+// process ends), so a view taken from a temporary buffer is safe, but a
+// leak.
 type HostBuffer struct {
 	owned
 	size  int
@@ -228,16 +283,22 @@ func (c *Context) AllocHost(n int, opts HostAllocOptions) (*HostBuffer, error) {
 	if n <= 0 {
 		return nil, argError("AllocHost", "size %d: must be positive", n)
 	}
-	if err := c.enter("AllocHost"); err != nil {
+	k, err := c.begin("AllocHost")
+	if err != nil {
 		return nil, err
 	}
-	defer leave()
+	defer k.end()
 	p := new(uintptr)
 	if err := call(symMemHostAlloc, uintptr(unsafe.Pointer(p)), uintptr(n), opts.flags()); err != nil {
 		return nil, err
 	}
+	r, err := k.adopt("AllocHost", kindHostMemory, *p, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.portable = opts.Portable
 	h := &HostBuffer{size: n, flags: opts}
-	own(h, &h.owned, c.track(kindHostMemory, *p))
+	own(h, &h.owned, c, r, false)
 	return h, nil
 }
 
@@ -252,22 +313,24 @@ func (h *HostBuffer) Len() int {
 // Options returns the flags the buffer was allocated with.
 func (h *HostBuffer) Options() HostAllocOptions { return h.flags }
 
-// Bytes views the pinned memory as a byte slice; nil once closed.
+// Bytes views the pinned memory as a byte slice; nil once closed. The view
+// is valid until the buffer or its Context is closed.
 func (h *HostBuffer) Bytes() []byte {
-	if h == nil || h.res == nil {
+	if h == nil {
 		return nil
 	}
-	p := h.res.handle.Load()
+	p := h.liveHandle()
 	if p == 0 {
 		return nil
 	}
 	return unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&p))), h.size)
 }
 
-// Float32s views the pinned memory as float32s.
+// Float32s views the pinned memory as float32s, like [HostBuffer.Bytes].
 func (h *HostBuffer) Float32s() []float32 { return View[float32](h.Bytes()) }
 
-// Close frees the memory (cuMemFreeHost). A second Close returns nil.
+// Close frees the memory (cuMemFreeHost), after any queued copy that uses
+// it has completed. A second Close returns nil.
 func (h *HostBuffer) Close() error {
 	if h == nil {
 		return nil
@@ -275,18 +338,18 @@ func (h *HostBuffer) Close() error {
 	return h.close()
 }
 
-func (h *HostBuffer) hostSpan(op, role string, off, n int) (uintptr, error) {
+func (h *HostBuffer) lockSpan(op, role string, off, n int) (uintptr, *resource, any, error) {
 	if h == nil {
-		return 0, argError(op, "nil %s *HostBuffer", role)
-	}
-	p, err := h.handleFor(op)
-	if err != nil {
-		return 0, err
+		return 0, nil, nil, argError(op, "nil %s *HostBuffer", role)
 	}
 	if err := checkSpan(op, role, off, n, h.size); err != nil {
-		return 0, err
+		return 0, nil, nil, err
 	}
-	return p + uintptr(off), nil
+	p, err := h.use(op)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return p + uintptr(off), h.res, h, nil
 }
 
 // RegisterOptions are the cuMemHostRegister flags. The zero value asks for
@@ -298,9 +361,25 @@ type RegisterOptions struct {
 	ReadOnly bool
 }
 
+func (o RegisterOptions) flags() uintptr {
+	var f uintptr
+	if o.Portable {
+		f |= memHostRegisterPortable
+	}
+	if o.Mapped {
+		f |= memHostRegisterDeviceMap
+	}
+	if o.ReadOnly {
+		f |= memHostRegisterReadOnly
+	}
+	return f
+}
+
 // HostRegistration is ordinary Go memory page-locked in place with
 // cuMemHostRegister, so that copies from it run at pinned speed. While
 // registered, the memory is kept alive and pinned with runtime.Pinner.
+// The memory is Go's own, so a slice of it stays valid after the
+// registration is closed or collected; it is then simply no longer pinned.
 type HostRegistration struct {
 	owned
 	mem []byte
@@ -314,37 +393,30 @@ func (c *Context) RegisterHost(mem []byte, opts RegisterOptions) (*HostRegistrat
 	if len(mem) == 0 {
 		return nil, argError("RegisterHost", "empty memory")
 	}
-	var flags uintptr
-	if opts.Portable {
-		flags |= 0x01
+	k, err := c.begin("RegisterHost")
+	if err != nil {
+		return nil, err
 	}
-	if opts.Mapped {
-		flags |= 0x02
-	}
-	if opts.ReadOnly {
-		flags |= 0x08
-	}
+	defer k.end()
 	pin := new(runtime.Pinner)
 	pin.Pin(&mem[0])
-	if err := c.enter("RegisterHost"); err != nil {
+	if err := call(symMemHostRegister, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), opts.flags()); err != nil {
 		pin.Unpin()
 		return nil, err
 	}
-	defer leave()
-	if err := call(symMemHostRegister, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), flags); err != nil {
-		pin.Unpin()
+	r, err := k.adopt("RegisterHost", kindRegistration, uintptr(unsafe.Pointer(&mem[0])), pin)
+	if err != nil {
 		return nil, err
 	}
-	r := &HostRegistration{mem: mem}
-	res := c.track(kindRegistration, uintptr(unsafe.Pointer(&mem[0])))
-	res.pinner = pin
-	own(r, &r.owned, res)
-	return r, nil
+	r.portable = opts.Portable
+	reg := &HostRegistration{mem: mem}
+	own(reg, &reg.owned, c, r, true)
+	return reg, nil
 }
 
 // Bytes returns the registered memory; nil once closed.
 func (r *HostRegistration) Bytes() []byte {
-	if r == nil || r.res == nil || r.res.handle.Load() == 0 {
+	if r == nil || r.liveHandle() == 0 {
 		return nil
 	}
 	return r.mem
@@ -358,7 +430,8 @@ func (r *HostRegistration) Len() int {
 	return len(r.mem)
 }
 
-// Close unregisters the memory and unpins it. A second Close returns nil.
+// Close unregisters the memory and unpins it, after any queued copy that
+// uses it has completed. A second Close returns nil.
 func (r *HostRegistration) Close() error {
 	if r == nil {
 		return nil
@@ -366,16 +439,16 @@ func (r *HostRegistration) Close() error {
 	return r.close()
 }
 
-func (r *HostRegistration) hostSpan(op, role string, off, n int) (uintptr, error) {
+func (r *HostRegistration) lockSpan(op, role string, off, n int) (uintptr, *resource, any, error) {
 	if r == nil {
-		return 0, argError(op, "nil %s *HostRegistration", role)
-	}
-	p, err := r.handleFor(op)
-	if err != nil {
-		return 0, err
+		return 0, nil, nil, argError(op, "nil %s *HostRegistration", role)
 	}
 	if err := checkSpan(op, role, off, n, len(r.mem)); err != nil {
-		return 0, err
+		return 0, nil, nil, err
 	}
-	return p + uintptr(off), nil
+	p, err := r.use(op)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return p + uintptr(off), r.res, r, nil
 }

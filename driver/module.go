@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -103,46 +104,57 @@ func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) 
 	}
 	infoLog := make([]byte, logSize)
 	errLog := make([]byte, logSize)
-	keys := []int32{jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize, jitTargetFromContext}
-	vals := []unsafe.Pointer{unsafe.Pointer(&infoLog[0]), uintToPtr(uintptr(logSize)), unsafe.Pointer(&errLog[0]), uintToPtr(uintptr(logSize)), nil}
+	// Option values are integers or addresses in void* slots. They are kept
+	// as uintptr, never unsafe.Pointer: an integer such as 1 in a pointer
+	// slot is an invalid pointer that the runtime finds when it copies the
+	// stack (issue 9). The log buffers are pinned for the call.
+	keys := make([]int32, 0, 8)
+	vals := make([]uintptr, 0, 8)
+	keys = append(keys, jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize, jitTargetFromContext)
+	vals = append(vals, uintptr(unsafe.Pointer(&infoLog[0])), uintptr(logSize), uintptr(unsafe.Pointer(&errLog[0])), uintptr(logSize), 0)
 	if opts.OptimizationLevel > 0 {
 		keys = append(keys, jitOptimizationLevel)
-		vals = append(vals, uintToPtr(uintptr(min(opts.OptimizationLevel, 4))))
+		vals = append(vals, uintptr(min(opts.OptimizationLevel, 4)))
 	}
 	if opts.Verbose {
 		keys = append(keys, jitLogVerbose)
-		vals = append(vals, uintToPtr(1))
+		vals = append(vals, 1)
 	}
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	pin.Pin(&infoLog[0])
 	pin.Pin(&errLog[0])
+	pin.Pin(&keys[0])
 	pin.Pin(&vals[0])
 	pin.Pin(&img[0])
 
-	if err := c.enter("LoadModule"); err != nil {
+	k, err := c.begin("LoadModule")
+	if err != nil {
 		return nil, err
 	}
-	defer leave()
+	defer k.end()
 	h := new(uintptr)
-	err := call(symModuleLoadDataEx, uintptr(unsafe.Pointer(h)), uintptr(unsafe.Pointer(&img[0])),
+	err = call(symModuleLoadDataEx, uintptr(unsafe.Pointer(h)), uintptr(unsafe.Pointer(&img[0])),
 		uintptr(len(keys)), uintptr(unsafe.Pointer(&keys[0])), uintptr(unsafe.Pointer(&vals[0])))
 	runtime.KeepAlive(img)
 	runtime.KeepAlive(keys)
+	runtime.KeepAlive(vals)
+	runtime.KeepAlive(infoLog)
+	runtime.KeepAlive(errLog)
 	if err != nil {
 		if e, ok := err.(*Error); ok {
 			e.Detail = strings.TrimSpace(cTrim(errLog))
 		}
 		return nil, err
 	}
+	r, err := k.adopt("LoadModule", kindModule, *h, nil)
+	if err != nil {
+		return nil, err
+	}
 	m := &Module{infoLog: strings.TrimSpace(cTrim(infoLog))}
-	own(m, &m.owned, c.track(kindModule, *h))
+	own(m, &m.owned, c, r, true)
 	return m, nil
 }
-
-// uintToPtr stores an integer JIT option value in a void* slot, as the
-// driver expects; the value is never dereferenced.
-func uintToPtr(v uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&v)) }
 
 // InfoLog returns the JIT's info log from loading.
 func (m *Module) InfoLog() string { return m.infoLog }
@@ -164,11 +176,12 @@ type ParamInfo struct {
 // Function is a kernel entry point in a [Module]. It lives as long as its
 // module and needs no Close.
 type Function struct {
-	mod         *Module
-	handle      uintptr
-	name        string
-	params      []ParamInfo
-	paramsKnown bool
+	mod    *Module
+	handle uintptr
+	name   string
+	// params is the parameter layout, nil while unknown; SetParams may set
+	// it while launches read it.
+	params atomic.Pointer[[]ParamInfo]
 }
 
 // Function looks up the kernel named name (cuModuleGetFunction) and reads
@@ -179,25 +192,33 @@ func (m *Module) Function(name string) (*Function, error) {
 	if name == "" || strings.IndexByte(name, 0) >= 0 {
 		return nil, argError("Module.Function", "invalid entry name %q", name)
 	}
-	mh, err := m.handleFor("Module.Function")
+	if m == nil {
+		return nil, argError("Module.Function", "nil *Module")
+	}
+	mh, err := m.use("Module.Function")
 	if err != nil {
 		return nil, err
 	}
-	ctx := m.res.ctx
-	if err := ctx.enter("Module.Function"); err != nil {
+	defer m.done()
+	k := m.res.core
+	if err := k.enter("Module.Function"); err != nil {
 		return nil, err
 	}
 	defer leave()
 	cname := append([]byte(name), 0)
 	h := new(uintptr)
-	if err := call(symModuleGetFunction, uintptr(unsafe.Pointer(h)), mh, uintptr(unsafe.Pointer(&cname[0]))); err != nil {
+	err = call(symModuleGetFunction, uintptr(unsafe.Pointer(h)), mh, uintptr(unsafe.Pointer(&cname[0])))
+	runtime.KeepAlive(cname)
+	if err != nil {
 		if e, ok := err.(*Error); ok {
 			e.Detail = fmt.Sprintf("no kernel named %q", name)
 		}
 		return nil, err
 	}
 	f := &Function{mod: m, handle: *h, name: name}
-	f.params, f.paramsKnown = readParams(*h)
+	if params, ok := readParams(*h); ok {
+		f.params.Store(&params)
+	}
 	return f, nil
 }
 
@@ -229,27 +250,36 @@ func (f *Function) Name() string { return f.name }
 // Params returns the parameter layout and whether it is known. It is known
 // when the driver has cuFuncGetParamInfo or after [Function.SetParams].
 func (f *Function) Params() ([]ParamInfo, bool) {
-	return append([]ParamInfo(nil), f.params...), f.paramsKnown
+	p := f.params.Load()
+	if p == nil {
+		return nil, false
+	}
+	return append([]ParamInfo(nil), (*p)...), true
 }
 
 // SetParams supplies the parameter layout (from the PTX, say) on drivers
-// that cannot report it. It fails if the driver already reported a layout
-// that differs.
+// that cannot report it. It fails if a layout is already known and differs.
+// It may be called while the function is being launched.
 func (f *Function) SetParams(params []ParamInfo) error {
-	if f.paramsKnown {
-		if len(params) != len(f.params) {
-			return fmt.Errorf("cuda: SetParams: %w: driver reports %d parameters, got %d", ErrArguments, len(f.params), len(params))
-		}
-		for i := range params {
-			if params[i].Size != f.params[i].Size {
-				return fmt.Errorf("cuda: SetParams: %w: parameter %d is %d bytes per driver, got %d", ErrArguments, i, f.params[i].Size, params[i].Size)
+	own := append([]ParamInfo{}, params...)
+	for {
+		cur := f.params.Load()
+		if cur != nil {
+			known := *cur
+			if len(params) != len(known) {
+				return fmt.Errorf("cuda: SetParams: %w: kernel has %d parameters, got %d", ErrArguments, len(known), len(params))
 			}
+			for i := range params {
+				if params[i].Size != known[i].Size {
+					return fmt.Errorf("cuda: SetParams: %w: parameter %d is %d bytes, got %d", ErrArguments, i, known[i].Size, params[i].Size)
+				}
+			}
+			return nil
 		}
-		return nil
+		if f.params.CompareAndSwap(nil, &own) {
+			return nil
+		}
 	}
-	f.params = append([]ParamInfo(nil), params...)
-	f.paramsKnown = true
-	return nil
 }
 
 // FunctionAttribute is a CUfunction_attribute id.
@@ -271,10 +301,11 @@ func (f *Function) Attribute(a FunctionAttribute) (int, error) {
 	if f == nil {
 		return 0, argError("Function.Attribute", "nil *Function")
 	}
-	if _, err := f.mod.handleFor("Function.Attribute"); err != nil {
+	if _, err := f.mod.use("Function.Attribute"); err != nil {
 		return 0, err
 	}
-	if err := f.mod.res.ctx.enter("Function.Attribute"); err != nil {
+	defer f.mod.done()
+	if err := f.mod.res.core.enter("Function.Attribute"); err != nil {
 		return 0, err
 	}
 	defer leave()

@@ -1,8 +1,18 @@
 package driver
 
 import (
+	"sync"
 	"time"
 	"unsafe"
+)
+
+// Flags of cuStreamCreate and cuEventCreate.
+const (
+	streamNonBlocking   = 0x1 // CU_STREAM_NON_BLOCKING
+	eventBlockingSync   = 0x1 // CU_EVENT_BLOCKING_SYNC
+	eventDisableTiming  = 0x2 // CU_EVENT_DISABLE_TIMING
+	streamDefaultFlags  = 0x0 // CU_STREAM_DEFAULT
+	eventDefaultOptions = 0x0 // CU_EVENT_DEFAULT
 )
 
 // StreamOptions configure [Context.NewStream]. The zero value gives a
@@ -25,16 +35,16 @@ type Stream struct {
 // NewStream creates a stream (cuStreamCreate, or cuStreamCreateWithPriority
 // when Priority is set).
 func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
-	if err := c.enter("NewStream"); err != nil {
+	k, err := c.begin("NewStream")
+	if err != nil {
 		return nil, err
 	}
-	defer leave()
-	var flags uintptr = 0x1 // CU_STREAM_NON_BLOCKING
+	defer k.end()
+	var flags uintptr = streamNonBlocking
 	if opts.Blocking {
-		flags = 0
+		flags = streamDefaultFlags
 	}
 	h := new(uintptr)
-	var err error
 	if opts.Priority != 0 {
 		err = call(symStreamCreateWithPriority, uintptr(unsafe.Pointer(h)), flags, uintptr(int64(opts.Priority)))
 	} else {
@@ -43,42 +53,60 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	r, err := k.adopt("NewStream", kindStream, *h, nil)
+	if err != nil {
+		return nil, err
+	}
 	s := &Stream{}
-	own(s, &s.owned, c.track(kindStream, *h))
+	own(s, &s.owned, c, r, true)
 	return s, nil
 }
 
 // Handle returns the raw CUstream, borrowed: never destroy it.
 func (s *Stream) Handle() uintptr {
-	if s == nil || s.res == nil {
+	if s == nil {
 		return 0
 	}
-	return s.res.handle.Load()
+	return s.liveHandle()
 }
 
-// begin checks s and makes its context current; the caller must leave().
-func (s *Stream) begin(op string) (uintptr, error) {
+// lock read-locks s for a call; the caller must call s.done().
+func (s *Stream) lock(op string) (uintptr, error) {
 	if s == nil {
 		return 0, argError(op, "nil *Stream")
 	}
-	h, err := s.handleFor(op)
+	return s.use(op)
+}
+
+// blocking runs a call that may wait on the stream, with its context
+// current, and returns the stream's host-memory mark taken before it.
+func (s *Stream) blocking(op string, id symID) (uint64, error) {
+	h, err := s.lock(op)
 	if err != nil {
 		return 0, err
 	}
-	if err := s.res.ctx.enter(op); err != nil {
+	defer s.done()
+	mark := s.res.uses.mark()
+	if err := s.res.core.enter(op); err != nil {
 		return 0, err
 	}
-	return h, nil
+	err = hot(id, 1, h, 0, 0, 0)
+	leave()
+	return mark, err
 }
 
-// issue calls a hot entry point for s: it makes the context current first
-// unless the caller is bound to s's context (see [Context.Bind]).
-func (s *Stream) issue(op string, bound *Context, id symID, n int, a0, a1, a2, a3 uintptr) error {
-	ctx := s.res.ctx
-	if bound == ctx {
+// issue calls a hot entry point for s, whose caller holds s's lock: it makes
+// the context current first unless the caller is bound to it (see
+// [Context.Bind]); bound to another context, it refuses.
+func (s *Stream) issue(op string, bound *ctxCore, id symID, n int, a0, a1, a2, a3 uintptr) error {
+	k := s.res.core
+	if bound == k {
 		return hot(id, n, a0, a1, a2, a3)
 	}
-	if err := ctx.enter(op); err != nil {
+	if bound != nil {
+		return sameContext(op+" (bound)", bound, k)
+	}
+	if err := k.enter(op); err != nil {
 		return err
 	}
 	err := hot(id, n, a0, a1, a2, a3)
@@ -86,155 +114,188 @@ func (s *Stream) issue(op string, bound *Context, id symID, n int, a0, a1, a2, a
 	return err
 }
 
-// handle returns s's live handle, or an error for a nil or closed stream.
-func (s *Stream) handle(op string) (uintptr, error) {
-	if s == nil {
-		return 0, argError(op, "nil *Stream")
-	}
-	return s.handleFor(op)
-}
-
 // Synchronize blocks until all work queued on s is done (cuStreamSynchronize).
 func (s *Stream) Synchronize() error {
-	h, err := s.begin("Stream.Synchronize")
-	if err != nil {
-		return err
+	mark, err := s.blocking("Stream.Synchronize", symStreamSynchronize)
+	if err == nil {
+		s.res.uses.complete(mark)
 	}
-	defer leave()
-	return hot(symStreamSynchronize, 1, h, 0, 0, 0)
+	return err
 }
 
 // Done reports whether all work queued on s is done (cuStreamQuery).
 // Work still running is (false, nil), not an error.
 func (s *Stream) Done() (bool, error) {
-	h, err := s.begin("Stream.Done")
-	if err != nil {
-		return false, err
+	mark, err := s.blocking("Stream.Done", symStreamQuery)
+	done, err := readiness(err)
+	if done {
+		s.res.uses.complete(mark)
 	}
-	defer leave()
-	return readiness(hot(symStreamQuery, 1, h, 0, 0, 0))
+	return done, err
 }
 
 // WaitEvent makes all later work on s wait until e completes
 // (cuStreamWaitEvent). The host does not block.
 func (s *Stream) WaitEvent(e *Event) error { return s.waitEvent(nil, e) }
 
-func (s *Stream) waitEvent(bound *Context, e *Event) error {
+func (s *Stream) waitEvent(bound *ctxCore, e *Event) error {
 	const op = "Stream.WaitEvent"
 	if e == nil {
 		return argError(op, "nil *Event")
 	}
-	eh, err := e.handleFor(op)
+	eh, err := e.use(op)
 	if err != nil {
 		return err
 	}
-	h, err := s.handle(op)
+	defer e.done()
+	h, err := s.lock(op)
 	if err != nil {
+		return err
+	}
+	defer s.done()
+	if err := sameContext(op, e.res.core, s.res.core); err != nil {
 		return err
 	}
 	return s.issue(op, bound, symStreamWaitEvent, 3, h, eh, 0, 0)
 }
 
+// hostCopy queues an asynchronous copy between dev and host memory on s and
+// records the host memory as in use until the host sees the copy done.
+func (s *Stream) hostCopy(op string, bound *ctxCore, toDevice bool, dev *DeviceBuffer, devOff int, host HostMemory, hostOff, n int) error {
+	devRole, hostRole := "source", "destination"
+	if toDevice {
+		devRole, hostRole = "destination", "source"
+	}
+	if host == nil {
+		return argError(op, "nil %s HostMemory", hostRole)
+	}
+	if n == 0 {
+		return nil
+	}
+	// Locks go memory first, then the stream, in every call.
+	d, err := dev.lockSpan(op, devRole, devOff, n)
+	if err != nil {
+		return err
+	}
+	defer dev.done()
+	p, mem, keep, err := host.lockSpan(op, hostRole, hostOff, n)
+	if err != nil {
+		return err
+	}
+	defer mem.mu.RUnlock()
+	h, err := s.lock(op)
+	if err != nil {
+		return err
+	}
+	defer s.done()
+	k := s.res.core
+	if err := sameContext(op, dev.res.core, k); err != nil {
+		return err
+	}
+	if !mem.portable {
+		if err := sameContext(op, mem.core, k); err != nil {
+			return err
+		}
+	}
+	if toDevice {
+		err = s.issue(op, bound, symMemcpyHtoDAsync, 4, d, p, uintptr(n), h)
+	} else {
+		err = s.issue(op, bound, symMemcpyDtoHAsync, 4, p, d, uintptr(n), h)
+	}
+	if err == nil {
+		s.res.uses.add(mem, keep)
+	}
+	return err
+}
+
 // CopyToDevice queues a copy of n bytes from src at srcOff to dst at dstOff
-// (cuMemcpyHtoDAsync_v2). src must stay unchanged until the copy completes.
+// (cuMemcpyHtoDAsync_v2). src must stay unchanged until the copy completes;
+// until the host has seen it complete (see [Stream]'s package notes on
+// memory), src is kept alive and its Close waits.
 func (s *Stream) CopyToDevice(dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
 	return s.copyToDevice(nil, dst, dstOff, src, srcOff, n)
 }
 
-func (s *Stream) copyToDevice(bound *Context, dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
-	const op = "Stream.CopyToDevice"
-	if src == nil {
-		return argError(op, "nil source HostMemory")
-	}
-	if n == 0 {
-		return nil
-	}
-	d, err := dst.span(op, "destination", dstOff, n)
-	if err != nil {
-		return err
-	}
-	p, err := src.hostSpan(op, "source", srcOff, n)
-	if err != nil {
-		return err
-	}
-	h, err := s.handle(op)
-	if err != nil {
-		return err
-	}
-	return s.issue(op, bound, symMemcpyHtoDAsync, 4, d, p, uintptr(n), h)
+func (s *Stream) copyToDevice(bound *ctxCore, dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
+	return s.hostCopy("Stream.CopyToDevice", bound, true, dst, dstOff, src, srcOff, n)
 }
 
 // CopyToHost queues a copy of n bytes from src at srcOff to dst at dstOff
-// (cuMemcpyDtoHAsync_v2). dst must not be read until the copy completes.
+// (cuMemcpyDtoHAsync_v2). dst must not be read until the copy completes;
+// until the host has seen it complete, dst is kept alive and its Close
+// waits.
 func (s *Stream) CopyToHost(dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
 	return s.copyToHost(nil, dst, dstOff, src, srcOff, n)
 }
 
-func (s *Stream) copyToHost(bound *Context, dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
-	const op = "Stream.CopyToHost"
-	if dst == nil {
-		return argError(op, "nil destination HostMemory")
-	}
+func (s *Stream) copyToHost(bound *ctxCore, dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
+	return s.hostCopy("Stream.CopyToHost", bound, false, src, srcOff, dst, dstOff, n)
+}
+
+// deviceOp queues an operation on one or two device buffers of s's context.
+func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n int, v byte) error {
 	if n == 0 {
 		return nil
 	}
-	p, err := dst.hostSpan(op, "destination", dstOff, n)
+	if dst == nil {
+		return argError(op, "nil destination *DeviceBuffer")
+	}
+	bufs := []*DeviceBuffer{dst}
+	if src != nil {
+		bufs = append(bufs, src)
+		if uintptr(unsafe.Pointer(src.res)) < uintptr(unsafe.Pointer(dst.res)) {
+			bufs[0], bufs[1] = src, dst
+		}
+		if src.res == dst.res {
+			bufs = bufs[:1]
+		}
+	}
+	for _, b := range bufs {
+		if _, err := b.use(op); err != nil {
+			return err
+		}
+		defer b.done()
+	}
+	if err := checkSpan(op, "destination", dstOff, n, dst.size); err != nil {
+		return err
+	}
+	h, err := s.lock(op)
 	if err != nil {
 		return err
 	}
-	d, err := src.span(op, "source", srcOff, n)
-	if err != nil {
+	defer s.done()
+	for _, b := range bufs {
+		if err := sameContext(op, b.res.core, s.res.core); err != nil {
+			return err
+		}
+	}
+	d := dst.liveHandle() + uintptr(dstOff)
+	if src == nil {
+		return s.issue(op, nil, id, 4, d, uintptr(v), uintptr(n), h)
+	}
+	if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
 		return err
 	}
-	h, err := s.handle(op)
-	if err != nil {
-		return err
-	}
-	return s.issue(op, bound, symMemcpyDtoHAsync, 4, p, d, uintptr(n), h)
+	return s.issue(op, nil, id, 4, d, src.liveHandle()+uintptr(srcOff), uintptr(n), h)
 }
 
 // CopyDevice queues a device-to-device copy (cuMemcpyDtoDAsync_v2).
 func (s *Stream) CopyDevice(dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n int) error {
-	const op = "Stream.CopyDevice"
-	if n == 0 {
-		return nil
+	if src == nil && n != 0 {
+		return argError("Stream.CopyDevice", "nil source *DeviceBuffer")
 	}
-	d, err := dst.span(op, "destination", dstOff, n)
-	if err != nil {
-		return err
-	}
-	sp, err := src.span(op, "source", srcOff, n)
-	if err != nil {
-		return err
-	}
-	h, err := s.begin(op)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	return hot(symMemcpyDtoDAsync, 4, d, sp, uintptr(n), h)
+	return s.deviceOp("Stream.CopyDevice", symMemcpyDtoDAsync, dst, dstOff, src, srcOff, n, 0)
 }
 
 // Memset queues setting n bytes of dst at off to v (cuMemsetD8Async).
 func (s *Stream) Memset(dst *DeviceBuffer, off, n int, v byte) error {
-	const op = "Stream.Memset"
-	if n == 0 {
-		return nil
-	}
-	d, err := dst.span(op, "destination", off, n)
-	if err != nil {
-		return err
-	}
-	h, err := s.begin(op)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	return hot(symMemsetD8Async, 4, d, uintptr(v), uintptr(n), h)
+	return s.deviceOp("Stream.Memset", symMemsetD8Async, dst, off, nil, 0, n, v)
 }
 
-// Close waits for nothing and destroys the stream (cuStreamDestroy_v2);
-// work already queued still completes. A second Close returns nil.
+// Close destroys the stream (cuStreamDestroy_v2). Work already queued
+// still completes; when copies on the stream still use host memory, Close
+// first waits for the stream, so that the memory can be let go. A second
+// Close returns nil.
 func (s *Stream) Close() error {
 	if s == nil {
 		return nil
@@ -267,83 +328,119 @@ type EventOptions struct {
 type Event struct {
 	owned
 	timing bool
+
+	// The stream and host-memory mark of the last Record, so that seeing
+	// the event done lets go of the memory that copies before it used.
+	recMu     sync.Mutex
+	recStream *resource
+	recMark   uint64
 }
 
 // NewEvent creates an event (cuEventCreate).
 func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
-	if err := c.enter("NewEvent"); err != nil {
+	k, err := c.begin("NewEvent")
+	if err != nil {
 		return nil, err
 	}
-	defer leave()
-	var flags uintptr
+	defer k.end()
+	var flags uintptr = eventDefaultOptions
 	if !opts.Timing {
-		flags |= 0x2 // CU_EVENT_DISABLE_TIMING
+		flags |= eventDisableTiming
 	}
 	if opts.BlockingSync {
-		flags |= 0x1
+		flags |= eventBlockingSync
 	}
 	h := new(uintptr)
 	if err := call(symEventCreate, uintptr(unsafe.Pointer(h)), flags); err != nil {
 		return nil, err
 	}
+	r, err := k.adopt("NewEvent", kindEvent, *h, nil)
+	if err != nil {
+		return nil, err
+	}
 	e := &Event{timing: opts.Timing}
-	own(e, &e.owned, c.track(kindEvent, *h))
+	own(e, &e.owned, c, r, true)
 	return e, nil
 }
 
 // Record captures the work queued on s so far (cuEventRecord).
 func (e *Event) Record(s *Stream) error { return e.record(nil, s) }
 
-func (e *Event) record(bound *Context, s *Stream) error {
+func (e *Event) record(bound *ctxCore, s *Stream) error {
 	const op = "Event.Record"
 	if e == nil {
 		return argError(op, "nil *Event")
 	}
-	eh, err := e.handleFor(op)
+	eh, err := e.use(op)
 	if err != nil {
 		return err
 	}
-	h, err := s.handle(op)
+	defer e.done()
+	h, err := s.lock(op)
 	if err != nil {
 		return err
 	}
-	return s.issue(op, bound, symEventRecord, 2, eh, h, 0, 0)
+	defer s.done()
+	if err := sameContext(op, e.res.core, s.res.core); err != nil {
+		return err
+	}
+	mark := s.res.uses.mark()
+	if err := s.issue(op, bound, symEventRecord, 2, eh, h, 0, 0); err != nil {
+		return err
+	}
+	e.recMu.Lock()
+	e.recStream, e.recMark = s.res, mark
+	e.recMu.Unlock()
+	return nil
 }
 
-func (e *Event) begin(op string) (uintptr, error) {
+// seen lets go of the host memory used by copies before the last Record,
+// now that the event is known done.
+func (e *Event) seen() {
+	e.recMu.Lock()
+	r, mark := e.recStream, e.recMark
+	e.recMu.Unlock()
+	if r != nil {
+		r.uses.complete(mark)
+	}
+}
+
+// blocking runs a call on e with its context current.
+func (e *Event) blocking(op string, id symID) error {
 	if e == nil {
-		return 0, argError(op, "nil *Event")
+		return argError(op, "nil *Event")
 	}
-	h, err := e.handleFor(op)
+	h, err := e.use(op)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if err := e.res.ctx.enter(op); err != nil {
-		return 0, err
+	defer e.done()
+	if err := e.res.core.enter(op); err != nil {
+		return err
 	}
-	return h, nil
+	err = hot(id, 1, h, 0, 0, 0)
+	leave()
+	return err
 }
 
 // Synchronize blocks until the work the event captured is done
 // (cuEventSynchronize).
 func (e *Event) Synchronize() error {
-	h, err := e.begin("Event.Synchronize")
-	if err != nil {
-		return err
+	err := e.blocking("Event.Synchronize", symEventSynchronize)
+	if err == nil {
+		e.seen()
 	}
-	defer leave()
-	return hot(symEventSynchronize, 1, h, 0, 0, 0)
+	return err
 }
 
 // Done reports whether the captured work is done (cuEventQuery). Work still
 // running is (false, nil).
 func (e *Event) Done() (bool, error) {
-	h, err := e.begin("Event.Done")
-	if err != nil {
-		return false, err
+	done, err := readiness(e.blocking("Event.Done", symEventQuery))
+	if done {
+		e.seen()
 	}
-	defer leave()
-	return readiness(hot(symEventQuery, 1, h, 0, 0, 0))
+	return done, err
 }
 
 // Elapsed returns the GPU time from e to end (cuEventElapsedTime), with
@@ -351,23 +448,35 @@ func (e *Event) Done() (bool, error) {
 // have completed.
 func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 	const op = "Event.Elapsed"
-	if end == nil {
-		return 0, argError(op, "nil end *Event")
+	if e == nil || end == nil {
+		return 0, argError(op, "nil *Event")
 	}
-	if e != nil && (!e.timing || !end.timing) {
+	if !e.timing || !end.timing {
 		return 0, argError(op, "both events need EventOptions.Timing")
 	}
-	eh, err := end.handleFor(op)
-	if err != nil {
+	first, second := e, end
+	if uintptr(unsafe.Pointer(first.res)) > uintptr(unsafe.Pointer(second.res)) {
+		first, second = second, first
+	}
+	if _, err := first.use(op); err != nil {
 		return 0, err
 	}
-	h, err := e.begin(op)
-	if err != nil {
+	defer first.done()
+	if second.res != first.res {
+		if _, err := second.use(op); err != nil {
+			return 0, err
+		}
+		defer second.done()
+	}
+	if err := sameContext(op, e.res.core, end.res.core); err != nil {
+		return 0, err
+	}
+	if err := e.res.core.enter(op); err != nil {
 		return 0, err
 	}
 	defer leave()
 	ms := new(float32)
-	if err := call(symEventElapsedTime, uintptr(unsafe.Pointer(ms)), h, eh); err != nil {
+	if err := call(symEventElapsedTime, uintptr(unsafe.Pointer(ms)), e.liveHandle(), end.liveHandle()); err != nil {
 		return 0, err
 	}
 	return time.Duration(float64(*ms) * float64(time.Millisecond)), nil

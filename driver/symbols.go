@@ -59,7 +59,7 @@ const (
 )
 
 // symbol is one row of the table: how to resolve the entry point and how
-// many arguments it takes (its C prototype in shared/reference/cuda-driver-api.md).
+// many arguments it takes (its C prototype in NVIDIA's cuda.h).
 type symbol struct {
 	loader.Symbol
 	Args int

@@ -2,16 +2,29 @@
 
 package loader
 
-import "syscall"
+import (
+	"syscall"
+	"unsafe"
+)
 
 const platformSupported = true
 
+// kernel32 is a known DLL, always loaded from System32.
+var loadLibraryExW = syscall.NewLazyDLL("kernel32.dll").NewProc("LoadLibraryExW")
+
 func dlopen(path string) (uintptr, error) {
-	h, err := syscall.LoadLibrary(path)
+	p, err := syscall.UTF16PtrFromString(path)
 	if err != nil {
 		return 0, err
 	}
-	return uintptr(h), nil
+	if err := loadLibraryExW.Find(); err != nil {
+		return 0, err
+	}
+	h, _, callErr := loadLibraryExW.Call(uintptr(unsafe.Pointer(p)), 0, uintptr(windowsLoadFlags(path)))
+	if h == 0 {
+		return 0, callErr
+	}
+	return h, nil
 }
 
 func dlsym(h uintptr, name string) (uintptr, error) {

@@ -43,15 +43,52 @@ type OpenError struct {
 	Attempts []Attempt
 }
 
-// Error lists each path tried with its failure, one per line after the first.
+// Error lists each path tried with its failure, one per line after the
+// first, without repeating the path that the system's message may start
+// with.
 func (e *OpenError) Error() string {
 	var b strings.Builder
 	b.WriteString("loader: no NVIDIA driver found; tried ")
 	fmt.Fprintf(&b, "%d path(s):", len(e.Attempts))
 	for _, a := range e.Attempts {
-		fmt.Fprintf(&b, "\n\t%s: %v", a.Path, a.Err)
+		fmt.Fprintf(&b, "\n\t%s: %s", a.Path, a.reason())
 	}
 	return b.String()
+}
+
+// Brief says the same in one line: how many paths were tried, and the
+// reason for each path that exists but is not a usable driver library,
+// which is what a user needs to act on.
+func (e *OpenError) Brief() string {
+	var odd []string
+	missing := 0
+	for _, a := range e.Attempts {
+		if a.missing() {
+			missing++
+			continue
+		}
+		odd = append(odd, a.Path+": "+a.reason())
+	}
+	s := fmt.Sprintf("no NVIDIA driver found (tried %d path(s)", len(e.Attempts))
+	if missing == len(e.Attempts) {
+		return s + "; none exists; set " + EnvVar + " to the driver library's path)"
+	}
+	return s + "; " + strings.Join(odd, "; ") + ")"
+}
+
+// reason is the attempt's error text without a leading copy of the path.
+func (a Attempt) reason() string {
+	if a.Err == nil {
+		return "unknown error"
+	}
+	return strings.TrimPrefix(a.Err.Error(), a.Path+": ")
+}
+
+// missing reports whether the attempt failed because no file was there.
+func (a Attempt) missing() bool {
+	r := a.reason()
+	return strings.Contains(r, "No such file") || strings.Contains(r, "cannot open shared object file") ||
+		strings.Contains(r, "could not be found") || a.Path == "(none)"
 }
 
 // Is reports whether target is ErrNoDriver.

@@ -189,3 +189,37 @@ func findLibc(t *testing.T) string {
 	t.Fatal("no libc.so.6 to stand in for a library")
 	return ""
 }
+
+// TestWindowsLoadFlags guards issue 9: nvcuda.dll is loaded from System32
+// alone, never from the program's or the current directory.
+func TestWindowsLoadFlags(t *testing.T) {
+	cases := []struct {
+		path string
+		want uint32
+	}{
+		{"nvcuda.dll", loadLibrarySearchSystem32},
+		{`C:\Windows\System32\nvcuda.dll`, loadWithAlteredSearchPath},
+		{`D:\drivers\nvcuda.dll`, loadWithAlteredSearchPath},
+		{"./nvcuda.dll", loadWithAlteredSearchPath},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, windowsLoadFlags(c.path), c.path)
+	}
+}
+
+// TestOpenErrorTexts guards issue 10: the full error has one line per path
+// without repeating it, and Brief keeps the reason of a library that exists
+// but is not a driver, in one line.
+func TestOpenErrorTexts(t *testing.T) {
+	e := &OpenError{Attempts: []Attempt{
+		{Path: "libcuda.so.1", Err: errors.New("libcuda.so.1: cannot open shared object file: No such file or directory")},
+		{Path: "/opt/other.so", Err: errors.New("opened, but it does not export cuInit: not a CUDA driver library")},
+	}}
+	assert.Equal(t, "loader: no NVIDIA driver found; tried 2 path(s):\n"+
+		"\tlibcuda.so.1: cannot open shared object file: No such file or directory\n"+
+		"\t/opt/other.so: opened, but it does not export cuInit: not a CUDA driver library", e.Error())
+	assert.Equal(t, "no NVIDIA driver found (tried 2 path(s); /opt/other.so: opened, but it does not export cuInit: not a CUDA driver library)", e.Brief())
+	none := &OpenError{Attempts: e.Attempts[:1]}
+	assert.Equal(t, "no NVIDIA driver found (tried 1 path(s); none exists; set OVERLAP_CUDA_LIBRARY to the driver library's path)", none.Brief())
+	assert.NotContains(t, none.Brief(), "\n")
+}

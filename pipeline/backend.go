@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -18,20 +19,30 @@ type Backend interface {
 	AllocDevice(bytes int) (DeviceMem, error)
 	// AllocPinned allocates page-locked host memory.
 	AllocPinned(bytes int) (PinnedMem, error)
-	// Register page-locks Go memory in place.
+	// Register page-locks Go memory in place. When mem is already
+	// page-locked by someone else, the error wraps [ErrRegistered].
 	Register(mem []byte) (PinnedMem, error)
+	// Prepare checks, before any work is issued, that this backend can run
+	// k, and readies what it needs: the GPU backend resolves k's function
+	// on its context (loading it there on first use), the simulator needs
+	// k's CPU stand-in.
+	Prepare(k *Kernel) error
 	// Issuer returns the hot-path issuer for the calling goroutine, which
 	// must use it alone and Release it.
 	Issuer() (Issuer, error)
 	// StageIn copies src into dst at dstOff on the host, in parallel.
 	StageIn(dst HostMemory, dstOff int, src []byte) error
-	// StageOut copies n bytes of src at srcOff into dst on the host, in parallel.
+	// StageOut fills dst from src at srcOff on the host, in parallel.
 	StageOut(dst []byte, src HostMemory, srcOff int) error
 	// CopyToDeviceSync and CopyToHostSync are blocking copies from and to
 	// pageable memory, for the synchronous baseline.
 	CopyToDeviceSync(dst DeviceMem, dstOff int, src []byte) error
 	CopyToHostSync(dst []byte, src DeviceMem, srcOff int) error
 }
+
+// ErrRegistered reports Go memory that is already page-locked by someone
+// else (another pipeline, say), so that it cannot be registered again.
+var ErrRegistered = errors.New("pipeline: memory is already registered")
 
 // HostMemory is host memory that asynchronous copies may use: a pinned
 // buffer or a registration from the same backend. *driver.HostBuffer and
@@ -97,12 +108,18 @@ type HostChunk struct {
 	Inputs, Outputs  [][]byte
 }
 
-// Kernel is the computation applied to each chunk.
+// Kernel is the computation applied to each chunk. Package ptx/kernels
+// builds one for each embedded kernel.
 type Kernel struct {
 	// Name labels the kernel in reports.
 	Name string
-	// Function is the GPU kernel; the GPU backend needs it.
-	Function *driver.Function
+	// Function resolves the GPU kernel on a context; the GPU backend needs
+	// it. A function belongs to the context that loaded it, so a kernel
+	// that may run on several GPUs loads itself on each (as
+	// kernels.Modules does). The backend calls it before a run and once
+	// per run while it issues; it must be safe for concurrent use. For a
+	// function loaded on one context, use [FunctionOn].
+	Function func(ctx *driver.Context) (*driver.Function, error)
 	// Args appends the kernel's arguments for chunk c to a. It is called
 	// once per chunk from the issuing goroutine.
 	Args func(a *driver.Args, c Chunk)
@@ -111,4 +128,16 @@ type Kernel struct {
 	BlockSize int
 	// CPU computes one chunk on the host; the simulator needs it.
 	CPU func(c HostChunk)
+}
+
+// FunctionOn returns a Kernel.Function for fn, loaded on ctx: it hands fn
+// to ctx and refuses every other context with an error, since a function
+// cannot run on a context that did not load it.
+func FunctionOn(ctx *driver.Context, fn *driver.Function) func(*driver.Context) (*driver.Function, error) {
+	return func(c *driver.Context) (*driver.Function, error) {
+		if c != ctx {
+			return nil, errors.New("pipeline: kernel function was loaded on another context")
+		}
+		return fn, nil
+	}
 }

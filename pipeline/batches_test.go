@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purecuda/overlap/ptx"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ func loader(lens []int, stopped *bool) iter.Seq[[]float32] {
 		off := 0
 		for _, n := range lens {
 			buf = buf[:n]
-			ptx.FillPattern(buf, off)
+			kernels.FillPattern(buf, off)
 			off += n
 			if !yield(buf) {
 				*stopped = true
@@ -36,8 +37,8 @@ func loader(lens []int, stopped *bool) iter.Seq[[]float32] {
 
 func seedOf(n, off int) []float32 {
 	in, out := make([]float32, n), make([]float32, n)
-	ptx.FillPattern(in, off)
-	ptx.SeedCPU(out, in, streamIters)
+	kernels.FillPattern(in, off)
+	kernels.SeedCPU(out, in, streamIters)
 	return out
 }
 
@@ -49,7 +50,7 @@ func TestBatches(t *testing.T) {
 	p, _ := streamPipeline(t, 11, 16, 1)
 	var stopped bool
 	i, off := 0, 0
-	for out, err := range Batches[float32, float32](context.Background(), p, SeedKernel(nil, streamIters), loader(lens, &stopped)) {
+	for out, err := range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
 		require.NoError(t, err)
 		require.Less(t, i, len(lens), "more results than batches")
 		require.Len(t, out, lens[i], "batch %d", i)
@@ -73,7 +74,7 @@ func TestBatchesStopEarly(t *testing.T) {
 	}
 	var stopped bool
 	got := 0
-	for out, err := range Batches[float32, float32](context.Background(), p, SeedKernel(nil, streamIters), loader(lens, &stopped)) {
+	for out, err := range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
 		require.NoError(t, err)
 		assert.Equal(t, seedOf(37, 37*got), out)
 		got++
@@ -88,7 +89,7 @@ func TestBatchesStopEarly(t *testing.T) {
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
 	// The pipeline runs again afterwards.
 	n := 0
-	for _, err := range Batches[float32, float32](context.Background(), p, SeedKernel(nil, streamIters), loader([]int{10, 20}, &stopped)) {
+	for _, err := range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader([]int{10, 20}, &stopped)) {
 		require.NoError(t, err)
 		n++
 	}
@@ -103,7 +104,7 @@ func TestBatchesCancel(t *testing.T) {
 	endless := func(yield func([]float32) bool) {
 		b := make([]float32, 16)
 		for off := 0; ; off += 16 {
-			ptx.FillPattern(b, off)
+			kernels.FillPattern(b, off)
 			if !yield(b) {
 				return
 			}
@@ -113,7 +114,7 @@ func TestBatchesCancel(t *testing.T) {
 	time.AfterFunc(20*time.Millisecond, cancel)
 	var last error
 	results := 0
-	for out, err := range Batches[float32, float32](ctx, p, SeedKernel(nil, streamIters), endless) {
+	for out, err := range Batches[float32, float32](ctx, p, seedKernel(nil, streamIters), endless) {
 		if err != nil {
 			last = err
 			continue
@@ -131,10 +132,10 @@ func TestBatchesCancel(t *testing.T) {
 func TestBatchesWrongShape(t *testing.T) {
 	p, _ := streamPipeline(t, 14, 16, 2)
 	var stopped bool
-	for _, err := range Batches[float32, float32](context.Background(), p, SaxpyKernel(nil, 1), loader([]int{3}, &stopped)) {
+	for _, err := range Batches[float32, float32](context.Background(), p, saxpyKernel(nil, 1), loader([]int{3}, &stopped)) {
 		assert.EqualError(t, err, "pipeline: Batches needs a pipeline of one 4-byte input and one 4-byte output; this one has inputs [4 4] and outputs [4]")
 	}
-	for _, err := range Batches[float64, float32](context.Background(), p, SaxpyKernel(nil, 1), nil) {
+	for _, err := range Batches[float64, float32](context.Background(), p, saxpyKernel(nil, 1), nil) {
 		assert.Error(t, err)
 	}
 }
@@ -151,12 +152,12 @@ func TestBatchesPanicInLoop(t *testing.T) {
 	var stopped bool
 	func() {
 		defer func() { assert.Equal(t, "boom", recover()) }()
-		for range Batches[float32, float32](context.Background(), p, SeedKernel(nil, streamIters), loader(lens, &stopped)) {
+		for range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
 			panic("boom")
 		}
 	}()
 	n := 0
-	for out, err := range Batches[float32, float32](context.Background(), p, SeedKernel(nil, streamIters), loader([]int{7}, &stopped)) {
+	for out, err := range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader([]int{7}, &stopped)) {
 		require.NoError(t, err)
 		assert.Equal(t, seedOf(7, 0), out)
 		n++

@@ -6,7 +6,10 @@
 //
 // It sits on package driver through a narrow [Backend] interface; [GPU]
 // adapts a driver.Context and [NewSim] is a CPU simulator with a hazard
-// detector, which the tests use to prove the schedule correct.
+// detector, which the tests use to prove the schedule correct. It does
+// not import package ptx: a job's [Kernel] says how to launch it, how to
+// resolve its function on each context and how to compute it on the CPU,
+// and package ptx/kernels builds one for each of overlap's kernels.
 //
 // # Ordering
 //

@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
+	. "github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,14 +46,12 @@ func TestGPUOutOfMemoryMidSetup(t *testing.T) {
 // TestGPUCancellation cancels 200 runs at random points.
 func TestGPUCancellation(t *testing.T) {
 	ctx := gputest.Context(t)
-	prog, err := ptx.Seed.Load(ctx)
-	require.NoError(t, err)
-	defer prog.Close()
+	mods := gpuKernels(t, ctx)
 	free0, _, _ := ctx.MemoryInfo()
 	before := runtime.NumGoroutine()
 	const n = 16 << 20
 	in, out := make([]float32, n), make([]float32, n)
-	ptx.FillPattern(in, 0)
+	kernels.FillPattern(in, 0)
 	r := rand.New(rand.NewPCG(5, 5))
 	canceled := 0
 	var longest time.Duration
@@ -63,7 +63,7 @@ func TestGPUCancellation(t *testing.T) {
 		var mu sync.Mutex
 		var at time.Time
 		time.AfterFunc(time.Duration(r.IntN(4000))*time.Microsecond, func() { mu.Lock(); at = time.Now(); mu.Unlock(); cancel() })
-		_, err = p.Run(c, Job{N: n, Kernel: SeedKernel(prog.Function, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		_, err = p.Run(c, Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 		if err != nil {
 			require.ErrorIs(t, err, context.Canceled)
 			mu.Lock()
@@ -73,9 +73,9 @@ func TestGPUCancellation(t *testing.T) {
 		}
 		cancel()
 		if i%20 == 0 { // usable after a cancellation, and exact
-			_, err = p.Run(context.Background(), Job{N: n, Kernel: SeedKernel(prog.Function, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+			_, err = p.Run(context.Background(), Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 			require.NoError(t, err)
-			require.NoError(t, ptx.VerifySeed(in, out, 100))
+			require.NoError(t, verifySeed(in, out, 100))
 		}
 		require.NoError(t, p.Close())
 	}
@@ -93,13 +93,11 @@ func TestGPUCancellation(t *testing.T) {
 // cycles.
 func TestGPULeaks(t *testing.T) {
 	ctx := gputest.Context(t)
-	prog, err := ptx.Seed.Load(ctx)
-	require.NoError(t, err)
-	defer prog.Close()
+	mods := gpuKernels(t, ctx)
 	const n = 64 << 10
 	in, out := make([]float32, n), make([]float32, n)
-	ptx.FillPattern(in, 9)
-	job := Job{N: n, Kernel: SeedKernel(prog.Function, 10), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	kernels.FillPattern(in, 9)
+	job := Job{N: n, Kernel: seedKernel(mods, 10), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	cfg := Config{ChunkElems: 16 << 10, Inputs: []int{4}, Outputs: []int{4}}
 	free0, _, _ := ctx.MemoryInfo()
 	objs0 := ctx.OpenObjects()
@@ -112,7 +110,7 @@ func TestGPULeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	require.NoError(t, ptx.VerifySeed(in, out, 10))
+	require.NoError(t, verifySeed(in, out, 10))
 	assert.Equal(t, objsOpen, ctx.OpenObjects()-2, "two registrations, nothing else, after 10,000 runs")
 	require.NoError(t, p.Close())
 	for i := 0; i < 1000; i++ {
@@ -123,7 +121,7 @@ func TestGPULeaks(t *testing.T) {
 		}
 		require.NoError(t, p.Close())
 	}
-	require.NoError(t, ptx.VerifySeed(in, out, 10))
+	require.NoError(t, verifySeed(in, out, 10))
 	settle(before)
 	free1, _, _ := ctx.MemoryInfo()
 	t.Logf("RELIABILITY: H200 leaks after 10000 runs and 1000 open/run/close cycles: device memory delta %d KiB, open objects %+d, goroutines %+d",
@@ -146,19 +144,19 @@ func TestGPUSixteenPipelines(t *testing.T) {
 			defer wg.Done()
 			n := 1<<20 + g*12345
 			a, b, out := make([]float32, n), make([]float32, n), make([]float32, n)
-			ptx.FillPattern(a, g)
-			ptx.FillPattern(b, 3*g)
+			kernels.FillPattern(a, g)
+			kernels.FillPattern(b, 3*g)
 			cfg := Float32Config(2, 1)
 			var k *Kernel
 			var check func() error
 			switch g % 3 {
 			case 0:
 				cfg = Float32Config(1, 1)
-				k, check = SeedKernel(ks["seed"].Function, 20), func() error { return ptx.VerifySeed(a, out, 20) }
+				k, check = seedKernel(ks, 20), func() error { return verifySeed(a, out, 20) }
 			case 1:
-				k, check = SaxpyKernel(ks["saxpy"].Function, 1.5), func() error { return ptx.VerifySaxpy(a, b, out, 1.5) }
+				k, check = saxpyKernel(ks, 1.5), func() error { return verifySaxpy(a, b, out, 1.5) }
 			default:
-				k, check = LerpKernel(ks["lerp"].Function, 0.5, 2), func() error { return ptx.VerifyLerp(a, b, out, 0.5, 2) }
+				k, check = lerpKernel(ks, 0.5, 2), func() error { return verifyLerp(a, b, out, 0.5, 2) }
 			}
 			cfg.ChunkElems = (32 << 10) << (g % 5)
 			cfg.Host = HostMode(2 + g%2)
@@ -246,7 +244,7 @@ func faultingChild() {
 		fail("%v", err)
 	}
 	in, out := make([]float32, 1<<20), make([]float32, 1<<20)
-	job := Job{N: len(in), Kernel: ElementwiseKernel("fault", prog.Function), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := Job{N: len(in), Kernel: kernels.Elementwise("fault", FunctionOn(ctx, prog.Function)), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	_, err = p.Run(context.Background(), job)
 	fmt.Printf("RUN ERROR: %v\n", err)
 	fmt.Printf("IS ILLEGAL ADDRESS: %v\n", errors.Is(err, driver.ErrIllegalAddress))

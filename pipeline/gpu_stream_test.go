@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"bytes"
@@ -10,7 +10,8 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
-	"github.com/purecuda/overlap/ptx"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +23,7 @@ import (
 // and contents.
 func gpuStreamFile(t *testing.T, n int) (string, []float32) {
 	x := make([]float32, n)
-	ptx.FillPattern(x, 0)
+	kernels.FillPattern(x, 0)
 	path := filepath.Join(t.TempDir(), "in.f32")
 	require.NoError(t, os.WriteFile(path, driver.Bytes(x), 0o644))
 	return path, x
@@ -42,11 +43,11 @@ func TestGPUStreamFileToFile(t *testing.T) {
 	cfg.ChunkElems = chunk
 	p, err := New(GPU(ctx), cfg)
 	require.NoError(t, err)
-	k := SeedKernel(ks["seed"].Function, 100)
+	k := seedKernel(ks, 100)
 	verifyOut := func(t *testing.T, got []byte) {
 		t.Helper()
 		require.Len(t, got, 4*n)
-		require.NoError(t, ptx.VerifySeed(x, driver.View[float32](got), 100))
+		require.NoError(t, verifySeed(x, driver.View[float32](got), 100))
 	}
 
 	t.Run("file to file", func(t *testing.T) {
@@ -111,7 +112,7 @@ func TestGPUStreamFileToFile(t *testing.T) {
 		assert.Equal(t, int64(4*(3*chunk+7)), se.Offset)
 		assert.Equal(t, int64(4*3*chunk), rep.OutputBytes[0], "the whole chunks before the bad one")
 		require.Equal(t, 4*3*chunk, out.Len())
-		require.NoError(t, ptx.VerifySeed(x[:3*chunk], driver.View[float32](out.Bytes()), 100))
+		require.NoError(t, verifySeed(x[:3*chunk], driver.View[float32](out.Bytes()), 100))
 	})
 	require.NoError(t, p.Close())
 	assert.Equal(t, objs0, ctx.OpenObjects(), "the pipeline closed everything it opened")
@@ -131,7 +132,7 @@ func TestGPUBatches(t *testing.T) {
 		off := 0
 		for _, n := range lens {
 			b := make([]float32, n)
-			ptx.FillPattern(b, off)
+			kernels.FillPattern(b, off)
 			off += n
 			if !yield(b) {
 				return
@@ -139,12 +140,12 @@ func TestGPUBatches(t *testing.T) {
 		}
 	}
 	i, off := 0, 0
-	for out, err := range Batches[float32, float32](context.Background(), p, SeedKernel(ks["seed"].Function, 100), gen) {
+	for out, err := range Batches[float32, float32](context.Background(), p, seedKernel(ks, 100), gen) {
 		require.NoError(t, err)
 		require.Len(t, out, lens[i])
 		in := make([]float32, lens[i])
-		ptx.FillPattern(in, off)
-		require.NoError(t, ptx.VerifySeed(in, out, 100), "batch %d", i)
+		kernels.FillPattern(in, off)
+		require.NoError(t, verifySeed(in, out, 100), "batch %d", i)
 		off += lens[i]
 		i++
 	}

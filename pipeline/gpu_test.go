@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -9,22 +9,11 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
-	"github.com/purecuda/overlap/ptx"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// gpuKernels loads the embedded kernels once per test.
-func gpuKernels(t *testing.T, ctx *driver.Context) map[string]*ptx.Program {
-	out := map[string]*ptx.Program{}
-	for _, k := range []ptx.Kernel{ptx.Seed, ptx.Saxpy, ptx.Lerp} {
-		p, err := k.Load(ctx)
-		require.NoError(t, err)
-		t.Cleanup(func() { p.Close() })
-		out[k.Name] = p
-	}
-	return out
-}
 
 // pinnedCopy returns a pinned buffer holding a copy of data.
 func pinnedCopy(t *testing.T, ctx *driver.Context, data []float32) *driver.HostBuffer {
@@ -47,9 +36,9 @@ func TestGPUPipelineEveryElement(t *testing.T) {
 		require.NoError(t, err)
 		for _, n := range sizes {
 			in := make([]float32, n)
-			ptx.FillPattern(in, n)
+			kernels.FillPattern(in, n)
 			out := make([]float32, n)
-			job := Job{N: n, Kernel: SeedKernel(ks["seed"].Function, 100), Host: mode}
+			job := Job{N: n, Kernel: seedKernel(ks, 100), Host: mode}
 			var hout *driver.HostBuffer
 			if mode == HostPinned {
 				job.Inputs = []Buffer{Pinned(pinnedCopy(t, ctx, in))}
@@ -64,7 +53,7 @@ func TestGPUPipelineEveryElement(t *testing.T) {
 			if hout != nil {
 				out = hout.Float32s()[:n]
 			}
-			require.NoError(t, ptx.VerifySeed(in, out, 100), "%s n=%d", mode, n)
+			require.NoError(t, verifySeed(in, out, 100), "%s n=%d", mode, n)
 		}
 		require.NoError(t, p.Close())
 	}
@@ -75,22 +64,22 @@ func TestGPUPipelineTwoInputKernels(t *testing.T) {
 	ks := gpuKernels(t, ctx)
 	const n = 5<<20 + 3
 	a, b := make([]float32, n), make([]float32, n)
-	ptx.FillPattern(a, 1)
-	ptx.FillPattern(b, 99)
+	kernels.FillPattern(a, 1)
+	kernels.FillPattern(b, 99)
 	for _, mode := range []HostMode{HostStaged, HostRegistered} {
 		cfg := Float32Config(2, 1)
 		cfg.ChunkElems = 1 << 20
 		p, err := New(GPU(ctx), cfg)
 		require.NoError(t, err)
 		out := make([]float32, n)
-		_, err = p.Run(context.Background(), Job{N: n, Kernel: SaxpyKernel(ks["saxpy"].Function, 2.5), Host: mode,
+		_, err = p.Run(context.Background(), Job{N: n, Kernel: saxpyKernel(ks, 2.5), Host: mode,
 			Inputs: []Buffer{Slice(a), Slice(b)}, Outputs: []Buffer{Slice(out)}})
 		require.NoError(t, err)
-		require.NoError(t, ptx.VerifySaxpy(a, b, out, 2.5), mode.String())
-		_, err = p.Run(context.Background(), Job{N: n, Kernel: LerpKernel(ks["lerp"].Function, 0.75, -2), Host: mode,
+		require.NoError(t, verifySaxpy(a, b, out, 2.5), mode.String())
+		_, err = p.Run(context.Background(), Job{N: n, Kernel: lerpKernel(ks, 0.75, -2), Host: mode,
 			Inputs: []Buffer{Slice(a), Slice(b)}, Outputs: []Buffer{Slice(out)}})
 		require.NoError(t, err)
-		require.NoError(t, ptx.VerifyLerp(a, b, out, 0.75, -2), mode.String())
+		require.NoError(t, verifyLerp(a, b, out, 0.75, -2), mode.String())
 		require.NoError(t, p.Close())
 	}
 }
@@ -104,11 +93,11 @@ func TestGPUPipelineRepeatedRuns(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	for r := 0; r < 6; r++ {
-		ptx.FillPattern(in, r*7)
+		kernels.FillPattern(in, r*7)
 		clear(out)
-		rep, err := p.Run(context.Background(), Job{N: n, Kernel: SeedKernel(ks["seed"].Function, 20), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		rep, err := p.Run(context.Background(), Job{N: n, Kernel: seedKernel(ks, 20), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 		require.NoError(t, err)
-		require.NoError(t, ptx.VerifySeed(in, out, 20), "run %d", r)
+		require.NoError(t, verifySeed(in, out, 20), "run %d", r)
 		t.Logf("run %d: mode %s, %v (registration %v)", r, rep.Mode, rep.Elapsed, rep.Register)
 		if r >= 2 {
 			assert.Equal(t, HostRegistered, rep.Mode)
@@ -139,18 +128,18 @@ func TestGPUConcurrentPipelines(t *testing.T) {
 			}
 			defer p.Close()
 			a, b, out := make([]float32, n), make([]float32, n), make([]float32, n)
-			ptx.FillPattern(a, g)
-			ptx.FillPattern(b, g+5)
+			kernels.FillPattern(a, g)
+			kernels.FillPattern(b, g+5)
 			for r := 0; r < 3; r++ {
 				if g%2 == 0 {
-					_, err = p.Run(context.Background(), Job{N: n, Kernel: SeedKernel(ks["seed"].Function, 10), Inputs: []Buffer{Slice(a)}, Outputs: []Buffer{Slice(out)}})
+					_, err = p.Run(context.Background(), Job{N: n, Kernel: seedKernel(ks, 10), Inputs: []Buffer{Slice(a)}, Outputs: []Buffer{Slice(out)}})
 					if err == nil {
-						err = ptx.VerifySeed(a, out, 10)
+						err = verifySeed(a, out, 10)
 					}
 				} else {
-					_, err = p.Run(context.Background(), Job{N: n, Kernel: SaxpyKernel(ks["saxpy"].Function, float32(g)), Inputs: []Buffer{Slice(a), Slice(b)}, Outputs: []Buffer{Slice(out)}})
+					_, err = p.Run(context.Background(), Job{N: n, Kernel: saxpyKernel(ks, float32(g)), Inputs: []Buffer{Slice(a), Slice(b)}, Outputs: []Buffer{Slice(out)}})
 					if err == nil {
-						err = ptx.VerifySaxpy(a, b, out, float32(g))
+						err = verifySaxpy(a, b, out, float32(g))
 					}
 				}
 				if err != nil {
@@ -174,14 +163,14 @@ func TestGPUOverlapFromEvents(t *testing.T) {
 	ks := gpuKernels(t, ctx)
 	const n, chunk = 32 << 20, 2 << 20
 	in := pinnedCopy(t, ctx, make([]float32, n))
-	ptx.FillPattern(in.Float32s(), 0)
+	kernels.FillPattern(in.Float32s(), 0)
 	out := pinnedCopy(t, ctx, make([]float32, n))
 	p, err := New(GPU(ctx), Config{ChunkElems: chunk, Inputs: []int{4}, Outputs: []int{4}, Timing: true})
 	require.NoError(t, err)
 	defer p.Close()
-	rep, err := p.Run(context.Background(), Job{N: n, Kernel: SeedKernel(ks["seed"].Function, 100), Inputs: []Buffer{Pinned(in)}, Outputs: []Buffer{Pinned(out)}})
+	rep, err := p.Run(context.Background(), Job{N: n, Kernel: seedKernel(ks, 100), Inputs: []Buffer{Pinned(in)}, Outputs: []Buffer{Pinned(out)}})
 	require.NoError(t, err)
-	require.NoError(t, ptx.VerifySeed(in.Float32s(), out.Float32s(), 100))
+	require.NoError(t, verifySeed(in.Float32s(), out.Float32s(), 100))
 	byKey := map[[2]int]Span{}
 	for _, s := range rep.Spans {
 		byKey[[2]int{s.Chunk, int(s.Stage)}] = s
@@ -205,7 +194,7 @@ func TestGPUCancelAndReuse(t *testing.T) {
 	require.NoError(t, err)
 	const n = 16 << 20
 	in, out := make([]float32, n), make([]float32, n)
-	ptx.FillPattern(in, 3)
+	kernels.FillPattern(in, 3)
 	p, err := New(GPU(ctx), Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}, Host: HostStaged})
 	require.NoError(t, err)
 	canceled := 0
@@ -214,7 +203,7 @@ func TestGPUCancelAndReuse(t *testing.T) {
 		c, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(time.Duration(i%10)*time.Millisecond, cancel)
 		start := time.Now()
-		_, err := p.Run(c, Job{N: n, Kernel: SeedKernel(ks["seed"].Function, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		_, err := p.Run(c, Job{N: n, Kernel: seedKernel(ks, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 		if err != nil {
 			require.ErrorIs(t, err, context.Canceled)
 			canceled++
@@ -224,9 +213,9 @@ func TestGPUCancelAndReuse(t *testing.T) {
 	}
 	t.Logf("%d of 40 runs cancelled; longest cancelled run took %v", canceled, longest)
 	assert.Greater(t, canceled, 0)
-	_, err = p.Run(context.Background(), Job{N: n, Kernel: SeedKernel(ks["seed"].Function, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	_, err = p.Run(context.Background(), Job{N: n, Kernel: seedKernel(ks, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 	require.NoError(t, err)
-	require.NoError(t, ptx.VerifySeed(in, out, 100))
+	require.NoError(t, verifySeed(in, out, 100))
 	require.NoError(t, p.Close())
 	free1, _, err := ctx.MemoryInfo()
 	require.NoError(t, err)

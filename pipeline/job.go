@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/ptx"
 )
 
 // HostMode says how a job's host memory reaches the device.
@@ -57,10 +56,18 @@ func ParseHostMode(s string) (HostMode, error) {
 type Buffer struct {
 	Data   []byte
 	Pinned HostMemory
+	// elem is the size of the slice's elements when Slice made the Buffer
+	// (0 when unknown), so that a []float64 is refused where the Config
+	// says float32.
+	elem int
 }
 
-// Slice wraps a Go slice as a Buffer.
-func Slice[T driver.Element](s []T) Buffer { return Buffer{Data: driver.Bytes(s)} }
+// Slice wraps a Go slice as a Buffer. Run refuses it when its element size
+// differs from the Config's.
+func Slice[T driver.Element](s []T) Buffer {
+	var z T
+	return Buffer{Data: driver.Bytes(s), elem: int(unsafe.Sizeof(z))}
+}
 
 // Pinned wraps pinned memory (a *driver.HostBuffer, say) as a Buffer.
 func Pinned(h HostMemory) Buffer { return Buffer{Pinned: h} }
@@ -108,10 +115,12 @@ type StageError struct {
 }
 
 func (e *StageError) Error() string {
+	// The inner error's own "pipeline: " is not repeated.
+	msg := strings.TrimPrefix(fmt.Sprint(e.Err), "pipeline: ")
 	if e.Chunk < 0 {
-		return fmt.Sprintf("pipeline: %s: %v", e.Stage, e.Err)
+		return fmt.Sprintf("pipeline: %s: %s", e.Stage, msg)
 	}
-	return fmt.Sprintf("pipeline: chunk %d, %s: %v", e.Chunk, e.Stage, e.Err)
+	return fmt.Sprintf("pipeline: chunk %d, %s: %s", e.Chunk, e.Stage, msg)
 }
 
 func (e *StageError) Unwrap() error { return e.Err }
@@ -138,80 +147,6 @@ type Report struct {
 	Spans []Span
 }
 
-// --- kernels for the embedded PTX ---
-
-// SeedKernel runs ptx.Seed with the given iteration count: one float32
-// input, one float32 output. fn may be nil on the simulator.
-func SeedKernel(fn *driver.Function, iters int) *Kernel {
-	return &Kernel{
-		Name:     "seed",
-		Function: fn,
-		Args: func(a *driver.Args, c Chunk) {
-			a.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Uint32(uint32(c.N)).Int32(int32(iters))
-		},
-		CPU: func(c HostChunk) { ptx.SeedCPU(f32(c.Outputs[0]), f32(c.Inputs[0]), iters) },
-	}
-}
-
-// SaxpyKernel runs ptx.Saxpy: out = a*x + y, inputs x then y.
-func SaxpyKernel(fn *driver.Function, a float32) *Kernel {
-	return &Kernel{
-		Name:     "saxpy",
-		Function: fn,
-		Args: func(args *driver.Args, c Chunk) {
-			args.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Pointer(c.Inputs[1]).Float32(a).Uint32(uint32(c.N))
-		},
-		CPU: func(c HostChunk) {
-			out, x, y := f32(c.Outputs[0]), f32(c.Inputs[0]), f32(c.Inputs[1])
-			for i := range out {
-				out[i] = a*x[i] + y[i]
-			}
-		},
-	}
-}
-
-// LerpKernel runs ptx.Lerp: out = (a + t*(b-a)) * scale, inputs a then b.
-func LerpKernel(fn *driver.Function, t, scale float32) *Kernel {
-	return &Kernel{
-		Name:     "lerp",
-		Function: fn,
-		Args: func(args *driver.Args, c Chunk) {
-			args.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Pointer(c.Inputs[1]).Float32(t).Float32(scale).Uint32(uint32(c.N))
-		},
-		CPU: func(c HostChunk) {
-			out, a, b := f32(c.Outputs[0]), f32(c.Inputs[0]), f32(c.Inputs[1])
-			for i := range out {
-				out[i] = (a[i] + t*(b[i]-a[i])) * scale
-			}
-		},
-	}
-}
-
-// ElementwiseKernel runs a user's kernel with the parameter list
-// (out, in..., n) over float32 arrays.
-func ElementwiseKernel(name string, fn *driver.Function) *Kernel {
-	return &Kernel{
-		Name:     name,
-		Function: fn,
-		Args: func(a *driver.Args, c Chunk) {
-			for _, p := range c.Outputs {
-				a.Pointer(p)
-			}
-			for _, p := range c.Inputs {
-				a.Pointer(p)
-			}
-			a.Uint32(uint32(c.N))
-		},
-	}
-}
-
-func f32(b []byte) []float32 {
-	if len(b) < 4 {
-		return nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
-}
-
 // Float32Config is the Config for float32 kernels with the given numbers of
 // inputs and outputs.
 func Float32Config(inputs, outputs int) Config {
@@ -235,3 +170,7 @@ func checkedMul(a, b int) (int, bool) {
 	}
 	return a * b, true
 }
+
+// MaxTimedChunks is the most chunks a run with Config.Timing may have:
+// each chunk's stages take six timing events.
+const MaxTimedChunks = maxTimedChunks

@@ -101,7 +101,7 @@ type Pipeline struct {
 	comp     []Stream
 	din      [][]DeviceMem // [slot][input]
 	dout     [][]DeviceMem // [slot][output]
-	sin      [][]PinnedMem // [slot][input], allocated on first staged run
+	sin      [][]PinnedMem // [slot][input]; by New for auto and staged modes, else on the first staged run
 	sout     [][]PinnedMem // [slot][output]
 	h2dDone  []Event
 	compDone []Event

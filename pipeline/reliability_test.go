@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/purecuda/overlap/ptx"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,8 +27,8 @@ var errInjected = errors.New("injected fault")
 func faultWorkload(t *testing.T, sim *Sim, mode HostMode) (Config, Job, []float32, []float32) {
 	cfg := Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode}
 	in, out := make([]float32, 65), make([]float32, 65)
-	ptx.FillPattern(in, 0)
-	job := Job{N: 65, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	kernels.FillPattern(in, 0)
+	job := Job{N: 65, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	return cfg, job, in, out
 }
 
@@ -37,12 +39,18 @@ func faultWorkload(t *testing.T, sim *Sim, mode HostMode) (Config, Job, []float3
 func TestFaultSweep(t *testing.T) {
 	kinds := []string{"alloc", "stream", "event", "copy", "launch", "record", "wait", "sync"}
 	injected, survivedUsable, survivedClosed := 0, 0, 0
+	setupFaults, failedInNew, closedByDrain := 0, 0, 0
 	for _, mode := range []HostMode{HostStaged, HostRegistered} {
 		// Count each kind in a clean New + Run.
 		clean := NewSim(1, 0)
 		cfg, job, _, _ := faultWorkload(t, clean, mode)
 		p, err := New(clean, cfg)
 		require.NoError(t, err)
+		inNew := map[string]int{}
+		for _, kind := range kinds {
+			inNew[kind] = clean.Count(kind)
+			setupFaults += inNew[kind]
+		}
 		_, err = p.Run(context.Background(), job)
 		require.NoError(t, err)
 		require.NoError(t, p.Close())
@@ -56,7 +64,11 @@ func TestFaultSweep(t *testing.T) {
 				injected++
 				what := fmt.Sprintf("%s, %s #%d of %d", mode, kind, k, total)
 				p, err := New(sim, cfg)
+				// The k-th operation falls in New exactly when a clean
+				// New performs k of them.
+				require.Equal(t, k <= inNew[kind], err != nil, "%s: New failed: %v", what, err)
 				if err != nil {
+					failedInNew++
 					assert.ErrorIs(t, err, errInjected, what)
 					assert.Contains(t, err.Error(), "pipeline: setup: ", what)
 					assert.Empty(t, sim.Live(), "%s: New cleans up after itself", what)
@@ -72,13 +84,18 @@ func TestFaultSweep(t *testing.T) {
 					assert.GreaterOrEqual(t, se.Chunk, 0, "%s: %v", what, err)
 				}
 				_, again := p.Run(context.Background(), job)
+				// The run ends by synchronising each stream (H2D, D2H and
+				// the compute streams); only a fault there closes it.
+				inDrain := kind == "sync" && k > total-(2+cfg.ComputeStreams)
+				assert.Equal(t, inDrain, errors.Is(again, ErrClosed), "%s: closed: %v", what, again)
 				switch {
 				case again == nil:
-					require.NoError(t, ptx.VerifySeed(in, out, 1), what)
+					require.NoError(t, verifySeed(in, out, 1), what)
 					survivedUsable++
 				case errors.Is(again, ErrClosed):
 					assert.Equal(t, StageDrain, se.Stage, "%s: only a failed drain closes the pipeline", what)
 					survivedClosed++
+					closedByDrain++
 				default:
 					t.Fatalf("%s: second run: %v", what, again)
 				}
@@ -89,7 +106,11 @@ func TestFaultSweep(t *testing.T) {
 		}
 	}
 	t.Logf("RELIABILITY: faults injected %d; pipeline usable afterwards %d; closed cleanly (setup failed or drain failed) %d", injected, survivedUsable, survivedClosed)
-	assert.Equal(t, injected, survivedUsable+survivedClosed)
+	// Issue 10: injected == usable+closed held by construction. Which
+	// faults fail New and which close the pipeline is predicted instead,
+	// per fault above and in total here.
+	assert.Equal(t, setupFaults, failedInNew, "faults that New reported")
+	assert.Equal(t, 2*(2+2), closedByDrain, "two modes, four streams to synchronise each")
 }
 
 // TestCancellationThousand cancels 1000 runs at random points.
@@ -101,14 +122,15 @@ func TestCancellationThousand(t *testing.T) {
 	before := runtime.NumGoroutine()
 	r := rand.New(rand.NewPCG(42, 7))
 	var longest time.Duration
-	canceled := 0
+	var latencies []time.Duration
+	canceled, midRun := 0, 0
 	for i := 0; i < tries; i++ {
 		sim := NewSim(uint64(i), 2*time.Microsecond)
 		mode := []HostMode{HostStaged, HostRegistered}[i%2]
-		cfg, job, in, out := faultWorkload(t, sim, mode)
-		job.N, job.Inputs, job.Outputs = 400, []Buffer{Slice(make([]float32, 400))}, []Buffer{Slice(make([]float32, 400))}
-		in, out = f32(job.Inputs[0].Data), f32(job.Outputs[0].Data)
-		ptx.FillPattern(in, i)
+		cfg, job, _, _ := faultWorkload(t, sim, mode)
+		in, out := make([]float32, 400), make([]float32, 400)
+		job.N, job.Inputs, job.Outputs = 400, []Buffer{Slice(in)}, []Buffer{Slice(out)}
+		kernels.FillPattern(in, i)
 		p, err := New(sim, cfg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -120,23 +142,41 @@ func TestCancellationThousand(t *testing.T) {
 		if err != nil {
 			require.ErrorIs(t, err, context.Canceled)
 			mu.Lock()
-			longest = max(longest, time.Since(cancelAt))
+			took := time.Since(cancelAt)
 			mu.Unlock()
+			longest = max(longest, took)
+			latencies = append(latencies, took)
 			canceled++
+			// Cancelled mid-run: copies had been issued, and not every
+			// chunk's kernel (400 elements in chunks of 10).
+			if sim.Count("copy") > 0 && sim.Count("launch") < 40 {
+				midRun++
+			}
 		}
 		cancel()
 		_, err = p.Run(context.Background(), job)
 		require.NoError(t, err)
-		require.NoError(t, ptx.VerifySeed(in, out, 1))
+		require.NoError(t, verifySeed(in, out, 1))
 		require.NoError(t, p.Close())
 		require.Empty(t, sim.Live())
 		require.Empty(t, sim.Hazards())
 	}
 	settle(before)
-	t.Logf("RELIABILITY: sim cancellations tried %d, cancelled mid-run %d, longest from cancel to return %v, goroutines before %d after %d",
-		tries, canceled, longest, before, runtime.NumGoroutine())
+	t.Logf("RELIABILITY: sim cancellations tried %d, cancelled %d (%d after work was issued and before the last kernel), longest from cancel to return %v, goroutines before %d after %d",
+		tries, canceled, midRun, longest, before, runtime.NumGoroutine())
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
-	assert.Less(t, longest, time.Second)
+	// Issue 10: a Run that ignored its context passed this test, and its
+	// only bound (a second) was 60 times the longest figure recorded in
+	// docs/RELIABILITY.md. Runs must stop part-way, after work was issued;
+	// nine in ten within 20 ms of the cancel (typically under 5 ms), the
+	// slowest within 500 ms (a loaded 2-core CI machine's scheduling).
+	assert.GreaterOrEqual(t, midRun, tries/4, "runs cancelled after work was issued and before every kernel was launched")
+	require.NotEmpty(t, latencies)
+	slices.Sort(latencies)
+	p90 := latencies[len(latencies)*9/10]
+	t.Logf("cancel to return: median %v, 90th percentile %v, longest %v", latencies[len(latencies)/2], p90, longest)
+	assert.Less(t, p90, 20*time.Millisecond)
+	assert.Less(t, longest, 500*time.Millisecond)
 }
 
 // settle waits briefly for exiting goroutines.
@@ -159,8 +199,8 @@ func TestLeaksManyRuns(t *testing.T) {
 	sim := NewSim(1, 0)
 	cfg := Config{ChunkElems: 8, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}}
 	in, out := make([]float32, 20), make([]float32, 20)
-	ptx.FillPattern(in, 0)
-	job := Job{N: 20, Kernel: SeedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	kernels.FillPattern(in, 0)
+	job := Job{N: 20, Kernel: seedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	p, err := New(sim, cfg)
 	require.NoError(t, err)
 	live0 := sim.Live()
@@ -183,7 +223,7 @@ func TestLeaksManyRuns(t *testing.T) {
 		}
 		require.NoError(t, p.Close())
 	}
-	require.NoError(t, ptx.VerifySeed(in, out, 0))
+	require.NoError(t, verifySeed(in, out, 0))
 	settle(before)
 	t.Logf("RELIABILITY: sim leaks after %d runs and %d open/run/close cycles: live objects %v, goroutines %+d",
 		runs, cycles, sim.Live(), runtime.NumGoroutine()-before)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/purecuda/overlap/driver"
 )
 
 // plan is one run's resolved job: where each chunk's bytes come from and go.
@@ -47,6 +45,9 @@ func (p *Pipeline) validate(job Job) error {
 			return fmt.Errorf("pipeline: job has %d %ss, the pipeline was built for %d", len(bufs), kind, len(sizes))
 		}
 		for i, b := range bufs {
+			if b.Data != nil && b.elem != 0 && b.elem != sizes[i] {
+				return fmt.Errorf("pipeline: %s %d is a slice of %d-byte elements, but the pipeline's Config says %d-byte elements", kind, i, b.elem, sizes[i])
+			}
 			if (b.Data == nil) == (b.Pinned == nil) && job.N > 0 {
 				return fmt.Errorf("pipeline: %s %d: set exactly one of Data and Pinned", kind, i)
 			}
@@ -63,7 +64,10 @@ func (p *Pipeline) validate(job Job) error {
 	if err := check("input", job.Inputs, p.cfg.Inputs); err != nil {
 		return err
 	}
-	return check("output", job.Outputs, p.cfg.Outputs)
+	if err := check("output", job.Outputs, p.cfg.Outputs); err != nil {
+		return err
+	}
+	return p.b.Prepare(job.Kernel)
 }
 
 // resolve decides the host mode and builds the plan.
@@ -97,7 +101,7 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 		case mode == HostRegistered:
 			mem, took, err := p.register(b.Data[:job.N*elem])
 			pl.report.Register += took
-			if err != nil && auto && errors.Is(err, driver.ErrHostMemoryRegistered) {
+			if err != nil && auto && errors.Is(err, ErrRegistered) {
 				// Registered by someone else (another pipeline, say):
 				// auto mode stages this buffer instead.
 				pl.staging = true

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 	"unsafe"
@@ -349,7 +348,7 @@ func (s *Sim) Register(mem []byte) (PinnedMem, error) {
 	lo := uintptr(unsafe.Pointer(&mem[0]))
 	for _, r := range s.registered {
 		if !r.closed && lo < uintptr(unsafe.Pointer(&r.data[0]))+uintptr(len(r.data)) && uintptr(unsafe.Pointer(&r.data[0])) < lo+uintptr(len(mem)) {
-			return nil, &driver.Error{Op: "cuMemHostRegister_v2", Code: driver.ErrHostMemoryRegistered}
+			return nil, ErrRegistered
 		}
 	}
 	s.nextMem++
@@ -729,13 +728,21 @@ func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, ho
 	}})
 }
 
+// Prepare refuses a kernel without a CPU stand-in before any work is issued.
+func (s *Sim) Prepare(k *Kernel) error {
+	if k.CPU == nil {
+		return fmt.Errorf("pipeline: sim: kernel %q has no CPU stand-in, so the simulator cannot run it", k.Name)
+	}
+	return nil
+}
+
 func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 	ss, err := i.stream(st)
 	if err != nil {
 		return err
 	}
 	if k.CPU == nil {
-		return fmt.Errorf("pipeline: sim: kernel %q has no CPU stand-in", k.Name)
+		return fmt.Errorf("sim: kernel %q has no CPU stand-in", k.Name)
 	}
 	s := i.sim
 	resolve := func(ptrs []driver.DevicePtr, sizes []int) ([]*simDevice, error) {
@@ -826,9 +833,4 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 		return nil // waiting on an event never recorded is a no-op, as in CUDA
 	}
 	return ss.enqueue(simOp{issueVC: i.sim.issueVC(), wait: g})
-}
-
-// sortHazards orders hazards for stable reports.
-func sortHazards(h []Hazard) {
-	sort.Slice(h, func(i, j int) bool { return h[i].String() < h[j].String() })
 }

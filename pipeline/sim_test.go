@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/ptx"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -37,16 +38,16 @@ func jobFor(t testing.TB, c simCase, sim *Sim, pinned bool) (Job, []float32, fun
 	var kernel *Kernel
 	switch c.kernel {
 	case "seed":
-		kernel = SeedKernel(nil, 3)
+		kernel = seedKernel(nil, 3)
 	case "saxpy":
-		kernel = SaxpyKernel(nil, 1.5)
+		kernel = saxpyKernel(nil, 1.5)
 	case "lerp":
-		kernel = LerpKernel(nil, 0.25, 2)
+		kernel = lerpKernel(nil, 0.25, 2)
 	}
 	inputs := make([][]float32, ins)
 	for i := range inputs {
 		inputs[i] = make([]float32, c.n)
-		ptx.FillPattern(inputs[i], i*1000)
+		kernels.FillPattern(inputs[i], i*1000)
 	}
 	want := make([]float32, c.n)
 	hc := HostChunk{N: c.n, Outputs: [][]byte{driver.Bytes(want)}}
@@ -187,9 +188,9 @@ func TestSimCatchesLectureHazard(t *testing.T) {
 		dout = append(dout, d2)
 	}
 	in := make([]float32, chunk*chunks)
-	ptx.FillPattern(in, 0)
+	kernels.FillPattern(in, 0)
 	iss, _ := sim.Issuer()
-	k := SeedKernel(nil, 1)
+	k := seedKernel(nil, 1)
 	for c := 0; c < chunks; c++ {
 		s := c % 2
 		// Serial host copy into the staging buffer: no wait for the H2D of chunk c-2.
@@ -220,7 +221,7 @@ func TestSimCatchesMissingWARWait(t *testing.T) {
 		job, _, _ := jobFor(t, c, sim, true)
 		p, err := New(sim, configFor(c))
 		require.NoError(t, err)
-		p.skipWAR = true
+		SetSkipWAR(p, true)
 		_, err = p.Run(context.Background(), job)
 		require.NoError(t, err)
 		require.NoError(t, p.Close())
@@ -236,14 +237,14 @@ func TestSimZeroAndSingle(t *testing.T) {
 	p, err := New(sim, Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer p.Close()
-	rep, err := p.Run(context.Background(), Job{N: 0, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{{}}, Outputs: []Buffer{{}}})
+	rep, err := p.Run(context.Background(), Job{N: 0, Kernel: seedKernel(nil, 1), Inputs: []Buffer{{}}, Outputs: []Buffer{{}}})
 	require.NoError(t, err)
 	assert.Equal(t, 0, rep.Chunks)
 	in, out := []float32{0.5}, []float32{0}
-	rep, err = p.Run(context.Background(), Job{N: 1, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	rep, err = p.Run(context.Background(), Job{N: 1, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 	require.NoError(t, err)
 	assert.Equal(t, 1, rep.Chunks)
-	assert.NoError(t, ptx.VerifySeed(in, out, 1))
+	assert.NoError(t, verifySeed(in, out, 1))
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -277,7 +278,7 @@ func TestJobErrors(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 100), make([]float32, 100)
-	k := SeedKernel(nil, 1)
+	k := seedKernel(nil, 1)
 	cases := []struct {
 		job  Job
 		want string
@@ -288,7 +289,7 @@ func TestJobErrors(t *testing.T) {
 		{Job{N: 101, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}, "pipeline: input 0 holds 400 bytes, but 101 elements of 4 bytes need 404"},
 		{Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out[:10])}}, "pipeline: output 0 holds 40 bytes, but 100 elements of 4 bytes need 400"},
 		{Job{N: 100, Kernel: k, Inputs: []Buffer{{}}, Outputs: []Buffer{Slice(out)}}, "pipeline: input 0: set exactly one of Data and Pinned"},
-		{Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostPinned}, "pipeline: setup: pipeline: host mode pinned needs every buffer in pinned memory; use staged or registered for Go slices"},
+		{Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostPinned}, "pipeline: setup: host mode pinned needs every buffer in pinned memory; use staged or registered for Go slices"},
 		{Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostMode(-2)}, "pipeline: unknown host mode -2"},
 	}
 	for _, tc := range cases {
@@ -315,8 +316,8 @@ func TestAutoModeAndRegistrationCache(t *testing.T) {
 	p, err := New(sim, Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	in, out := make([]float32, 1000), make([]float32, 1000)
-	ptx.FillPattern(in, 0)
-	job := Job{N: 1000, Kernel: SeedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	kernels.FillPattern(in, 0)
+	job := Job{N: 1000, Kernel: seedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	rep, err := p.Run(context.Background(), job)
 	require.NoError(t, err)
 	assert.Equal(t, HostStaged, rep.Mode, "a slice seen once is staged")
@@ -331,7 +332,7 @@ func TestAutoModeAndRegistrationCache(t *testing.T) {
 	assert.Equal(t, HostRegistered, rep.Mode)
 	assert.Zero(t, rep.Register, "the cached registration is reused")
 	assert.Equal(t, 2, sim.Live()["registered"])
-	require.NoError(t, ptx.VerifySeed(in, out, 2))
+	require.NoError(t, verifySeed(in, out, 2))
 	require.NoError(t, p.Unregister(driver.Bytes(in)))
 	assert.Equal(t, int64(4000), p.Registered())
 	require.NoError(t, p.Close())
@@ -346,7 +347,7 @@ func TestRegistrationEviction(t *testing.T) {
 	defer p.Close()
 	for i := 0; i < 5; i++ {
 		in, out := make([]float32, 1000), make([]float32, 1000)
-		_, err := p.Run(context.Background(), Job{N: 1000, Kernel: SeedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		_, err := p.Run(context.Background(), Job{N: 1000, Kernel: seedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 		require.NoError(t, err)
 		assert.LessOrEqual(t, p.Registered(), int64(10000))
 	}
@@ -359,7 +360,7 @@ func TestSimTimingSpans(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 1050), make([]float32, 1050)
-	rep, err := p.Run(context.Background(), Job{N: 1050, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	rep, err := p.Run(context.Background(), Job{N: 1050, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
 	require.NoError(t, err)
 	count := map[Stage]int{}
 	lanes := map[string]bool{}
@@ -382,8 +383,8 @@ func TestSimFaultInjection(t *testing.T) {
 			p, err := New(sim, Config{ChunkElems: 10, Inputs: []int{4}, Outputs: []int{4}, Host: HostStaged})
 			require.NoError(t, err)
 			in, out := make([]float32, 95), make([]float32, 95)
-			ptx.FillPattern(in, 0)
-			job := Job{N: 95, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+			kernels.FillPattern(in, 0)
+			job := Job{N: 95, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 			sim.FailAt(kind, sim.Count(kind)+k, injected)
 			_, err = p.Run(context.Background(), job)
 			require.Error(t, err, "%s #%d", kind, k)
@@ -395,7 +396,7 @@ func TestSimFaultInjection(t *testing.T) {
 			// The pipeline is still usable and exact.
 			_, err = p.Run(context.Background(), job)
 			require.NoError(t, err, "%s #%d: run after failure", kind, k)
-			require.NoError(t, ptx.VerifySeed(in, out, 1))
+			require.NoError(t, verifySeed(in, out, 1))
 			require.NoError(t, p.Close())
 			assert.Empty(t, sim.Live(), "%s #%d", kind, k)
 			assert.Empty(t, sim.Hazards())
@@ -462,11 +463,11 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 	cfg := Float32Config(1, 1)
 	cfg.ChunkElems = 100
 	in, out := make([]float32, 1234), make([]float32, 1234)
-	ptx.FillPattern(in, 0)
-	job := Job{N: 1234, Kernel: SeedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	kernels.FillPattern(in, 0)
+	job := Job{N: 1234, Kernel: seedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	_, err := Synchronous(context.Background(), sim, cfg, job)
 	require.NoError(t, err)
-	require.NoError(t, ptx.VerifySeed(in, out, 2))
+	require.NoError(t, verifySeed(in, out, 2))
 	p, err := New(sim, cfg)
 	require.NoError(t, err)
 	st, err := p.StageTimes(context.Background(), job)
@@ -483,8 +484,8 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
 	sim := NewSim(1, 0)
 	in, out := make([]float32, 500), make([]float32, 500)
-	ptx.FillPattern(in, 0)
-	job := Job{N: 500, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	kernels.FillPattern(in, 0)
+	job := Job{N: 500, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
 	owner, err := New(sim, Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: HostRegistered})
 	require.NoError(t, err)
 	defer owner.Close()
@@ -498,10 +499,11 @@ func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
 		clear(out)
 		rep, err := other.Run(context.Background(), job)
 		require.NoError(t, err)
-		require.NoError(t, ptx.VerifySeed(in, out, 1))
+		require.NoError(t, verifySeed(in, out, 1))
 		assert.Equal(t, HostStaged, rep.Mode, "run %d", i)
 	}
-	_, err = other.Run(context.Background(), Job{N: 500, Kernel: SeedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostRegistered})
-	assert.ErrorIs(t, err, driver.ErrHostMemoryRegistered)
+	_, err = other.Run(context.Background(), Job{N: 500, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostRegistered})
+	assert.ErrorIs(t, err, ErrRegistered)
+	assert.EqualError(t, err, "pipeline: setup: memory is already registered")
 	assert.Empty(t, sim.Hazards())
 }

@@ -129,6 +129,9 @@ func Synchronous(ctx context.Context, b Backend, cfg Config, job Job) (time.Dura
 	if job.Kernel == nil {
 		return 0, errors.New("pipeline: job has no Kernel")
 	}
+	if err := b.Prepare(job.Kernel); err != nil {
+		return 0, err
+	}
 	if len(job.Inputs) != len(cfg.Inputs) || len(job.Outputs) != len(cfg.Outputs) {
 		return 0, fmt.Errorf("pipeline: job has %d inputs and %d outputs, config %d and %d", len(job.Inputs), len(job.Outputs), len(cfg.Inputs), len(cfg.Outputs))
 	}

@@ -377,7 +377,7 @@ func (p *Pipeline) validateStream(job StreamJob) error {
 			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.OutputNames, "output", i))
 		}
 	}
-	return nil
+	return p.b.Prepare(job.Kernel)
 }
 
 func (p *Pipeline) newStreamRun(job StreamJob) *streamRun {

@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"bytes"
@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/ptx"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,9 +31,9 @@ const streamIters = 1
 // output for them as the simulator computes it.
 func streamData(n int) (in, want []byte) {
 	x := make([]float32, n)
-	ptx.FillPattern(x, 0)
+	kernels.FillPattern(x, 0)
 	y := make([]float32, n)
-	ptx.SeedCPU(y, x, streamIters)
+	kernels.SeedCPU(y, x, streamIters)
 	return append([]byte(nil), driver.Bytes(x)...), append([]byte(nil), driver.Bytes(y)...)
 }
 
@@ -57,11 +58,6 @@ func streamPipeline(t *testing.T, seed uint64, chunk, ins int) (*Pipeline, *Sim)
 type plainReader struct{ r io.Reader }
 
 func (p plainReader) Read(b []byte) (int, error) { return p.r.Read(b) }
-
-// plainWriter hides every method but Write.
-type plainWriter struct{ w io.Writer }
-
-func (p plainWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
 
 // slowReader and slowWriter sleep before each call.
 type slowReader struct {
@@ -236,7 +232,7 @@ func TestStreamEveryLength(t *testing.T) {
 					w, got := wk.make(t)
 					rep, err := p.RunStream(context.Background(), StreamJob{
 						Inputs: []io.Reader{rk.make(t, in)}, Outputs: []io.Writer{w},
-						Kernel: SeedKernel(nil, streamIters), Readers: 3, Writers: 2, PieceBytes: 1,
+						Kernel: seedKernel(nil, streamIters), Readers: 3, Writers: 2, PieceBytes: 1,
 					})
 					require.NoError(t, err)
 					sameBytes(t, want, got())
@@ -268,7 +264,7 @@ func TestStreamPositionalOffsets(t *testing.T) {
 	defer out.Close()
 	_, err = out.Write([]byte("HEADER"))
 	require.NoError(t, err)
-	_, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{f}, Outputs: []io.Writer{out}, Kernel: SeedKernel(nil, streamIters)})
+	_, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{f}, Outputs: []io.Writer{out}, Kernel: seedKernel(nil, streamIters)})
 	require.NoError(t, err)
 	pos, _ := f.Seek(0, io.SeekCurrent)
 	assert.Equal(t, int64(4+400), pos, "input offset after the run")
@@ -285,16 +281,16 @@ func TestStreamTwoInputs(t *testing.T) {
 	p, _ := streamPipeline(t, 7, 32, 2)
 	const n = 32*5 + 9
 	x, y := make([]float32, n), make([]float32, n)
-	ptx.FillPattern(x, 1)
-	ptx.FillPattern(y, 99)
+	kernels.FillPattern(x, 1)
+	kernels.FillPattern(y, 99)
 	var out bytes.Buffer
 	rep, err := p.RunStream(context.Background(), StreamJob{
 		Inputs:  []io.Reader{bytes.NewReader(driver.Bytes(x)), iotest.HalfReader(bytes.NewReader(driver.Bytes(y)))},
-		Outputs: []io.Writer{&out}, Kernel: SaxpyKernel(nil, 2.5),
+		Outputs: []io.Writer{&out}, Kernel: saxpyKernel(nil, 2.5),
 	})
 	require.NoError(t, err)
 	assert.Equal(t, int64(n), rep.N)
-	require.NoError(t, ptx.VerifySaxpy(x, y, driver.View[float32](out.Bytes()), 2.5))
+	require.NoError(t, verifySaxpy(x, y, driver.View[float32](out.Bytes()), 2.5))
 	assert.Equal(t, 4*n, out.Len())
 }
 
@@ -429,10 +425,10 @@ func TestStreamBadInput(t *testing.T) {
 				ins := tc.inputs()
 				p, _ := streamPipeline(t, uint64(100+i), chunk, len(ins))
 				w, got := wk.make(t)
-				k := SeedKernel(nil, streamIters)
+				k := seedKernel(nil, streamIters)
 				ref := want
 				if len(ins) == 2 {
-					k, ref = SaxpyKernel(nil, 0.5), saxpyBytes(in, in, 0.5)
+					k, ref = saxpyKernel(nil, 0.5), saxpyBytes(in, in, 0.5)
 				}
 				_ = want2
 				rep, err := p.RunStream(context.Background(), StreamJob{Inputs: ins, Outputs: []io.Writer{w}, Kernel: k,
@@ -512,7 +508,7 @@ func TestStreamWriterFailure(t *testing.T) {
 			p, _ := streamPipeline(t, uint64(200+i), chunk, 1)
 			w, got := tc.out()
 			rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{w},
-				OutputNames: []string{"out.f32"}, Kernel: SeedKernel(nil, streamIters), Writers: 4, PieceBytes: 1})
+				OutputNames: []string{"out.f32"}, Kernel: seedKernel(nil, streamIters), Writers: 4, PieceBytes: 1})
 			var se *StreamError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, "out.f32", se.Stream)
@@ -570,7 +566,7 @@ func TestStreamCancel(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(20*time.Millisecond, cancel)
-			rep, err := p.RunStream(ctx, StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: SeedKernel(nil, streamIters)})
+			rep, err := p.RunStream(ctx, StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: seedKernel(nil, streamIters)})
 			require.ErrorIs(t, err, context.Canceled)
 			after := r.count()
 			time.Sleep(10 * time.Millisecond)
@@ -598,7 +594,7 @@ func TestStreamManyRunsNoLeaks(t *testing.T) {
 		if i%2 == 1 {
 			r = &errAfter{r: bytes.NewReader(in), left: 4 * i % 200, cause: errDisk}
 		}
-		_, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{&out}, Kernel: SeedKernel(nil, streamIters)})
+		_, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
 		if i%2 == 0 {
 			require.NoError(t, err)
 			sameBytes(t, want, out.Bytes())
@@ -622,10 +618,10 @@ func TestStreamHazardDetectorSeesHostAccess(t *testing.T) {
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 8, 2, 1
 	p, err := New(sim, cfg)
 	require.NoError(t, err)
-	p.skipWAR = true
+	SetSkipWAR(p, true)
 	in, _ := streamData(8 * 40)
 	_, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)},
-		Outputs: []io.Writer{slowWriter{io.Discard, 100 * time.Microsecond}}, Kernel: SeedKernel(nil, streamIters)})
+		Outputs: []io.Writer{slowWriter{io.Discard, 100 * time.Microsecond}}, Kernel: seedKernel(nil, streamIters)})
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
 	hz := sim.Hazards()
@@ -643,7 +639,7 @@ func TestStreamHazardDetectorSeesHostAccess(t *testing.T) {
 func TestStreamValidation(t *testing.T) {
 	p, _ := streamPipeline(t, 1, 8, 1)
 	r, w := bytes.NewReader(nil), io.Discard
-	k := SeedKernel(nil, 1)
+	k := seedKernel(nil, 1)
 	cases := []struct {
 		job  StreamJob
 		text string
@@ -682,7 +678,7 @@ func TestStreamDirect(t *testing.T) {
 	p, _ := streamPipeline(t, 21, chunk, 1)
 	var out bytes.Buffer
 	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{f}, Outputs: []io.Writer{&out},
-		Kernel: SeedKernel(nil, streamIters), Readers: 3, PieceBytes: DirectAlign})
+		Kernel: seedKernel(nil, streamIters), Readers: 3, PieceBytes: DirectAlign})
 	require.NoError(t, err)
 	assert.Equal(t, int64(n), rep.N)
 	assert.Equal(t, 3, rep.Readers, "the file was read with positional reads")
@@ -706,7 +702,7 @@ func (p *patternReader) Read(b []byte) (int, error) {
 	if len(p.buf) < k {
 		p.buf = make([]float32, k)
 	}
-	ptx.FillPattern(p.buf[:k], p.at)
+	kernels.FillPattern(p.buf[:k], p.at)
 	p.at += k
 	return copy(b, driver.Bytes(p.buf[:k])), nil
 }
@@ -743,7 +739,7 @@ func TestStreamMemoryBounded(t *testing.T) {
 	const chunks = 6000
 	w := &heapSampler{every: 1000}
 	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{&patternReader{n: chunks * 16}},
-		Outputs: []io.Writer{w}, Kernel: SeedKernel(nil, 0)})
+		Outputs: []io.Writer{w}, Kernel: seedKernel(nil, 0)})
 	require.NoError(t, err)
 	require.Equal(t, int64(chunks*16), rep.N)
 	require.Len(t, w.samples, 6)

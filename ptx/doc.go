@@ -1,18 +1,15 @@
-// Package ptx holds overlap's kernels as embedded PTX, reads PTX text
-// without a GPU, and loads PTX onto a context with errors a user can act on.
+// Package ptx reads PTX text without a GPU and loads PTX onto a context
+// with errors a user can act on. It knows nothing of particular kernels:
+// overlap's own, with their CPU references, live in package
+// [github.com/purecuda/overlap/ptx/kernels].
 //
-// It sits above package driver and below package pipeline. The kernels'
-// CUDA C sources live in kernels/ beside the PTX that nvcc generated from
-// them (make ptx, on a machine with nvcc); each PTX file records the
-// SHA-256 of its source, and a test fails when the two drift apart. The PTX
-// headers are lowered to ISA 7.0 and target sm_75, so any driver of CUDA
-// 11.0 or newer can JIT them (overlap itself needs CUDA 12.0).
+// It sits above package driver and beside package pipeline; neither
+// imports the other.
 //
 // [Parse] reads PTX text: its version, target, address size and entries
-// with their parameters. It never panics, on any input.
-//
-// Each kernel has a CPU reference in float64 and a documented tolerance;
-// the Verify functions check every element, in parallel.
+// with their parameters, including PTX from nvcc -lineinfo and -G (.file,
+// .loc and .section .debug_* directives). It never panics, on any input.
+// [LoadFile] reads at most [MaxFileSize] bytes of a file.
 //
 // # Concurrency
 //
@@ -21,6 +18,6 @@
 //
 // # Memory
 //
-// Embedded PTX is read-only and shared; Load copies what it hands to the
-// driver. A Program owns its driver.Module and must be closed.
+// Load copies what it hands to the driver. A Program owns its
+// driver.Module and must be closed.
 package ptx

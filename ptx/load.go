@@ -40,15 +40,6 @@ func (p *Program) Close() error {
 	return p.Module.Close()
 }
 
-// Load loads an embedded kernel onto ctx.
-func (k Kernel) Load(ctx *driver.Context) (*Program, error) {
-	src := k.PTX()
-	if src == nil {
-		return nil, fmt.Errorf("ptx: kernel %q has no embedded PTX", k.Name)
-	}
-	return Load(ctx, k.Name+".ptx", src, k.Name, driver.ModuleOptions{})
-}
-
 // LoadFile reads a PTX file and loads its entry onto ctx.
 func LoadFile(ctx *driver.Context, path, entry string, opts driver.ModuleOptions) (*Program, error) {
 	f, err := os.Open(path)

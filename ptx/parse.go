@@ -50,6 +50,11 @@ type Param struct {
 	Size int
 	// Align is its alignment in bytes.
 	Align int
+	// PointeeAlign is the alignment that a ".ptr .align N" attribute
+	// promises for the memory the parameter points to (0 when absent). It
+	// does not move the parameter itself, which keeps its type's alignment
+	// (PTX ISA, "Kernel Function Parameter Attributes").
+	PointeeAlign int
 }
 
 // Entry returns the entry called name.
@@ -204,7 +209,19 @@ func (p *parser) file() (*File, error) {
 			if err := p.function(); err != nil {
 				return nil, err
 			}
-		case ".global", ".const", ".shared", ".local", ".tex", ".surfref", ".texref", ".samplerref", ".file", ".section", ".pragma", ".alias":
+		case ".file":
+			if err := p.fileDirective(); err != nil {
+				return nil, err
+			}
+		case ".loc":
+			if err := p.locDirective(); err != nil {
+				return nil, err
+			}
+		case ".section":
+			if err := p.section(); err != nil {
+				return nil, err
+			}
+		case ".global", ".const", ".shared", ".local", ".tex", ".surfref", ".texref", ".samplerref", ".pragma", ".alias":
 			if err := p.skipStatement(); err != nil {
 				return nil, err
 			}
@@ -255,6 +272,65 @@ func (p *parser) skipStatement() error {
 		}
 		p.next()
 	}
+}
+
+// fileDirective reads the debug directive
+//
+//	.file index "name" [, timestamp, size]
+//
+// that nvcc writes with -lineinfo and -G. It ends at its line, without a ';'.
+func (p *parser) fileDirective() error {
+	p.next()
+	if p.tok.kind != tokNumber {
+		return p.errf("expected a file index after .file, found %s", p.tok.describe())
+	}
+	p.next()
+	if p.tok.kind != tokString {
+		return p.errf("expected a file name after .file, found %s", p.tok.describe())
+	}
+	p.next()
+	for i := 0; i < 2 && p.tok.text == ","; i++ { // timestamp, then size
+		p.next()
+		if p.tok.kind != tokNumber {
+			return p.errf("expected a number in .file, found %s", p.tok.describe())
+		}
+		p.next()
+	}
+	return nil
+}
+
+// locDirective reads a source-line directive outside a body:
+//
+//	.loc file line column [, function_name label [+ offset], inlined_at file line column]
+//
+// It has no ';' and ends with its line.
+func (p *parser) locDirective() error {
+	line := p.tok.line
+	p.next()
+	for i := 0; i < 3; i++ {
+		if p.tok.kind != tokNumber || p.tok.line != line {
+			return p.errf(".loc needs a file index, a line and a column, found %s", p.tok.describe())
+		}
+		p.next()
+	}
+	for p.tok.line == line && p.tok.kind != tokEOF && p.tok.kind != tokError {
+		p.next()
+	}
+	return nil
+}
+
+// section skips a debug section, ".section .debug_info { ... }", whose
+// data lines have no ';'.
+func (p *parser) section() error {
+	p.next()
+	if p.tok.kind != tokDirective && p.tok.kind != tokIdent {
+		return p.errf("expected a section name after .section, found %s", p.tok.describe())
+	}
+	p.next()
+	if p.tok.text != "{" {
+		return p.errf("expected '{' to open the section, found %s", p.tok.describe())
+	}
+	return p.skipBody()
 }
 
 // skipBody skips a balanced { ... } body; the current token is '{'.
@@ -333,6 +409,7 @@ func (p *parser) params() ([]Param, error) {
 		}
 		p.next()
 		prm := Param{}
+		ptr := false
 		for p.tok.kind == tokDirective {
 			switch {
 			case p.tok.text == ".align":
@@ -341,11 +418,17 @@ func (p *parser) params() ([]Param, error) {
 				if err != nil || n <= 0 || n > 4096 || n&(n-1) != 0 {
 					return nil, p.errf("alignment must be a power of two, found %s", p.tok.describe())
 				}
-				prm.Align = n
+				if ptr {
+					prm.PointeeAlign = n // .ptr [.space] .align N: the pointee's
+				} else {
+					prm.Align = n
+				}
 			case typeSizes[p.tok.text] > 0:
 				prm.Type = p.tok.text
-			case p.tok.text == ".ptr", p.tok.text == ".global", p.tok.text == ".const", p.tok.text == ".shared", p.tok.text == ".local":
-				// pointer attributes: .ptr .global .align N
+			case p.tok.text == ".ptr":
+				ptr = true
+			case p.tok.text == ".global", p.tok.text == ".const", p.tok.text == ".shared", p.tok.text == ".local":
+				// the pointee's state space, after .ptr
 			default:
 				return nil, p.errf("unknown parameter attribute %s", p.tok.describe())
 			}

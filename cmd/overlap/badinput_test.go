@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/require"
 )
 
@@ -41,18 +42,26 @@ func apiErr(f func() error) func(t *testing.T) (string, int) {
 	}
 }
 
+func mustPipeline(k *kernels.Kernel, scalars ...float64) *pipeline.Kernel {
+	pk, err := k.Pipeline(nil, scalars...)
+	if err != nil {
+		panic(err)
+	}
+	return pk
+}
+
 func parseErr(src []byte) func(t *testing.T) (string, int) {
 	return apiErr(func() error { _, err := ptx.Parse(src); return err })
 }
 
 func badInputs(tmp string) []badInput {
-	seed := string(ptx.Seed.PTX())
+	seed := string(kernels.Seed.PTX())
 	junk := filepath.Join(tmp, "junk.so")
 	os.WriteFile(junk, []byte("not a library"), 0o644)
 	sim := pipeline.NewSim(1, 0)
 	cfg := pipeline.Config{ChunkElems: 8, Inputs: []int{4}, Outputs: []int{4}}
 	in, out := make([]float32, 10), make([]float32, 10)
-	job := pipeline.Job{N: 10, Kernel: pipeline.SeedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	job := pipeline.Job{N: 10, Kernel: mustPipeline(kernels.Seed, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	run := func(mutate func(*pipeline.Job)) func() error {
 		return func() error {
 			p, err := pipeline.New(sim, cfg)
@@ -91,12 +100,18 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap run --sim --ptx k.ptx --entry k`", cli("run", "--sim", "--ptx", "k.ptx", "--entry", "k")},
 		{"CLI", "`overlap run --bogus`", cli("run", "--bogus")},
 		{"CLI", "`overlap run extra`", cli("run", "extra")},
+		{"CLI", "`overlap run --sim --device 7`", cli("run", "--sim", "--device", "7")},
+		{"CLI", "`overlap run --kernel saxpy --iters 5`", cli("run", "--kernel", "saxpy", "--iters", "5")},
+		{"CLI", "`overlap run --svg .`, a directory", cli("run", "--sim", "--svg", ".")},
+		{"CLI", "`overlap run --elems 1G --chunk 1K --trace t.json`", cli("run", "--sim", "--elems", "1G", "--chunk", "1K", "--trace", filepath.Join(tmp, "t.json"))},
+		{"CLI", "`overlap tune --json`", cli("tune", "--json")},
 		{"CLI", "`overlap bench --chunks 1M,zero`", cli("bench", "--chunks", "1M,zero")},
 		{"CLI", "`overlap bench --slots 1`", cli("bench", "--slots", "1")},
 		{"CLI", "`overlap bench --host auto`", cli("bench", "--host", "auto")},
 		{"CLI", "`overlap bench --sim --reference`", cli("bench", "--sim", "--reference")},
 		{"CLI", "`overlap ptx describe missing.ptx`", cli("ptx", "describe", "missing.ptx")},
 		{"CLI", "`overlap ptx explain k.ptx`", cli("ptx", "explain", "k.ptx")},
+		{"CLI", "`overlap ptx describe /dev/zero`", cli("ptx", "describe", "/dev/zero")},
 		{"PTX", "empty file", parseErr(nil)},
 		{"PTX", "binary garbage", parseErr([]byte("\x7fELF\x02\x01\x01\x00junk"))},
 		{"PTX", "text that is not UTF-8", parseErr([]byte("\xff\xfe.version 7.0"))},
@@ -106,7 +121,7 @@ func badInputs(tmp string) []badInput {
 		{"PTX", "an entry defined twice", parseErr([]byte(".version 7.0\n.target sm_75\n.entry k()\n{ret;}\n.entry k()\n{ret;}\n"))},
 		{"PTX", "an unclosed comment", parseErr([]byte(".version 7.0\n/* oops\n"))},
 		{"PTX", "100 MB of junk text", parseErr(bytes.Repeat([]byte("junk "), 100<<20/5))},
-		{"PTX", "an unknown embedded kernel", apiErr(func() error { _, err := ptx.KernelByName("fft"); return err })},
+		{"PTX", "an unknown embedded kernel", apiErr(func() error { _, err := kernels.ByName("fft"); return err })},
 		{"driver API", "`Alloc(0)`", apiErr(func() error { _, err := (*driver.Context)(nil).Alloc(0); return err })},
 		{"driver API", "a nil `*Context`", apiErr(func() error { _, err := (*driver.Context)(nil).Alloc(16); return err })},
 		{"driver API", "a nil `*Stream`", apiErr(func() error { return (*driver.Stream)(nil).Synchronize() })},
@@ -143,6 +158,8 @@ func badInputs(tmp string) []badInput {
 		{"pipeline API", "an input shorter than N elements", apiErr(run(func(j *pipeline.Job) { j.N = 11 }))},
 		{"pipeline API", "a buffer with neither Data nor Pinned", apiErr(run(func(j *pipeline.Job) { j.Inputs = []pipeline.Buffer{{}} }))},
 		{"pipeline API", "the wrong number of inputs", apiErr(run(func(j *pipeline.Job) { j.Inputs = nil }))},
+		{"pipeline API", "a `[]float64` in a `Float32Config` job", apiErr(run(func(j *pipeline.Job) { j.Inputs = []pipeline.Buffer{pipeline.Slice(make([]float64, 10))} }))},
+		{"pipeline API", "a kernel without a CPU stand-in on the simulator", apiErr(run(func(j *pipeline.Job) { j.Kernel = &pipeline.Kernel{Name: "gpu-only"} }))},
 		{"pipeline API", "host mode pinned with Go slices", apiErr(run(func(j *pipeline.Job) { j.Host = pipeline.HostPinned }))},
 		{"pipeline API", "`Run` after `Close`", apiErr(func() error {
 			p, err := pipeline.New(sim, cfg)

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -28,8 +27,8 @@ type benchOptions struct {
 	repeat              int
 	computeStreams      int
 	reference           bool
-	csvPath, jsonPath   string
-	svgPath             string
+	csvPath, svgPath    string
+	jsonOut             bool
 	sim                 bool
 	device              int
 }
@@ -60,11 +59,12 @@ func parseList(name, s string, parse func(string) (int, error)) ([]int, error) {
 	return out, nil
 }
 
-func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
+const benchUsage = "overlap bench [flags]"
+
+func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	o := &benchOptions{elems: 128 << 20}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Var(sizeFlag{v: &o.elems}, "elems", "elements per input (128M)")
+	fs := newFlags("bench")
+	fs.Var(sizeFlag{v: &o.elems}, "elems", "elements per input; sizes take K, M, G")
 	iters := fs.String("iters", "100", "comma-separated seed kernel iterations")
 	chunks := fs.String("chunks", "1M,4M,16M,32M", "comma-separated chunk sizes")
 	slots := fs.String("slots", "2,3", "comma-separated slot counts")
@@ -72,16 +72,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.IntVar(&o.repeat, "repeat", 3, "runs per configuration (the best counts)")
 	fs.IntVar(&o.computeStreams, "compute-streams", 1, "streams for kernels (1 matches the C++ reference's design)")
 	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ reference pipeline (needs nvcc)")
-	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV")
-	fs.StringVar(&o.jsonPath, "json", "", "write results as JSON")
-	fs.StringVar(&o.svgPath, "svg", "", "plot time against chunk size")
-	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator")
+	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to `FILE`")
+	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON instead of the table")
+	fs.StringVar(&o.svgPath, "svg", "", "plot time against chunk size to `FILE`")
+	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-		}
+	if err := parseFlags(fs, benchUsage, args, stdout); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -122,8 +118,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 		o.hosts = append(o.hosts, m)
 	}
 	switch {
-	case o.elems > maxElems:
-		return nil, fmt.Errorf("--elems %d: at most %d", o.elems, maxElems)
+	case int64(o.elems) > maxElems:
+		return nil, fmt.Errorf("--elems %d: at most %d", o.elems, int64(maxElems))
 	case o.repeat < 1 || o.repeat > 1000:
 		return nil, fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
 	case o.computeStreams < 1 || o.computeStreams > 64:
@@ -132,12 +128,19 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
 	case o.reference && o.sim:
 		return nil, errors.New("--reference needs a GPU, not --sim")
+	case o.sim && isSet(fs, "device"):
+		return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
+	}
+	for _, f := range []struct{ name, path string }{{"csv", o.csvPath}, {"svg", o.svgPath}} {
+		if err := checkWritable(f.name, f.path); err != nil {
+			return nil, err
+		}
 	}
 	return o, nil
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) int {
-	o, err := parseBenchFlags(args, stderr)
+	o, err := parseBenchFlags(args, stdout)
 	if code, done := flagFailure("bench", err, stderr); done {
 		return code
 	}
@@ -201,7 +204,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 	for _, it := range o.iters {
 		for _, host := range o.hosts {
 			ro.iters, ro.host = it, host
-			w, err := newWorkload(ro, e.fn, 0, e.allocPinned)
+			w, err := newWorkload(ro, e)
 			if err != nil {
 				return nil, err
 			}
@@ -229,7 +232,16 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 		}
 	}
 	prog.done()
-	printBench(stdout, rows, e.backend.Name(), o)
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if rows == nil {
+			rows = []benchRow{}
+		}
+		enc.Encode(map[string]any{"simulated": o.sim, "backend": e.backend.Name(), "elems": o.elems, "results": rows})
+	} else {
+		printBench(stdout, rows, e.backend.Name(), o)
+	}
 	return rows, nil
 }
 
@@ -306,12 +318,6 @@ func writeBenchFiles(o *benchOptions, rows []benchRow) error {
 			return err
 		}
 		if err := f.Close(); err != nil {
-			return err
-		}
-	}
-	if o.jsonPath != "" {
-		b, _ := json.MarshalIndent(map[string]any{"simulated": o.sim, "results": rows}, "", "  ")
-		if err := os.WriteFile(o.jsonPath, b, 0o644); err != nil {
 			return err
 		}
 	}

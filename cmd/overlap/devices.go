@@ -11,31 +11,33 @@ import (
 	"github.com/purecuda/overlap/loader"
 )
 
-// noDriverLine is the one line printed when no NVIDIA driver is found.
+// noDriverLine is the one line printed when no NVIDIA driver is found: how
+// many paths were tried and, for a library that exists but is not a usable
+// driver, why (issue 10).
 func noDriverLine(err error) string {
 	var oe *loader.OpenError
 	if errors.As(err, &oe) {
-		paths := ""
-		for i, a := range oe.Attempts {
-			if i > 0 {
-				paths += ", "
-			}
-			paths += a.Path
-		}
-		return "overlap: no NVIDIA driver found (tried " + paths + ")"
+		return "overlap: " + oe.Brief()
 	}
 	return "overlap: " + err.Error()
 }
 
 func cmdDevices(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
+	fs := newFlags("devices")
+	if err := parseFlags(fs, "overlap devices", args, stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "overlap devices: %v\n", err)
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "overlap devices: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
+	}
+	if intSize < 64 {
+		fmt.Fprintf(stderr, "overlap devices: %v\n", errNo32Bit)
+		return exitFail
 	}
 	if err := driver.Load(); err != nil {
 		fmt.Fprintln(stderr, noDriverLine(err))

@@ -5,17 +5,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // runOptions are the parsed flags of overlap run.
 type runOptions struct {
 	elems          int
-	chunk          int // 0 means auto
-	chunkAuto      bool
+	chunk          int  // -1 until --chunk is given; see chunkAuto
+	chunkAuto      bool // --chunk auto
 	slots          int
 	computeStreams int
 	iters          int
@@ -55,7 +57,7 @@ func parseSize(s string) (int, error) {
 	if v <= 0 {
 		return 0, fmt.Errorf("%q: must be positive", s)
 	}
-	if v > (1<<40)/int64(mult) {
+	if v > (1<<40)/int64(mult) || v > math.MaxInt/int64(mult) { // the second on 32-bit platforms
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return int(v) * mult, nil
@@ -68,10 +70,10 @@ type sizeFlag struct {
 }
 
 func (f sizeFlag) String() string {
-	if f.v == nil || *f.v < 0 {
+	if f.v == nil || *f.v <= 0 {
 		return ""
 	}
-	return strconv.Itoa(*f.v)
+	return formatSize(*f.v)
 }
 
 func (f sizeFlag) Set(s string) error {
@@ -93,83 +95,167 @@ func (f sizeFlag) Set(s string) error {
 // maxElems bounds --elems: 2^32-1 is the kernels' unsigned count.
 const maxElems = 1<<32 - 1
 
-// parseRunFlags parses and checks overlap run's flags. Errors are one line.
-func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
-	o := &runOptions{elems: 128 << 20, chunk: -1, iters: 100, kernel: "seed", repeat: 3}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Var(sizeFlag{v: &o.elems}, "elems", "elements per input (128M)")
-	fs.Var(sizeFlag{v: &o.chunk, auto: &o.chunkAuto}, "chunk", "elements per chunk, or auto (1M)")
-	fs.IntVar(&o.slots, "slots", 0, "buffer slots, at least 2 and at least --compute-streams (default compute-streams+2)")
-	fs.IntVar(&o.computeStreams, "compute-streams", pipeline.DefaultComputeStreams, "streams for kernels")
-	fs.IntVar(&o.iters, "iters", 100, "seed kernel iterations (its intensity)")
-	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel: seed, saxpy or lerp")
-	fs.StringVar(&o.ptxFile, "ptx", "", "a PTX file with your own element-wise kernel (out, in..., n)")
-	fs.StringVar(&o.entry, "entry", "", "the kernel's entry name in --ptx")
-	host := fs.String("host", "auto", "host memory: pinned, staged, registered or auto")
+const (
+	runUsage  = "overlap run [flags]"
+	tuneUsage = "overlap tune [flags]"
+)
+
+// addJobFlags registers the flags that say what job runs where: the ones
+// overlap run and overlap tune share.
+func addJobFlags(fs *flag.FlagSet, o *runOptions, host *string) {
+	fs.Var(sizeFlag{v: &o.elems}, "elems", "elements per input; sizes take K, M, G")
+	fs.IntVar(&o.iters, "iters", o.iters, "the seed kernel's iterations (its intensity)")
+	fs.StringVar(&o.kernel, "kernel", o.kernel, "embedded kernel: "+oneOf(kernels.Pipelinable()))
+	fs.StringVar(&o.ptxFile, "ptx", "", "a PTX `FILE` with your own element-wise kernel (out, in..., n)")
+	fs.StringVar(&o.entry, "entry", "", "the kernel's entry `NAME` in --ptx")
+	fs.StringVar(host, "host", *host, "host memory: pinned, staged, registered or auto")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
-	fs.IntVar(&o.repeat, "repeat", 3, "pipeline runs (the best is reported)")
-	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
-	fs.StringVar(&o.trace, "trace", "", "write a Chrome trace of the last run to this file")
-	fs.StringVar(&o.svg, "svg", "", "write an SVG timeline of the last run to this file")
-	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
+	fs.IntVar(&o.repeat, "repeat", o.repeat, "pipeline runs (the best is reported)")
 	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
-	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-			return nil, flag.ErrHelp
-		}
+}
+
+func defaultRunOptions() *runOptions {
+	return &runOptions{elems: 128 << 20, chunk: -1, iters: 100, kernel: "seed", repeat: 3, computeStreams: pipeline.DefaultComputeStreams}
+}
+
+// parseRunFlags parses and checks overlap run's flags; -h prints its help
+// to stdout. Errors are one line.
+func parseRunFlags(args []string, stdout io.Writer) (*runOptions, error) {
+	o := defaultRunOptions()
+	host := "auto"
+	fs := runFlags(o, &host)
+	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := checkRunOptions(fs, o, host); err != nil {
+		return nil, err
 	}
+	return o, nil
+}
+
+// runFlags is overlap run's flag set, writing into o and host.
+func runFlags(o *runOptions, host *string) *flag.FlagSet {
+	fs := newFlags("run")
+	addJobFlags(fs, o, host)
+	fs.Var(sizeFlag{v: &o.chunk, auto: &o.chunkAuto}, "chunk", "elements per chunk, or auto to fit a cost model to probes (default 1M, at most --elems)")
+	fs.IntVar(&o.slots, "slots", 0, "buffer slots, at least 2 and at least --compute-streams (default compute-streams+2)")
+	fs.IntVar(&o.computeStreams, "compute-streams", o.computeStreams, "streams for kernels")
+	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
+	fs.StringVar(&o.trace, "trace", "", "write a Chrome trace of the last run to `FILE`")
+	fs.StringVar(&o.svg, "svg", "", "write an SVG timeline of the last run to `FILE`")
+	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
+	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
+	return fs
+}
+
+// checkRunOptions checks overlap run's parsed flags.
+func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	if o.chunk == -1 { // not given: the default, capped at the job
 		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
 	}
-	var err error
-	if o.host, err = pipeline.ParseHostMode(*host); err != nil {
-		return nil, fmt.Errorf("invalid value %q for flag -host: want pinned, staged, registered or auto", *host)
+	if err := checkJobOptions(fs, o, host); err != nil {
+		return err
 	}
 	switch {
-	case o.elems > maxElems:
-		return nil, fmt.Errorf("--elems %d: at most %d", o.elems, maxElems)
 	case !o.chunkAuto && o.chunk > o.elems:
-		return nil, fmt.Errorf("--chunk %d is larger than --elems %d", o.chunk, o.elems)
+		return fmt.Errorf("--chunk %d is larger than --elems %d", o.chunk, o.elems)
 	case o.computeStreams < 1 || o.computeStreams > 64:
-		return nil, fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
+		return fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
 	case o.slots != 0 && o.slots < 2:
-		return nil, fmt.Errorf("--slots %d: at least 2 are needed to overlap anything", o.slots)
+		return fmt.Errorf("--slots %d: at least 2 are needed to overlap anything", o.slots)
 	case o.slots != 0 && o.slots < o.computeStreams:
-		return nil, fmt.Errorf("--slots %d: fewer than --compute-streams %d", o.slots, o.computeStreams)
+		return fmt.Errorf("--slots %d: fewer than --compute-streams %d", o.slots, o.computeStreams)
 	case o.slots > 1024:
-		return nil, fmt.Errorf("--slots %d: at most 1024", o.slots)
-	case o.iters < 0:
-		return nil, fmt.Errorf("--iters %d: must not be negative", o.iters)
-	case o.repeat < 1 || o.repeat > 1000:
-		return nil, fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
-	case o.device < 0:
-		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
-	case o.ptxFile != "" && o.entry == "":
-		return nil, errors.New("--ptx needs --entry NAME")
-	case o.ptxFile == "" && o.entry != "":
-		return nil, errors.New("--entry needs --ptx FILE")
-	case o.ptxFile != "" && o.sim:
-		return nil, errors.New("--ptx cannot run on --sim: the simulator has no CPU version of your kernel")
+		return fmt.Errorf("--slots %d: at most 1024", o.slots)
 	}
-	if o.ptxFile == "" {
-		switch o.kernel {
-		case "seed", "saxpy", "lerp":
-		case "empty":
-			return nil, errors.New("--kernel empty has no inputs or outputs to pipeline; pick seed, saxpy or lerp")
-		default:
-			return nil, fmt.Errorf("--kernel %q: unknown (have seed, saxpy, lerp)", o.kernel)
+	if err := checkTimed(o); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, path string }{{"trace", o.trace}, {"svg", o.svg}} {
+		if err := checkWritable(f.name, f.path); err != nil {
+			return err
 		}
 	}
 	if o.quiet && o.jsonOut {
 		o.quiet = false // JSON is the requested output
 	}
-	return o, nil
+	return nil
+}
+
+// checkTimed refuses --trace and --svg on more chunks than per-chunk
+// timing can record; with --chunk auto it is checked once the chunk is
+// chosen.
+func checkTimed(o *runOptions) error {
+	if o.trace == "" && o.svg == "" || o.chunkAuto {
+		return nil
+	}
+	if chunks := (o.elems + o.chunk - 1) / o.chunk; chunks > pipeline.MaxTimedChunks {
+		return fmt.Errorf("--trace and --svg time every chunk, at most %d; --elems %d in chunks of %d makes %d: use a larger --chunk",
+			pipeline.MaxTimedChunks, o.elems, o.chunk, chunks)
+	}
+	return nil
+}
+
+// parseTuneFlags parses overlap tune's flags: the job's, without the
+// chunk, slots and streams that tune chooses.
+func parseTuneFlags(args []string, stdout io.Writer) (*runOptions, error) {
+	o := defaultRunOptions()
+	fs := newFlags("tune")
+	host := "auto"
+	addJobFlags(fs, o, &host)
+	if err := parseFlags(fs, tuneUsage, args, stdout); err != nil {
+		return nil, err
+	}
+	o.chunk = min(pipeline.DefaultChunkElems, o.elems)
+	return o, checkJobOptions(fs, o, host)
+}
+
+// checkJobOptions checks the flags that addJobFlags registers.
+func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if o.host, err = pipeline.ParseHostMode(host); err != nil {
+		return fmt.Errorf("invalid value %q for flag -host: want pinned, staged, registered or auto", host)
+	}
+	switch {
+	case int64(o.elems) > maxElems:
+		return fmt.Errorf("--elems %d: at most %d", o.elems, int64(maxElems))
+	case o.iters < 0:
+		return fmt.Errorf("--iters %d: must not be negative", o.iters)
+	case o.iters > math.MaxInt32:
+		return fmt.Errorf("--iters %d: at most %d", o.iters, math.MaxInt32)
+	case o.repeat < 1 || o.repeat > 1000:
+		return fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
+	case o.device < 0:
+		return fmt.Errorf("--device %d: must not be negative", o.device)
+	case o.sim && isSet(fs, "device"):
+		return errors.New("--device cannot be used with --sim: the simulator is one CPU device")
+	case o.ptxFile != "" && o.entry == "":
+		return errors.New("--ptx needs --entry NAME")
+	case o.ptxFile == "" && o.entry != "":
+		return errors.New("--entry needs --ptx FILE")
+	case o.ptxFile != "" && o.sim:
+		return errors.New("--ptx cannot run on --sim: the simulator has no CPU version of your kernel")
+	case o.ptxFile != "" && isSet(fs, "kernel"):
+		return errors.New("--kernel and --ptx both name a kernel; give one")
+	}
+	if o.ptxFile != "" {
+		if isSet(fs, "iters") {
+			return errors.New("--iters is the seed kernel's; your --ptx kernel takes no scalars")
+		}
+		return nil
+	}
+	k, err := kernels.ByName(o.kernel)
+	if err != nil {
+		return fmt.Errorf("--kernel %q: unknown (have %s)", o.kernel, strings.Join(kernels.Pipelinable(), ", "))
+	}
+	if k.Inputs+k.Outputs == 0 {
+		return fmt.Errorf("--kernel %s has no inputs or outputs to pipeline; pick %s", o.kernel, oneOf(kernels.Pipelinable()))
+	}
+	if isSet(fs, "iters") && !hasScalar(o.kernel, "iters") {
+		return fmt.Errorf("--iters is the seed kernel's; %s takes no iterations", o.kernel)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // genBlock is the elements one goroutine of overlap gen fills and writes
@@ -21,18 +20,12 @@ const genBlock = 1 << 20
 // cmdGen writes an input file for streaming runs: --size bytes of
 // little-endian float32 elements of overlap's standard pattern.
 func cmdGen(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("gen")
 	var size, offset int
 	fs.Var(sizeFlag{v: &size}, "size", "bytes to write, a multiple of 4 (K, M, G are binary)")
 	fs.IntVar(&offset, "offset", 0, "pattern index of the first element (a second input uses another)")
 	out := fs.String("out", "", "the file to write, or - for stdout")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: overlap gen --size BYTES --out FILE [--offset N]\n\nwrites BYTES of little-endian float32 elements of overlap's standard input pattern")
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-		}
+	if err := parseFlags(fs, "overlap gen --size BYTES --out FILE [--offset N]: little-endian float32 of overlap's standard input pattern", args, stdout); err != nil {
 		code, _ := flagFailure("gen", err, stderr)
 		return code
 	}
@@ -80,7 +73,7 @@ func genSequential(w io.Writer, n, offset int) error {
 	buf := make([]float32, min(n, genBlock))
 	for done := 0; done < n; {
 		b := buf[:min(len(buf), n-done)]
-		ptx.FillPattern(b, offset+done)
+		kernels.FillPattern(b, offset+done)
 		if _, err := w.Write(driver.Bytes(b)); err != nil {
 			return err
 		}
@@ -106,7 +99,7 @@ func genParallel(f *os.File, n, offset int) error {
 				}
 				b := buf[:min(genBlock, n-lo)]
 				for i := range b {
-					b[i] = ptx.PatternValue(offset + lo + i)
+					b[i] = kernels.PatternValue(offset + lo + i)
 				}
 				if _, err := f.WriteAt(driver.Bytes(b), int64(lo)*4); err != nil {
 					errs[w] = err

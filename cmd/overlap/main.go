@@ -10,7 +10,10 @@
 //	overlap tune [flags]       pick chunk size, slots and streams from a fitted cost model
 //	overlap ptx describe FILE  read a PTX file's header, entries and parameters
 //	overlap devices            list GPUs, the driver version and library path
+//	overlap version            print overlap's version (also --version)
 //	overlap help               show this help
+//
+// Each command prints its usage and flags on -h.
 package main
 
 import (
@@ -48,7 +51,10 @@ Usage:
                        read a PTX file (no GPU needed): version, target,
                        entries and their parameters
   overlap devices      list the GPUs, the driver version and the library opened
+  overlap version      print overlap's version (also overlap --version)
   overlap help         show this help
+
+Each command prints its usage and flags with 'overlap COMMAND -h'.
 
 The NVIDIA driver is found through ` + "OVERLAP_CUDA_LIBRARY" + ` or the usual places.
 `
@@ -60,7 +66,7 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "overlap: missing command: run, bench, tune, ptx, devices or help (try 'overlap help')")
+		fmt.Fprintln(stderr, "overlap: missing command: run, bench, tune, ptx, devices, version or help (try 'overlap help')")
 		return exitUsage
 	}
 	switch args[0] {
@@ -76,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPTX(args[1:], stdout, stderr)
 	case "gen":
 		return cmdGen(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		return cmdVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

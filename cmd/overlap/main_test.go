@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/loader"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -18,7 +20,7 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 func TestUsageErrors(t *testing.T) {
 	code, _, errOut := runCLI()
 	assert.Equal(t, exitUsage, code)
-	assert.Equal(t, "overlap: missing command: run, bench, tune, ptx, devices or help (try 'overlap help')\n", errOut)
+	assert.Equal(t, "overlap: missing command: run, bench, tune, ptx, devices, version or help (try 'overlap help')\n", errOut)
 	code, _, errOut = runCLI("frobnicate")
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap: unknown command \"frobnicate\" (try 'overlap help')\n", errOut)
@@ -47,3 +49,14 @@ func TestDevices(t *testing.T) {
 }
 
 func driverPresent() bool { return driver.Load() == nil }
+
+// TestNoDriverLineKeepsTheReason guards issue 10: a library that exists
+// but is not the driver is named with its reason, in one line.
+func TestNoDriverLineKeepsTheReason(t *testing.T) {
+	_, err := loader.OpenFirst([]string{"/nonexistent/libcuda.so.1"})
+	line := noDriverLine(err)
+	assert.Equal(t, "overlap: no NVIDIA driver found (tried 1 path(s); none exists; set OVERLAP_CUDA_LIBRARY to the driver library's path)", line)
+	other := &loader.OpenError{Attempts: []loader.Attempt{{Path: "/usr/lib/libm.so.6", Err: errors.New("opened, but it does not export cuInit: not a CUDA driver library")}}}
+	assert.Equal(t, "overlap: no NVIDIA driver found (tried 1 path(s); /usr/lib/libm.so.6: opened, but it does not export cuInit: not a CUDA driver library)", noDriverLine(other))
+	assert.NotContains(t, line, "\n")
+}

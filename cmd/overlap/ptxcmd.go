@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,33 +13,46 @@ import (
 
 // cmdPTX handles overlap ptx describe FILE: it reads a PTX file without a
 // GPU and prints its header and each entry's parameters.
+const ptxUsage = "overlap ptx describe [--json] FILE"
+
 func cmdPTX(args []string, stdout, stderr io.Writer) int {
-	jsonOut := false
-	var rest []string
-	for _, a := range args {
-		if a == "--json" || a == "-json" {
-			jsonOut = true
-			continue
+	if len(args) == 0 || args[0] != "describe" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			fmt.Fprintf(stdout, "usage: %s\n", ptxUsage)
+			return exitOK
 		}
-		rest = append(rest, a)
-	}
-	if len(rest) != 2 || rest[0] != "describe" {
-		fmt.Fprintln(stderr, "overlap ptx: usage: overlap ptx describe [--json] FILE")
+		fmt.Fprintf(stderr, "overlap ptx: usage: %s\n", ptxUsage)
 		return exitUsage
 	}
-	path := rest[1]
-	st, err := os.Stat(path)
-	if err != nil {
-		fmt.Fprintf(stderr, "overlap ptx: %s: no such file\n", path)
+	fs := newFlags("ptx describe")
+	jsonOut := fs.Bool("json", false, "print the description as JSON")
+	// Flags may follow the file, as in "describe k.ptx --json".
+	var rest []string
+	for in := args[1:]; ; {
+		if err := parseFlags(fs, ptxUsage, in, stdout); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			fmt.Fprintf(stderr, "overlap ptx: %v\n", err)
+			return exitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		in = fs.Args()[1:]
+	}
+	if len(rest) != 1 {
+		fmt.Fprintf(stderr, "overlap ptx: usage: %s\n", ptxUsage)
 		return exitUsage
 	}
-	if st.IsDir() || st.Size() > ptx.MaxFileSize {
-		fmt.Fprintf(stderr, "overlap ptx: %s: not a PTX file (a directory, or larger than %d MiB)\n", path, ptx.MaxFileSize>>20)
-		return exitUsage
-	}
-	src, err := os.ReadFile(path)
+	path := rest[0]
+	src, err := readPTXFile(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "overlap ptx: %v\n", err)
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotPTX) {
+			return exitUsage
+		}
 		return exitFail
 	}
 	f, err := ptx.Parse(src)
@@ -45,7 +60,7 @@ func cmdPTX(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "overlap ptx: %s: %v\n", path, err)
 		return exitFail
 	}
-	if jsonOut {
+	if *jsonOut {
 		type param struct {
 			Name   string `json:"name"`
 			Type   string `json:"type"`
@@ -64,7 +79,7 @@ func cmdPTX(args []string, stdout, stderr io.Writer) int {
 			AddressSize int      `json:"address_size"`
 			Entries     []entry  `json:"entries"`
 			Funcs       []string `json:"funcs"`
-		}{Version: f.Version.String(), Targets: f.Targets, AddressSize: f.AddressSize, Funcs: f.Funcs}
+		}{Version: f.Version.String(), Targets: nonNil(f.Targets), AddressSize: f.AddressSize, Entries: []entry{}, Funcs: nonNil(f.Funcs)}
 		for _, e := range f.Entries {
 			en := entry{Name: e.Name, Line: e.Line, Params: []param{}}
 			for i, l := range ptx.Layout(e.Params) {
@@ -93,4 +108,49 @@ func cmdPTX(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// nonNil makes an absent list encode as [] rather than null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// fileError is a message about a file that wraps the reason's sentinel.
+type fileError struct {
+	msg string
+	err error
+}
+
+func (e *fileError) Error() string { return e.msg }
+func (e *fileError) Unwrap() error { return e.err }
+
+// errNotPTX marks a path that cannot be a PTX module.
+var errNotPTX = errors.New("not a PTX file")
+
+// readPTXFile reads a user's PTX file, at most ptx.MaxFileSize bytes of
+// it, whatever the file says its size is (/dev/zero says 0 and never
+// ends).
+func readPTXFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, &fileError{path + ": no such file", os.ErrNotExist}
+		}
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, &fileError{path + ": is a directory", errNotPTX}
+	}
+	src, err := io.ReadAll(io.LimitReader(f, ptx.MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, unwrapPath(err))
+	}
+	if len(src) > ptx.MaxFileSize {
+		return nil, &fileError{fmt.Sprintf("%s: larger than %d MiB: not a PTX module", path, ptx.MaxFileSize>>20), errNotPTX}
+	}
+	return src, nil
 }

@@ -3,15 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // result is what overlap run measured, as printed and as JSON.
@@ -53,7 +56,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if isStreamRun(args) { // overlap run --in FILE --out FILE: stream.go
 		return cmdRunStream(args, stdout, stderr)
 	}
-	o, err := parseRunFlags(args, stderr)
+	o, err := parseRunFlags(args, stdout)
 	if code, done := flagFailure("run", err, stderr); done {
 		return code
 	}
@@ -82,12 +85,22 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// intSize is strconv.IntSize, a variable for the test of 32-bit builds.
+var intSize = strconv.IntSize
+
+// errNo32Bit refuses the GPU on a 32-bit build: NVIDIA ships no 32-bit
+// driver API. Such a build compiles and runs the simulator.
+var errNo32Bit = errors.New("this is a 32-bit build, and NVIDIA's driver API is 64-bit only: build for amd64 or arm64, or use --sim")
+
 // env is the machine a run uses: a GPU context or the simulator.
 type env struct {
 	backend pipeline.Backend
 	ctx     *driver.Context
 	sim     *pipeline.Sim
-	fn      *driver.Function
+	// mods loads the embedded kernels on the context; nil on the simulator.
+	mods *kernels.Modules
+	// userFn and userIns are a user's --ptx kernel and its input count.
+	userFn  func(*driver.Context) (*driver.Function, error)
 	userIns int
 	closers []func() error
 }
@@ -104,6 +117,9 @@ func openEnv(o *runOptions) (*env, error) {
 		e.sim = pipeline.NewSim(1, 0)
 		e.backend = e.sim
 		return e, nil
+	}
+	if intSize < 64 {
+		return nil, errNo32Bit
 	}
 	if err := driver.Load(); err != nil {
 		return nil, err
@@ -123,28 +139,31 @@ func openEnv(o *runOptions) (*env, error) {
 		return nil, err
 	}
 	e.closers = append(e.closers, e.ctx.Close)
-	var prog *ptx.Program
+	e.backend = pipeline.GPU(e.ctx)
 	if o.ptxFile != "" {
-		prog, err = ptx.LoadFile(e.ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
+		prog, err := ptx.LoadFile(e.ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
 		if err == nil {
+			e.closers = append(e.closers, prog.Close)
 			e.userIns, err = elementwiseShape(prog.Entry)
 		}
-	} else {
-		var k ptx.Kernel
-		if k, err = ptx.KernelByName(o.kernel); err == nil {
-			prog, err = k.Load(e.ctx)
+		if err != nil {
+			e.close()
+			return nil, err
 		}
+		e.userFn = pipeline.FunctionOn(e.ctx, prog.Function)
+		return e, nil
+	}
+	e.mods = new(kernels.Modules)
+	e.closers = append(e.closers, e.mods.Close)
+	// Load the kernel now: a JIT error is reported before any run.
+	k, err := kernels.ByName(o.kernel)
+	if err == nil {
+		_, err = e.mods.Function(e.ctx, k)
 	}
 	if err != nil {
-		if prog != nil {
-			prog.Close()
-		}
 		e.close()
 		return nil, err
 	}
-	e.closers = append(e.closers, prog.Close)
-	e.fn = prog.Function
-	e.backend = pipeline.GPU(e.ctx)
 	return e, nil
 }
 
@@ -200,7 +219,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		return nil, err
 	}
 	defer e.close()
-	w, err := newWorkload(o, e.fn, e.userIns, e.allocPinned)
+	w, err := newWorkload(o, e)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +228,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	defer prog.done()
 
 	res := &result{Simulated: o.sim, Backend: e.backend.Name(), Kernel: w.name, Elems: o.elems, HostMode: o.host.String()}
-	if w.name == "seed" {
+	if o.ptxFile == "" && hasScalar(o.kernel, "iters") {
 		res.Iters = o.iters
 	}
 	cfg := w.cfg
@@ -223,6 +242,10 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		}
 		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = choice.ChunkElems, choice.Slots, choice.ComputeStreams
 		res.ChunkChoice = why
+		o.chunk, o.chunkAuto = choice.ChunkElems, false
+		if err := checkTimed(o); err != nil { // before the long runs
+			return nil, usageError{err}
+		}
 	}
 	job := w.job
 	res.Bytes = jobBytes(cfg, o.elems)

@@ -30,8 +30,8 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"--compute-streams", "0"}, "overlap run: --compute-streams 0: want 1 to 64"},
 		{[]string{"--iters", "-1"}, "overlap run: --iters -1: must not be negative"},
 		{[]string{"--repeat", "0"}, "overlap run: --repeat 0: want 1 to 1000"},
-		{[]string{"--kernel", "fft"}, `overlap run: --kernel "fft": unknown (have seed, saxpy, lerp)`},
-		{[]string{"--kernel", "empty"}, "overlap run: --kernel empty has no inputs or outputs to pipeline; pick seed, saxpy or lerp"},
+		{[]string{"--kernel", "fft"}, `overlap run: --kernel "fft": unknown (have lerp, saxpy, seed)`},
+		{[]string{"--kernel", "empty"}, "overlap run: --kernel empty has no inputs or outputs to pipeline; pick lerp, saxpy or seed"},
 		{[]string{"--host", "magic"}, `overlap run: invalid value "magic" for flag -host: want pinned, staged, registered or auto`},
 		{[]string{"--device", "-1"}, "overlap run: --device -1: must not be negative"},
 		{[]string{"--ptx", missing}, "overlap run: --ptx needs --entry NAME"},
@@ -149,7 +149,7 @@ func TestRunSimEndToEnd(t *testing.T) {
 	assert.Equal(t, map[string]bool{"stage-in": true, "H2D": true, "compute 0": true, "compute 1": true, "D2H": true, "stage-out": true}, lanes)
 	assert.GreaterOrEqual(t, rects, 40)
 
-	code, out, errOut = runCLI("run", "--sim", "--elems", "3000", "--chunk", "1000", "--iters", "1", "--json", "--kernel", "lerp", "--repeat", "1")
+	code, out, errOut = runCLI("run", "--sim", "--elems", "3000", "--chunk", "1000", "--json", "--kernel", "lerp", "--repeat", "1")
 	require.Equal(t, exitOK, code, errOut)
 	var res result
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
@@ -197,9 +197,10 @@ func TestBenchBadFlags(t *testing.T) {
 
 func TestBenchSim(t *testing.T) {
 	dir := t.TempDir()
-	csvPath, jsonPath, svgPath := filepath.Join(dir, "b.csv"), filepath.Join(dir, "b.json"), filepath.Join(dir, "b.svg")
-	code, out, errOut := runCLI("bench", "--sim", "--elems", "8000", "--chunks", "1000,4000", "--slots", "2,3",
-		"--iters", "1", "--host", "pinned,staged", "--repeat", "1", "--csv", csvPath, "--json", jsonPath, "--svg", svgPath)
+	csvPath, svgPath := filepath.Join(dir, "b.csv"), filepath.Join(dir, "b.svg")
+	args := []string{"bench", "--sim", "--elems", "8000", "--chunks", "1000,4000", "--slots", "2,3",
+		"--iters", "1", "--host", "pinned,staged", "--repeat", "1"}
+	code, out, errOut := runCLI(append(args, "--csv", csvPath, "--svg", svgPath)...)
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "[simulated]")
 	assert.Contains(t, out, "best: chunk ")
@@ -210,9 +211,10 @@ func TestBenchSim(t *testing.T) {
 		Simulated bool       `json:"simulated"`
 		Results   []benchRow `json:"results"`
 	}
-	b, err = os.ReadFile(jsonPath)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &js))
+	// --json is a switch, as for overlap run: JSON on stdout, no table.
+	code, out, errOut = runCLI(append(args, "--json")...)
+	require.Equal(t, exitOK, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &js))
 	assert.True(t, js.Simulated)
 	assert.Len(t, js.Results, 8)
 	f, err := os.Open(svgPath)
@@ -254,11 +256,16 @@ func TestTuneSim(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "per-chunk stage costs")
 	assert.Contains(t, out, "<- chosen")
-	assert.Contains(t, out, "measured (best of 1, every element verified)")
-	assert.Contains(t, out, "[simulated]")
-	code, _, errOut = runCLI("tune", "--slots", "1")
-	assert.Equal(t, exitUsage, code)
-	assert.Equal(t, "overlap tune: --slots 1: at least 2 are needed to overlap anything\n", errOut)
+	assert.Regexp(t, `\nmeasured [0-9.]+ ms \(best of 1; every element of the last run verified\), predicted [0-9.]+ ms \([0-9.]+% (below|above) the measurement\) \[simulated\]\n`, out)
+	// tune accepts only the flags it uses (issue 10: it took and ignored
+	// run's output and chunk flags).
+	for _, flag := range []string{"--slots=3", "--chunk=1M", "--compute-streams=2", "--json", "--trace=t.json", "--svg=t.svg", "--quiet", "--no-baseline"} {
+		code, out, errOut = runCLI("tune", flag)
+		assert.Equal(t, exitUsage, code, flag)
+		assert.Empty(t, out)
+		name, _, _ := strings.Cut(strings.TrimPrefix(flag, "--"), "=")
+		assert.Equal(t, "overlap tune: flag provided but not defined: -"+name+"\n", errOut)
+	}
 }
 
 func TestPTXDescribe(t *testing.T) {

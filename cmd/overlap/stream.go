@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -21,7 +20,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
-	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // stdin is what --in - reads; tests replace it.
@@ -63,16 +62,12 @@ type streamOptions struct {
 	quiet          bool
 }
 
-const streamUsage = `usage: overlap run --in FILE[,FILE] --out FILE [flags]
+// streamUsage is overlap run --in's usage line.
+const streamUsage = "overlap run --in FILE[,FILE] --out FILE [flags]: stream raw little-endian float32 files (- for stdin/stdout) through a kernel with memory bounded by the pinned slots"
 
-streams raw little-endian float32 files (- for stdin/stdout) through a kernel
-with memory bounded by the pinned slots, and reports the read, H2D, compute,
-D2H and write rates and which one bounds the run`
-
-func parseStreamFlags(args []string, stderr io.Writer) (*streamOptions, error) {
+func parseStreamFlags(args []string, stdout io.Writer) (*streamOptions, error) {
 	o := &streamOptions{kernel: "seed", iters: 100, chunk: pipeline.DefaultChunkElems, computeStreams: pipeline.DefaultComputeStreams, piece: 1 << 20}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("run")
 	in := fs.String("in", "", "input files, comma-separated, one per kernel input (- for stdin)")
 	out := fs.String("out", "", "output file (- for stdout; the report then goes to stderr)")
 	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel: seed (1 input), saxpy or lerp (2 inputs)")
@@ -96,13 +91,7 @@ func parseStreamFlags(args []string, stderr io.Writer) (*streamOptions, error) {
 			args = []string{"-h"}
 		}
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, streamUsage)
-			fmt.Fprintln(stderr)
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-		}
+	if err := parseFlags(fs, streamUsage, args, stdout); err != nil {
 		return nil, err
 	}
 	if *in != "" {
@@ -150,6 +139,11 @@ func parseStreamFlags(args []string, stderr io.Writer) (*streamOptions, error) {
 		}
 		if f != "-" && f == o.outs[0] {
 			return nil, fmt.Errorf("--out %s is also an input", f)
+		}
+	}
+	if o.outs[0] != "-" {
+		if err := checkWritable("out", o.outs[0]); err != nil {
+			return nil, err
 		}
 	}
 	if o.quiet && o.jsonOut {
@@ -202,7 +196,7 @@ type streamBound struct {
 }
 
 func cmdRunStream(args []string, stdout, stderr io.Writer) int {
-	o, err := parseStreamFlags(args, stderr)
+	o, err := parseStreamFlags(args, stdout)
 	if code, done := flagFailure("run", err, stderr); done {
 		return code
 	}
@@ -226,14 +220,16 @@ func cmdRunStream(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func (o *streamOptions) kernelFor(fn *driver.Function) *pipeline.Kernel {
+// kernelFor is the kernel of the run, with the table's default scalars
+// (saxpy's a = 2.5; lerp's t = 0.25, scale = 1.5) and the seed's --iters.
+func (o *streamOptions) kernelFor(mods *kernels.Modules) (*pipeline.Kernel, error) {
 	switch o.kernel {
 	case "saxpy":
-		return pipeline.SaxpyKernel(fn, 2.5)
+		return kernels.Saxpy.Pipeline(mods, 2.5)
 	case "lerp":
-		return pipeline.LerpKernel(fn, 0.25, 1.5)
+		return kernels.Lerp.Pipeline(mods, 0.25, 1.5)
 	}
-	return pipeline.SeedKernel(fn, o.iters)
+	return kernels.Seed.Pipeline(mods, float64(o.iters))
 }
 
 func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writer) (*streamResult, error) {
@@ -254,7 +250,10 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 	}
 	defer p.Close()
 	pc := p.Config()
-	k := o.kernelFor(e.fn)
+	k, err := o.kernelFor(e.mods)
+	if err != nil {
+		return nil, err
+	}
 	readers, writers := o.readers, o.writers
 	if readers == 0 {
 		readers = runtime.GOMAXPROCS(0)
@@ -608,7 +607,7 @@ func inMemory(ctx context.Context, p *pipeline.Pipeline, b pipeline.Backend, k *
 		}
 		mems = append(mems, m)
 		if i < ins {
-			ptx.FillPattern(driver.View[float32](m.Bytes())[:n], i*7919)
+			kernels.FillPattern(driver.View[float32](m.Bytes())[:n], i*7919)
 			job.Inputs = append(job.Inputs, pipeline.Pinned(m))
 		} else {
 			clear(m.Bytes())
@@ -684,7 +683,7 @@ func verifyFiles(o *streamOptions, n int64) error {
 	blocks := (n + verifyBlock - 1) / verifyBlock
 	var next atomic.Int64
 	var mu sync.Mutex
-	verr := &ptx.VerifyError{Kernel: o.kernel, Total: int(n)}
+	verr := &kernels.VerifyError{Kernel: o.kernel, Total: int(n)}
 	var ioErr error
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
@@ -712,13 +711,13 @@ func verifyFiles(o *streamOptions, n int64) error {
 				}
 				got := bufs[len(ins)]
 				bad := 0
-				var first []ptx.Mismatch
+				var first []kernels.Mismatch
 				for j := 0; j < m; j++ {
 					want, tol := check(bufs, j)
 					if !(math.Abs(float64(got[j])-want) <= tol) {
 						bad++
 						if len(first) < 5 {
-							first = append(first, ptx.Mismatch{Index: int(lo) + j, Got: got[j], Want: want, Tol: tol})
+							first = append(first, kernels.Mismatch{Index: int(lo) + j, Got: got[j], Want: want, Tol: tol})
 						}
 					}
 				}
@@ -750,11 +749,11 @@ func (o *streamOptions) checker() func(bufs [][]float32, j int) (float64, float6
 	switch o.kernel {
 	case "saxpy":
 		return func(b [][]float32, j int) (float64, float64) {
-			return ptx.SaxpyReference(2.5, b[0][j], b[1][j]), ptx.SaxpyTolerance(2.5, b[0][j], b[1][j])
+			return kernels.SaxpyReference(2.5, b[0][j], b[1][j]), kernels.SaxpyTolerance(2.5, b[0][j], b[1][j])
 		}
 	case "lerp":
 		return func(b [][]float32, j int) (float64, float64) {
-			return ptx.LerpReference(b[0][j], b[1][j], 0.25, 1.5), ptx.LerpTolerance(b[0][j], b[1][j], 0.25, 1.5)
+			return kernels.LerpReference(b[0][j], b[1][j], 0.25, 1.5), kernels.LerpTolerance(b[0][j], b[1][j], 0.25, 1.5)
 		}
 	}
 	// The seed's reference costs 100 sines; overlap's standard input has
@@ -769,7 +768,7 @@ func (o *streamOptions) checker() func(bufs [][]float32, j int) (float64, float6
 		go func() {
 			defer wg.Done()
 			for k := w; k < len(table); k += workers {
-				table[k] = ptx.SeedReference(float32(k-32768)/32768, iters)
+				table[k] = kernels.SeedReference(float32(k-32768)/32768, iters)
 			}
 		}()
 	}
@@ -780,9 +779,9 @@ func (o *streamOptions) checker() func(bufs [][]float32, j int) (float64, float6
 		if k := x*32768 + 32768; k >= 0 && k < 1<<16 && k == float32(int32(k)) && float32(int32(k)-32768)/32768 == x {
 			want = table[int32(k)]
 		} else {
-			want = ptx.SeedReference(x, iters)
+			want = kernels.SeedReference(x, iters)
 		}
-		return want, ptx.SeedTolerance(want, iters)
+		return want, kernels.SeedTolerance(want, iters)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,8 +21,8 @@ import (
 // offset through the seed kernel.
 func seedFile(n, offset, iters int) []byte {
 	in, out := make([]float32, n), make([]float32, n)
-	ptx.FillPattern(in, offset)
-	ptx.SeedCPU(out, in, iters)
+	kernels.FillPattern(in, offset)
+	kernels.SeedCPU(out, in, iters)
 	return driver.Bytes(out)
 }
 
@@ -36,13 +36,13 @@ func TestGenWritesThePattern(t *testing.T) {
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	want := make([]float32, n)
-	ptx.FillPattern(want, 7)
+	kernels.FillPattern(want, 7)
 	assert.True(t, bytes.Equal(driver.Bytes(want), got), "gen wrote the pattern from element 7")
 
 	code, out, _ = runCLI("gen", "--size", "40", "--out", "-")
 	require.Equal(t, exitOK, code)
 	first := make([]float32, 10)
-	ptx.FillPattern(first, 0)
+	kernels.FillPattern(first, 0)
 	assert.Equal(t, string(driver.Bytes(first)), out, "gen to stdout")
 }
 
@@ -142,7 +142,7 @@ func runCLIcode(args ...string) int {
 func TestRunStreamStdio(t *testing.T) {
 	const n = 5000
 	x := make([]float32, n)
-	ptx.FillPattern(x, 0)
+	kernels.FillPattern(x, 0)
 	stdin = struct{ io.Reader }{bytes.NewReader(driver.Bytes(x))} // a pipe: no ReadAt
 	defer func() { stdin = os.Stdin }()
 	code, stdout, errOut := runCLI("run", "--sim", "--in", "-", "--out", "-", "--chunk", "1K", "--iters", "2")
@@ -160,7 +160,7 @@ func TestRunStreamBadInput(t *testing.T) {
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.f32"), filepath.Join(dir, "out.f32")
 	x := make([]float32, 5000)
-	ptx.FillPattern(x, 0)
+	kernels.FillPattern(x, 0)
 	require.NoError(t, os.WriteFile(in, append(driver.Bytes(x), 1, 2), 0o644))
 	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", out, "--chunk", "1K", "--iters", "2")
 	assert.Equal(t, exitFail, code)
@@ -203,9 +203,12 @@ func TestRunStreamBadFlags(t *testing.T) {
 func TestRunStreamHelp(t *testing.T) {
 	code, out, errOut := runCLI("run", "--in", "-h")
 	assert.Equal(t, exitOK, code)
-	assert.Empty(t, out)
-	assert.True(t, strings.HasPrefix(errOut, streamUsage+"\n"), errOut)
-	assert.Contains(t, errOut, "-piece value\n    \tbytes per pread or pwrite (default 1048576)")
+	assert.Empty(t, errOut)
+	assert.True(t, strings.HasPrefix(out, "usage: "+streamUsage+"\n"), out)
+	assert.Contains(t, out, "-piece value\n    \tbytes per pread or pwrite (default 1M)")
+	code, out, _ = runCLI("gen", "-h")
+	assert.Equal(t, exitOK, code)
+	assert.True(t, strings.HasPrefix(out, "usage: overlap gen --size BYTES --out FILE"), out)
 }
 
 // FuzzStreamFlags checks that whatever overlap run --in accepts is a

@@ -80,9 +80,10 @@ func storeChoice(path string, cache tuneCache, key string, c pipeline.Choice) {
 
 // cmdTune probes the stage costs, prints the model's best candidates,
 // runs the chosen one and prints the measurement next to the prediction.
-// It takes overlap run's flags; --chunk and --slots are what it chooses.
+// It takes the job's flags; the chunk, slots and streams are what it
+// chooses.
 func cmdTune(args []string, stdout, stderr io.Writer) int {
-	o, err := parseRunFlags(args, stderr)
+	o, err := parseTuneFlags(args, stdout)
 	if code, done := flagFailure("tune", err, stderr); done {
 		return code
 	}
@@ -100,7 +101,7 @@ func tune(ctx context.Context, o *runOptions, w io.Writer) error {
 		return err
 	}
 	defer e.close()
-	wl, err := newWorkload(o, e.fn, e.userIns, e.allocPinned)
+	wl, err := newWorkload(o, e)
 	if err != nil {
 		return err
 	}
@@ -141,13 +142,15 @@ func tune(ctx context.Context, o *runOptions, w io.Writer) error {
 		}
 		measured = min(measured, rep.Elapsed)
 	}
+	checked := "not verified: no CPU reference for a user's kernel"
 	if wl.verify != nil {
 		if err := wl.verify(wl.outputs[0]); err != nil {
 			return err
 		}
+		checked = "every element of the last run verified"
 	}
-	off := 100 * (float64(best.Predicted) - float64(measured)) / float64(measured)
-	fmt.Fprintf(w, "\nmeasured (best of %d, every element verified): %.2f ms; predicted %.2f ms, off by %+.1f%%%s\n", o.repeat, ms(measured), ms(best.Predicted), off, label)
+	fmt.Fprintf(w, "\nmeasured %.2f ms (best of %d; %s), predicted %.2f ms (%s)%s\n",
+		ms(measured), o.repeat, checked, ms(best.Predicted), predictionText(measured, best.Predicted), label)
 	if !o.sim {
 		if path, err := tuneCachePath(); err == nil {
 			cache := tuneCache{}
@@ -159,4 +162,21 @@ func tune(ctx context.Context, o *runOptions, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// predictionText says how a prediction compares with a measurement, with
+// no sign to decode: "12.5% below the measurement".
+func predictionText(measured, predicted time.Duration) string {
+	if measured <= 0 {
+		return "nothing measured"
+	}
+	off := 100 * (float64(predicted) - float64(measured)) / float64(measured)
+	switch {
+	case math.Abs(off) < 0.05:
+		return "equal to the measurement"
+	case off < 0:
+		return fmt.Sprintf("%.1f%% below the measurement", -off)
+	default:
+		return fmt.Sprintf("%.1f%% above the measurement", off)
+	}
 }

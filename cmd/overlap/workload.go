@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
-	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // workload is one kernel's data: inputs filled with the standard pattern,
@@ -17,9 +15,11 @@ type workload struct {
 	inputs  [][]float32
 	outputs [][]float32
 	job     pipeline.Job
+	// verify checks the first output; nil for a user's kernel, which has
+	// no CPU reference.
 	verify  func(out []float32) error
 	closers []func() error
-	// reference, when set, is the CPU reference's tolerance text.
+	// tolerance is the CPU reference's tolerance text.
 	tolerance string
 }
 
@@ -44,62 +44,83 @@ func (w *workload) allocFloats(n int, pinned bool, alloc func(int) (pipeline.Pin
 	return driver.View[float32](h.Bytes())[:n], pipeline.Pinned(h), nil
 }
 
-// newWorkload builds the data for kernel name (or a user's element-wise
-// kernel fn with ins inputs when name is "").
-func newWorkload(o *runOptions, fn *driver.Function, userIns int, alloc func(int) (pipeline.PinnedMem, error)) (*workload, error) {
+// scalarsFor returns kernel k's scalars for the options: the table's
+// defaults, with --iters for a scalar named iters.
+func scalarsFor(k *kernels.Kernel, o *runOptions) []float64 {
+	s := k.Defaults()
+	for i, sc := range k.Scalars {
+		if sc.Name == "iters" {
+			s[i] = float64(o.iters)
+		}
+	}
+	return s
+}
+
+// hasScalar reports whether kernel name (an embedded one) takes a scalar
+// called scalar.
+func hasScalar(name, scalar string) bool {
+	k, err := kernels.ByName(name)
+	if err != nil {
+		return false
+	}
+	for _, s := range k.Scalars {
+		if s.Name == scalar {
+			return true
+		}
+	}
+	return false
+}
+
+// newWorkload builds the data for the embedded kernel o.kernel, or for a
+// user's element-wise kernel (--ptx) with e.userIns inputs.
+func newWorkload(o *runOptions, e *env) (*workload, error) {
 	n := o.elems
 	pinned := o.host == pipeline.HostPinned
 	w := &workload{name: o.kernel}
-	ins := 1
-	switch {
-	case o.ptxFile != "":
-		w.name, ins = o.entry, userIns
-		w.kernel = pipeline.ElementwiseKernel(o.entry, fn)
-	case o.kernel == "seed":
-		w.kernel = pipeline.SeedKernel(fn, o.iters)
-		w.tolerance = "4·(iters+2)·2⁻²³ relative"
-	case o.kernel == "saxpy":
-		ins = 2
-		w.kernel = pipeline.SaxpyKernel(fn, 2.5)
-		w.tolerance = "2·2⁻²³·(|a·x|+|y|)"
-	case o.kernel == "lerp":
-		ins = 2
-		w.kernel = pipeline.LerpKernel(fn, 0.25, 1.5)
-		w.tolerance = "4·2⁻²³ of the terms"
-	default:
-		return nil, fmt.Errorf("unknown kernel %q", o.kernel)
+	ins, outs := e.userIns, 1
+	var k *kernels.Kernel
+	var scalars []float64
+	if o.ptxFile != "" {
+		w.name = o.entry
+		w.kernel = kernels.Elementwise(o.entry, e.userFn)
+	} else {
+		var err error
+		if k, err = kernels.ByName(o.kernel); err != nil {
+			return nil, err
+		}
+		scalars = scalarsFor(k, o)
+		if w.kernel, err = k.Pipeline(e.mods, scalars...); err != nil {
+			return nil, err
+		}
+		ins, outs = k.Inputs, k.Outputs
+		w.tolerance = k.Tolerance
 	}
-	w.cfg = pipeline.Float32Config(ins, 1)
+	w.cfg = pipeline.Float32Config(ins, outs)
 	w.job = pipeline.Job{N: n, Kernel: w.kernel}
 	for i := 0; i < ins; i++ {
-		s, buf, err := w.allocFloats(n, pinned, alloc)
+		s, buf, err := w.allocFloats(n, pinned, e.allocPinned)
 		if err != nil {
 			w.close()
 			return nil, err
 		}
-		ptx.FillPattern(s, i*7919)
+		kernels.FillPattern(s, i*7919)
 		w.inputs = append(w.inputs, s)
 		w.job.Inputs = append(w.job.Inputs, buf)
 	}
-	s, buf, err := w.allocFloats(n, pinned, alloc)
-	if err != nil {
-		w.close()
-		return nil, err
+	for i := 0; i < outs; i++ {
+		s, buf, err := w.allocFloats(n, pinned, e.allocPinned)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		// Touch the output once, so page faults are not timed as copies.
+		clear(s)
+		w.outputs = append(w.outputs, s)
+		w.job.Outputs = append(w.job.Outputs, buf)
 	}
-	// Touch the output once, so page faults are not timed as copies.
-	clear(s)
-	w.outputs = [][]float32{s}
-	w.job.Outputs = []pipeline.Buffer{buf}
-	in := w.inputs
-	switch {
-	case o.ptxFile != "":
-		w.verify = nil // no CPU reference for a user's kernel
-	case o.kernel == "seed":
-		w.verify = func(out []float32) error { return ptx.VerifySeed(in[0], out, o.iters) }
-	case o.kernel == "saxpy":
-		w.verify = func(out []float32) error { return ptx.VerifySaxpy(in[0], in[1], out, 2.5) }
-	case o.kernel == "lerp":
-		w.verify = func(out []float32) error { return ptx.VerifyLerp(in[0], in[1], out, 0.25, 1.5) }
+	if k != nil {
+		in := w.inputs
+		w.verify = func(out []float32) error { return k.Verify(in, out, scalars...) }
 	}
 	return w, nil
 }

@@ -17,7 +17,7 @@ func Context(t testing.TB) *driver.Context {
 	t.Helper()
 	if err := driver.Load(); err != nil {
 		if errors.Is(err, loader.ErrNoDriver) {
-			t.Skipf("skipping: no NVIDIA driver present (%v)", err)
+			t.Skip(SkipLine(err))
 		}
 		t.Fatalf("NVIDIA driver present but unusable: %v", err)
 	}
@@ -35,4 +35,13 @@ func Context(t testing.TB) *driver.Context {
 		}
 	})
 	return ctx
+}
+
+// SkipLine is the one line a GPU test skips with when no driver is present.
+func SkipLine(err error) string {
+	var oe *loader.OpenError
+	if errors.As(err, &oe) {
+		return "skipping: " + oe.Brief()
+	}
+	return "skipping: no NVIDIA driver present: " + err.Error()
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Regenerates ptx/kernels/*.ptx from the .cu beside them. Needs nvcc (the
-# GPU machine has it; see shared/GPU.md). Usage: gen.sh [OUTDIR]
+# Regenerates ptx/kernels/*.ptx from the .cu beside them. Needs nvcc (a
+# CUDA toolkit; make ptx runs this). Usage: gen.sh [OUTDIR]
 #
 # nvcc 13 writes ".version 9.0"; drivers older than CUDA 13 cannot JIT
 # that, so the header is lowered to PTX ISA 7.0 (CUDA 11.0), which is all

@@ -1,4 +1,4 @@
-package ptx
+package kernels
 
 import (
 	"fmt"
@@ -91,18 +91,18 @@ func (e *VerifyError) Error() string {
 	return b.String()
 }
 
-// verify checks every element in parallel; check returns the reference and
-// tolerance for element i and is called from many goroutines, each with its
-// own state from newState.
-func verify[S any](kernel string, got []float32, newState func() S, check func(st S, i int) (want, tol float64)) error {
+// verify checks every element in parallel. newCheck is called once per
+// goroutine; the function it returns gives element i's reference and
+// tolerance and may keep state of its own.
+func verify(kernel string, got []float32, newCheck func() func(i int) (want, tol float64)) error {
 	var mu sync.Mutex
 	verr := &VerifyError{Kernel: kernel, Total: len(got)}
 	parallel(len(got), func(lo, hi int) {
-		st := newState()
+		check := newCheck()
 		bad := 0
 		var first []Mismatch
 		for i := lo; i < hi; i++ {
-			want, tol := check(st, i)
+			want, tol := check(i)
 			g := float64(got[i])
 			if !(math.Abs(g-want) <= tol) { // NaN fails too
 				bad++
@@ -157,37 +157,6 @@ func (m *seedMemo) get(x float32, iters int) float64 {
 		}
 	}
 	return SeedReference(x, iters)
-}
-
-// VerifySeed checks out[i] against SeedReference(in[i], iters) for every i.
-func VerifySeed(in, out []float32, iters int) error {
-	if len(in) != len(out) {
-		return fmt.Errorf("ptx: seed: %d inputs but %d outputs", len(in), len(out))
-	}
-	return verify("seed", out, func() *seedMemo { return new(seedMemo) }, func(m *seedMemo, i int) (float64, float64) {
-		want := m.get(in[i], iters)
-		return want, SeedTolerance(want, iters)
-	})
-}
-
-// VerifySaxpy checks out[i] against a*x[i] + y[i] for every i.
-func VerifySaxpy(x, y, out []float32, a float32) error {
-	if len(x) != len(out) || len(y) != len(out) {
-		return fmt.Errorf("ptx: saxpy: lengths %d, %d and %d differ", len(x), len(y), len(out))
-	}
-	return verify("saxpy", out, func() struct{} { return struct{}{} }, func(_ struct{}, i int) (float64, float64) {
-		return SaxpyReference(a, x[i], y[i]), SaxpyTolerance(a, x[i], y[i])
-	})
-}
-
-// VerifyLerp checks out[i] against (a[i] + t*(b[i]-a[i])) * scale for every i.
-func VerifyLerp(a, b, out []float32, t, scale float32) error {
-	if len(a) != len(out) || len(b) != len(out) {
-		return fmt.Errorf("ptx: lerp: lengths %d, %d and %d differ", len(a), len(b), len(out))
-	}
-	return verify("lerp", out, func() struct{} { return struct{}{} }, func(_ struct{}, i int) (float64, float64) {
-		return LerpReference(a[i], b[i], t, scale), LerpTolerance(a[i], b[i], t, scale)
-	})
 }
 
 // parallel splits [0, n) into one contiguous range per CPU.

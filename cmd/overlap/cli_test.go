@@ -1,0 +1,224 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHelp: every command answers -h with one usage line and its flags
+// with their defaults, each default once, on stdout, and exits 0. Issue 10:
+// "ptx describe -h" said "no such file", "devices -h" printed a bare
+// "Usage of devices:", and "run -h" showed defaults twice.
+func TestHelp(t *testing.T) {
+	cases := []struct {
+		args  []string
+		usage string
+		flags []string // flags that must be listed, in order
+	}{
+		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-device", "-elems", "-entry", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace"}},
+		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-elems", "-host", "-iters", "-json", "-reference", "-repeat", "-sim", "-slots", "-svg"}},
+		{[]string{"tune", "-h"}, "usage: overlap tune [flags]", []string{"-device", "-elems", "-entry", "-host", "-iters", "-kernel", "-ptx", "-repeat", "-sim"}},
+		{[]string{"devices", "-h"}, "usage: overlap devices", nil},
+		{[]string{"ptx", "describe", "-h"}, "usage: overlap ptx describe [--json] FILE", []string{"-json"}},
+		{[]string{"ptx", "-h"}, "usage: overlap ptx describe [--json] FILE", nil},
+		{[]string{"version", "-h"}, "usage: overlap version", nil},
+	}
+	flagLine := regexp.MustCompile(`(?m)^  (-[a-z-]+)`)
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCLI(tc.args...)
+			assert.Equal(t, exitOK, code)
+			assert.Empty(t, errOut)
+			lines := strings.Split(out, "\n")
+			assert.Equal(t, tc.usage, lines[0])
+			var got []string
+			for _, m := range flagLine.FindAllStringSubmatch(out, -1) {
+				got = append(got, m[1])
+			}
+			assert.Equal(t, tc.flags, got)
+			for _, l := range lines {
+				assert.LessOrEqual(t, strings.Count(l, "default"), 1, "a default shown twice: %q", l)
+			}
+		})
+	}
+	_, out, _ := runCLI("run", "-h")
+	assert.Contains(t, out, "(default 128M)", "sizes as the flags take them")
+	assert.Contains(t, out, "(default 100)")
+	assert.Contains(t, out, `(default "seed")`)
+	assert.NotContains(t, out, "(100)")
+}
+
+// TestFlagsThatFailedLate: each is refused when the flags are parsed, in
+// one line, with exit 2, before any run. Issue 10.
+func TestFlagsThatFailedLate(t *testing.T) {
+	dir := t.TempDir()
+	readOnly := filepath.Join(dir, "ro")
+	require.NoError(t, os.Mkdir(readOnly, 0o555))
+	existing := filepath.Join(dir, "keep.svg")
+	require.NoError(t, os.WriteFile(existing, []byte("keep"), 0o644))
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--sim", "--trace", filepath.Join(dir, "no", "such", "t.json")},
+			"overlap run: --trace " + filepath.Join(dir, "no", "such", "t.json") + ": no such directory " + filepath.Join(dir, "no", "such")},
+		{[]string{"run", "--sim", "--svg", dir}, "overlap run: --svg " + dir + ": is a directory"},
+		{[]string{"run", "--sim", "--elems", "1G", "--chunk", "1K", "--svg", existing},
+			"overlap run: --trace and --svg time every chunk, at most 65536; --elems 1073741824 in chunks of 1024 makes 1048576: use a larger --chunk"},
+		{[]string{"run", "--sim", "--device", "7"}, "overlap run: --device cannot be used with --sim: the simulator is one CPU device"},
+		{[]string{"tune", "--sim", "--device", "1"}, "overlap tune: --device cannot be used with --sim: the simulator is one CPU device"},
+		{[]string{"bench", "--sim", "--device", "7"}, "overlap bench: --device cannot be used with --sim: the simulator is one CPU device"},
+		{[]string{"bench", "--sim", "--csv", dir}, "overlap bench: --csv " + dir + ": is a directory"},
+		{[]string{"run", "--kernel", "saxpy", "--iters", "5"}, "overlap run: --iters is the seed kernel's; saxpy takes no iterations"},
+		{[]string{"run", "--ptx", "k.ptx", "--entry", "k", "--kernel", "lerp"}, "overlap run: --kernel and --ptx both name a kernel; give one"},
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		cases = append(cases, struct {
+			args []string
+			want string
+		}{[]string{"run", "--sim", "--trace", filepath.Join(readOnly, "t.json")},
+			"overlap run: --trace " + filepath.Join(readOnly, "t.json") + ": cannot be written: permission denied"})
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			start := time.Now()
+			code, out, errOut := runCLI(tc.args...)
+			assert.Equal(t, exitUsage, code)
+			assert.Empty(t, out)
+			assert.Equal(t, tc.want+"\n", errOut)
+			assert.Less(t, time.Since(start), 2*time.Second, "refused before any work")
+		})
+	}
+	b, err := os.ReadFile(existing)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(b), "checking a path does not truncate it")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "checking a path leaves nothing behind")
+}
+
+// TestPTXDescribeBoundedRead: describing /dev/zero (size 0, endless) is
+// refused after reading ptx.MaxFileSize bytes. Issue 10: it read until
+// memory ran out.
+func TestPTXDescribeBoundedRead(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero here")
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, out, errOut := runCLI("ptx", "describe", "/dev/zero")
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "overlap ptx: /dev/zero: larger than 64 MiB: not a PTX module\n", errOut)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(512<<20), "bounded read")
+}
+
+// TestPTXDescribeJSONLists: lists are [] in JSON, never null. Issue 10.
+func TestPTXDescribeJSONLists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "none.ptx")
+	require.NoError(t, os.WriteFile(path, []byte(".version 7.0\n.target sm_75\n"), 0o644))
+	code, out, errOut := runCLI("ptx", "describe", path, "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var raw map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(out), &raw))
+	assert.Equal(t, "[]", string(raw["funcs"]))
+	assert.Equal(t, "[]", string(raw["entries"]))
+	assert.Equal(t, `["sm_75"]`, strings.Join(strings.Fields(string(raw["targets"])), ""))
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, errOut := runCLI(args...)
+		assert.Equal(t, exitOK, code)
+		assert.Empty(t, errOut)
+		assert.Regexp(t, `^overlap \S+.*, go1\.\S+ \w+/\w+\n$`, out, args)
+	}
+	code, _, errOut := runCLI("version", "extra")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap version: unexpected argument \"extra\"\n", errOut)
+
+	platform := runtime.GOOS + "/" + runtime.GOARCH
+	cases := []struct {
+		name string
+		info *debug.BuildInfo
+		want string
+	}{
+		{"go install @version", &debug.BuildInfo{GoVersion: "go1.25.1", Main: debug.Module{Path: "github.com/purecuda/overlap", Version: "v1.2.3"}},
+			"overlap v1.2.3, go1.25.1 " + platform},
+		{"checkout with VCS stamp", &debug.BuildInfo{GoVersion: "go1.25.1", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "8c1682f0123456789abcdef"}, {Key: "vcs.time", Value: "2026-11-30T07:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
+			"overlap (devel) commit 8c1682f01234 2026-11-30T07:00:00Z (modified), go1.25.1 " + platform},
+		{"no version at all", &debug.BuildInfo{GoVersion: "go1.25.1"}, "overlap (devel), go1.25.1 " + platform},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, versionLine(c.info, true), c.name)
+	}
+	assert.Equal(t, "overlap (unknown version: no build information) "+runtime.Version()+" "+platform, versionLine(nil, false))
+}
+
+// TestPredictionText: tune states the comparison in words. Issue 10: it
+// printed "off by -84.3%".
+func TestPredictionText(t *testing.T) {
+	cases := []struct {
+		measured, predicted time.Duration
+		want                string
+	}{
+		{100 * time.Millisecond, 15700 * time.Microsecond, "84.3% below the measurement"},
+		{100 * time.Millisecond, 112 * time.Millisecond, "12.0% above the measurement"},
+		{100 * time.Millisecond, 100 * time.Millisecond, "equal to the measurement"},
+		{0, time.Millisecond, "nothing measured"},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, predictionText(c.measured, c.predicted))
+	}
+}
+
+// TestThirtyTwoBitBuild: a 32-bit build (GOARCH=386, built by make test)
+// refuses the GPU in one line and still runs the simulator. Issue 10: it
+// did not compile.
+func TestThirtyTwoBitBuild(t *testing.T) {
+	defer func(old int) { intSize = old }(intSize)
+	intSize = 32
+	code, out, errOut := runCLI("run", "--elems", "64K")
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "overlap run: this is a 32-bit build, and NVIDIA's driver API is 64-bit only: build for amd64 or arm64, or use --sim\n", errOut)
+	code, _, errOut = runCLI("run", "--sim", "--elems", "64K", "--chunk", "16K", "--iters", "1", "--repeat", "1", "--quiet")
+	assert.Equal(t, exitOK, code, errOut)
+}
+
+// TestREADMEFlagTable: the README's table for overlap run lists every flag
+// that run takes, and no other. Issue 10: --no-baseline was missing.
+func TestREADMEFlagTable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	section := regexp.MustCompile("(?s)## overlap run\n(.*?)\n\n").FindSubmatch(readme)
+	require.NotNil(t, section, "README.md has an '## overlap run' table")
+	listed := map[string]bool{}
+	for _, row := range strings.Split(string(section[1]), "\n") {
+		cells := strings.Split(row, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range regexp.MustCompile(`--([a-z][a-z-]*)`).FindAllStringSubmatch(cells[1], -1) {
+			listed[m[1]] = true
+		}
+	}
+	host := ""
+	fs := runFlags(defaultRunOptions(), &host)
+	have := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { have[f.Name] = true })
+	assert.Equal(t, have, listed)
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// versionLine says which overlap this is, from the build information that
+// the go command embeds: the module version (v1.2.3 from go install
+// ...@v1.2.3, "(devel)" from a checkout), the commit when known, and the
+// Go toolchain and platform.
+func versionLine(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return fmt.Sprintf("overlap (unknown version: no build information) %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	line := "overlap " + v
+	var rev, when string
+	modified := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if rev != "" {
+		line += " commit " + rev[:min(12, len(rev))]
+		if when != "" {
+			line += " " + when
+		}
+		if modified {
+			line += " (modified)"
+		}
+	}
+	goVersion := info.GoVersion
+	if goVersion == "" {
+		goVersion = runtime.Version()
+	}
+	return fmt.Sprintf("%s, %s %s/%s", line, goVersion, runtime.GOOS, runtime.GOARCH)
+}
+
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("version")
+	if err := parseFlags(fs, "overlap version", args, stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "overlap version: %v\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "overlap version: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, versionLine(debug.ReadBuildInfo()))
+	return exitOK
+}

@@ -1,0 +1,18 @@
+// Package fakecuda builds and drives a fake CUDA driver library for tests
+// on machines without a GPU.
+//
+// The fake (src/libcuda.c) is a small C library that exports the driver
+// entry points package driver binds, both through cuGetProcAddress_v2 and
+// under their versioned export names. Tests load it through the real
+// loader and the real call paths, by pointing loader.EnvVar at it in a
+// child process (the driver library is loaded once per process). It
+// records calls, can fail or delay any call on demand, runs stream work
+// asynchronously on a worker thread, and checks that every handle and host
+// range it is given is live: misuse becomes a recorded violation with a
+// message instead of a crash. Test code reads the violations, the live
+// object counts and the calls through [Fake].
+//
+// It needs a C compiler (the one the race detector needs: $CC, cc, gcc or
+// clang). Without one, [Run] skips the test with a one-line reason. The
+// fake runs on Linux only.
+package fakecuda

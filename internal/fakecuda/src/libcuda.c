@@ -1,0 +1,1312 @@
+/*
+ * A fake libcuda.so.1 for tests on machines without a GPU.
+ *
+ * It implements the driver entry points that package driver binds, through
+ * cuGetProcAddress_v2 and through the versioned export names, with:
+ *   - devices whose memory is host memory, so copies move real bytes;
+ *   - streams whose work runs asynchronously on one worker thread, in issue
+ *     order, with a configurable delay per operation, so that host memory
+ *     can be dropped or freed while a copy is still pending;
+ *   - a registry of every handle, so that a call on a destroyed or unknown
+ *     handle, a destroy while a call on the same handle is in flight, an
+ *     asynchronous copy that touches host memory that is no longer pinned
+ *     or registered, and an operation on another context's object are all
+ *     recorded as violations, with a message, instead of crashing;
+ *   - failure injection (the nth call of a named entry point returns a
+ *     given CUresult) and delays (a named entry point sleeps first).
+ *
+ * The fake_* functions are the test-side controls; package fakecuda binds
+ * them. Everything is guarded by one mutex: the fake is for correctness,
+ * not speed.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef uintptr_t handle_t;
+
+enum {
+    OK = 0,
+    E_INVALID_VALUE = 1,
+    E_OUT_OF_MEMORY = 2,
+    E_NOT_INITIALIZED = 3,
+    E_INVALID_DEVICE = 101,
+    E_INVALID_IMAGE = 200,
+    E_INVALID_CONTEXT = 201,
+    E_INVALID_PTX = 218,
+    E_INVALID_HANDLE = 400,
+    E_NOT_FOUND = 500,
+    E_NOT_READY = 600,
+    E_ALREADY_REGISTERED = 712,
+    E_NOT_REGISTERED = 713,
+    E_NOT_SUPPORTED = 801,
+};
+
+enum kind { K_CTX = 1, K_STREAM, K_EVENT, K_MODULE, K_FUNC, K_DEVMEM, K_HOSTMEM, K_REG, K_NKINDS };
+static const char *kind_names[] = {"?", "context", "stream", "event", "module", "function",
+                                   "device memory", "host memory", "registration"};
+
+#define MAGIC 0x0FAC0DAu
+#define MAX_DEVICES 8
+
+struct obj {
+    unsigned magic;
+    int kind;
+    int live;
+    int ctx;          /* owning device ordinal, -1 for none */
+    long inflight;    /* calls using this handle right now */
+    char *base;       /* memory objects: the bytes */
+    size_t size;
+    unsigned flags;
+    long pending;     /* memory objects: queued async ops that touch it */
+    long last_seq;    /* streams: the last op queued; events: the record's op */
+    int recorded;
+    int timing;
+    double done_at;   /* events: when the record completed, in ms */
+    struct obj *mod;  /* functions: their module */
+    char name[64];
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+static int ndevices = 2;
+static int initialised;
+static int primary_refs[MAX_DEVICES];
+static struct obj *primary[MAX_DEVICES];
+static __thread struct obj *current;
+
+/* Live memory objects, for address lookups. */
+static struct obj **mems;
+static size_t nmems, capmems;
+static long live_count[K_NKINDS];
+
+/* Violations. */
+static long violations;
+static char last_violation[512];
+
+/* Failure injection and delays, by export name. */
+struct plan { char name[64]; long calls; long fail_at; int fail_every; int code; int delay_us; };
+static struct plan plans[64];
+static int nplans;
+static int exec_delay_us;
+
+/* Last launch, for tests of argument marshalling. */
+static unsigned char last_params[16][16];
+static int last_nparams;
+static unsigned last_grid[3], last_block[3];
+
+static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#include <stdarg.h>
+static void violation(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_violation, sizeof last_violation, fmt, ap);
+    va_end(ap);
+    violations++;
+    if (getenv("FAKE_CUDA_VERBOSE")) fprintf(stderr, "fakecuda: violation: %s\n", last_violation);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static struct plan *plan_for(const char *name, int create) {
+    for (int i = 0; i < nplans; i++)
+        if (strcmp(plans[i].name, name) == 0) return &plans[i];
+    if (!create || nplans == 64) return NULL;
+    struct plan *p = &plans[nplans++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    return p;
+}
+
+/* enter counts the call, sleeps if asked, and returns an injected failure
+ * or OK. It is called with mu unlocked. */
+static CUresult enter(const char *name) {
+    pthread_mutex_lock(&mu);
+    struct plan *p = plan_for(name, 1);
+    CUresult r = OK;
+    int delay = 0;
+    if (p) {
+        p->calls++;
+        if (p->code && (p->fail_every || p->calls == p->fail_at)) r = p->code;
+        delay = p->delay_us;
+    }
+    pthread_mutex_unlock(&mu);
+    if (delay) usleep(delay);
+    return r;
+}
+
+/* Live streams, events and modules, so that destroying a context can
+ * find what was left on it. */
+static struct obj **others;
+static size_t nothers, capothers;
+
+static struct obj *new_obj(int kind, int ctx) {
+    struct obj *o = calloc(1, sizeof *o);
+    o->magic = MAGIC;
+    o->kind = kind;
+    o->live = 1;
+    o->ctx = ctx;
+    live_count[kind]++;
+    if (kind == K_STREAM || kind == K_EVENT || kind == K_MODULE) {
+        if (nothers == capothers) {
+            capothers = capothers ? 2 * capothers : 64;
+            others = realloc(others, capothers * sizeof *others);
+        }
+        others[nothers++] = o;
+    }
+    return o;
+}
+
+/* lookup checks that h is a live object of kind; it never frees objects, so
+ * a stale handle still points at its (dead) record. */
+static struct obj *lookup(const char *call, handle_t h, int kind) {
+    struct obj *o = (struct obj *)h;
+    if (h == 0 || o->magic != MAGIC || o->kind != kind) {
+        violation("%s: unknown %s handle %#lx", call, kind_names[kind], (unsigned long)h);
+        return NULL;
+    }
+    if (!o->live) {
+        violation("%s: %s handle %#lx used after it was destroyed", call, kind_names[kind], (unsigned long)h);
+        return NULL;
+    }
+    return o;
+}
+
+static void kill_obj(const char *call, struct obj *o) {
+    if (o->inflight > 0)
+        violation("%s: %s destroyed while %ld call(s) on it were in flight", call, kind_names[o->kind], o->inflight);
+    o->live = 0;
+    live_count[o->kind]--;
+    for (size_t i = 0; i < nothers; i++)
+        if (others[i] == o) {
+            others[i] = others[--nothers];
+            break;
+        }
+}
+
+static int cur_ctx(void) { return current ? current->ctx : -1; }
+
+static int check_ctx(const char *call, struct obj *o) {
+    if (o->ctx != cur_ctx()) {
+        violation("%s: %s of context %d used while context %d is current", call, kind_names[o->kind], o->ctx, cur_ctx());
+        return 0;
+    }
+    return 1;
+}
+
+static void add_mem(struct obj *o) {
+    if (nmems == capmems) {
+        capmems = capmems ? 2 * capmems : 64;
+        mems = realloc(mems, capmems * sizeof *mems);
+    }
+    mems[nmems++] = o;
+}
+
+static void drop_mem(struct obj *o) {
+    for (size_t i = 0; i < nmems; i++)
+        if (mems[i] == o) {
+            mems[i] = mems[--nmems];
+            return;
+        }
+}
+
+/* find_mem returns the live memory object of kind (or, for host memory,
+ * either host kind) that holds [p, p+n). */
+static struct obj *find_mem(uintptr_t p, size_t n, int kind) {
+    for (size_t i = 0; i < nmems; i++) {
+        struct obj *o = mems[i];
+        int match = o->kind == kind || (kind == K_HOSTMEM && o->kind == K_REG);
+        if (match && p >= (uintptr_t)o->base && p + n <= (uintptr_t)o->base + o->size && n <= o->size) return o;
+    }
+    return NULL;
+}
+
+/* ---- the asynchronous engine: one worker runs every stream's work in
+ * issue order, which respects each stream's order and every event wait. */
+
+enum { OP_H2D = 1, OP_D2H, OP_D2D, OP_MEMSET, OP_RECORD, OP_WAIT, OP_LAUNCH };
+struct op {
+    int type;
+    long seq;
+    struct obj *stream, *event, *host, *dev, *dev2;
+    char *dst, *src;
+    size_t n;
+    int value;
+    struct op *next;
+};
+static struct op *qhead, *qtail;
+static long issued_seq, done_seq;
+static pthread_t worker;
+static int worker_started;
+
+static void *work(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        while (!qhead) pthread_cond_wait(&cv, &mu);
+        struct op *op = qhead;
+        int delay = exec_delay_us;
+        pthread_mutex_unlock(&mu);
+        if (delay) usleep(delay);
+        pthread_mutex_lock(&mu);
+        /* Check the host side at the moment the DMA would touch it. */
+        if (op->host) {
+            uintptr_t hp = (uintptr_t)(op->type == OP_H2D ? op->src : op->dst);
+            struct obj *h = find_mem(hp, op->n, K_HOSTMEM);
+            if (!h || h != op->host)
+                violation("async %s copy of %zu bytes ran after its host memory %p was freed or unregistered",
+                          op->type == OP_H2D ? "H2D" : "D2H", op->n, (void *)hp);
+        }
+        if (op->dev && !op->dev->live)
+            violation("async operation ran on freed device memory");
+        int safe = !op->host || find_mem((uintptr_t)(op->type == OP_H2D ? op->src : op->dst), op->n, K_HOSTMEM);
+        switch (op->type) {
+        case OP_H2D: case OP_D2H: case OP_D2D:
+            if (safe) memmove(op->dst, op->src, op->n);
+            break;
+        case OP_MEMSET:
+            memset(op->dst, op->value, op->n);
+            break;
+        case OP_RECORD:
+            op->event->done_at = now_ms();
+            break;
+        default:
+            break;
+        }
+        if (op->host) op->host->pending--;
+        if (op->dev) op->dev->pending--;
+        if (op->dev2) op->dev2->pending--;
+        done_seq = op->seq;
+        qhead = op->next;
+        if (!qhead) qtail = NULL;
+        free(op);
+        pthread_cond_broadcast(&cv);
+    }
+    return NULL;
+}
+
+/* enqueue adds op to the queue; called with mu held. */
+static void enqueue(struct op *op) {
+    if (!worker_started) {
+        pthread_create(&worker, NULL, work, NULL);
+        pthread_detach(worker);
+        worker_started = 1;
+    }
+    op->seq = ++issued_seq;
+    if (op->stream) op->stream->last_seq = op->seq;
+    if (op->host) op->host->pending++;
+    if (op->dev) op->dev->pending++;
+    if (op->dev2) op->dev2->pending++;
+    if (qtail) qtail->next = op; else qhead = op;
+    qtail = op;
+    pthread_cond_broadcast(&cv);
+}
+
+static void wait_seq(long seq) {
+    while (done_seq < seq) pthread_cond_wait(&cv, &mu);
+}
+
+/* ---- the driver API ---- */
+
+#define ENTER(name) do { CUresult _r = enter(name); if (_r) return _r; } while (0)
+
+CUresult cuInit(unsigned flags) {
+    ENTER("cuInit");
+    (void)flags;
+    const char *n = getenv("FAKE_CUDA_DEVICES");
+    if (n) ndevices = atoi(n) > MAX_DEVICES ? MAX_DEVICES : atoi(n);
+    initialised = 1;
+    return OK;
+}
+
+CUresult cuDriverGetVersion(int *v) {
+    ENTER("cuDriverGetVersion");
+    const char *s = getenv("FAKE_CUDA_VERSION");
+    *v = s ? atoi(s) : 13000;
+    return OK;
+}
+
+struct errname { int code; const char *name, *text; };
+static const struct errname errnames[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {600, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
+    {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+};
+
+static const struct errname *errname_of(int code) {
+    for (size_t i = 0; i < sizeof errnames / sizeof errnames[0]; i++)
+        if (errnames[i].code == code) return &errnames[i];
+    return NULL;
+}
+
+CUresult cuGetErrorName(CUresult e, const char **s) {
+    const struct errname *n = errname_of(e);
+    if (!n) return E_INVALID_VALUE;
+    *s = n->name;
+    return OK;
+}
+
+CUresult cuGetErrorString(CUresult e, const char **s) {
+    const struct errname *n = errname_of(e);
+    if (!n) return E_INVALID_VALUE;
+    *s = n->text;
+    return OK;
+}
+
+CUresult cuDeviceGetCount(int *n) {
+    ENTER("cuDeviceGetCount");
+    if (!initialised) return E_NOT_INITIALIZED;
+    *n = ndevices;
+    return OK;
+}
+
+CUresult cuDeviceGet(int *d, int ordinal) {
+    ENTER("cuDeviceGet");
+    if (ordinal < 0 || ordinal >= ndevices) return E_INVALID_DEVICE;
+    *d = ordinal;
+    return OK;
+}
+
+CUresult cuDeviceGetName(char *name, int len, int dev) {
+    ENTER("cuDeviceGetName");
+    if (dev < 0 || dev >= ndevices) return E_INVALID_DEVICE;
+    snprintf(name, len, "Fake GPU %d", dev);
+    return OK;
+}
+
+CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
+    ENTER("cuDeviceGetAttribute");
+    if (dev < 0 || dev >= ndevices) return E_INVALID_DEVICE;
+    switch (attr) {
+    case 1: *v = 1024; break;  /* max threads per block */
+    case 16: *v = 4; break;    /* SMs */
+    case 31: *v = 1; break;    /* concurrent kernels */
+    case 33: *v = dev + 1; break; /* PCI bus */
+    case 34: *v = 0; break;
+    case 40: *v = 2; break;    /* copy engines */
+    case 41: *v = 1; break;
+    case 50: *v = 0; break;
+    case 75: *v = 9; break;
+    case 76: *v = 0; break;
+    case 99: *v = 1; break;
+    default: *v = 0; break;
+    }
+    return OK;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *b, int dev) {
+    ENTER("cuDeviceTotalMem_v2");
+    if (dev < 0 || dev >= ndevices) return E_INVALID_DEVICE;
+    *b = (size_t)1 << 32;
+    return OK;
+}
+
+CUresult cuDeviceGetPCIBusId(char *s, int len, int dev) {
+    ENTER("cuDeviceGetPCIBusId");
+    if (dev < 0 || dev >= ndevices) return E_INVALID_DEVICE;
+    snprintf(s, len, "0000:%02x:00.0", dev + 1);
+    return OK;
+}
+
+CUresult cuDevicePrimaryCtxRetain(handle_t *ctx, int dev) {
+    ENTER("cuDevicePrimaryCtxRetain");
+    if (dev < 0 || dev >= ndevices) return E_INVALID_DEVICE;
+    pthread_mutex_lock(&mu);
+    if (!primary[dev]) primary[dev] = new_obj(K_CTX, dev);
+    if (primary_refs[dev]++ == 0 && !primary[dev]->live) {
+        primary[dev]->live = 1;
+        live_count[K_CTX]++;
+    }
+    *ctx = (handle_t)primary[dev];
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
+    ENTER("cuDevicePrimaryCtxRelease_v2");
+    if (dev < 0 || dev >= ndevices) return E_INVALID_DEVICE;
+    pthread_mutex_lock(&mu);
+    if (primary_refs[dev] == 0) {
+        violation("cuDevicePrimaryCtxRelease_v2: device %d released more often than retained", dev);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    if (--primary_refs[dev] == 0) {
+        kill_obj("cuDevicePrimaryCtxRelease_v2", primary[dev]);
+        /* Like the real driver, destroying the context frees what is left
+         * on it; the fake reports it as a leak. */
+        for (size_t i = 0; i < nmems;) {
+            if (mems[i]->ctx == dev) {
+                violation("context %d destroyed with %s of %zu bytes still allocated", dev,
+                          kind_names[mems[i]->kind], mems[i]->size);
+                mems[i]->live = 0;
+                live_count[mems[i]->kind]--;
+                mems[i] = mems[--nmems];
+            } else {
+                i++;
+            }
+        }
+        for (size_t i = 0; i < nothers;) {
+            struct obj *o = others[i];
+            if (o->ctx == dev) {
+                violation("context %d destroyed with a %s still alive", dev, kind_names[o->kind]);
+                kill_obj("cuDevicePrimaryCtxRelease_v2", o); /* removes others[i] */
+            } else {
+                i++;
+            }
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuCtxSetCurrent(handle_t ctx) {
+    ENTER("cuCtxSetCurrent");
+    pthread_mutex_lock(&mu);
+    if (ctx == 0) {
+        current = NULL;
+    } else {
+        struct obj *o = lookup("cuCtxSetCurrent", ctx, K_CTX);
+        if (!o) {
+            pthread_mutex_unlock(&mu);
+            return E_INVALID_CONTEXT;
+        }
+        current = o;
+    }
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuCtxGetCurrent(handle_t *ctx) {
+    ENTER("cuCtxGetCurrent");
+    *ctx = (handle_t)current;
+    return OK;
+}
+
+static int need_ctx(const char *call) {
+    if (!current || !current->live) {
+        violation("%s: no live context is current on this thread", call);
+        return 0;
+    }
+    return 1;
+}
+
+CUresult cuCtxSynchronize(void) {
+    pthread_mutex_lock(&mu);
+    if (!need_ctx("cuCtxSynchronize")) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    struct obj *c = current;
+    c->inflight++;
+    pthread_mutex_unlock(&mu);
+    CUresult r = enter("cuCtxSynchronize"); /* a delay here widens the window */
+    pthread_mutex_lock(&mu);
+    if (!r) wait_seq(issued_seq);
+    c->inflight--;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
+    pthread_mutex_lock(&mu);
+    if (!need_ctx("cuMemGetInfo_v2")) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    struct obj *c = current;
+    c->inflight++;
+    pthread_mutex_unlock(&mu);
+    CUresult r = enter("cuMemGetInfo_v2"); /* a delay here widens the window */
+    pthread_mutex_lock(&mu);
+    size_t used = 0;
+    for (size_t i = 0; i < nmems; i++)
+        if (mems[i]->kind == K_DEVMEM && mems[i]->ctx == c->ctx) used += mems[i]->size;
+    *total = (size_t)1 << 32;
+    *free_ = *total - used;
+    c->inflight--;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+static CUresult alloc_mem(const char *call, int kind, void **out, size_t n, unsigned flags) {
+    pthread_mutex_lock(&mu);
+    if (!need_ctx(call)) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    if (n == 0) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    const char *lim = getenv("FAKE_CUDA_MEM_LIMIT");
+    if (lim && kind == K_DEVMEM && n > (size_t)atoll(lim)) {
+        pthread_mutex_unlock(&mu);
+        return E_OUT_OF_MEMORY;
+    }
+    struct obj *o = new_obj(kind, current->ctx);
+    o->base = calloc(1, n);
+    o->size = n;
+    o->flags = flags;
+    if (!o->base) {
+        o->live = 0;
+        live_count[kind]--;
+        pthread_mutex_unlock(&mu);
+        return E_OUT_OF_MEMORY;
+    }
+    add_mem(o);
+    *out = o->base;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* Freed memory is kept (poisoned) for a while rather than returned to
+ * malloc, so that a use after free reads garbage instead of crashing, and
+ * a test can tell what happened. */
+static char *graveyard[256];
+static int grave_next;
+static void bury(struct obj *o) {
+    memset(o->base, 0xDB, o->size);
+    if (graveyard[grave_next]) free(graveyard[grave_next]);
+    graveyard[grave_next] = o->base;
+    grave_next = (grave_next + 1) % 256;
+}
+
+static CUresult free_mem(const char *call, int kind, uintptr_t p) {
+    pthread_mutex_lock(&mu);
+    struct obj *o = NULL;
+    for (size_t i = 0; i < nmems; i++)
+        if (mems[i]->kind == kind && (uintptr_t)mems[i]->base == p) o = mems[i];
+    if (!o) {
+        violation("%s: %#lx is not the start of live %s", call, (unsigned long)p, kind_names[kind]);
+        pthread_mutex_unlock(&mu);
+        return kind == K_REG ? E_NOT_REGISTERED : E_INVALID_VALUE;
+    }
+    if (!check_ctx(call, o)) {
+        /* The real driver frees by address whatever context is current;
+         * the violation is recorded, the free still happens. */
+    }
+    if (o->pending > 0)
+        violation("%s: %s %#lx freed while %ld asynchronous operation(s) on it are pending", call,
+                  kind_names[kind], (unsigned long)p, o->pending);
+    kill_obj(call, o);
+    drop_mem(o);
+    if (kind != K_REG) bury(o);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuMemAlloc_v2(uintptr_t *p, size_t n) {
+    ENTER("cuMemAlloc_v2");
+    return alloc_mem("cuMemAlloc_v2", K_DEVMEM, (void **)p, n, 0);
+}
+
+CUresult cuMemFree_v2(uintptr_t p) {
+    ENTER("cuMemFree_v2");
+    /* Like the real driver, freeing device memory waits for the device
+     * first (the implicit synchronisation that stream-ordered allocation
+     * exists to avoid). */
+    pthread_mutex_lock(&mu);
+    wait_seq(issued_seq);
+    pthread_mutex_unlock(&mu);
+    return free_mem("cuMemFree_v2", K_DEVMEM, p);
+}
+
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags) {
+    ENTER("cuMemHostAlloc");
+    return alloc_mem("cuMemHostAlloc", K_HOSTMEM, p, n, flags);
+}
+
+CUresult cuMemFreeHost(void *p) {
+    ENTER("cuMemFreeHost");
+    return free_mem("cuMemFreeHost", K_HOSTMEM, (uintptr_t)p);
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
+    ENTER("cuMemHostRegister_v2");
+    pthread_mutex_lock(&mu);
+    if (!need_ctx("cuMemHostRegister_v2")) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    for (size_t i = 0; i < nmems; i++) {
+        struct obj *o = mems[i];
+        if ((o->kind == K_REG || o->kind == K_HOSTMEM) && (char *)p < o->base + o->size && (char *)p + n > o->base) {
+            pthread_mutex_unlock(&mu);
+            return E_ALREADY_REGISTERED;
+        }
+    }
+    struct obj *o = new_obj(K_REG, current->ctx);
+    o->base = p;
+    o->size = n;
+    o->flags = flags;
+    add_mem(o);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuMemHostUnregister(void *p) {
+    ENTER("cuMemHostUnregister");
+    return free_mem("cuMemHostUnregister", K_REG, (uintptr_t)p);
+}
+
+/* Synchronous copies and memset. */
+static CUresult sync_copy(const char *call, char *dst, int dkind, const char *src, int skind, size_t n) {
+    pthread_mutex_lock(&mu);
+    if (!need_ctx(call)) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    struct obj *d = dkind ? find_mem((uintptr_t)dst, n, dkind) : NULL;
+    struct obj *s = skind ? find_mem((uintptr_t)src, n, skind) : NULL;
+    if ((dkind && !d) || (skind && !s)) {
+        violation("%s: %zu bytes outside live device memory", call, n);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if ((d && !check_ctx(call, d)) || (s && !check_ctx(call, s))) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    /* The legacy default stream: wait for everything queued first. */
+    wait_seq(issued_seq);
+    pthread_mutex_unlock(&mu);
+    memmove(dst, src, n);
+    return OK;
+}
+
+CUresult cuMemcpyHtoD_v2(uintptr_t dst, const void *src, size_t n) {
+    ENTER("cuMemcpyHtoD_v2");
+    return sync_copy("cuMemcpyHtoD_v2", (char *)dst, K_DEVMEM, src, 0, n);
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, uintptr_t src, size_t n) {
+    ENTER("cuMemcpyDtoH_v2");
+    return sync_copy("cuMemcpyDtoH_v2", dst, 0, (const char *)src, K_DEVMEM, n);
+}
+
+CUresult cuMemcpyDtoD_v2(uintptr_t dst, uintptr_t src, size_t n) {
+    ENTER("cuMemcpyDtoD_v2");
+    return sync_copy("cuMemcpyDtoD_v2", (char *)dst, K_DEVMEM, (const char *)src, K_DEVMEM, n);
+}
+
+CUresult cuMemsetD8_v2(uintptr_t dst, unsigned char v, size_t n) {
+    ENTER("cuMemsetD8_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *d = find_mem(dst, n, K_DEVMEM);
+    if (!d) {
+        violation("cuMemsetD8_v2: %zu bytes outside live device memory", n);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if (!check_ctx("cuMemsetD8_v2", d)) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    wait_seq(issued_seq);
+    memset((void *)dst, v, n);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* Streams. */
+CUresult cuStreamCreate(handle_t *s, unsigned flags) {
+    ENTER("cuStreamCreate");
+    pthread_mutex_lock(&mu);
+    if (!need_ctx("cuStreamCreate")) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    struct obj *o = new_obj(K_STREAM, current->ctx);
+    o->flags = flags;
+    *s = (handle_t)o;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuStreamCreateWithPriority(handle_t *s, unsigned flags, int prio) {
+    (void)prio;
+    ENTER("cuStreamCreateWithPriority");
+    return cuStreamCreate(s, flags);
+}
+
+CUresult cuStreamDestroy_v2(handle_t s) {
+    ENTER("cuStreamDestroy_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *o = lookup("cuStreamDestroy_v2", s, K_STREAM);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    check_ctx("cuStreamDestroy_v2", o);
+    kill_obj("cuStreamDestroy_v2", o); /* queued work still completes */
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* stream_use looks up a stream for a call and marks it in flight. */
+static struct obj *stream_use(const char *call, handle_t s) {
+    struct obj *o = lookup(call, s, K_STREAM);
+    if (!o) return NULL;
+    if (!check_ctx(call, o)) return NULL;
+    return o;
+}
+
+CUresult cuStreamSynchronize(handle_t s) {
+    pthread_mutex_lock(&mu);
+    struct obj *o = stream_use("cuStreamSynchronize", s);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    o->inflight++;
+    pthread_mutex_unlock(&mu);
+    CUresult r = enter("cuStreamSynchronize"); /* a delay here widens the window */
+    pthread_mutex_lock(&mu);
+    if (!r) wait_seq(o->last_seq);
+    if (!o->live) violation("cuStreamSynchronize: stream destroyed during the call");
+    o->inflight--;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuStreamQuery(handle_t s) {
+    ENTER("cuStreamQuery");
+    pthread_mutex_lock(&mu);
+    struct obj *o = stream_use("cuStreamQuery", s);
+    CUresult r = !o ? E_INVALID_HANDLE : (done_seq >= o->last_seq ? OK : E_NOT_READY);
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuStreamWaitEvent(handle_t s, handle_t e, unsigned flags) {
+    (void)flags;
+    ENTER("cuStreamWaitEvent");
+    pthread_mutex_lock(&mu);
+    struct obj *so = stream_use("cuStreamWaitEvent", s);
+    struct obj *eo = lookup("cuStreamWaitEvent", e, K_EVENT);
+    if (!so || !eo) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (!check_ctx("cuStreamWaitEvent", eo)) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    struct op *op = calloc(1, sizeof *op);
+    op->type = OP_WAIT;
+    op->stream = so;
+    enqueue(op);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+static CUresult async_copy(const char *call, int type, char *dst, const char *src, size_t n, handle_t s) {
+    pthread_mutex_lock(&mu);
+    struct obj *so = stream_use(call, s);
+    if (!so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    struct obj *host = NULL, *dev = NULL, *dev2 = NULL;
+    if (type == OP_H2D) {
+        host = find_mem((uintptr_t)src, n, K_HOSTMEM);
+        dev = find_mem((uintptr_t)dst, n, K_DEVMEM);
+    } else if (type == OP_D2H) {
+        host = find_mem((uintptr_t)dst, n, K_HOSTMEM);
+        dev = find_mem((uintptr_t)src, n, K_DEVMEM);
+    } else {
+        dev = find_mem((uintptr_t)dst, n, K_DEVMEM);
+        dev2 = find_mem((uintptr_t)src, n, K_DEVMEM);
+        if (!dev2) dev = NULL;
+    }
+    if (type != OP_D2D && !host) {
+        violation("%s: host memory %p (%zu bytes) is neither pinned nor registered", call,
+                  type == OP_H2D ? (const void *)src : (void *)dst, n);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if (!dev) {
+        violation("%s: %zu bytes outside live device memory", call, n);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if (!check_ctx(call, dev)) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    struct op *op = calloc(1, sizeof *op);
+    op->type = type;
+    op->stream = so;
+    op->host = host;
+    op->dev = dev;
+    op->dev2 = dev2;
+    op->dst = dst;
+    op->src = (char *)src;
+    op->n = n;
+    enqueue(op);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(uintptr_t dst, const void *src, size_t n, handle_t s) {
+    ENTER("cuMemcpyHtoDAsync_v2");
+    return async_copy("cuMemcpyHtoDAsync_v2", OP_H2D, (char *)dst, src, n, s);
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dst, uintptr_t src, size_t n, handle_t s) {
+    ENTER("cuMemcpyDtoHAsync_v2");
+    return async_copy("cuMemcpyDtoHAsync_v2", OP_D2H, dst, (const char *)src, n, s);
+}
+
+CUresult cuMemcpyDtoDAsync_v2(uintptr_t dst, uintptr_t src, size_t n, handle_t s) {
+    ENTER("cuMemcpyDtoDAsync_v2");
+    return async_copy("cuMemcpyDtoDAsync_v2", OP_D2D, (char *)dst, (const char *)src, n, s);
+}
+
+CUresult cuMemsetD8Async(uintptr_t dst, unsigned char v, size_t n, handle_t s) {
+    ENTER("cuMemsetD8Async");
+    pthread_mutex_lock(&mu);
+    struct obj *so = stream_use("cuMemsetD8Async", s);
+    struct obj *d = find_mem(dst, n, K_DEVMEM);
+    if (!so || !d) {
+        if (so) violation("cuMemsetD8Async: %zu bytes outside live device memory", n);
+        pthread_mutex_unlock(&mu);
+        return so ? E_INVALID_VALUE : E_INVALID_HANDLE;
+    }
+    struct op *op = calloc(1, sizeof *op);
+    op->type = OP_MEMSET;
+    op->stream = so;
+    op->dev = d;
+    op->dst = (char *)dst;
+    op->n = n;
+    op->value = v;
+    enqueue(op);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* Events. */
+CUresult cuEventCreate(handle_t *e, unsigned flags) {
+    ENTER("cuEventCreate");
+    pthread_mutex_lock(&mu);
+    if (!need_ctx("cuEventCreate")) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    struct obj *o = new_obj(K_EVENT, current->ctx);
+    o->flags = flags;
+    o->timing = !(flags & 0x2);
+    *e = (handle_t)o;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuEventDestroy_v2(handle_t e) {
+    ENTER("cuEventDestroy_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *o = lookup("cuEventDestroy_v2", e, K_EVENT);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    kill_obj("cuEventDestroy_v2", o);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuEventRecord(handle_t e, handle_t s) {
+    ENTER("cuEventRecord");
+    pthread_mutex_lock(&mu);
+    struct obj *eo = lookup("cuEventRecord", e, K_EVENT);
+    struct obj *so = stream_use("cuEventRecord", s);
+    if (!eo || !so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (!check_ctx("cuEventRecord", eo)) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    struct op *op = calloc(1, sizeof *op);
+    op->type = OP_RECORD;
+    op->stream = so;
+    op->event = eo;
+    enqueue(op);
+    eo->last_seq = op->seq;
+    eo->recorded = 1;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuEventQuery(handle_t e) {
+    ENTER("cuEventQuery");
+    pthread_mutex_lock(&mu);
+    struct obj *o = lookup("cuEventQuery", e, K_EVENT);
+    CUresult r = !o ? E_INVALID_HANDLE : (done_seq >= o->last_seq ? OK : E_NOT_READY);
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuEventSynchronize(handle_t e) {
+    pthread_mutex_lock(&mu);
+    struct obj *o = lookup("cuEventSynchronize", e, K_EVENT);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    o->inflight++;
+    pthread_mutex_unlock(&mu);
+    CUresult r = enter("cuEventSynchronize");
+    pthread_mutex_lock(&mu);
+    if (!r) wait_seq(o->last_seq);
+    o->inflight--;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuEventElapsedTime_v2(float *ms, handle_t a, handle_t b) {
+    ENTER("cuEventElapsedTime_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *ao = lookup("cuEventElapsedTime_v2", a, K_EVENT);
+    struct obj *bo = lookup("cuEventElapsedTime_v2", b, K_EVENT);
+    CUresult r = OK;
+    if (!ao || !bo) r = E_INVALID_HANDLE;
+    else if (!ao->timing || !bo->timing) r = E_INVALID_HANDLE;
+    else if (!ao->recorded || !bo->recorded) r = E_INVALID_HANDLE;
+    else if (done_seq < ao->last_seq || done_seq < bo->last_seq) r = E_NOT_READY;
+    else *ms = (float)(bo->done_at - ao->done_at);
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+/* Modules and functions. A module is any image; "error" in PTX text makes
+ * the JIT fail with a log line. Every entry name exists except ones that
+ * start with "missing". */
+CUresult cuModuleLoadDataEx(handle_t *m, const void *image, unsigned n, int *keys, void **vals) {
+    ENTER("cuModuleLoadDataEx");
+    char *info = NULL, *errlog = NULL;
+    size_t infosz = 0, errsz = 0;
+    for (unsigned i = 0; i < n; i++) {
+        switch (keys[i]) {
+        case 3: info = vals[i]; break;
+        case 4: infosz = (size_t)(uintptr_t)vals[i]; break;
+        case 5: errlog = vals[i]; break;
+        case 6: errsz = (size_t)(uintptr_t)vals[i]; break;
+        case 7:
+            if ((uintptr_t)vals[i] > 4) return E_INVALID_VALUE;
+            break;
+        case 8: case 12: break;
+        default: return E_INVALID_VALUE;
+        }
+    }
+    pthread_mutex_lock(&mu);
+    if (!need_ctx("cuModuleLoadDataEx")) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    const char *text = image;
+    if (strstr(text, "error")) {
+        if (errlog && errsz) snprintf(errlog, errsz, "ptxas fake: line 1; error : the image asks for an error");
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_PTX;
+    }
+    if (info && infosz) snprintf(info, infosz, "fake JIT: %zu bytes of image", strlen(text));
+    struct obj *o = new_obj(K_MODULE, current->ctx);
+    *m = (handle_t)o;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuModuleUnload(handle_t m) {
+    ENTER("cuModuleUnload");
+    pthread_mutex_lock(&mu);
+    struct obj *o = lookup("cuModuleUnload", m, K_MODULE);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    kill_obj("cuModuleUnload", o);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuModuleGetFunction(handle_t *f, handle_t m, const char *name) {
+    ENTER("cuModuleGetFunction");
+    pthread_mutex_lock(&mu);
+    struct obj *mo = lookup("cuModuleGetFunction", m, K_MODULE);
+    if (!mo) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (strncmp(name, "missing", 7) == 0) {
+        pthread_mutex_unlock(&mu);
+        return E_NOT_FOUND;
+    }
+    struct obj *o = new_obj(K_FUNC, mo->ctx);
+    live_count[K_FUNC]--; /* functions die with their module, not on their own */
+    o->mod = mo;
+    snprintf(o->name, sizeof o->name, "%s", name);
+    *f = (handle_t)o;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+static struct obj *func_use(const char *call, handle_t f) {
+    struct obj *o = (struct obj *)f;
+    if (f == 0 || o->magic != MAGIC || o->kind != K_FUNC) {
+        violation("%s: unknown function handle", call);
+        return NULL;
+    }
+    if (!o->mod->live) {
+        violation("%s: function %s used after its module was unloaded", call, o->name);
+        return NULL;
+    }
+    return o;
+}
+
+CUresult cuFuncGetAttribute(int *v, int attr, handle_t f) {
+    ENTER("cuFuncGetAttribute");
+    pthread_mutex_lock(&mu);
+    struct obj *o = func_use("cuFuncGetAttribute", f);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    o->mod->inflight++;
+    pthread_mutex_unlock(&mu);
+    CUresult r = enter("cuFuncGetAttribute.body");
+    *v = attr == 0 ? 1024 : 0;
+    pthread_mutex_lock(&mu);
+    o->mod->inflight--;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+/* Parameter layouts are unknown to the fake unless a test sets them with
+ * fake_set_params; then it answers like CUDA 12.4+. */
+static size_t param_sizes[64];
+static int nparam_sizes = -1;
+
+CUresult cuFuncGetParamInfo(handle_t f, size_t i, size_t *off, size_t *size) {
+    ENTER("cuFuncGetParamInfo");
+    if (nparam_sizes < 0) return E_NOT_SUPPORTED;
+    (void)f;
+    if ((int)i >= nparam_sizes) return E_INVALID_VALUE;
+    size_t o = 0;
+    for (size_t k = 0; k <= i; k++) {
+        size_t a = param_sizes[k] >= 8 ? 8 : param_sizes[k];
+        o = (o + a - 1) / a * a;
+        if (k < i) o += param_sizes[k];
+    }
+    *off = o;
+    *size = param_sizes[i];
+    return OK;
+}
+
+CUresult cuLaunchKernel(handle_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shmem, handle_t s, void **params, void **extra) {
+    (void)shmem;
+    (void)extra;
+    ENTER("cuLaunchKernel");
+    pthread_mutex_lock(&mu);
+    struct obj *fo = func_use("cuLaunchKernel", f);
+    struct obj *so = stream_use("cuLaunchKernel", s);
+    if (!fo || !so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (fo->ctx != so->ctx) {
+        violation("cuLaunchKernel: function of context %d launched on a stream of context %d", fo->ctx, so->ctx);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    /* The driver copies the argument values at the call, as here. */
+    int n = nparam_sizes > 0 ? nparam_sizes : 0;
+    last_nparams = 0;
+    for (int i = 0; i < n && i < 16 && params; i++) {
+        size_t sz = param_sizes[i] > 16 ? 16 : param_sizes[i];
+        memcpy(last_params[i], params[i], sz);
+        last_nparams++;
+    }
+    last_grid[0] = gx, last_grid[1] = gy, last_grid[2] = gz;
+    last_block[0] = bx, last_block[1] = by, last_block[2] = bz;
+    fo->mod->inflight++;
+    struct op *op = calloc(1, sizeof *op);
+    op->type = OP_LAUNCH;
+    op->stream = so;
+    enqueue(op);
+    fo->mod->inflight--;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* cuGetProcAddress_v2: every entry point by its plain name. */
+struct entry { const char *name; void *fn; };
+#define E(plain, fn) {plain, (void *)fn}
+static const struct entry entries[] = {
+    E("cuInit", cuInit), E("cuDriverGetVersion", cuDriverGetVersion), E("cuGetErrorName", cuGetErrorName),
+    E("cuGetErrorString", cuGetErrorString), E("cuDeviceGet", cuDeviceGet), E("cuDeviceGetCount", cuDeviceGetCount),
+    E("cuDeviceGetName", cuDeviceGetName), E("cuDeviceGetAttribute", cuDeviceGetAttribute),
+    E("cuDeviceTotalMem", cuDeviceTotalMem_v2), E("cuDeviceGetPCIBusId", cuDeviceGetPCIBusId),
+    E("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
+    E("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2), E("cuCtxSetCurrent", cuCtxSetCurrent),
+    E("cuCtxGetCurrent", cuCtxGetCurrent), E("cuCtxSynchronize", cuCtxSynchronize),
+    E("cuMemGetInfo", cuMemGetInfo_v2), E("cuMemAlloc", cuMemAlloc_v2), E("cuMemFree", cuMemFree_v2),
+    E("cuMemHostAlloc", cuMemHostAlloc), E("cuMemFreeHost", cuMemFreeHost),
+    E("cuMemHostRegister", cuMemHostRegister_v2), E("cuMemHostUnregister", cuMemHostUnregister),
+    E("cuMemcpyHtoD", cuMemcpyHtoD_v2), E("cuMemcpyDtoH", cuMemcpyDtoH_v2), E("cuMemcpyDtoD", cuMemcpyDtoD_v2),
+    E("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync_v2), E("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync_v2),
+    E("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync_v2), E("cuMemsetD8", cuMemsetD8_v2),
+    E("cuMemsetD8Async", cuMemsetD8Async), E("cuStreamCreate", cuStreamCreate),
+    E("cuStreamCreateWithPriority", cuStreamCreateWithPriority), E("cuStreamDestroy", cuStreamDestroy_v2),
+    E("cuStreamSynchronize", cuStreamSynchronize), E("cuStreamQuery", cuStreamQuery),
+    E("cuStreamWaitEvent", cuStreamWaitEvent), E("cuEventCreate", cuEventCreate),
+    E("cuEventDestroy", cuEventDestroy_v2), E("cuEventRecord", cuEventRecord), E("cuEventQuery", cuEventQuery),
+    E("cuEventSynchronize", cuEventSynchronize), E("cuEventElapsedTime", cuEventElapsedTime_v2),
+    E("cuModuleLoadDataEx", cuModuleLoadDataEx), E("cuModuleUnload", cuModuleUnload),
+    E("cuModuleGetFunction", cuModuleGetFunction), E("cuFuncGetAttribute", cuFuncGetAttribute),
+    E("cuFuncGetParamInfo", cuFuncGetParamInfo), E("cuLaunchKernel", cuLaunchKernel),
+};
+
+CUresult cuGetProcAddress_v2(const char *name, void **fn, int version, unsigned long long flags, int *status) {
+    (void)version;
+    (void)flags;
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
+        if (strcmp(entries[i].name, name) == 0) {
+            *fn = entries[i].fn;
+            if (status) *status = 0;
+            return OK;
+        }
+    *fn = NULL;
+    if (status) *status = 1;
+    return E_NOT_FOUND;
+}
+
+/* ---- controls for tests ---- */
+
+void fake_reset(void) {
+    pthread_mutex_lock(&mu);
+    wait_seq(issued_seq);
+    violations = 0;
+    last_violation[0] = 0;
+    nplans = 0;
+    exec_delay_us = 0;
+    nparam_sizes = -1;
+    pthread_mutex_unlock(&mu);
+}
+
+/* fake_fail makes the nth call of name from now return code; nth 0 means
+ * every call. code 0 clears it. */
+void fake_fail(const char *name, long nth, int code) {
+    pthread_mutex_lock(&mu);
+    struct plan *p = plan_for(name, 1);
+    p->calls = 0;
+    p->fail_at = nth;
+    p->fail_every = nth == 0;
+    p->code = code;
+    pthread_mutex_unlock(&mu);
+}
+
+void fake_delay(const char *name, int usec) {
+    pthread_mutex_lock(&mu);
+    plan_for(name, 1)->delay_us = usec;
+    pthread_mutex_unlock(&mu);
+}
+
+void fake_exec_delay(int usec) {
+    pthread_mutex_lock(&mu);
+    exec_delay_us = usec;
+    pthread_mutex_unlock(&mu);
+}
+
+long fake_calls(const char *name) {
+    pthread_mutex_lock(&mu);
+    struct plan *p = plan_for(name, 0);
+    long n = p ? p->calls : 0;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+long fake_violations(void) {
+    pthread_mutex_lock(&mu);
+    long n = violations;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+void fake_last_violation(char *buf, int n) {
+    pthread_mutex_lock(&mu);
+    snprintf(buf, n, "%s", last_violation);
+    pthread_mutex_unlock(&mu);
+}
+
+/* fake_live returns the live objects of a kind (1 context .. 8
+ * registration), or of every kind but contexts for 0. */
+long fake_live(int kind) {
+    pthread_mutex_lock(&mu);
+    long n = 0;
+    if (kind > 0 && kind < K_NKINDS) n = live_count[kind];
+    else
+        for (int k = K_STREAM; k < K_NKINDS; k++) n += live_count[k];
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+int fake_primary_refs(int dev) { return dev >= 0 && dev < MAX_DEVICES ? primary_refs[dev] : -1; }
+
+int fake_current_device(void) { return cur_ctx(); }
+
+/* fake_host_live reports whether [p, p+n) is pinned or registered now. */
+int fake_host_live(void *p, long n) {
+    pthread_mutex_lock(&mu);
+    int live = find_mem((uintptr_t)p, (size_t)n, K_HOSTMEM) != NULL;
+    pthread_mutex_unlock(&mu);
+    return live;
+}
+
+long fake_pending(void) {
+    pthread_mutex_lock(&mu);
+    long n = issued_seq - done_seq;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+void fake_set_params(int n, const long *sizes) {
+    pthread_mutex_lock(&mu);
+    nparam_sizes = n;
+    for (int i = 0; i < n && i < 64; i++) param_sizes[i] = (size_t)sizes[i];
+    pthread_mutex_unlock(&mu);
+}
+
+/* fake_last_param copies up to 16 bytes of parameter i of the last launch. */
+int fake_last_param(int i, void *out, int n) {
+    pthread_mutex_lock(&mu);
+    int ok = i >= 0 && i < last_nparams;
+    if (ok) memcpy(out, last_params[i], n > 16 ? 16 : n);
+    pthread_mutex_unlock(&mu);
+    return ok;
+}
