@@ -3,6 +3,8 @@
 package pipeline
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"syscall"
 )
@@ -19,4 +21,13 @@ const DirectAlign = 4096
 // (tmpfs does not: the open fails with EINVAL).
 func OpenDirect(name string) (*os.File, error) {
 	return os.OpenFile(name, os.O_RDONLY|syscall.O_DIRECT, 0)
+}
+
+// directHint says what O_DIRECT needs when a positional read fails with
+// EINVAL, the error a misaligned O_DIRECT read gives.
+func directHint(err error) error {
+	if errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("%w (a file opened with O_DIRECT needs the offset, the length and the memory aligned to %d bytes)", err, DirectAlign)
+	}
+	return err
 }

@@ -14,3 +14,6 @@ const DirectAlign = 4096
 func OpenDirect(name string) (*os.File, error) {
 	return nil, &os.PathError{Op: "open", Path: name, Err: errors.New("pipeline: O_DIRECT is supported on Linux only")}
 }
+
+// directHint returns err: O_DIRECT is Linux only.
+func directHint(err error) error { return err }

@@ -720,6 +720,9 @@ func (r *streamRun) read(jb ioJob, n int, err error) {
 	ch := r.reading[jb.c%r.p.cfg.Slots]
 	switch {
 	case err != nil && err != io.EOF:
+		if in.ra != nil {
+			err = directHint(err)
+		}
 		if ch.err == nil {
 			ch.err = &StreamError{Stream: in.name, Offset: jb.at + int64(n), Err: err}
 		}
