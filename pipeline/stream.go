@@ -157,15 +157,15 @@ type chunkIO struct {
 	err       error // reads: the first failure
 }
 
-// activity measures the wall time during which at least one operation ran.
-type activity struct {
+// ioBusy measures the wall time during which at least one operation ran.
+type ioBusy struct {
 	mu     sync.Mutex
 	active int
 	since  time.Time
 	busy   time.Duration
 }
 
-func (a *activity) begin() {
+func (a *ioBusy) begin() {
 	a.mu.Lock()
 	if a.active == 0 {
 		a.since = time.Now()
@@ -174,7 +174,7 @@ func (a *activity) begin() {
 	a.mu.Unlock()
 }
 
-func (a *activity) end() {
+func (a *ioBusy) end() {
 	a.mu.Lock()
 	a.active--
 	if a.active == 0 {
@@ -195,7 +195,7 @@ type streamRun struct {
 	reads  chan ioJob // positional reads
 	writes chan ioJob // positional writes
 
-	readAct, writeAct activity
+	readAct, writeAct ioBusy
 
 	mu        sync.Mutex
 	cond      *sync.Cond
