@@ -31,23 +31,46 @@
 // goroutines, as pipeline stages of their own, or page-locked in place and
 // the registration cached for later runs ([HostMode]). HostAuto picks.
 //
+// # Streaming
+//
+// [Pipeline.RunStream] takes its inputs as io.Readers and writes its
+// outputs to io.Writers, chunk by chunk, until the inputs end: N need not
+// be known, and host memory stays bounded by the pinned slots whatever the
+// length. Files are read with pread by several goroutines straight into
+// the slots and written from them with pwrite ([StreamJob] says which
+// streams qualify); pipes and sockets are read and written in order.
+// [Batches] feeds a loader's []T batches through the same path and yields
+// each batch's result in order. A bad input ends the stream before the
+// chunk it is in; a failed write or a cancellation stops the run; in every
+// case each output holds an exact prefix of the correct output
+// (StreamReport.OutputBytes), and the error is a *StreamError naming the
+// stream, the byte offset and the cause.
+//
 // # Concurrency
 //
 // A Pipeline runs one job at a time; concurrent Runs queue. Many pipelines
 // may share one driver.Context and run concurrently. Run binds its
-// goroutine to an OS thread while it issues.
+// goroutine to an OS thread while it issues. A streaming run adds reader
+// and writer goroutines for its run only; it returns after every Read and
+// Write it started has returned.
 //
 // The simulator tells host goroutines apart by their goroutine ids and
 // gives each a clock. A goroutine that holds an Issuer, runs a Run, or was
 // started with [SimHost.Go] holds the simulation back until it blocks in
 // the simulator or ends; a goroutine that waits for something the
 // simulator cannot see while it holds an Issuer stalls every other
-// goroutine's waits on the same host.
+// goroutine's waits on the same host. A streaming run's goroutines are the
+// engine's own: the simulator knows their waits for each other, so a
+// streaming run's times are virtual; a reader or writer that blocks (a
+// slow pipe) holds the simulation back in wall time but takes no virtual
+// time.
 //
 // # Memory
 //
 // A Pipeline allocates its streams, events, device slots and staging slots
-// once and frees them on Close. Registered Go memory stays page-locked, and
+// once and frees them on Close. A streaming run uses the staging slots
+// (Slots × chunk bytes per input and per output) and nothing that grows
+// with the stream. Registered Go memory stays page-locked, and
 // reachable, until it is evicted (Config.MaxRegistered), unregistered
 // (Pipeline.Unregister) or the pipeline is closed.
 package pipeline

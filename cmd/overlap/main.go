@@ -4,6 +4,8 @@
 // Usage:
 //
 //	overlap run [flags]        the lecture's experiment: synchronous baseline, then the pipeline
+//	overlap run --in F --out G stream files through a kernel with bounded memory
+//	overlap gen --size N --out F  write an input file of the standard pattern
 //	overlap bench [flags]      sweep configurations, optionally against CUDA C++
 //	overlap tune [flags]       pick chunk size, slots and streams from a fitted cost model
 //	overlap profile [flags]    measure a device profile for the simulator, and check its predictions
@@ -37,6 +39,11 @@ const usage = `overlap: overlapped host-to-device copy, compute and device-to-ho
 Usage:
   overlap run [flags]  run the synchronous baseline and the overlapped pipeline,
                        verify every element, and print times (overlap run -h)
+  overlap run --in FILE[,FILE] --out FILE [flags]
+                       stream raw float32 files (- for stdin/stdout) through a
+                       kernel with bounded memory (overlap run --in -h)
+  overlap gen --size BYTES --out FILE
+                       write an input file of the standard pattern
   overlap bench [flags] sweep chunk sizes, slots, host modes and intensity;
                        --reference compares with the CUDA C++ pipeline
   overlap tune [flags] fit a cost model to probes, pick chunk, slots and streams,
@@ -80,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdProfile(args[1:], stdout, stderr)
 	case "ptx":
 		return cmdPTX(args[1:], stdout, stderr)
+	case "gen":
+		return cmdGen(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return cmdVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

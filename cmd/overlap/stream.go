@@ -1,0 +1,873 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+)
+
+// stdin is what --in - reads; tests replace it.
+var stdin io.Reader = os.Stdin
+
+// isStreamRun reports whether overlap run's arguments ask for a streaming
+// run (--in), which has flags of its own.
+func isStreamRun(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		for _, f := range []string{"-in", "--in"} {
+			if a == f || strings.HasPrefix(a, f+"=") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// streamOptions are the flags of overlap run --in.
+type streamOptions struct {
+	ins, outs      []string
+	kernel         string
+	iters          int
+	chunk          int
+	slots          int
+	computeStreams int
+	readers        int
+	writers        int
+	piece          int
+	direct         bool
+	verify         bool
+	bound          bool
+	sim            bool
+	device         int
+	jsonOut        bool
+	quiet          bool
+}
+
+// streamUsage is overlap run --in's usage line.
+const streamUsage = "overlap run --in FILE[,FILE] --out FILE [flags]: stream raw little-endian float32 files (- for stdin/stdout) through a kernel with memory bounded by the pinned slots"
+
+func parseStreamFlags(args []string, stdout io.Writer) (*streamOptions, error) {
+	o := &streamOptions{kernel: "seed", iters: 100, chunk: pipeline.DefaultChunkElems, computeStreams: pipeline.DefaultComputeStreams, piece: 1 << 20}
+	fs := newFlags("run")
+	in := fs.String("in", "", "input files, comma-separated, one per kernel input (- for stdin)")
+	out := fs.String("out", "", "output file (- for stdout; the report then goes to stderr)")
+	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel: seed (1 input), saxpy or lerp (2 inputs)")
+	fs.IntVar(&o.iters, "iters", 100, "seed kernel iterations")
+	fs.Var(sizeFlag{v: &o.chunk}, "chunk", "elements per chunk")
+	fs.IntVar(&o.slots, "slots", 0, "buffer slots (default compute-streams+2)")
+	fs.IntVar(&o.computeStreams, "compute-streams", pipeline.DefaultComputeStreams, "streams for kernels")
+	fs.IntVar(&o.readers, "readers", 0, "goroutines reading file inputs with pread (default: one per CPU)")
+	fs.IntVar(&o.writers, "writers", 0, "goroutines writing a file output with pwrite (default min(4, CPUs))")
+	fs.Var(sizeFlag{v: &o.piece}, "piece", "bytes per pread or pwrite")
+	fs.BoolVar(&o.direct, "direct", false, "open input files with O_DIRECT (Linux; chunks must be whole 4 KiB pages)")
+	fs.BoolVar(&o.verify, "verify", false, "read the inputs and the output file back and check every element against the CPU reference")
+	fs.BoolVar(&o.bound, "bound", false, "measure the bound in the same run: reading the inputs and writing as much output alone (to a scratch file beside a regular output file), and the in-memory pinned pipeline for the same N (allocates N elements of pinned memory per input and output)")
+	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
+	fs.IntVar(&o.device, "device", 0, "GPU index")
+	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
+	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
+	// overlap run --in -h asks for this help, not for a file named -h.
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			args = []string{"-h"}
+		}
+	}
+	if err := parseFlags(fs, streamUsage, args, stdout); err != nil {
+		return nil, err
+	}
+	if *in != "" {
+		o.ins = strings.Split(*in, ",")
+	}
+	if *out != "" {
+		o.outs = strings.Split(*out, ",")
+	}
+	wantIns := map[string]int{"seed": 1, "saxpy": 2, "lerp": 2}[o.kernel]
+	dashes := 0
+	for _, f := range o.ins {
+		if f == "-" {
+			dashes++
+		}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case wantIns == 0:
+		return nil, fmt.Errorf("--kernel %q: unknown (have seed, saxpy, lerp)", o.kernel)
+	case len(o.ins) != wantIns:
+		return nil, fmt.Errorf("--in: kernel %s takes %d input(s), got %d", o.kernel, wantIns, len(o.ins))
+	case len(o.outs) != 1:
+		return nil, fmt.Errorf("--out: kernel %s has 1 output, got %d", o.kernel, len(o.outs))
+	case dashes > 1:
+		return nil, errors.New("--in: stdin (-) can be only one input")
+	case o.iters < 0:
+		return nil, fmt.Errorf("--iters %d: must not be negative", o.iters)
+	case o.computeStreams < 1 || o.computeStreams > 64:
+		return nil, fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
+	case o.slots != 0 && (o.slots < 2 || o.slots < o.computeStreams || o.slots > 1024):
+		return nil, fmt.Errorf("--slots %d: want 2 to 1024, and at least --compute-streams %d", o.slots, o.computeStreams)
+	case o.readers < 0 || o.writers < 0 || o.readers > 1024 || o.writers > 1024:
+		return nil, errors.New("--readers and --writers: want 0 (the default) to 1024")
+	case o.piece > 1<<30:
+		return nil, fmt.Errorf("--piece %d: at most 1G", o.piece)
+	case o.device < 0:
+		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
+	case o.direct && (o.chunk*4)%pipeline.DirectAlign != 0:
+		return nil, fmt.Errorf("--direct: a chunk of %d float32 is not a whole number of %d-byte pages", o.chunk, pipeline.DirectAlign)
+	}
+	for _, f := range o.ins {
+		if f == "" {
+			return nil, errors.New("--in: empty file name")
+		}
+		if f != "-" && f == o.outs[0] {
+			return nil, fmt.Errorf("--out %s is also an input", f)
+		}
+	}
+	if o.outs[0] != "-" {
+		if err := checkWritable("out", o.outs[0]); err != nil {
+			return nil, err
+		}
+	}
+	if o.quiet && o.jsonOut {
+		o.quiet = false
+	}
+	return o, nil
+}
+
+// streamResult is what a streaming run measured, as printed and as JSON.
+type streamResult struct {
+	Simulated      bool          `json:"simulated"`
+	Backend        string        `json:"backend"`
+	Kernel         string        `json:"kernel"`
+	Iters          int           `json:"iters,omitempty"`
+	Inputs         []string      `json:"inputs"`
+	Output         string        `json:"output"`
+	Direct         bool          `json:"direct"`
+	Elems          int64         `json:"elems"`
+	InBytes        int64         `json:"in_bytes"`
+	OutBytes       int64         `json:"out_bytes"`
+	ChunkElems     int           `json:"chunk_elems"`
+	Slots          int           `json:"slots"`
+	ComputeStreams int           `json:"compute_streams"`
+	Readers        int           `json:"readers"`
+	Writers        int           `json:"writers"`
+	Ms             float64       `json:"ms"`
+	Stages         []streamStage `json:"stages"`
+	BoundStage     string        `json:"bounded_by"`
+	PeakRSS        int64         `json:"peak_rss_bytes,omitempty"`
+	Bound          *streamBound  `json:"bound,omitempty"`
+	Verified       string        `json:"verified"`
+}
+
+// streamStage is one stage's rate and its time over the whole stream.
+type streamStage struct {
+	Stage string  `json:"stage"`
+	GBps  float64 `json:"gb_per_s"`
+	Ms    float64 `json:"ms"`
+	How   string  `json:"how"`
+}
+
+// streamBound is the bound measured in the same run.
+type streamBound struct {
+	ReadMs     float64 `json:"read_ms"`
+	PipelineMs float64 `json:"in_memory_pipeline_ms"`
+	WriteMs    float64 `json:"write_ms"`
+	BoundMs    float64 `json:"bound_ms"`
+	Slowest    string  `json:"slowest"`
+	Efficiency float64 `json:"efficiency"`
+}
+
+func cmdRunStream(args []string, stdout, stderr io.Writer) int {
+	o, err := parseStreamFlags(args, stdout)
+	if code, done := flagFailure("run", err, stderr); done {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	report := stdout
+	if o.outs[0] == "-" {
+		report = stderr
+	}
+	res, err := executeStream(ctx, o, stdout, stderr)
+	if err != nil {
+		return reportError("run", err, stderr)
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(report)
+		enc.SetIndent("", "  ")
+		enc.Encode(res)
+	} else if !o.quiet {
+		printStream(report, res)
+	}
+	return exitOK
+}
+
+// kernelFor is the kernel of the run, with the table's default scalars
+// (saxpy's a = 2.5; lerp's t = 0.25, scale = 1.5) and the seed's --iters.
+func (o *streamOptions) kernelFor(mods *kernels.Modules) (*pipeline.Kernel, error) {
+	switch o.kernel {
+	case "saxpy":
+		return kernels.Saxpy.Pipeline(mods, 2.5)
+	case "lerp":
+		return kernels.Lerp.Pipeline(mods, 0.25, 1.5)
+	}
+	return kernels.Seed.Pipeline(mods, float64(o.iters))
+}
+
+func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writer) (*streamResult, error) {
+	e, err := openEnv(&runOptions{sim: o.sim, device: o.device, kernel: o.kernel})
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	prog := newProgress(stderr, o.quiet || o.jsonOut)
+	defer prog.done()
+	cfg := pipeline.Float32Config(len(o.ins), 1)
+	// HostAuto has New allocate the pinned slots, so that the streaming
+	// run's time does not include them.
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = o.chunk, o.slots, o.computeStreams, pipeline.HostAuto
+	p, err := pipeline.New(e.backend, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	pc := p.Config()
+	k, err := o.kernelFor(e.mods)
+	if err != nil {
+		return nil, err
+	}
+	readers, writers := o.readers, o.writers
+	if readers == 0 {
+		readers = runtime.GOMAXPROCS(0)
+	}
+	if writers == 0 {
+		writers = min(4, runtime.GOMAXPROCS(0))
+	}
+	piece := o.piece
+	if piece == 0 {
+		piece = 1 << 20
+	}
+	piece = (piece + pipeline.DirectAlign - 1) &^ (pipeline.DirectAlign - 1)
+	// A run reads and writes at most a chunk per call, through Slots
+	// chunks of pinned memory per stream; the bound does the same.
+	piece = min(piece, (pc.ChunkElems*4+pipeline.DirectAlign-1)&^(pipeline.DirectAlign-1))
+	ringBytes := pc.Slots * pc.ChunkElems * 4
+	res := &streamResult{Simulated: o.sim, Backend: e.backend.Name(), Kernel: o.kernel, Inputs: o.ins, Output: o.outs[0], Direct: o.direct,
+		ChunkElems: pc.ChunkElems, Slots: pc.Slots, ComputeStreams: pc.ComputeStreams}
+	if o.kernel == "seed" {
+		res.Iters = o.iters
+	}
+
+	// The bound's host parts go first: the write's scratch file is
+	// removed before the run, so its dirty pages do not slow the run.
+	var bound *streamBound
+	if o.bound {
+		bound = &streamBound{}
+		prog.say("bound: reading the inputs alone…")
+		d, err := readAlone(e.backend, o, readers, piece, ringBytes)
+		if err != nil {
+			return nil, fmt.Errorf("bound: reading the inputs alone: %w", err)
+		}
+		bound.ReadMs = ms(d)
+		if regularOrNew(o.outs[0]) {
+			size, err := inputElems(o)
+			if err != nil {
+				return nil, err
+			}
+			prog.say("bound: writing the output alone…")
+			d, err := writeAlone(e.backend, o.outs[0], size*4, writers, piece, ringBytes)
+			if err != nil {
+				return nil, fmt.Errorf("bound: writing alone: %w", err)
+			}
+			bound.WriteMs = ms(d)
+		}
+	}
+
+	// The streaming run.
+	job := pipeline.StreamJob{Kernel: k, Readers: readers, Writers: writers, PieceBytes: piece, InputNames: o.ins, OutputNames: o.outs}
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for _, name := range o.ins {
+		if name == "-" {
+			job.Inputs = append(job.Inputs, stdin) // read straight into the slots
+			continue
+		}
+		open := os.Open
+		if o.direct {
+			open = pipeline.OpenDirect
+		}
+		f, err := open(name)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--in: %w", err)}
+		}
+		files = append(files, f)
+		job.Inputs = append(job.Inputs, f)
+	}
+	var outFile *os.File
+	if o.outs[0] == "-" {
+		job.Outputs = []io.Writer{stdout}
+	} else {
+		if outFile, err = os.Create(o.outs[0]); err != nil {
+			return nil, usageError{fmt.Errorf("--out: %w", err)}
+		}
+		files = append(files, outFile)
+		job.Outputs = []io.Writer{outFile}
+	}
+	// A warm-up over 2·Slots chunks of zeros, not timed: the first run of
+	// a process pays for first touches (of the slots, the goroutines, the
+	// first launches) that the bound, measured warm, does not.
+	prog.say("warming up…")
+	warm := pipeline.StreamJob{Kernel: k, Readers: readers, Writers: writers, PieceBytes: piece, Outputs: []io.Writer{io.Discard}}
+	for range o.ins {
+		warm.Inputs = append(warm.Inputs, &zeros{size: int64(2 * pc.Slots * pc.ChunkElems * 4)})
+	}
+	if _, err := p.RunStream(ctx, warm); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	prog.say("streaming…")
+	rep, err := p.RunStream(ctx, job)
+	if err != nil {
+		if rep != nil && len(rep.OutputBytes) == 1 {
+			return nil, fmt.Errorf("%w (%s holds the first %d bytes of the correct output, %d elements)", err, o.outs[0], rep.OutputBytes[0], rep.OutputBytes[0]/4)
+		}
+		return nil, err
+	}
+	if outFile != nil {
+		if err := outFile.Close(); err != nil {
+			return nil, fmt.Errorf("closing %s: %w", o.outs[0], err)
+		}
+	}
+	res.PeakRSS, _ = peakRSS()
+	res.Elems, res.Ms = rep.N, ms(rep.Elapsed)
+	res.InBytes, res.OutBytes = rep.N*4*int64(len(o.ins)), rep.OutputBytes[0]
+	res.Readers, res.Writers = rep.Readers, rep.Writers
+
+	// The device's stages: alone over the same N when measuring the
+	// bound, else over a probe of a few chunks, scaled to N.
+	var st pipeline.StageTimes
+	scale := 1.0
+	if rep.N > 0 {
+		n := rep.N
+		if !o.bound {
+			n = min(rep.N, int64(2*pc.Slots*pc.ChunkElems))
+			scale = float64(rep.N) / float64(n)
+		}
+		prog.say("timing the device's stages alone…")
+		var pipe time.Duration
+		st, pipe, err = inMemory(ctx, p, e.backend, k, len(o.ins), int(n), o.bound)
+		if err != nil {
+			return nil, fmt.Errorf("in-memory pipeline: %w", err)
+		}
+		if bound != nil {
+			bound.PipelineMs = ms(pipe)
+		}
+	}
+	secs := func(bytes int64, d time.Duration) (float64, float64) { return gbps(bytes, d), ms(d) }
+	add := func(stage string, bytes int64, d time.Duration, how string) {
+		g, m := secs(bytes, d)
+		res.Stages = append(res.Stages, streamStage{Stage: stage, GBps: g, Ms: m, How: how})
+	}
+	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
+	probe := "alone, same N"
+	if !o.bound {
+		probe = "alone over a probe, scaled to N"
+	}
+	readHow := fmt.Sprintf("while reading, %d pread goroutine(s)", rep.Readers)
+	if rep.Readers == 0 {
+		readHow = "while reading, in order"
+	}
+	writeHow := fmt.Sprintf("while writing, %d pwrite goroutine(s)", rep.Writers)
+	if rep.Writers == 0 {
+		writeHow = "while writing, in order"
+	}
+	add("read", res.InBytes, rep.Read, readHow)
+	add("H2D", res.InBytes, scaled(st.H2D), probe)
+	add("compute", res.InBytes, scaled(st.Compute), probe+" (rate: input bytes)")
+	add("D2H", res.OutBytes, scaled(st.D2H), probe)
+	add("write", res.OutBytes, rep.Write, writeHow)
+	slowest := 0
+	for i, s := range res.Stages {
+		if s.Ms > res.Stages[slowest].Ms {
+			slowest = i
+		}
+	}
+	res.BoundStage = res.Stages[slowest].Stage
+	if bound != nil {
+		bound.BoundMs, bound.Slowest = bound.ReadMs, "read"
+		if bound.PipelineMs > bound.BoundMs {
+			bound.BoundMs, bound.Slowest = bound.PipelineMs, "in-memory pipeline"
+		}
+		if bound.WriteMs > bound.BoundMs {
+			bound.BoundMs, bound.Slowest = bound.WriteMs, "write"
+		}
+		if res.Ms > 0 {
+			bound.Efficiency = bound.BoundMs / res.Ms
+		}
+		res.Bound = bound
+	}
+
+	switch {
+	case !o.verify:
+		res.Verified = "not verified (--verify reads the files back and checks every element)"
+	case o.outs[0] == "-" || slices.Contains(o.ins, "-"):
+		res.Verified = "not verified: stdin or stdout cannot be read back"
+	case !regularOrNew(o.outs[0]):
+		res.Verified = "not verified: " + o.outs[0] + " is not a regular file"
+	default:
+		prog.say("verifying every element from %s…", o.outs[0])
+		if err := verifyFiles(o, rep.N); err != nil {
+			return nil, fmt.Errorf("verifying %s: %w", o.outs[0], err)
+		}
+		res.Verified = fmt.Sprintf("every one of the %d output elements, read back from %s, matched the CPU reference", rep.N, o.outs[0])
+	}
+	return res, nil
+}
+
+// zeros is a positional input of size zero bytes that holds no memory.
+type zeros struct{ size, off int64 }
+
+func (z *zeros) ReadAt(b []byte, off int64) (int, error) {
+	if off >= z.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(b)), z.size-off))
+	clear(b[:n])
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (z *zeros) Read(b []byte) (int, error) {
+	n, err := z.ReadAt(b, z.off)
+	z.off += int64(n)
+	return n, err
+}
+
+func (z *zeros) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+		z.off = off
+	case io.SeekCurrent:
+		z.off += off
+	case io.SeekEnd:
+		z.off = z.size + off
+	}
+	return z.off, nil
+}
+
+// regularOrNew reports whether name is a regular file or does not exist
+// yet: not stdout, not a device such as /dev/null.
+func regularOrNew(name string) bool {
+	if name == "-" {
+		return false
+	}
+	st, err := os.Stat(name)
+	return err != nil || st.Mode().IsRegular()
+}
+
+// inputElems is the elements in the first input file.
+func inputElems(o *streamOptions) (int64, error) {
+	if o.ins[0] == "-" {
+		return 0, errors.New("--bound needs file inputs, not stdin")
+	}
+	st, err := os.Stat(o.ins[0])
+	if err != nil {
+		return 0, err
+	}
+	return st.Size() / 4, nil
+}
+
+// pinnedRing is pinned memory as large as a streaming run's slots for one
+// stream (Slots × chunk bytes), cut into pieces that a bound's reads or
+// writes cycle through: measured alone, the host moves bytes through as
+// much memory as the run does, not through one piece that stays in the
+// CPU's cache. Each goroutine cycles through a part of its own.
+type pinnedRing struct {
+	mem    pipeline.PinnedMem
+	piece  int
+	pieces int // per goroutine
+}
+
+func newPinnedRing(b pipeline.Backend, ringBytes, piece, goroutines int) (*pinnedRing, error) {
+	pieces := max(1, ringBytes/piece/goroutines)
+	m, err := b.AllocPinned(goroutines * pieces * piece)
+	if err != nil {
+		return nil, err
+	}
+	return &pinnedRing{mem: m, piece: piece, pieces: pieces}, nil
+}
+
+// at is goroutine w's memory for its k-th piece.
+func (r *pinnedRing) at(w, k int) []byte {
+	o := (w*r.pieces + k%r.pieces) * r.piece
+	return r.mem.Bytes()[o : o+r.piece]
+}
+
+// readAlone reads every input file in full into a pinned ring, with the
+// run's readers, pieces and open mode, and returns the time taken.
+func readAlone(b pipeline.Backend, o *streamOptions, readers, piece, ringBytes int) (time.Duration, error) {
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	type task struct {
+		f   *os.File
+		off int64
+	}
+	var tasks []task
+	for _, name := range o.ins {
+		if name == "-" {
+			return 0, errors.New("--bound needs file inputs, not stdin")
+		}
+		open := os.Open
+		if o.direct {
+			open = pipeline.OpenDirect
+		}
+		f, err := open(name)
+		if err != nil {
+			return 0, err
+		}
+		files = append(files, f)
+		st, err := f.Stat()
+		if err != nil {
+			return 0, err
+		}
+		for off := int64(0); off < st.Size(); off += int64(piece) {
+			tasks = append(tasks, task{f, off})
+		}
+	}
+	ring, err := newPinnedRing(b, ringBytes*len(o.ins), piece, readers)
+	if err != nil {
+		return 0, err
+	}
+	defer ring.mem.Close()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, readers)
+	t0 := time.Now()
+	for w := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				i := next.Add(1) - 1
+				if i >= int64(len(tasks)) {
+					return
+				}
+				if _, err := tasks[i].f.ReadAt(ring.at(w, k), tasks[i].off); err != nil && err != io.EOF {
+					errs[w] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(t0), errors.Join(errs...)
+}
+
+// writeAlone writes bytes to a scratch file beside out from a pinned ring,
+// with the run's writers and pieces, removes it, and returns the time the
+// writes took.
+func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece, ringBytes int) (time.Duration, error) {
+	f, err := os.CreateTemp(filepath.Dir(out), ".overlap-bound-*")
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	ring, err := newPinnedRing(b, ringBytes, piece, writers)
+	if err != nil {
+		return 0, err
+	}
+	defer ring.mem.Close()
+	pieces := (bytes + int64(piece) - 1) / int64(piece)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	t0 := time.Now()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				i := next.Add(1) - 1
+				if i >= pieces {
+					return
+				}
+				n := min(int64(piece), bytes-i*int64(piece))
+				if _, err := f.WriteAt(ring.at(w, k)[:n], i*int64(piece)); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(t0), errors.Join(errs...)
+}
+
+// inMemory runs the pipeline over n elements in pinned memory: each stage
+// alone (StageTimes) and, when full, the whole pipeline (best of two).
+func inMemory(ctx context.Context, p *pipeline.Pipeline, b pipeline.Backend, k *pipeline.Kernel, ins, n int, full bool) (pipeline.StageTimes, time.Duration, error) {
+	var st pipeline.StageTimes
+	var mems []pipeline.PinnedMem
+	defer func() {
+		for _, m := range mems {
+			m.Close()
+		}
+	}()
+	job := pipeline.Job{N: n, Kernel: k, Host: pipeline.HostPinned}
+	for i := 0; i <= ins; i++ {
+		m, err := b.AllocPinned(n * 4)
+		if err != nil {
+			return st, 0, err
+		}
+		mems = append(mems, m)
+		if i < ins {
+			kernels.FillPattern(driver.View[float32](m.Bytes())[:n], i*7919)
+			job.Inputs = append(job.Inputs, pipeline.Pinned(m))
+		} else {
+			clear(m.Bytes())
+			job.Outputs = []pipeline.Buffer{pipeline.Pinned(m)}
+		}
+	}
+	st, err := p.StageTimes(ctx, job)
+	if err != nil || !full {
+		return st, 0, err
+	}
+	var best time.Duration
+	for range 2 {
+		rep, err := p.Run(ctx, job)
+		if err != nil {
+			return st, 0, err
+		}
+		if best == 0 || rep.Elapsed < best {
+			best = rep.Elapsed
+		}
+	}
+	return st, best, nil
+}
+
+// peakRSS reads the process's peak resident memory (VmHWM) on Linux.
+func peakRSS() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return v << 10, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// verifyBlock is the elements one verifying goroutine reads at a time.
+const verifyBlock = 1 << 20
+
+// verifyFiles reads the inputs and the output back, in parallel blocks,
+// and checks every output element against the CPU reference.
+func verifyFiles(o *streamOptions, n int64) error {
+	out, err := os.Open(o.outs[0])
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if st, err := out.Stat(); err != nil {
+		return err
+	} else if st.Size() != n*4 {
+		return fmt.Errorf("the file holds %d bytes; %d elements need %d", st.Size(), n, n*4)
+	}
+	var ins []*os.File
+	defer func() {
+		for _, f := range ins {
+			f.Close()
+		}
+	}()
+	for _, name := range o.ins {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		ins = append(ins, f)
+	}
+	check := o.checker()
+	blocks := (n + verifyBlock - 1) / verifyBlock
+	var next atomic.Int64
+	var mu sync.Mutex
+	verr := &kernels.VerifyError{Kernel: o.kernel, Total: int(n)}
+	var ioErr error
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bufs := make([][]float32, len(ins)+1)
+			for i := range bufs {
+				bufs[i] = make([]float32, verifyBlock)
+			}
+			for {
+				blk := next.Add(1) - 1
+				if blk >= blocks {
+					return
+				}
+				lo := blk * verifyBlock
+				m := int(min(verifyBlock, n-lo))
+				for i, f := range append(append([]*os.File(nil), ins...), out) {
+					if _, err := f.ReadAt(driver.Bytes(bufs[i][:m]), lo*4); err != nil {
+						mu.Lock()
+						ioErr = errors.Join(ioErr, err)
+						mu.Unlock()
+						return
+					}
+				}
+				got := bufs[len(ins)]
+				bad := 0
+				var first []kernels.Mismatch
+				for j := 0; j < m; j++ {
+					want, tol := check(bufs, j)
+					if !(math.Abs(float64(got[j])-want) <= tol) {
+						bad++
+						if len(first) < 5 {
+							first = append(first, kernels.Mismatch{Index: int(lo) + j, Got: got[j], Want: want, Tol: tol})
+						}
+					}
+				}
+				if bad > 0 {
+					mu.Lock()
+					verr.Count += bad
+					verr.First = append(verr.First, first...)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ioErr != nil {
+		return ioErr
+	}
+	if verr.Count > 0 {
+		if len(verr.First) > 5 {
+			verr.First = verr.First[:5]
+		}
+		return verr
+	}
+	return nil
+}
+
+// checker returns the reference and tolerance of element j of a block,
+// whose inputs are bufs[0:len(ins)].
+func (o *streamOptions) checker() func(bufs [][]float32, j int) (float64, float64) {
+	switch o.kernel {
+	case "saxpy":
+		return func(b [][]float32, j int) (float64, float64) {
+			return kernels.SaxpyReference(2.5, b[0][j], b[1][j]), kernels.SaxpyTolerance(2.5, b[0][j], b[1][j])
+		}
+	case "lerp":
+		return func(b [][]float32, j int) (float64, float64) {
+			return kernels.LerpReference(b[0][j], b[1][j], 0.25, 1.5), kernels.LerpTolerance(b[0][j], b[1][j], 0.25, 1.5)
+		}
+	}
+	// The seed's reference costs 100 sines; overlap's standard input has
+	// 65536 values, (k-32768)/32768, so a table of them serves every
+	// element of a generated file, shared by every goroutine.
+	iters := o.iters
+	table := make([]float64, 1<<16)
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := w; k < len(table); k += workers {
+				table[k] = kernels.SeedReference(float32(k-32768)/32768, iters)
+			}
+		}()
+	}
+	wg.Wait()
+	return func(b [][]float32, j int) (float64, float64) {
+		x := b[0][j]
+		want := 0.0
+		if k := x*32768 + 32768; k >= 0 && k < 1<<16 && k == float32(int32(k)) && float32(int32(k)-32768)/32768 == x {
+			want = table[int32(k)]
+		} else {
+			want = kernels.SeedReference(x, iters)
+		}
+		return want, kernels.SeedTolerance(want, iters)
+	}
+}
+
+func printStream(w io.Writer, r *streamResult) {
+	label := ""
+	if r.Simulated {
+		label = " [simulated: CPU simulator, not a GPU; rates are not GPU rates]"
+	}
+	kernel := r.Kernel
+	if r.Iters > 0 {
+		kernel = fmt.Sprintf("%s (%d iterations)", r.Kernel, r.Iters)
+	}
+	direct := ""
+	if r.Direct {
+		direct = ", inputs read with O_DIRECT"
+	}
+	fmt.Fprintf(w, "overlap run: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
+	fmt.Fprintf(w, "%d float32 elements (%s in, %s out); chunk %d elements, %d slots, %d compute stream(s)%s\n",
+		r.Elems, humanBytes(r.InBytes), humanBytes(r.OutBytes), r.ChunkElems, r.Slots, r.ComputeStreams, direct)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-8s %10s %12s  %s\n", "STAGE", "GB/s", "TIME", "MEASURED")
+	for _, s := range r.Stages {
+		mark := ""
+		if s.Stage == r.BoundStage {
+			mark = "  ← bounds the run"
+		}
+		fmt.Fprintf(w, "%-8s %10.1f %9.2f ms  %s%s\n", s.Stage, s.GBps, s.Ms, s.How, mark)
+	}
+	fmt.Fprintln(w)
+	rss := "peak RSS (VmHWM) not available on this system"
+	if r.PeakRSS > 0 {
+		rss = "peak RSS (VmHWM) " + humanBytes(r.PeakRSS)
+	}
+	fmt.Fprintf(w, "streaming run (after an untimed warm-up over 2·slots chunks of zeros): %.2f ms, %.1f GB/s of input; %s\n", r.Ms, gbps(r.InBytes, time.Duration(r.Ms*float64(time.Millisecond))), rss)
+	if b := r.Bound; b != nil {
+		write := fmt.Sprintf("write the output %.2f ms", b.WriteMs)
+		if b.WriteMs == 0 {
+			write = "the write not measured: the output is not a regular file"
+		}
+		fmt.Fprintf(w, "bound, measured in this run (slowest alone): %.2f ms, %s (read the inputs into pinned memory %.2f ms, in-memory pinned pipeline %.2f ms, %s)\n",
+			b.BoundMs, b.Slowest, b.ReadMs, b.PipelineMs, write)
+		fmt.Fprintf(w, "efficiency = bound / streaming time: %.1f%%\n", 100*b.Efficiency)
+	}
+	fmt.Fprintf(w, "%s%s\n", r.Verified, label)
+}

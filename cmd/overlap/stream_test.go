@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/ptx/kernels"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The CLI's streaming runs (issue 13), on the simulator.
+
+// seedFile is what the simulator writes for n pattern elements from
+// offset through the seed kernel.
+func seedFile(n, offset, iters int) []byte {
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, offset)
+	kernels.SeedCPU(out, in, iters)
+	return driver.Bytes(out)
+}
+
+func TestGenWritesThePattern(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "in.f32")
+	n := 3<<20 + 5 // more than one block per goroutine, and a tail
+	code, out, errOut := runCLI("gen", "--size", "12582932", "--out", path, "--offset", "7")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Empty(t, out)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want := make([]float32, n)
+	kernels.FillPattern(want, 7)
+	assert.True(t, bytes.Equal(driver.Bytes(want), got), "gen wrote the pattern from element 7")
+
+	code, out, _ = runCLI("gen", "--size", "40", "--out", "-")
+	require.Equal(t, exitOK, code)
+	first := make([]float32, 10)
+	kernels.FillPattern(first, 0)
+	assert.Equal(t, string(driver.Bytes(first)), out, "gen to stdout")
+}
+
+func TestGenBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", "x"}, "overlap gen: --size is required"},
+		{[]string{"--size", "6", "--out", "x"}, "overlap gen: --size 6 is not a multiple of 4 bytes (one float32)"},
+		{[]string{"--size", "8"}, "overlap gen: --out FILE is required (- for stdout)"},
+		{[]string{"--size", "8", "--out", "x", "--offset", "-1"}, "overlap gen: --offset -1: must not be negative"},
+		{[]string{"--size", "8", "--out", "x", "y"}, `overlap gen: unexpected argument "y"`},
+		{[]string{"--size", "lots"}, `overlap gen: invalid value "lots" for flag -size: "lots" is not a size (use a number, optionally with K, M or G)`},
+	} {
+		code, _, errOut := runCLI(append([]string{"gen"}, tc.args...)...)
+		assert.Equal(t, exitUsage, code, tc.want)
+		assert.Equal(t, tc.want+"\n", errOut)
+	}
+}
+
+// TestRunStreamFileToFile generates a file, streams it through the seed
+// kernel on the simulator with every option of the measurement, and
+// checks the output file byte for byte and the report's shape.
+func TestRunStreamFileToFile(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.f32"), filepath.Join(dir, "out.f32")
+	const n = 100_003
+	code, _, errOut := runCLI("gen", "--size", "400012", "--out", in)
+	require.Equal(t, exitOK, code, errOut)
+	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--verify", "--bound", "--readers", "3", "--writers", "2", "--piece", "8K")
+	require.Equal(t, exitOK, code, errOut)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(seedFile(n, 0, 3), got), "the output file holds the seed of every element")
+	for _, line := range []string{
+		"overlap run: seed (3 iterations) on simulator, streaming " + in + " → " + out + " [simulated",
+		"100003 float32 elements (390.6 KiB in, 390.6 KiB out); chunk 8192 elements, 6 slots, 4 compute stream(s)\n",
+		"while reading, 3 pread goroutine(s)",
+		"while writing, 2 pwrite goroutine(s)",
+		"← bounds the run",
+		"peak RSS (VmHWM)",
+		"bound, measured in this run (slowest alone):",
+		"efficiency = bound / streaming time:",
+		"every one of the 100003 output elements, read back from " + out + ", matched the CPU reference",
+	} {
+		assert.Contains(t, stdout, line)
+	}
+	assert.Equal(t, 1, strings.Count(stdout, "← bounds the run"))
+	leftovers, _ := filepath.Glob(filepath.Join(dir, ".overlap-bound-*"))
+	assert.Empty(t, leftovers, "the bound's scratch file is removed")
+
+	code, stdout, errOut = runCLI("run", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var res streamResult
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	assert.Equal(t, int64(n), res.Elems)
+	assert.Equal(t, int64(4*n), res.OutBytes)
+	require.Len(t, res.Stages, 5)
+	for i, s := range []string{"read", "H2D", "compute", "D2H", "write"} {
+		assert.Equal(t, s, res.Stages[i].Stage)
+	}
+}
+
+func TestRunStreamTwoInputs(t *testing.T) {
+	dir := t.TempDir()
+	a, b, out := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "out")
+	require.Equal(t, exitOK, runCLIcode("gen", "--size", "40000", "--out", a))
+	require.Equal(t, exitOK, runCLIcode("gen", "--size", "40000", "--out", b, "--offset", "99"))
+	for _, k := range []string{"saxpy", "lerp"} {
+		code, stdout, errOut := runCLI("run", "--sim", "--kernel", k, "--in", a+","+b, "--out", out, "--chunk", "1K", "--verify")
+		require.Equal(t, exitOK, code, errOut)
+		assert.Contains(t, stdout, "every one of the 10000 output elements")
+	}
+}
+
+// TestRunStreamToDevice writes to a device file: nothing to read back or
+// to measure a write against, and the report says so.
+func TestRunStreamToDevice(t *testing.T) {
+	if _, err := os.Stat(os.DevNull); err != nil || os.DevNull != "/dev/null" {
+		t.Skip("skipping: no /dev/null")
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	require.Equal(t, exitOK, runCLIcode("gen", "--size", "4000", "--out", in))
+	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", os.DevNull, "--chunk", "256", "--verify", "--bound")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, stdout, "the write not measured: the output is not a regular file")
+	assert.Contains(t, stdout, "not verified: /dev/null is not a regular file")
+}
+
+func runCLIcode(args ...string) int {
+	code, _, _ := runCLI(args...)
+	return code
+}
+
+// TestRunStreamStdio streams stdin to stdout; the report goes to stderr.
+func TestRunStreamStdio(t *testing.T) {
+	const n = 5000
+	x := make([]float32, n)
+	kernels.FillPattern(x, 0)
+	stdin = struct{ io.Reader }{bytes.NewReader(driver.Bytes(x))} // a pipe: no ReadAt
+	defer func() { stdin = os.Stdin }()
+	code, stdout, errOut := runCLI("run", "--sim", "--in", "-", "--out", "-", "--chunk", "1K", "--iters", "2")
+	require.Equal(t, exitOK, code, errOut)
+	assert.True(t, bytes.Equal(seedFile(n, 0, 2), []byte(stdout)), "stdout holds the output alone")
+	assert.Contains(t, errOut, "streaming - → -")
+	assert.Contains(t, errOut, "while reading, in order")
+	assert.Contains(t, errOut, "while writing, in order")
+}
+
+// TestRunStreamBadInput: a file ending inside an element fails with one
+// line naming the file, the byte offset and what the output holds, and the
+// output file holds exactly that prefix of the correct output. Issue 13.
+func TestRunStreamBadInput(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.f32"), filepath.Join(dir, "out.f32")
+	x := make([]float32, 5000)
+	kernels.FillPattern(x, 0)
+	require.NoError(t, os.WriteFile(in, append(driver.Bytes(x), 1, 2), 0o644))
+	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", out, "--chunk", "1K", "--iters", "2")
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "overlap run: pipeline: "+in+" at byte 20000: the stream ends inside an element: 2 trailing bytes of a 4-byte element ("+
+		out+" holds the first 16384 bytes of the correct output, 4096 elements)\n", errOut)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(seedFile(5000, 0, 2)[:16384], got), "an exact prefix")
+}
+
+func TestRunStreamBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	require.NoError(t, os.WriteFile(in, make([]byte, 64), 0o644))
+	for _, tc := range []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"--in", in}, "overlap run: --out: kernel seed has 1 output, got 0", exitUsage},
+		{[]string{"--in", in + "," + in, "--out", "o"}, "overlap run: --in: kernel seed takes 1 input(s), got 2", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--kernel", "saxpy"}, "overlap run: --in: kernel saxpy takes 2 input(s), got 1", exitUsage},
+		{[]string{"--in", "-,-", "--out", "o", "--kernel", "lerp"}, "overlap run: --in: stdin (-) can be only one input", exitUsage},
+		{[]string{"--in", in, "--out", in}, "overlap run: --out " + in + " is also an input", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--kernel", "fft"}, `overlap run: --kernel "fft": unknown (have seed, saxpy, lerp)`, exitUsage},
+		{[]string{"--in", in, "--out", "o", "--slots", "1"}, "overlap run: --slots 1: want 2 to 1024, and at least --compute-streams 4", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--direct", "--chunk", "1000"}, "overlap run: --direct: a chunk of 1000 float32 is not a whole number of 4096-byte pages", exitUsage},
+		{[]string{"--in", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "o"), "--sim"}, "overlap run: --in: open " + filepath.Join(dir, "missing") + ": no such file or directory", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--elems", "5"}, "overlap run: flag provided but not defined: -elems", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--readers", "-1"}, "overlap run: --readers and --writers: want 0 (the default) to 1024", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--piece", "2G"}, "overlap run: --piece 2147483648: at most 1G", exitUsage},
+	} {
+		code, _, errOut := runCLI(append([]string{"run"}, tc.args...)...)
+		assert.Equal(t, tc.code, code, tc.want)
+		assert.Equal(t, tc.want+"\n", errOut)
+	}
+}
+
+func TestRunStreamHelp(t *testing.T) {
+	code, out, errOut := runCLI("run", "--in", "-h")
+	assert.Equal(t, exitOK, code)
+	assert.Empty(t, errOut)
+	assert.True(t, strings.HasPrefix(out, "usage: "+streamUsage+"\n"), out)
+	assert.Contains(t, out, "-piece value\n    \tbytes per pread or pwrite (default 1M)")
+	code, out, _ = runCLI("gen", "-h")
+	assert.Equal(t, exitOK, code)
+	assert.True(t, strings.HasPrefix(out, "usage: overlap gen --size BYTES --out FILE"), out)
+}
+
+// FuzzStreamFlags checks that whatever overlap run --in accepts is a
+// runnable shape.
+func FuzzStreamFlags(f *testing.F) {
+	f.Add("--in", "a,b", "--kernel", "saxpy")
+	f.Add("--in", "-", "--chunk", "1000")
+	f.Add("--in", "a", "--direct", "--slots=3")
+	f.Add("--in", "a", "--piece", "1K")
+	f.Fuzz(func(t *testing.T, a, b, c, d string) {
+		o, err := parseStreamFlags([]string{"--out", "o", a, b, c, d}, io.Discard)
+		if err != nil {
+			return
+		}
+		want := map[string]int{"seed": 1, "saxpy": 2, "lerp": 2}[o.kernel]
+		if want == 0 || len(o.ins) != want || len(o.outs) != 1 || o.chunk <= 0 || o.computeStreams < 1 ||
+			(o.slots != 0 && o.slots < o.computeStreams) || o.readers < 0 || o.writers < 0 || o.piece < 0 || o.piece > 1<<30 ||
+			(o.direct && o.chunk*4%4096 != 0) {
+			t.Fatalf("accepted bad options: %+v", o)
+		}
+		for _, in := range o.ins {
+			if in == "" || in == o.outs[0] && in != "-" {
+				t.Fatalf("accepted bad files: %+v", o)
+			}
+		}
+	})
+}

@@ -1,0 +1,949 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// StreamJob is a streaming run's work: each input is read from a reader
+// and each output written to a writer, chunk by chunk, until the inputs
+// end. The number of elements is not known in advance; the inputs must
+// end together, and the last chunk may be partial. Inputs and Outputs
+// match the pipeline's Config: input j holds elements of Config.Inputs[j]
+// bytes, raw and back to back.
+//
+// How each stream is read or written:
+//
+//   - An input that is an io.ReaderAt and an io.Seeker (an *os.File on a
+//     regular file, a *bytes.Reader) is read with positional reads
+//     (pread) by Readers goroutines, straight into the pinned slots,
+//     starting at its current offset; afterwards its offset is moved past
+//     what the run consumed.
+//   - Any other input (a pipe, a socket, stdin) is read in order, by one
+//     goroutine, straight into the pinned slots, ahead of the H2D copy.
+//   - An output that is a regular *os.File (or anything with WriteAt,
+//     Seek and Truncate) is written with positional writes by Writers
+//     goroutines, from the pinned slots, starting at its current offset.
+//     If the run fails it is truncated to the part written in full.
+//   - Any other output is written in order by one goroutine, from the
+//     pinned slots.
+type StreamJob struct {
+	Inputs  []io.Reader
+	Outputs []io.Writer
+	Kernel  *Kernel
+	// InputNames and OutputNames label the streams in errors (file
+	// names, say); a missing name reads "input 0", "output 1".
+	InputNames, OutputNames []string
+	// Readers is the number of goroutines that read positional inputs;
+	// 0 means GOMAXPROCS.
+	Readers int
+	// Writers is the number of goroutines that write positional outputs;
+	// 0 means min(4, GOMAXPROCS).
+	Writers int
+	// PieceBytes is the most one positional read or write moves; 0 means
+	// 1 MiB. It is rounded up to a multiple of 4096, so that reads of a
+	// file opened with O_DIRECT ([OpenDirect]) stay aligned.
+	PieceBytes int
+}
+
+// StreamError is a failure of one input or output of a streaming run: a
+// read or write error, a trailing partial element, or inputs of different
+// lengths. Offset counts bytes from where the run started on that stream.
+type StreamError struct {
+	Stream string // "input 0", or the name given in StreamJob
+	Offset int64
+	Err    error
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("pipeline: %s at byte %d: %v", e.Stream, e.Offset, e.Err)
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// ErrPartialElement is the cause in a StreamError when an input ends in
+// the middle of an element.
+var ErrPartialElement = errors.New("the stream ends inside an element")
+
+// ErrLengthMismatch is the cause in a StreamError when the inputs do not
+// hold the same number of elements.
+var ErrLengthMismatch = errors.New("inputs differ in length")
+
+// StreamReport describes a streaming run, finished or failed.
+type StreamReport struct {
+	Backend    string
+	ChunkElems int
+	// Chunks and N are the chunks and elements read in full (every
+	// input) and issued to the device.
+	Chunks int
+	N      int64
+	// InputBytes is each input's bytes in the chunks read in full; a
+	// sequential reader may have been read further before a failure.
+	InputBytes []int64
+	// OutputBytes is what each output holds from this run. After a
+	// failure it is an exact prefix of the correct output, and the only
+	// bytes the run left there.
+	OutputBytes []int64
+	// Elapsed runs from the first read to the last write. Like Read and
+	// Write it is on the backend's clock: the wall clock, or the
+	// simulator's virtual clock.
+	Elapsed time.Duration
+	// Read and Write are the time during which at least one read (write)
+	// was in progress; bytes over them are the rates the host side reached
+	// while it worked. On the simulator a read or write takes the virtual
+	// time of a staging copy of its bytes (Sim.HostAccess).
+	Read, Write time.Duration
+	// Readers and Writers are the goroutines that did positional reads
+	// and writes (0 when every stream was sequential).
+	Readers, Writers int
+}
+
+// hostAccessor is implemented by backends that check host accesses to
+// pinned memory for hazards (the simulator). The streaming run reads into
+// pinned slots and writes out of them itself, so it does so through such
+// a backend: do gets a buffer standing for n bytes of mem at off.
+type hostAccessor interface {
+	HostAccess(mem HostMemory, off, n int, write bool, what string, do func(b []byte) (int, error)) (int, error)
+}
+
+// streamIn and streamOut are one input's or output's state in a run.
+type streamIn struct {
+	name  string
+	elem  int
+	r     io.Reader
+	ra    io.ReaderAt // non-nil: positional
+	base  int64
+	eof   bool // sequential: EOF seen
+	jobs  *jobQueue
+	bytes int64 // consumed, set at the end
+}
+
+type writeTruncater interface {
+	io.WriterAt
+	io.Seeker
+	Truncate(size int64) error
+}
+
+type streamOut struct {
+	name string
+	elem int
+	w    io.Writer
+	wa   writeTruncater // non-nil: positional
+	base int64
+	jobs *jobQueue
+	// committed is the length of the prefix written in full; done holds
+	// positional pieces that finished beyond it, by start.
+	committed int64
+	done      map[int64]int64
+}
+
+// ioJob is one read or write: a piece of one stream in one chunk.
+type ioJob struct {
+	c, stream int
+	mem       HostMemory
+	lo, hi    int   // bytes within the slot
+	at        int64 // bytes within the stream, from the run's start
+	write     bool
+	tok       hostToken // tracking backend: the clock that queued it
+}
+
+// chunkIO tracks one chunk's outstanding reads or writes.
+type chunkIO struct {
+	c         int
+	remaining int
+	got       []int     // reads: bytes of each input
+	err       error     // reads: the first failure
+	tok       hostToken // tracking backend: ordered after every finished piece
+}
+
+// ioBusy measures the time during which at least one operation ran, on
+// the backend's clock (the wall clock, or the simulator's virtual clock of
+// the goroutines doing the operations).
+type ioBusy struct {
+	mu     sync.Mutex
+	clock  func() time.Duration
+	active int
+	since  time.Duration
+	busy   time.Duration
+}
+
+func (a *ioBusy) begin() {
+	t := a.clock()
+	a.mu.Lock()
+	if a.active == 0 {
+		a.since = t
+	}
+	a.active++
+	a.mu.Unlock()
+}
+
+func (a *ioBusy) end() {
+	t := a.clock()
+	a.mu.Lock()
+	a.active--
+	if a.active == 0 && t > a.since {
+		a.busy += t - a.since
+	}
+	a.mu.Unlock()
+}
+
+// streamRun is one streaming run's shared state. mu guards everything
+// below it; cond signals every change.
+type streamRun struct {
+	p      *Pipeline
+	job    StreamJob
+	ins    []*streamIn
+	outs   []*streamOut
+	piece  int
+	rec    hostAccessor
+	reads  *jobQueue // positional reads
+	writes *jobQueue // positional writes
+	queues []*jobQueue
+
+	readAct, writeAct ioBusy
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	stop      bool
+	err       error // the first failure; stops the run
+	readErr   error // ends the input; the chunks before it are finished
+	total     int   // chunks in the stream; -1 until known
+	staged    int   // chunks read in full, in order
+	h2dIssued int
+	d2hIssued int
+	issueDone bool
+	written   int        // chunks written in full to every output, in order
+	inN       []int      // [slot]: elements of the chunk read into it
+	outN      []int      // [slot]: elements of the chunk copied out of it
+	reading   []*chunkIO // [slot]
+	writing   []*chunkIO // [slot]
+	elems     int64      // elements issued
+	chunkIn   []int      // per input: bytes in a full chunk
+	chunkOut  []int      // per output: bytes in a full chunk
+	readBytes []int64    // per input: bytes consumed in finalized chunks
+	spawned   int        // goroutines started
+	exited    int        // goroutines ended
+
+	// On a tracking backend (stream_sync.go): the clocks of the handoffs.
+	hs           hostTracker
+	waiters      []*streamWaiter
+	toks         map[*int]*tokRing
+	endTok       hostToken // total became known
+	issueDoneTok hostToken
+	exitTok      hostToken // every exited goroutine's last clock
+}
+
+func (r *streamRun) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.stopLocked()
+	r.mu.Unlock()
+}
+
+func streamName(names []string, kind string, i int) string {
+	if i < len(names) && names[i] != "" {
+		return names[i]
+	}
+	return fmt.Sprintf("%s %d", kind, i)
+}
+
+// positionalIn reports whether r can be read with ReadAt from its
+// current offset.
+func positionalIn(r io.Reader) (io.ReaderAt, int64, bool) {
+	ra, ok := r.(io.ReaderAt)
+	sk, ok2 := r.(io.Seeker)
+	if !ok || !ok2 {
+		return nil, 0, false
+	}
+	if f, ok := r.(*os.File); ok {
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			return nil, 0, false
+		}
+	}
+	base, err := sk.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, 0, false
+	}
+	return ra, base, true
+}
+
+// positionalOut reports whether w can be written with WriteAt from its
+// current offset (and truncated after a failure).
+func positionalOut(w io.Writer) (writeTruncater, int64, bool) {
+	wt, ok := w.(writeTruncater)
+	if !ok {
+		return nil, 0, false
+	}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			return nil, 0, false
+		}
+	}
+	base, err := wt.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, 0, false
+	}
+	// An *os.File opened with O_APPEND refuses WriteAt, even of nothing.
+	if _, err := wt.WriteAt(nil, base); err != nil {
+		return nil, 0, false
+	}
+	return wt, base, true
+}
+
+// RunStream runs job: it reads every input to its end, chunk by chunk,
+// through the pinned slots, and writes each chunk's outputs in order. Host
+// memory stays bounded by the slots, whatever the streams' length.
+//
+// It returns a report even on failure. A read or write error, a trailing
+// partial element or inputs of different lengths stop the run with a
+// *StreamError naming the stream, the byte offset and the cause; a device
+// failure is a *StageError as in Run. When ctx ends, reading stops, work
+// in flight drains, and ctx.Err() is returned. In every case each output
+// holds exactly Report.OutputBytes[j] bytes from this run, an exact prefix
+// of the correct output. RunStream returns only once every Read and Write
+// it started has returned: a reader blocked forever blocks it too (close
+// the reader to unblock it). Config.Timing does not apply: the report has
+// the host side's read and write times instead.
+func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := p.validateStream(job); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		if p.broken != nil {
+			return nil, fmt.Errorf("%w after a failure: %v", ErrClosed, p.broken)
+		}
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// The slots are allocated once per pipeline (in New unless the host
+	// mode is pinned or registered), and not counted in Elapsed.
+	if err := p.allocStaging(); err != nil {
+		return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	start := p.now()
+	if t := trackerOf(p.b); t != nil {
+		start = p.runBegin(t)
+		defer p.runEnd(t)
+	}
+	r := p.newStreamRun(job)
+	rep := &StreamReport{Backend: p.b.Name(), ChunkElems: p.cfg.ChunkElems}
+	err := r.execute(ctx)
+	rep.Elapsed = p.now() - start
+	rep.Chunks, rep.N = r.d2hIssued, r.elems
+	rep.Read, rep.Write = r.readAct.busy, r.writeAct.busy
+	if r.reads != nil {
+		rep.Readers = r.job.Readers
+	}
+	if r.writes != nil {
+		rep.Writers = r.job.Writers
+	}
+	for _, in := range r.ins {
+		rep.InputBytes = append(rep.InputBytes, in.bytes)
+	}
+	for _, out := range r.outs {
+		rep.OutputBytes = append(rep.OutputBytes, out.committed)
+	}
+	return rep, err
+}
+
+func (p *Pipeline) validateStream(job StreamJob) error {
+	switch {
+	case job.Kernel == nil:
+		return errors.New("pipeline: stream job has no Kernel")
+	case len(job.Inputs) == 0:
+		return errors.New("pipeline: a stream job needs at least one input: its end ends the run")
+	case len(job.Inputs) != len(p.cfg.Inputs):
+		return fmt.Errorf("pipeline: stream job has %d inputs, the pipeline was built for %d", len(job.Inputs), len(p.cfg.Inputs))
+	case len(job.Outputs) != len(p.cfg.Outputs):
+		return fmt.Errorf("pipeline: stream job has %d outputs, the pipeline was built for %d", len(job.Outputs), len(p.cfg.Outputs))
+	case job.Readers < 0 || job.Writers < 0 || job.PieceBytes < 0:
+		return errors.New("pipeline: stream job: Readers, Writers and PieceBytes must not be negative")
+	}
+	for i, in := range job.Inputs {
+		if in == nil {
+			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.InputNames, "input", i))
+		}
+	}
+	for i, out := range job.Outputs {
+		if out == nil {
+			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.OutputNames, "output", i))
+		}
+	}
+	return p.b.Prepare(job.Kernel)
+}
+
+func (p *Pipeline) newStreamRun(job StreamJob) *streamRun {
+	S := p.cfg.Slots
+	if job.Readers == 0 {
+		job.Readers = runtime.GOMAXPROCS(0)
+	}
+	if job.Writers == 0 {
+		job.Writers = min(4, runtime.GOMAXPROCS(0))
+	}
+	if job.PieceBytes == 0 {
+		job.PieceBytes = 1 << 20
+	}
+	r := &streamRun{p: p, job: job, total: -1,
+		piece: (job.PieceBytes + 4095) &^ 4095,
+		inN:   make([]int, S), outN: make([]int, S),
+		reading: make([]*chunkIO, S), writing: make([]*chunkIO, S)}
+	r.cond = sync.NewCond(&r.mu)
+	r.rec, _ = p.b.(hostAccessor)
+	r.hs = trackerOf(p.b)
+	if r.hs != nil {
+		r.toks = map[*int]*tokRing{}
+	}
+	r.readAct.clock, r.writeAct.clock = p.now, p.now
+	for j, in := range job.Inputs {
+		s := &streamIn{name: streamName(job.InputNames, "input", j), elem: p.cfg.Inputs[j], r: in}
+		s.ra, s.base, _ = positionalIn(in)
+		r.ins = append(r.ins, s)
+		r.chunkIn = append(r.chunkIn, s.elem*p.cfg.ChunkElems)
+		r.readBytes = append(r.readBytes, 0)
+	}
+	for j, out := range job.Outputs {
+		s := &streamOut{name: streamName(job.OutputNames, "output", j), elem: p.cfg.Outputs[j], w: out, done: map[int64]int64{}}
+		s.wa, s.base, _ = positionalOut(out)
+		r.outs = append(r.outs, s)
+		r.chunkOut = append(r.chunkOut, s.elem*p.cfg.ChunkElems)
+	}
+	return r
+}
+
+// execute starts the readers and writers, issues on the calling goroutine,
+// and tears everything down in order: coordinators, then workers, then the
+// device drain, then the files' offsets.
+func (r *streamRun) execute(ctx context.Context) error {
+	p := r.p
+	stopWatch := context.AfterFunc(ctx, func() { r.fail(ctx.Err()) })
+	defer stopWatch()
+
+	newQueue := func() *jobQueue {
+		q := &jobQueue{cond: sync.NewCond(&r.mu)}
+		r.queues = append(r.queues, q)
+		return q
+	}
+	// The queues exist before any goroutine that uses them starts.
+	for _, in := range r.ins {
+		switch {
+		case in.ra == nil:
+			in.jobs = newQueue()
+		case r.reads == nil:
+			r.reads = newQueue()
+			fallthrough
+		default:
+			in.jobs = r.reads
+		}
+	}
+	for _, out := range r.outs {
+		switch {
+		case out.wa == nil:
+			out.jobs = newQueue()
+		case r.writes == nil:
+			r.writes = newQueue()
+			fallthrough
+		default:
+			out.jobs = r.writes
+		}
+	}
+	for i, q := range r.queues {
+		n := 1
+		switch q {
+		case r.reads:
+			n = r.job.Readers
+		case r.writes:
+			n = r.job.Writers
+		}
+		for w := 0; w < n; w++ {
+			r.spawn(fmt.Sprintf("stream worker %d.%d", i, w), func() { r.worker(q) })
+		}
+	}
+	r.spawn("stream reads", r.readLoop)
+	r.spawn("stream writes", r.writeLoop)
+
+	issueErr := r.issue()
+	if issueErr != nil {
+		r.fail(issueErr)
+	}
+	r.mu.Lock()
+	r.issueDone = true
+	r.markLocked(&r.issueDoneTok)
+	r.signal()
+	// Every chunk copied out must be written, unless the run stopped.
+	r.waitLocked(r.cond, func() bool { return r.written >= r.d2hIssued }, func() hostToken { return r.tokAt(&r.written, r.d2hIssued-1) })
+	r.stopLocked()
+	r.mu.Unlock()
+	// Coordinators return and workers leave what is queued once the run
+	// stops; a read or write in progress finishes first.
+	r.joinAll()
+
+	// Drain: the host waits for the device once, at the end.
+	drainErr := p.drain()
+
+	r.mu.Lock()
+	runErr := r.err
+	if runErr == nil {
+		runErr = r.readErr
+	}
+	r.mu.Unlock()
+	for j, in := range r.ins {
+		in.bytes = r.readBytes[j]
+		if in.ra != nil {
+			if _, err := in.r.(io.Seeker).Seek(in.base+in.bytes, io.SeekStart); err != nil && runErr == nil {
+				runErr = &StreamError{Stream: in.name, Offset: in.bytes, Err: err}
+			}
+		}
+	}
+	for _, out := range r.outs {
+		if out.wa == nil {
+			continue
+		}
+		if runErr != nil || drainErr != nil {
+			// Positional writes may have landed beyond the prefix.
+			if err := out.wa.Truncate(out.base + out.committed); err != nil {
+				runErr = errors.Join(runErr, &StreamError{Stream: out.name, Offset: out.committed, Err: fmt.Errorf("truncating to the part written in full: %w", err)})
+			}
+		}
+		if _, err := out.wa.Seek(out.base+out.committed, io.SeekStart); err != nil && runErr == nil {
+			runErr = &StreamError{Stream: out.name, Offset: out.committed, Err: err}
+		}
+	}
+	if drainErr != nil {
+		p.broken = drainErr
+		p.closed = true
+		p.release()
+		return &StageError{Chunk: -1, Stage: StageDrain, Err: fmt.Errorf("%w; the pipeline closed itself", drainErr)}
+	}
+	if runErr != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(runErr, ctxErr) {
+			return ctxErr
+		}
+		return runErr
+	}
+	return nil
+}
+
+// readLoop hands out each chunk's reads once its slot is free: the H2D
+// copy that last read the slot has completed. It runs ahead of the
+// device by up to Slots chunks, and stops once the end is known.
+func (r *streamRun) readLoop() {
+	p, S := r.p, r.p.cfg.Slots
+	for c := 0; ; c++ {
+		s := c % S
+		if c >= S {
+			// The H2D of chunk c-S must be queued before its event means it.
+			if !r.waitUntil(func() bool { return r.h2dIssued > c-S || r.total >= 0 }, func() hostToken {
+				if r.h2dIssued > c-S {
+					return r.tokAt(&r.h2dIssued, c-S)
+				}
+				return r.endTok
+			}) {
+				return
+			}
+			r.mu.Lock()
+			ended := r.total >= 0
+			r.mu.Unlock()
+			if ended {
+				return
+			}
+			if !p.skipWAR {
+				if err := p.h2dDone[s].Synchronize(); err != nil {
+					r.fail(&StageError{Chunk: c, Stage: StageIn, Err: err})
+					return
+				}
+			}
+		}
+		r.mu.Lock()
+		if r.stop || r.total >= 0 {
+			r.mu.Unlock()
+			return
+		}
+		ch := &chunkIO{c: c, got: make([]int, len(r.ins))}
+		var jobs []ioJob
+		for j, in := range r.ins {
+			cb := r.chunkIn[j]
+			mem := p.sin[s][j]
+			if in.ra == nil {
+				jobs = append(jobs, ioJob{c: c, stream: j, mem: mem, lo: 0, hi: cb, at: int64(c) * int64(cb)})
+				continue
+			}
+			for lo := 0; lo < cb; lo += r.piece {
+				jobs = append(jobs, ioJob{c: c, stream: j, mem: mem, lo: lo, hi: min(lo+r.piece, cb), at: int64(c)*int64(cb) + int64(lo)})
+			}
+			ch.got[j] = cb // lowered by the first short piece
+		}
+		ch.remaining = len(jobs)
+		r.reading[s] = ch
+		r.mu.Unlock()
+		r.pushAll(jobs, func(jb ioJob) *jobQueue { return r.ins[jb.stream].jobs })
+	}
+}
+
+// writeLoop hands out each chunk's writes once its D2H copy has completed.
+func (r *streamRun) writeLoop() {
+	p, S := r.p, r.p.cfg.Slots
+	for c := 0; ; c++ {
+		s := c % S
+		// The ring entry of chunk c-S must be finished; the D2H's own wait
+		// already implies it, unless a test drops that wait.
+		if !r.waitUntil(func() bool { return (r.d2hIssued > c || r.issueDone) && r.written > c-S }, func() hostToken {
+			t := r.issueDoneTok
+			if r.d2hIssued > c {
+				t = r.tokAt(&r.d2hIssued, c)
+			}
+			return joinTok(t, r.tokAt(&r.written, c-S))
+		}) {
+			return
+		}
+		r.mu.Lock()
+		issued := r.d2hIssued > c
+		n := r.outN[s]
+		r.mu.Unlock()
+		if !issued {
+			return
+		}
+		if err := p.d2hDone[s].Synchronize(); err != nil {
+			r.fail(&StageError{Chunk: c, Stage: StageOut, Err: err})
+			return
+		}
+		ch := &chunkIO{c: c}
+		var jobs []ioJob
+		for j, out := range r.outs {
+			bytes := n * out.elem
+			at := int64(c) * int64(r.chunkOut[j])
+			mem := p.sout[s][j]
+			if out.wa == nil {
+				jobs = append(jobs, ioJob{c: c, stream: j, mem: mem, lo: 0, hi: bytes, at: at, write: true})
+				continue
+			}
+			for lo := 0; lo < bytes; lo += r.piece {
+				jobs = append(jobs, ioJob{c: c, stream: j, mem: mem, lo: lo, hi: min(lo+r.piece, bytes), at: at + int64(lo), write: true})
+			}
+		}
+		r.mu.Lock()
+		if r.stop {
+			r.mu.Unlock()
+			return
+		}
+		ch.remaining = len(jobs)
+		r.writing[s] = ch
+		r.mu.Unlock()
+		r.pushAll(jobs, func(jb ioJob) *jobQueue { return r.outs[jb.stream].jobs })
+	}
+}
+
+// pushAll queues jobs, each on its stream's queue, in order.
+func (r *streamRun) pushAll(jobs []ioJob, queue func(ioJob) *jobQueue) {
+	for len(jobs) > 0 {
+		q, n := queue(jobs[0]), 1
+		for n < len(jobs) && queue(jobs[n]) == q {
+			n++
+		}
+		r.push(q, jobs[:n])
+		jobs = jobs[n:]
+	}
+}
+
+// worker does reads or writes from q until the run stops; what is still
+// queued then is left undone.
+func (r *streamRun) worker(q *jobQueue) {
+	for {
+		jb, ok := r.pop(q)
+		if !ok {
+			return
+		}
+		var n int
+		var err error
+		if jb.write {
+			n, err = r.doWrite(jb)
+		} else {
+			n, err = r.doRead(jb)
+		}
+		if jb.write {
+			r.wrote(jb, n, err)
+		} else {
+			r.read(jb, n, err)
+		}
+	}
+}
+
+func (r *streamRun) doRead(jb ioJob) (int, error) {
+	in := r.ins[jb.stream]
+	if in.ra == nil && in.eof {
+		return 0, io.EOF
+	}
+	read := func(buf []byte) (int, error) {
+		r.readAct.begin()
+		defer r.readAct.end()
+		if in.ra != nil {
+			return in.ra.ReadAt(buf, in.base+jb.at)
+		}
+		n, err := io.ReadFull(in.r, buf)
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			in.eof, err = true, io.EOF
+		}
+		return n, err
+	}
+	if r.rec != nil {
+		return r.rec.HostAccess(jb.mem, jb.lo, jb.hi-jb.lo, true, fmt.Sprintf("host read of %s (chunk %d)", in.name, jb.c), read)
+	}
+	return read(jb.mem.Bytes()[jb.lo:jb.hi])
+}
+
+func (r *streamRun) doWrite(jb ioJob) (int, error) {
+	out := r.outs[jb.stream]
+	write := func(buf []byte) (int, error) {
+		r.writeAct.begin()
+		defer r.writeAct.end()
+		if out.wa != nil {
+			return out.wa.WriteAt(buf, out.base+jb.at)
+		}
+		n, err := out.w.Write(buf)
+		if err == nil && n < len(buf) {
+			err = io.ErrShortWrite
+		}
+		return n, err
+	}
+	if r.rec != nil {
+		return r.rec.HostAccess(jb.mem, jb.lo, jb.hi-jb.lo, false, fmt.Sprintf("host write of %s (chunk %d)", out.name, jb.c), write)
+	}
+	return write(jb.mem.Bytes()[jb.lo:jb.hi])
+}
+
+// read records a finished read and finalizes, in order, every chunk whose
+// reads are all done.
+func (r *streamRun) read(jb ioJob, n int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in := r.ins[jb.stream]
+	ch := r.reading[jb.c%r.p.cfg.Slots]
+	switch {
+	case err != nil && err != io.EOF:
+		if in.ra != nil {
+			err = directHint(err)
+		}
+		if ch.err == nil {
+			ch.err = &StreamError{Stream: in.name, Offset: jb.at + int64(n), Err: err}
+		}
+		if in.ra == nil {
+			in.eof = true // a sequential input is not read again
+		}
+	case in.ra == nil:
+		ch.got[jb.stream] = n
+	case n < jb.hi-jb.lo:
+		ch.got[jb.stream] = min(ch.got[jb.stream], jb.lo+n)
+	}
+	ch.remaining--
+	r.doneLocked(ch)
+	for !r.stop && r.total < 0 {
+		c := r.staged
+		ch := r.reading[c%r.p.cfg.Slots]
+		if ch == nil || ch.c != c || ch.remaining > 0 {
+			return
+		}
+		r.finalize(ch)
+	}
+}
+
+// endInput ends the stream before chunk c because of err: the chunks
+// before it are processed and written, then the run returns err.
+// r.mu held.
+func (r *streamRun) endInput(ch *chunkIO, err error) {
+	r.readErr = err
+	r.total = ch.c
+	r.markLocked(&r.endTok, ch.tok)
+	r.signal()
+}
+
+// finalize checks a chunk whose reads are done and hands it to the
+// issuer. r.mu held.
+func (r *streamRun) finalize(ch *chunkIO) {
+	if ch.err != nil {
+		r.endInput(ch, ch.err)
+		return
+	}
+	elems := -1
+	for j, in := range r.ins {
+		got := ch.got[j]
+		at := int64(ch.c) * int64(r.chunkIn[j])
+		if rem := got % in.elem; rem != 0 {
+			r.endInput(ch, &StreamError{Stream: in.name, Offset: at + int64(got-rem),
+				Err: fmt.Errorf("%w: %d trailing bytes of a %d-byte element", ErrPartialElement, rem, in.elem)})
+			return
+		}
+		n := got / in.elem
+		if elems >= 0 && n != elems {
+			short, long, sn := 0, j, elems
+			if n < elems {
+				short, long, sn = j, 0, n
+			}
+			shortAt := int64(ch.c)*int64(r.chunkIn[short]) + int64(ch.got[short])
+			r.endInput(ch, &StreamError{Stream: r.ins[short].name, Offset: shortAt,
+				Err: fmt.Errorf("%w: %s ends after %d elements, %s has more", ErrLengthMismatch,
+					r.ins[short].name, int64(ch.c)*int64(r.p.cfg.ChunkElems)+int64(sn), r.ins[long].name)})
+			return
+		}
+		elems = n
+	}
+	for j, in := range r.ins {
+		r.readBytes[j] += int64(elems * in.elem)
+	}
+	if elems > 0 {
+		r.inN[ch.c%r.p.cfg.Slots] = elems
+		r.advanceLocked(&r.staged, ch.c+1, ch.tok)
+	}
+	switch {
+	case elems == 0:
+		r.total = ch.c
+		r.markLocked(&r.endTok, ch.tok)
+	case elems < r.p.cfg.ChunkElems:
+		r.total = ch.c + 1
+		r.markLocked(&r.endTok, ch.tok)
+	}
+	r.signal()
+}
+
+func (r *streamRun) failLocked(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.stopLocked()
+}
+
+// wrote records a finished write and advances the written count, in
+// order, over every chunk whose writes are all done.
+func (r *streamRun) wrote(jb ioJob, n int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.outs[jb.stream]
+	if n > 0 {
+		out.done[jb.at] = jb.at + int64(n)
+		for end, ok := out.done[out.committed]; ok; end, ok = out.done[out.committed] {
+			delete(out.done, out.committed)
+			out.committed = end
+		}
+	}
+	if err != nil {
+		r.failLocked(&StreamError{Stream: out.name, Offset: jb.at + int64(n), Err: err})
+		return
+	}
+	ch := r.writing[jb.c%r.p.cfg.Slots]
+	ch.remaining--
+	r.doneLocked(ch)
+	for {
+		c := r.written
+		ch := r.writing[c%r.p.cfg.Slots]
+		if ch == nil || ch.c != c || ch.remaining > 0 {
+			break
+		}
+		r.advanceLocked(&r.written, c+1, ch.tok)
+	}
+	r.signal()
+}
+
+// issue is the device schedule of Run (see issue in run.go), fed by the
+// readers: chunk c is issued once it is read, and its D2H waits until the
+// writers have emptied its output slot.
+func (r *streamRun) issue() error {
+	p, S := r.p, r.p.cfg.Slots
+	iss, err := p.b.Issuer()
+	if err != nil {
+		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	defer iss.Release()
+	chunk := Chunk{}
+	for c := 0; ; c++ {
+		if !r.waitUntil(func() bool { return r.staged > c || (r.total >= 0 && c >= r.total) }, func() hostToken {
+			if r.staged > c {
+				return r.tokAt(&r.staged, c)
+			}
+			return r.endTok
+		}) {
+			return nil
+		}
+		r.mu.Lock()
+		if r.staged <= c {
+			r.mu.Unlock()
+			return nil // the end
+		}
+		s, k := c%S, c%len(p.comp)
+		n := r.inN[s]
+		r.mu.Unlock()
+		off := c * p.cfg.ChunkElems
+		fail := func(st Stage, err error) error { return &StageError{Chunk: c, Stage: st, Err: err} }
+
+		// H2D
+		if c >= S && !p.skipWAR {
+			if err := iss.Wait(p.h2d, p.compDone[s]); err != nil {
+				return fail(StageH2D, err)
+			}
+		}
+		for j := range r.ins {
+			if err := iss.CopyToDevice(p.h2d, p.din[s][j], 0, p.sin[s][j], 0, n*p.cfg.Inputs[j]); err != nil {
+				return fail(StageH2D, err)
+			}
+		}
+		if err := iss.Record(p.h2dDone[s], p.h2d); err != nil {
+			return fail(StageH2D, err)
+		}
+		r.mu.Lock()
+		r.advanceLocked(&r.h2dIssued, c+1)
+		r.signal()
+		r.mu.Unlock()
+
+		// compute
+		cs := p.comp[k]
+		if err := iss.Wait(cs, p.h2dDone[s]); err != nil {
+			return fail(StageCompute, err)
+		}
+		if c >= S && !p.skipWAR {
+			if err := iss.Wait(cs, p.d2hDone[s]); err != nil {
+				return fail(StageCompute, err)
+			}
+		}
+		p.fillChunk(&chunk, c, s, off, n)
+		if err := iss.Launch(cs, r.job.Kernel, chunk); err != nil {
+			return fail(StageCompute, err)
+		}
+		if err := iss.Record(p.compDone[s], cs); err != nil {
+			return fail(StageCompute, err)
+		}
+
+		// D2H, once the writers are done with the slot's last chunk.
+		if c >= S && !p.skipWAR && !r.waitUntil(func() bool { return r.written > c-S }, func() hostToken { return r.tokAt(&r.written, c-S) }) {
+			return nil
+		}
+		if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
+			return fail(StageD2H, err)
+		}
+		for j := range r.outs {
+			if err := iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j], 0, n*p.cfg.Outputs[j]); err != nil {
+				return fail(StageD2H, err)
+			}
+		}
+		if err := iss.Record(p.d2hDone[s], p.d2h); err != nil {
+			return fail(StageD2H, err)
+		}
+		r.mu.Lock()
+		r.outN[s] = n
+		r.elems += int64(n)
+		r.advanceLocked(&r.d2hIssued, c+1)
+		r.signal()
+		r.mu.Unlock()
+	}
+}
