@@ -30,7 +30,14 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	want := pipeline.BuiltinProfile()
 	near := func(what string, g, w float64) {
 		t.Helper()
-		assert.InDelta(t, w, g, w/100+1e-9, "%s: measured %v, the simulator runs on %v", what, g, w)
+		// 1%, and for fixed costs 2 ns more: the simulator's clock counts
+		// whole nanoseconds, which a fit over two chunk sizes turns into a
+		// few ns of the intercept.
+		tol := w/100 + 1e-9
+		if strings.HasSuffix(what, "fixed_ns") {
+			tol += 2
+		}
+		assert.InDelta(t, w, g, tol, "%s: measured %v, the simulator runs on %v", what, g, w)
 	}
 	// Per chunk, back to back on one stream, an operation takes its own
 	// time or its issue cost, whichever is longer; the command fits a
