@@ -687,9 +687,10 @@ func (r *streamRun) doRead(jb ioJob) (int, error) {
 	if in.ra == nil && in.eof {
 		return 0, io.EOF
 	}
+	// On the simulator the busy time includes HostAccess's copy.
+	r.readAct.begin()
+	defer r.readAct.end()
 	read := func(buf []byte) (int, error) {
-		r.readAct.begin()
-		defer r.readAct.end()
 		if in.ra != nil {
 			return in.ra.ReadAt(buf, in.base+jb.at)
 		}
@@ -707,9 +708,9 @@ func (r *streamRun) doRead(jb ioJob) (int, error) {
 
 func (r *streamRun) doWrite(jb ioJob) (int, error) {
 	out := r.outs[jb.stream]
+	r.writeAct.begin()
+	defer r.writeAct.end()
 	write := func(buf []byte) (int, error) {
-		r.writeAct.begin()
-		defer r.writeAct.end()
 		if out.wa != nil {
 			return out.wa.WriteAt(buf, out.base+jb.at)
 		}

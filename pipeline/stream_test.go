@@ -748,3 +748,32 @@ func TestStreamMemoryBounded(t *testing.T) {
 	assert.Less(t, growth, int64(64<<10), "the live heap grew by %d bytes over 5000 chunks", growth)
 	assert.Empty(t, sim.Hazards())
 }
+
+// TestStreamVirtualTime: on the simulator a streaming run's times are on
+// the virtual clock. A writer that sleeps in wall time adds nothing to
+// them, the host's reads and writes of the slots take a staging copy's
+// time, and the run takes at least its H2D copies' time at the profile's
+// rate. Issue 13, on issue 11's simulator.
+func TestStreamVirtualTime(t *testing.T) {
+	const chunk, chunks = 1024, 8
+	p, sim := streamPipeline(t, 21, chunk, 1)
+	in, want := streamData(chunk * chunks)
+	var out bytes.Buffer
+	const sleep = 5 * time.Millisecond
+	start := time.Now()
+	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)},
+		Outputs: []io.Writer{slowWriter{&out, sleep}}, Kernel: seedKernel(nil, streamIters)})
+	wall := time.Since(start)
+	require.NoError(t, err)
+	assert.Equal(t, want, out.Bytes())
+	assert.Equal(t, chunks, rep.Chunks)
+	require.GreaterOrEqual(t, wall, chunks*sleep, "the writer sleeps in wall time")
+	assert.Less(t, rep.Elapsed, sleep, "the sleeps take no virtual time")
+	assert.Greater(t, rep.Read, time.Duration(0), "reads into the slots take virtual time")
+	assert.Greater(t, rep.Write, time.Duration(0), "writes out of the slots take virtual time")
+	assert.LessOrEqual(t, rep.Read, rep.Elapsed)
+	assert.LessOrEqual(t, rep.Write, rep.Elapsed)
+	h2d := time.Duration(float64(len(in)) / sim.Profile().H2D.GBps) // GB/s is bytes/ns
+	assert.GreaterOrEqual(t, rep.Elapsed, h2d, "the H2D copies alone take this long")
+	t.Logf("elapsed %v, read %v, write %v, H2D alone %v, wall %v", rep.Elapsed, rep.Read, rep.Write, h2d, wall)
+}
