@@ -868,6 +868,9 @@ func printStream(w io.Writer, r *streamResult) {
 		fmt.Fprintf(w, "bound, measured in this run (slowest alone): %.2f ms, %s (read the inputs into pinned memory %.2f ms, in-memory pinned pipeline %.2f ms, %s)\n",
 			b.BoundMs, b.Slowest, b.ReadMs, b.PipelineMs, write)
 		fmt.Fprintf(w, "efficiency = bound / streaming time: %.1f%%\n", 100*b.Efficiency)
+		if b.Efficiency > 1 {
+			fmt.Fprintf(w, "above 100%%: the %s stage measured alone after the run took longer than the whole run; its rate varies between passes (for writes, the page cache's writeback of the run's own output competes with it), so this bound is not a floor\n", b.Slowest)
+		}
 	}
 	fmt.Fprintf(w, "%s%s\n", r.Verified, label)
 }
