@@ -187,10 +187,7 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		if p.broken != nil {
-			return nil, fmt.Errorf("%w after a failure: %v", ErrClosed, p.broken)
-		}
-		return nil, ErrClosed
+		return nil, p.closedErr()
 	}
 	start := p.now()
 	if t := trackerOf(p.b); t != nil {
@@ -223,6 +220,14 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 	}
 	pl.report.Elapsed = p.now() - start
 	return pl.report, nil
+}
+
+// closedErr says why a closed pipeline refuses work; p.mu held.
+func (p *Pipeline) closedErr() error {
+	if p.broken != nil {
+		return fmt.Errorf("%w after a failure: %v", ErrClosed, p.broken)
+	}
+	return ErrClosed
 }
 
 // runState coordinates the issuing goroutine with the staging goroutines.

@@ -322,10 +322,7 @@ func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport,
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		if p.broken != nil {
-			return nil, fmt.Errorf("%w after a failure: %v", ErrClosed, p.broken)
-		}
-		return nil, ErrClosed
+		return nil, p.closedErr()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
