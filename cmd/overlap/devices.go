@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/hostcpu"
 	"github.com/purecuda/overlap/loader"
 )
 
@@ -51,7 +52,7 @@ func cmdDevices(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GPU\tNAME\tCC\tMEMORY\tSMs\tCOPY ENGINES\tCONCURRENT KERNELS\tPCI BUS")
+	fmt.Fprintln(tw, "GPU\tNAME\tCC\tMEMORY\tSMs\tCOPY ENGINES\tCONCURRENT KERNELS\tPCI BUS\tNUMA\tLOCAL CPUS")
 	for i := 0; i < n; i++ {
 		d, err := driver.DeviceAt(i)
 		if err != nil {
@@ -98,6 +99,23 @@ func deviceRow(d driver.Device) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d\t%s\t%d.%d\t%.1f GiB\t%d\t%d\t%v\t%s", d.Ordinal(), name, major, minor,
-		float64(mem)/(1<<30), sms, ce, ck, bus), nil
+	numa, cpus := localityColumns(bus, hostcpu.Of)
+	return fmt.Sprintf("%d\t%s\t%d.%d\t%.1f GiB\t%d\t%d\t%v\t%s\t%s\t%s", d.Ordinal(), name, major, minor,
+		float64(mem)/(1<<30), sms, ce, ck, bus, numa, cpus), nil
+}
+
+// localityColumns gives a GPU's NUMA node and the CPUs local to it, as the
+// host reports them for its PCI bus id (issue 12), or "-" where the host
+// does not say (no sysfs entry, a system other than Linux, a single-node
+// host reporting -1).
+func localityColumns(bus string, of func(string) (hostcpu.Locality, error)) (numa, cpus string) {
+	l, err := of(bus)
+	if err != nil {
+		return "-", "-"
+	}
+	numa = "-"
+	if l.NUMANode >= 0 {
+		numa = fmt.Sprint(l.NUMANode)
+	}
+	return numa, hostcpu.FormatCPUList(l.CPUs)
 }

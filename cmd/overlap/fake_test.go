@@ -1,0 +1,30 @@
+//go:build linux
+
+package main
+
+import (
+	"testing"
+
+	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/stretchr/testify/assert"
+)
+
+// TestCLIOnFakeDriver runs the commands that need a driver against the
+// fake one (internal/fakecuda), so CI sees their output: overlap devices
+// lists both fake GPUs with their PCI bus ids (in domain 00fa, which no
+// real host has), and the NUMA and local-CPU columns say "-" where the
+// host has no such device (issue 12).
+func TestCLIOnFakeDriver(t *testing.T) {
+	f := fakecuda.Run(t)
+	if f == nil {
+		return
+	}
+	t.Run("devices", func(t *testing.T) {
+		code, out, errOut := runCLI("devices")
+		assert.Equal(t, exitOK, code, errOut)
+		assert.Contains(t, out, "driver: CUDA 13.0, library ")
+		assert.Regexp(t, `GPU\s+NAME\s+CC\s+MEMORY\s+SMs\s+COPY ENGINES\s+CONCURRENT KERNELS\s+PCI BUS\s+NUMA\s+LOCAL CPUS`, out)
+		assert.Regexp(t, `(?m)^0\s+Fake GPU 0\s+9\.0\s+4\.0 GiB\s+4\s+2\s+true\s+00fa:01:00\.0\s+-\s+-$`, out)
+		assert.Regexp(t, `(?m)^1\s+Fake GPU 1\s+9\.0\s+4\.0 GiB\s+4\s+2\s+true\s+00fa:02:00\.0\s+-\s+-$`, out)
+	})
+}
