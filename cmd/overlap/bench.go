@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -233,12 +232,10 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 	}
 	prog.done()
 	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
 		if rows == nil {
 			rows = []benchRow{}
 		}
-		enc.Encode(map[string]any{"simulated": o.sim, "backend": e.backend.Name(), "elems": o.elems, "results": rows})
+		writeJSON(stdout, map[string]any{"simulated": o.sim, "backend": e.backend.Name(), "elems": o.elems, "results": rows})
 	} else {
 		printBench(stdout, rows, e.backend.Name(), o)
 	}

@@ -18,6 +18,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -132,4 +133,11 @@ func flagFailure(cmd string, err error, stderr io.Writer) (code int, done bool) 
 		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, err)
 		return exitUsage, true
 	}
+}
+
+// writeJSON writes v as indented JSON, the form of every --json output.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
 }

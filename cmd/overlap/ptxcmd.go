@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -88,9 +87,7 @@ func cmdPTX(args []string, stdout, stderr io.Writer) int {
 			}
 			out.Entries = append(out.Entries, en)
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(out)
+		writeJSON(stdout, out)
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "%s: PTX ISA %s, target %v, %d-bit addresses\n", path, f.Version, f.Targets, f.AddressSize)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -81,9 +80,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return reportError("run", err, stderr)
 	}
 	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+		writeJSON(stdout, res)
 	} else if !o.quiet {
 		printTable(stdout, res)
 	}

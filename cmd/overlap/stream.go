@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -211,9 +210,7 @@ func cmdRunStream(args []string, stdout, stderr io.Writer) int {
 		return reportError("run", err, stderr)
 	}
 	if o.jsonOut {
-		enc := json.NewEncoder(report)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+		writeJSON(report, res)
 	} else if !o.quiet {
 		printStream(report, res)
 	}
