@@ -569,6 +569,36 @@ func (o *owned) use(op string) (uintptr, error) {
 
 func (o *owned) done() { o.res.mu.RUnlock() }
 
+// usePair read-locks two objects for one call: b may be nil or the same
+// object as a. They are locked in a fixed order (by address), so that two
+// calls locking the same pair the other way round cannot deadlock against
+// a Close waiting on each. On success the caller must call donePair.
+func usePair(op string, a, b *owned) error {
+	if b == nil || b.res == a.res {
+		_, err := a.use(op)
+		return err
+	}
+	first, second := a, b
+	if uintptr(unsafe.Pointer(first.res)) > uintptr(unsafe.Pointer(second.res)) {
+		first, second = second, first
+	}
+	if _, err := first.use(op); err != nil {
+		return err
+	}
+	if _, err := second.use(op); err != nil {
+		first.done()
+		return err
+	}
+	return nil
+}
+
+func donePair(a, b *owned) {
+	a.done()
+	if b != nil && b.res != a.res {
+		b.done()
+	}
+}
+
 // liveHandle returns the handle, or 0 once closed, without locking.
 func (o *owned) liveHandle() uintptr {
 	if o == nil || o.res == nil {

@@ -179,21 +179,10 @@ func (b *DeviceBuffer) CopyFromDevice(off int, src *DeviceBuffer, srcOff, n int)
 	if b == nil || src == nil {
 		return argError(op, "nil *DeviceBuffer")
 	}
-	// Lock the two in a fixed order, and one buffer once.
-	first, second := b, src
-	if uintptr(unsafe.Pointer(first.res)) > uintptr(unsafe.Pointer(second.res)) {
-		first, second = second, first
-	}
-	if _, err := first.use(op); err != nil {
+	if err := usePair(op, &b.owned, &src.owned); err != nil {
 		return err
 	}
-	defer first.done()
-	if second.res != first.res {
-		if _, err := second.use(op); err != nil {
-			return err
-		}
-		defer second.done()
-	}
+	defer donePair(&b.owned, &src.owned)
 	if err := sameContext(op, b.res.core, src.res.core); err != nil {
 		return err
 	}

@@ -240,22 +240,14 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 	if dst == nil {
 		return argError(op, "nil destination *DeviceBuffer")
 	}
-	bufs := []*DeviceBuffer{dst}
+	var so *owned
 	if src != nil {
-		bufs = append(bufs, src)
-		if uintptr(unsafe.Pointer(src.res)) < uintptr(unsafe.Pointer(dst.res)) {
-			bufs[0], bufs[1] = src, dst
-		}
-		if src.res == dst.res {
-			bufs = bufs[:1]
-		}
+		so = &src.owned
 	}
-	for _, b := range bufs {
-		if _, err := b.use(op); err != nil {
-			return err
-		}
-		defer b.done()
+	if err := usePair(op, &dst.owned, so); err != nil {
+		return err
 	}
+	defer donePair(&dst.owned, so)
 	if err := checkSpan(op, "destination", dstOff, n, dst.size); err != nil {
 		return err
 	}
@@ -264,8 +256,11 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 		return err
 	}
 	defer s.done()
-	for _, b := range bufs {
-		if err := sameContext(op, b.res.core, s.res.core); err != nil {
+	if err := sameContext(op, dst.res.core, s.res.core); err != nil {
+		return err
+	}
+	if src != nil {
+		if err := sameContext(op, src.res.core, s.res.core); err != nil {
 			return err
 		}
 	}
@@ -454,20 +449,10 @@ func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 	if !e.timing || !end.timing {
 		return 0, argError(op, "both events need EventOptions.Timing")
 	}
-	first, second := e, end
-	if uintptr(unsafe.Pointer(first.res)) > uintptr(unsafe.Pointer(second.res)) {
-		first, second = second, first
-	}
-	if _, err := first.use(op); err != nil {
+	if err := usePair(op, &e.owned, &end.owned); err != nil {
 		return 0, err
 	}
-	defer first.done()
-	if second.res != first.res {
-		if _, err := second.use(op); err != nil {
-			return 0, err
-		}
-		defer second.done()
-	}
+	defer donePair(&e.owned, &end.owned)
 	if err := sameContext(op, e.res.core, end.res.core); err != nil {
 		return 0, err
 	}
