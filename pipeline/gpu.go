@@ -8,22 +8,35 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/hostcpu"
 )
 
 // gpuBackend runs the pipeline on a real GPU through package driver.
 type gpuBackend struct {
 	ctx  *driver.Context
 	name string
+	// local are the CPUs local to the GPU (Linux), where its issuing
+	// thread runs; nil when unknown.
+	local []int
 }
 
 // GPU returns the backend for a driver context. The context stays owned by
-// the caller.
+// the caller. On Linux the goroutine that issues a run's work is pinned,
+// for the run, to the CPUs local to the GPU, as sysfs names them for the
+// GPU's PCI bus id; elsewhere, or where sysfs does not say, no thread is
+// pinned.
 func GPU(ctx *driver.Context) Backend {
 	name, err := ctx.Device().Name()
 	if err != nil {
 		name = ctx.Device().String()
 	}
-	return &gpuBackend{ctx: ctx, name: name}
+	g := &gpuBackend{ctx: ctx, name: name}
+	if id, err := ctx.Device().PCIBusID(); err == nil {
+		if loc, err := hostcpu.Of(id); err == nil {
+			g.local = loc.CPUs
+		}
+	}
+	return g
 }
 
 func (g *gpuBackend) Name() string { return g.name }
@@ -64,12 +77,15 @@ func (g *gpuBackend) AllocDevice(n int) (DeviceMem, error) {
 	return gpuDevice{b}, nil
 }
 
+// AllocPinned and Register make portable memory, usable by every
+// context, so that one registration serves every device of a Group; it
+// costs nothing more than memory pinned for one context.
 func (g *gpuBackend) AllocPinned(n int) (PinnedMem, error) {
-	return g.ctx.AllocHost(n, driver.HostAllocOptions{})
+	return g.ctx.AllocHost(n, driver.HostAllocOptions{Portable: true})
 }
 
 func (g *gpuBackend) Register(mem []byte) (PinnedMem, error) {
-	r, err := g.ctx.RegisterHost(mem, driver.RegisterOptions{})
+	r, err := g.ctx.RegisterHost(mem, driver.RegisterOptions{Portable: true})
 	if errors.Is(err, driver.ErrHostMemoryRegistered) {
 		return nil, fmt.Errorf("%w: %w", ErrRegistered, err)
 	}
@@ -123,6 +139,8 @@ type gpuIssuer struct {
 	// k and fn remember the last kernel's function on ctx.
 	k  *Kernel
 	fn *driver.Function
+	// restore is the thread's CPUs before the issuer pinned it.
+	restore []int
 }
 
 func (g *gpuBackend) Issuer() (Issuer, error) {
@@ -130,7 +148,41 @@ func (g *gpuBackend) Issuer() (Issuer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gpuIssuer{ctx: g.ctx, b: b, args: driver.NewArgs()}, nil
+	i := &gpuIssuer{ctx: g.ctx, b: b, args: driver.NewArgs()}
+	i.restore = pinToLocal(g.local)
+	return i, nil
+}
+
+// pinToLocal pins the calling thread, which Bind has locked, to the CPUs
+// in local that it may already use, and returns the CPUs to restore; nil
+// when nothing was pinned: locality unknown, or every CPU the thread may
+// use is already local. Pinning is an optimisation: a failure leaves the
+// thread as it was.
+func pinToLocal(local []int) []int {
+	if len(local) == 0 {
+		return nil
+	}
+	allowed, err := hostcpu.ThreadCPUs()
+	if err != nil {
+		return nil
+	}
+	isLocal := map[int]bool{}
+	for _, c := range local {
+		isLocal[c] = true
+	}
+	var target []int
+	for _, c := range allowed {
+		if isLocal[c] {
+			target = append(target, c)
+		}
+	}
+	if len(target) == 0 || len(target) == len(allowed) {
+		return nil
+	}
+	if hostcpu.PinThread(target) != nil {
+		return nil
+	}
+	return allowed
 }
 
 func hostOf(h HostMemory) (driver.HostMemory, error) {
@@ -184,7 +236,14 @@ func (i *gpuIssuer) Wait(s Stream, e Event) error {
 	return i.b.WaitEvent(s.(gpuStream).Stream, e.(gpuEvent).Event)
 }
 
-func (i *gpuIssuer) Release() { i.b.Release() }
+func (i *gpuIssuer) Release() {
+	if i.restore != nil {
+		// The thread goes back to the runtime as it came.
+		hostcpu.PinThread(i.restore)
+		i.restore = nil
+	}
+	i.b.Release()
+}
 
 // parallelCopy copies src into dst with up to GOMAXPROCS goroutines, each
 // taking at least 256 KiB: one core copies into pinned memory at about

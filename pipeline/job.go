@@ -101,10 +101,20 @@ const (
 	StageOut // host copy out of a pinned slot (staged mode)
 	StageSetup
 	StageDrain
+	// StageCopies is the H2D and D2H copies at once, the stage that
+	// bounds a group of devices whose host link cannot feed every copy
+	// engine (StageTimes.Copies).
+	StageCopies
+	// StageStaging is the host's staging copies in both directions at
+	// once (StageTimes.Staging).
+	StageStaging
 )
 
 func (s Stage) String() string {
-	return [...]string{"stage-in", "H2D", "compute", "D2H", "stage-out", "setup", "drain"}[s]
+	if s < 0 || s > StageStaging {
+		return fmt.Sprintf("Stage(%d)", int(s))
+	}
+	return [...]string{"stage-in", "H2D", "compute", "D2H", "stage-out", "setup", "drain", "H2D+D2H", "stage-in+out"}[s]
 }
 
 // StageError is a failure in one stage of one chunk.
@@ -143,8 +153,11 @@ type Report struct {
 	Elapsed    time.Duration
 	// Register is the time this run spent registering memory.
 	Register time.Duration
-	// Spans holds every stage of every chunk when Config.Timing is on.
+	// Spans holds every stage of every chunk when Config.Timing is on; a
+	// group's lanes are named for their device ("device 1 H2D").
 	Spans []Span
+	// Devices says what each device of a group did (Group.Run).
+	Devices []DeviceReport
 }
 
 // Float32Config is the Config for float32 kernels with the given numbers of

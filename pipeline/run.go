@@ -17,6 +17,14 @@ type plan struct {
 	outs    []source // per output
 	staging bool     // some buffer goes through pinned slots
 	report  *Report
+	// queue, when set, is a group's shared queue of chunks: the device
+	// takes its next chunk from it instead of running chunk i as its i-th
+	// (see Group).
+	queue *chunkQueue
+	// issued is how many chunks the device issued.
+	issued int
+	// origin is the host time of the spans' origin.
+	origin time.Duration
 }
 
 // source is one buffer's host side: pinned memory used in place
@@ -234,16 +242,19 @@ func (p *Pipeline) closedErr() error {
 // On a backend that tracks host goroutines (the simulator), every handoff
 // is also reported to it (hostsync.go).
 type runState struct {
-	mu         sync.Mutex
-	cond       *sync.Cond
-	stop       bool
-	err        error // first failure
-	staged     int   // chunks whose inputs are in their pinned slots
-	h2dIssued  int   // chunks whose H2D copies are queued
-	d2hIssued  int   // chunks whose D2H copies are queued
-	unstaged   int   // chunks whose outputs are copied out of their slots
-	spawned    int   // goroutines started
-	exited     int   // goroutines ended
+	mu        sync.Mutex
+	cond      *sync.Cond
+	stop      bool
+	err       error // first failure
+	staged    int   // chunks whose inputs are in their pinned slots
+	h2dIssued int   // chunks whose H2D copies are queued
+	d2hIssued int   // chunks whose D2H copies are queued
+	unstaged  int   // chunks whose outputs are copied out of their slots
+	// chunkOf[i] is the job chunk that the device's i-th chunk is, or -1
+	// past the last, when the chunks come from a group's queue.
+	chunkOf    []int
+	spawned    int // goroutines started
+	exited     int // goroutines ended
 	hostSpans  []Span
 	hostOrigin time.Duration
 	clock      func() time.Duration
@@ -314,6 +325,37 @@ func (r *runState) stopping() bool {
 	return r.stop
 }
 
+// take is the job chunk that the device runs as its i-th, or -1 when there
+// is none: chunk i itself, unless the chunks come from a group's queue,
+// when the caller takes the queue's next chunk and records it for the
+// other goroutines of the run (chunkAt).
+func (r *runState) take(pl *plan, i int) int {
+	if pl.queue == nil {
+		if i < pl.chunks {
+			return i
+		}
+		return -1
+	}
+	c := pl.queue.take()
+	r.mu.Lock()
+	r.chunkOf = append(r.chunkOf, c)
+	r.mu.Unlock()
+	return c
+}
+
+// chunkAt is the job chunk that take returned for the device's i-th.
+func (r *runState) chunkAt(pl *plan, i int) int {
+	if pl.queue == nil {
+		if i < pl.chunks {
+			return i
+		}
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.chunkOf[i]
+}
+
 // chunkBounds returns chunk c's first element and element count.
 func (p *Pipeline) chunkBounds(pl *plan, c int) (off, n int) {
 	off = c * p.cfg.ChunkElems
@@ -339,6 +381,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 			return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 		}
 		rs.hostOrigin = timers.hostOrigin
+		pl.origin = timers.hostOrigin
 	}
 
 	stagedIn, stagedOut := false, false
@@ -355,13 +398,14 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
 
-	issueErr := p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
+	issued, issueErr := p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
+	pl.issued = issued
 	if issueErr != nil {
 		rs.fail(issueErr)
 	}
 	// Staging must finish every chunk whose D2H was issued (or stop).
-	if stagedOut && issueErr == nil {
-		rs.waitFor(&rs.unstaged, pl.chunks-1)
+	if stagedOut && issueErr == nil && issued > 0 {
+		rs.waitFor(&rs.unstaged, issued-1)
 	}
 	rs.mu.Lock()
 	rs.stop = true
@@ -408,38 +452,69 @@ func (p *Pipeline) drain() error {
 	return first
 }
 
-// issue is the schedule. For chunk c in slot s = c mod Slots:
+// issue is the schedule. For the device's i-th chunk, job chunk c, in
+// slot s = i mod Slots:
 //
-//	H2D:     wait compDone[s] (c ≥ Slots: the kernel that last read din[s]),
+//	H2D:     wait compDone[s] (i ≥ Slots: the kernel that last read din[s]),
 //	         copy inputs, record h2dDone[s]
-//	compute: wait h2dDone[s]; wait d2hDone[s] (c ≥ Slots: the D2H that last
+//	compute: wait h2dDone[s]; wait d2hDone[s] (i ≥ Slots: the D2H that last
 //	         read dout[s]); launch; record compDone[s]
 //	D2H:     wait compDone[s]; copy outputs; record d2hDone[s]
 //
-// Each wait is issued before the event is recorded again for chunk c, so it
-// names chunk c - Slots. The host never waits here, except for staging.
-func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedIn, stagedOut bool) error {
+// Each wait is issued before the event is recorded again for chunk i, so it
+// names chunk i - Slots. The host never waits here, except for staging and,
+// on a device of a group, before taking a chunk from the shared queue. It
+// returns how many chunks it issued.
+func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedIn, stagedOut bool) (int, error) {
 	S := p.cfg.Slots
 	chunk := Chunk{}
-	for c := 0; c < pl.chunks; c++ {
+	for i := 0; ; i++ {
 		if rs.stopping() {
-			return nil
+			return i, nil
 		}
-		s, k := c%S, c%len(p.comp)
+		if pl.queue == nil && i >= pl.chunks {
+			rs.advance(&rs.d2hIssued, i+1) // the stage-out goroutine reads the end
+			return i, nil
+		}
+		s, k := i%S, i%len(p.comp)
+		var c int
+		if stagedIn && !p.skipStaged {
+			// The stage-in goroutine took the chunk and filled the slot.
+			if !rs.waitFor(&rs.staged, i) {
+				return i, nil
+			}
+			c = rs.chunkAt(pl, i)
+		} else {
+			if pl.queue != nil {
+				// A device of a group takes a chunk only when it has room
+				// for it: once the H2D two chunks back is done (the copy
+				// engine still has the last one queued), and the chunk
+				// that last used the slot is out. Otherwise the first
+				// issuer would take nearly every chunk before any device
+				// had run one. The stream waits below hold the chunk until
+				// then anyway, so this costs the device nothing but host
+				// waits.
+				if err := p.roomFor(rs, pl, i); err != nil {
+					return i, err
+				}
+			}
+			c = rs.take(pl, i)
+		}
+		if c < 0 {
+			rs.advance(&rs.d2hIssued, i+1)
+			return i, nil
+		}
 		off, n := p.chunkBounds(pl, c)
 		fail := func(st Stage, err error) error { return &StageError{Chunk: c, Stage: st, Err: err} }
 
-		if stagedIn && !p.skipStaged && !rs.waitFor(&rs.staged, c) {
-			return nil
-		}
 		// H2D
-		if c >= S && !p.skipWAR {
+		if i >= S && !p.skipWAR {
 			if err := iss.Wait(p.h2d, p.compDone[s]); err != nil {
-				return fail(StageH2D, err)
+				return i, fail(StageH2D, err)
 			}
 		}
 		if err := tm.mark(iss, p.h2d, c, StageH2D, 0); err != nil {
-			return fail(StageH2D, err)
+			return i, fail(StageH2D, err)
 		}
 		for j, src := range pl.ins {
 			var err error
@@ -450,50 +525,50 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 				err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, src.mem, off*src.elem, bytes)
 			}
 			if err != nil {
-				return fail(StageH2D, err)
+				return i, fail(StageH2D, err)
 			}
 		}
 		if err := tm.mark(iss, p.h2d, c, StageH2D, 1); err != nil {
-			return fail(StageH2D, err)
+			return i, fail(StageH2D, err)
 		}
 		if err := iss.Record(p.h2dDone[s], p.h2d); err != nil {
-			return fail(StageH2D, err)
+			return i, fail(StageH2D, err)
 		}
-		rs.advance(&rs.h2dIssued, c+1)
+		rs.advance(&rs.h2dIssued, i+1)
 
 		// compute
 		cs := p.comp[k]
 		if err := iss.Wait(cs, p.h2dDone[s]); err != nil {
-			return fail(StageCompute, err)
+			return i, fail(StageCompute, err)
 		}
-		if c >= S && !p.skipWAR {
+		if i >= S && !p.skipWAR {
 			if err := iss.Wait(cs, p.d2hDone[s]); err != nil {
-				return fail(StageCompute, err)
+				return i, fail(StageCompute, err)
 			}
 		}
 		if err := tm.mark(iss, cs, c, StageCompute, 0); err != nil {
-			return fail(StageCompute, err)
+			return i, fail(StageCompute, err)
 		}
 		p.fillChunk(&chunk, c, s, off, n)
 		if err := iss.Launch(cs, pl.job.Kernel, chunk); err != nil {
-			return fail(StageCompute, err)
+			return i, fail(StageCompute, err)
 		}
 		if err := tm.mark(iss, cs, c, StageCompute, 1); err != nil {
-			return fail(StageCompute, err)
+			return i, fail(StageCompute, err)
 		}
 		if err := iss.Record(p.compDone[s], cs); err != nil {
-			return fail(StageCompute, err)
+			return i, fail(StageCompute, err)
 		}
 
 		// D2H
-		if stagedOut && c >= S && !p.skipUnstaged && !rs.waitFor(&rs.unstaged, c-S) {
-			return nil
+		if stagedOut && i >= S && !p.skipUnstaged && !rs.waitFor(&rs.unstaged, i-S) {
+			return i, nil
 		}
 		if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
-			return fail(StageD2H, err)
+			return i, fail(StageD2H, err)
 		}
 		if err := tm.mark(iss, p.d2h, c, StageD2H, 0); err != nil {
-			return fail(StageD2H, err)
+			return i, fail(StageD2H, err)
 		}
 		for j, dst := range pl.outs {
 			var err error
@@ -504,16 +579,32 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 				err = iss.CopyToHost(p.d2h, dst.mem, off*dst.elem, p.dout[s][j], 0, bytes)
 			}
 			if err != nil {
-				return fail(StageD2H, err)
+				return i, fail(StageD2H, err)
 			}
 		}
 		if err := tm.mark(iss, p.d2h, c, StageD2H, 1); err != nil {
-			return fail(StageD2H, err)
+			return i, fail(StageD2H, err)
 		}
 		if err := iss.Record(p.d2hDone[s], p.d2h); err != nil {
-			return fail(StageD2H, err)
+			return i, fail(StageD2H, err)
 		}
-		rs.advance(&rs.d2hIssued, c+1)
+		rs.advance(&rs.d2hIssued, i+1)
+	}
+}
+
+// roomFor waits until the device has room to take its i-th chunk from a
+// group's queue (see issue).
+func (p *Pipeline) roomFor(rs *runState, pl *plan, i int) error {
+	S := p.cfg.Slots
+	if i >= 2 {
+		if err := p.h2dDone[(i-2)%S].Synchronize(); err != nil {
+			return &StageError{Chunk: rs.chunkAt(pl, i-2), Stage: StageH2D, Err: err}
+		}
+	}
+	if i >= S {
+		if err := p.d2hDone[i%S].Synchronize(); err != nil {
+			return &StageError{Chunk: rs.chunkAt(pl, i-S), Stage: StageD2H, Err: err}
+		}
 	}
 	return nil
 }
@@ -535,22 +626,29 @@ func (p *Pipeline) fillChunk(chunk *Chunk, c, s, off, n int) {
 }
 
 // stageIn copies each chunk's Go-slice inputs into its slot's pinned
-// buffers, once the H2D that last read that slot has completed.
+// buffers, once the H2D that last read that slot has completed. On a
+// device of a group it takes the chunks from the queue, as it is the first
+// to need them, and ends the device's run with the queue.
 func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 	S := p.cfg.Slots
-	for c := 0; c < pl.chunks; c++ {
-		s := c % S
-		if c >= S {
-			// The H2D of chunk c-S must be queued before its event means it.
-			if !rs.waitFor(&rs.h2dIssued, c-S) {
+	for i := 0; pl.queue != nil || i < pl.chunks; i++ {
+		s := i % S
+		if i >= S {
+			// The H2D of chunk i-S must be queued before its event means it.
+			if !rs.waitFor(&rs.h2dIssued, i-S) {
 				return
 			}
 			if err := p.h2dDone[s].Synchronize(); err != nil {
-				rs.fail(&StageError{Chunk: c, Stage: StageIn, Err: err})
+				rs.fail(&StageError{Chunk: rs.chunkAt(pl, i-S), Stage: StageIn, Err: err})
 				return
 			}
 		}
 		if rs.stopping() {
+			return
+		}
+		c := rs.take(pl, i)
+		if c < 0 {
+			rs.advance(&rs.staged, i+1) // the issuer reads the end
 			return
 		}
 		t0 := rs.clock()
@@ -567,7 +665,7 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 		if p.cfg.Timing {
 			rs.span(c, StageIn, "stage-in", t0)
 		}
-		rs.advance(&rs.staged, c+1)
+		rs.advance(&rs.staged, i+1)
 	}
 }
 
@@ -575,9 +673,13 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 // the Go slices, once its D2H has completed.
 func (p *Pipeline) stageOut(pl *plan, rs *runState) {
 	S := p.cfg.Slots
-	for c := 0; c < pl.chunks; c++ {
-		s := c % S
-		if !rs.waitFor(&rs.d2hIssued, c) {
+	for i := 0; ; i++ {
+		s := i % S
+		if !rs.waitFor(&rs.d2hIssued, i) {
+			return
+		}
+		c := rs.chunkAt(pl, i)
+		if c < 0 {
 			return
 		}
 		if err := p.d2hDone[s].Synchronize(); err != nil {
@@ -598,6 +700,6 @@ func (p *Pipeline) stageOut(pl *plan, rs *runState) {
 		if p.cfg.Timing {
 			rs.span(c, StageOut, "stage-out", t0)
 		}
-		rs.advance(&rs.unstaged, c+1)
+		rs.advance(&rs.unstaged, i+1)
 	}
 }

@@ -13,10 +13,21 @@ type StageTimes struct {
 	// slots; zero unless some buffer is staged.
 	In, Out           time.Duration
 	H2D, Compute, D2H time.Duration
+	// Copies is the H2D and D2H copies at once. A group measures it,
+	// since a host link shared by several devices may not feed every copy
+	// engine at once; a single pipeline leaves it zero, as one device's
+	// copies in both directions overlap at full speed.
+	Copies time.Duration
+	// Staging is the host's staging copies in both directions at once, as
+	// a run makes them: they share the host's memory bandwidth. A group
+	// measures it; a single pipeline leaves it zero.
+	Staging time.Duration
 }
 
 // Bound is the slowest stage: no overlapped schedule can beat it.
-func (s StageTimes) Bound() time.Duration { return max(s.In, s.H2D, s.Compute, s.D2H, s.Out) }
+func (s StageTimes) Bound() time.Duration {
+	return max(s.In, s.H2D, s.Compute, s.D2H, s.Out, s.Copies, s.Staging)
+}
 
 // Slowest names the slowest stage.
 func (s StageTimes) Slowest() Stage {
@@ -24,12 +35,33 @@ func (s StageTimes) Slowest() Stage {
 	for _, c := range []struct {
 		d  time.Duration
 		st Stage
-	}{{s.Compute, StageCompute}, {s.D2H, StageD2H}, {s.In, StageIn}, {s.Out, StageOut}} {
+	}{{s.Compute, StageCompute}, {s.D2H, StageD2H}, {s.In, StageIn}, {s.Out, StageOut}, {s.Copies, StageCopies}, {s.Staging, StageStaging}} {
 		if c.d > best {
 			best, st = c.d, c.st
 		}
 	}
 	return st
+}
+
+// at returns the time of stage st; set sets it.
+func (s *StageTimes) at(st Stage) *time.Duration {
+	switch st {
+	case StageIn:
+		return &s.In
+	case StageH2D:
+		return &s.H2D
+	case StageCompute:
+		return &s.Compute
+	case StageD2H:
+		return &s.D2H
+	case StageOut:
+		return &s.Out
+	case StageCopies:
+		return &s.Copies
+	case StageStaging:
+		return &s.Staging
+	}
+	return new(time.Duration)
 }
 
 // StageTimes measures each stage of job alone, with the pipeline's chunks,
@@ -41,9 +73,9 @@ func (s StageTimes) Slowest() Stage {
 // the job's output (Out). Each stage reads what the stage before it wrote,
 // so every copy and kernel works on the job's real data (a slot holds the
 // last chunk staged into it); on the simulator, whose clock does not
-// depend on the data, the kernels are timed but not computed. Staged outputs are left with unspecified
-// contents, which Run overwrites; pinned and registered outputs are not
-// written.
+// depend on the data, the kernels are timed but not computed. Staged
+// outputs are left with unspecified contents, which Run overwrites;
+// pinned and registered outputs are not written.
 func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) {
 	var st StageTimes
 	if err := p.validate(job); err != nil {
@@ -67,57 +99,66 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 			return st, err
 		}
 	}
-	iss, err := p.b.Issuer()
+	iss, done, err := p.stageIssuer()
 	if err != nil {
 		return st, err
 	}
-	defer iss.Release()
-	if t := trackerOf(p.b); t != nil {
-		// Nobody reads what these kernels write: the simulator times them
-		// without spending the CPU on them.
-		t.hostTimeKernels(true)
-		defer t.hostTimeKernels(false)
-	}
-	S, K := p.cfg.Slots, len(p.comp)
-
-	timed := func(streams []Stream, each func(c int) error) (time.Duration, error) {
-		if err := p.drain(); err != nil {
-			return 0, err
-		}
-		t0 := p.now()
-		for c := 0; c < pl.chunks; c++ {
-			if err := ctx.Err(); err != nil {
-				p.drain()
-				return 0, err
-			}
-			if err := each(c); err != nil {
-				p.drain()
-				return 0, err
-			}
-		}
-		for _, s := range streams {
-			if err := s.Synchronize(); err != nil {
-				return 0, err
-			}
-		}
-		return p.now() - t0, nil
-	}
-	if pl.staging {
-		if st.In, err = timed(nil, func(c int) error {
-			off, n := p.chunkBounds(pl, c)
-			for j, src := range pl.ins {
-				if src.staged() {
-					if err := p.b.StageIn(p.sin[c%S][j], 0, src.data[off*src.elem:(off+n)*src.elem]); err != nil {
-						return &StageError{Chunk: c, Stage: StageIn, Err: err}
-					}
-				}
-			}
-			return nil
-		}); err != nil {
+	defer done()
+	for _, stage := range pl.stages(false) {
+		if *st.at(stage), err = p.timeStage(ctx, pl, iss, stage, 0, pl.chunks); err != nil {
 			return st, err
 		}
 	}
-	if st.H2D, err = timed([]Stream{p.h2d}, func(c int) error {
+	return st, nil
+}
+
+// stages lists the stages that StageTimes measures for the plan, in the
+// order each reads what the one before wrote; group adds the stages that
+// only a group measures: the copies in both directions at once, and the
+// staging copies in both directions at once.
+func (pl *plan) stages(group bool) []Stage {
+	var list []Stage
+	if pl.staging {
+		list = append(list, StageIn)
+	}
+	list = append(list, StageH2D, StageCompute, StageD2H)
+	if group {
+		list = append(list, StageCopies)
+	}
+	if pl.staging {
+		list = append(list, StageOut)
+		if group {
+			list = append(list, StageStaging)
+		}
+	}
+	return list
+}
+
+// stageIssuer returns an issuer for timing stages alone and what undoes
+// it: on the simulator the kernels are then timed without being computed,
+// since nobody reads what they write.
+func (p *Pipeline) stageIssuer() (Issuer, func(), error) {
+	iss, err := p.b.Issuer()
+	if err != nil {
+		return nil, nil, err
+	}
+	t := trackerOf(p.b)
+	if t != nil {
+		t.hostTimeKernels(true)
+	}
+	return iss, func() {
+		if t != nil {
+			t.hostTimeKernels(false)
+		}
+		iss.Release()
+	}, nil
+}
+
+// timeStage times stage st alone over chunks first to last-1 of the
+// plan: the host issues every chunk's work and waits for it once.
+func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage, first, last int) (time.Duration, error) {
+	S, K := p.cfg.Slots, len(p.comp)
+	h2d := func(c int) error {
 		off, n := p.chunkBounds(pl, c)
 		for j, src := range pl.ins {
 			mem, at := src.mem, off*src.elem
@@ -129,21 +170,8 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 			}
 		}
 		return nil
-	}); err != nil {
-		return st, err
 	}
-	chunk := Chunk{}
-	if st.Compute, err = timed(p.comp, func(c int) error {
-		off, n := p.chunkBounds(pl, c)
-		p.fillChunk(&chunk, c, c%K, off, n) // one slot per compute stream: no two streams share buffers
-		if err := iss.Launch(p.comp[c%K], job.Kernel, chunk); err != nil {
-			return &StageError{Chunk: c, Stage: StageCompute, Err: err}
-		}
-		return nil
-	}); err != nil {
-		return st, err
-	}
-	if st.D2H, err = timed([]Stream{p.d2h}, func(c int) error {
+	d2h := func(c int) error {
 		off, n := p.chunkBounds(pl, c)
 		for j, dst := range pl.outs {
 			mem, at := dst.mem, off*dst.elem
@@ -155,11 +183,45 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 			}
 		}
 		return nil
-	}); err != nil {
-		return st, err
 	}
-	if pl.staging {
-		if st.Out, err = timed(nil, func(c int) error {
+	chunk := Chunk{}
+	var each func(c int) error
+	var streams []Stream
+	switch st {
+	case StageIn:
+		each = func(c int) error {
+			off, n := p.chunkBounds(pl, c)
+			for j, src := range pl.ins {
+				if src.staged() {
+					if err := p.b.StageIn(p.sin[c%S][j], 0, src.data[off*src.elem:(off+n)*src.elem]); err != nil {
+						return &StageError{Chunk: c, Stage: StageIn, Err: err}
+					}
+				}
+			}
+			return nil
+		}
+	case StageH2D:
+		each, streams = h2d, []Stream{p.h2d}
+	case StageCompute:
+		each, streams = func(c int) error {
+			off, n := p.chunkBounds(pl, c)
+			p.fillChunk(&chunk, c, c%K, off, n) // one slot per compute stream: no two streams share buffers
+			if err := iss.Launch(p.comp[c%K], pl.job.Kernel, chunk); err != nil {
+				return &StageError{Chunk: c, Stage: StageCompute, Err: err}
+			}
+			return nil
+		}, p.comp
+	case StageD2H:
+		each, streams = d2h, []Stream{p.d2h}
+	case StageCopies:
+		each, streams = func(c int) error {
+			if err := h2d(c); err != nil {
+				return err
+			}
+			return d2h(c)
+		}, []Stream{p.h2d, p.d2h}
+	case StageOut:
+		each = func(c int) error {
 			off, n := p.chunkBounds(pl, c)
 			for j, dst := range pl.outs {
 				if dst.staged() {
@@ -169,11 +231,30 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 				}
 			}
 			return nil
-		}); err != nil {
-			return st, err
+		}
+	default:
+		return 0, fmt.Errorf("pipeline: stage %s cannot be timed alone", st)
+	}
+	if err := p.drain(); err != nil {
+		return 0, err
+	}
+	t0 := p.now()
+	for c := first; c < last; c++ {
+		if err := ctx.Err(); err != nil {
+			p.drain()
+			return 0, err
+		}
+		if err := each(c); err != nil {
+			p.drain()
+			return 0, err
 		}
 	}
-	return st, nil
+	for _, s := range streams {
+		if err := s.Synchronize(); err != nil {
+			return 0, err
+		}
+	}
+	return p.now() - t0, nil
 }
 
 // Synchronous runs job the way the lecture's processDataSynchronously

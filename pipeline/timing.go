@@ -15,7 +15,8 @@ type timing struct {
 	chunks     int
 	origin     Event
 	hostOrigin time.Duration
-	lane       []int // compute stream of each chunk
+	lane       []int  // compute stream of each chunk
+	taken      []bool // chunks this device ran (a device of a group runs some)
 }
 
 // startTiming makes sure enough timing events exist and records the origin.
@@ -31,7 +32,7 @@ func (p *Pipeline) startTiming(iss Issuer, chunks int) (*timing, error) {
 		}
 		p.timers = append(p.timers, e)
 	}
-	t := &timing{p: p, chunks: chunks, origin: p.timers[0], lane: make([]int, chunks)}
+	t := &timing{p: p, chunks: chunks, origin: p.timers[0], lane: make([]int, chunks), taken: make([]bool, chunks)}
 	if err := iss.Record(t.origin, p.h2d); err != nil {
 		return nil, err
 	}
@@ -52,6 +53,7 @@ func (t *timing) mark(iss Issuer, s Stream, c int, st Stage, which int) error {
 	if t == nil {
 		return nil
 	}
+	t.taken[c] = true
 	if st == StageCompute {
 		for k, cs := range t.p.comp {
 			if cs == s {
@@ -66,6 +68,9 @@ func (t *timing) mark(iss Issuer, s Stream, c int, st Stage, which int) error {
 func (t *timing) collect() ([]Span, error) {
 	spans := make([]Span, 0, 3*t.chunks)
 	for c := 0; c < t.chunks; c++ {
+		if !t.taken[c] {
+			continue
+		}
 		for _, st := range []Stage{StageH2D, StageCompute, StageD2H} {
 			a, err := t.origin.Elapsed(t.event(c, st, 0))
 			if err != nil {

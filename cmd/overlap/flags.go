@@ -26,15 +26,19 @@ type runOptions struct {
 	entry          string
 	host           pipeline.HostMode
 	device         int
-	repeat         int
-	jsonOut        bool
-	trace          string
-	svg            string
-	quiet          bool
-	sim            bool
-	profile        string // --profile FILE for --sim
-	simSmaller     bool   // --sim chose a smaller default job
-	noBaseline     bool
+	// devices are the GPUs of a group (overlap run --devices 0,1); nil
+	// with allDevices for every GPU, nil without it for --device alone.
+	devices    []int
+	allDevices bool
+	repeat     int
+	jsonOut    bool
+	trace      string
+	svg        string
+	quiet      bool
+	sim        bool
+	profile    string // --profile FILE for --sim
+	simSmaller bool   // --sim chose a smaller default job
+	noBaseline bool
 }
 
 // simDefaultElems is --sim's job when --elems is not given: the CPU
@@ -129,6 +133,7 @@ func defaultRunOptions() *runOptions {
 // to stdout. Errors are one line.
 func parseRunFlags(args []string, stdout io.Writer) (*runOptions, error) {
 	o := defaultRunOptions()
+	o.allDevices = true // every GPU, unless --device or --devices says otherwise
 	host := "auto"
 	fs := runFlags(o, &host)
 	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
@@ -153,7 +158,52 @@ func runFlags(o *runOptions, host *string) *flag.FlagSet {
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
 	fs.StringVar(&o.profile, "profile", "", "with --sim: the device profile (JSON from overlap profile) to predict times from (default: the built-in H200 profile)")
+	fs.Var(devicesFlag{o}, "devices", "GPUs that share the job: all, or indexes such as 0,1 (with --sim: how many simulated H200s, as 0,1,2)")
 	return fs
+}
+
+// devicesFlag reads --devices: all, or a comma-separated list of GPU
+// indexes.
+type devicesFlag struct{ o *runOptions }
+
+func (f devicesFlag) String() string {
+	if f.o == nil || f.o.allDevices || f.o.devices == nil {
+		return "all"
+	}
+	parts := make([]string, len(f.o.devices))
+	for i, d := range f.o.devices {
+		parts[i] = strconv.Itoa(d)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f devicesFlag) Set(s string) error {
+	list, all, err := parseDevices(s)
+	if err != nil {
+		return err
+	}
+	f.o.devices, f.o.allDevices = list, all
+	return nil
+}
+
+// parseDevices reads "all" or a list of distinct GPU indexes.
+func parseDevices(s string) (list []int, all bool, err error) {
+	if strings.TrimSpace(s) == "all" {
+		return nil, true, nil
+	}
+	seen := map[int]bool{}
+	for _, f := range strings.Split(s, ",") {
+		d, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || d < 0 {
+			return nil, false, fmt.Errorf("%q is not a GPU index (want all, or indexes such as 0,1)", strings.TrimSpace(f))
+		}
+		if seen[d] {
+			return nil, false, fmt.Errorf("GPU %d is listed twice", d)
+		}
+		seen[d] = true
+		list = append(list, d)
+	}
+	return list, false, nil
 }
 
 // checkRunOptions checks overlap run's parsed flags.
@@ -165,6 +215,14 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	}
 	if o.profile != "" && !o.sim {
 		return errors.New("--profile needs --sim: a GPU measures its own times")
+	}
+	switch {
+	case isSet(fs, "device") && isSet(fs, "devices"):
+		return errors.New("--device and --devices both choose GPUs; give one")
+	case isSet(fs, "device"):
+		o.allDevices = false
+	case o.sim && o.allDevices:
+		o.devices, o.allDevices = []int{0}, false // one simulated H200 unless --devices lists more
 	}
 	if o.chunk == -1 { // not given: the default, capped at the job
 		o.chunk = min(pipeline.DefaultChunkElems, o.elems)

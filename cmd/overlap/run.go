@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -33,7 +34,21 @@ type result struct {
 	HostMode       string     `json:"host_mode"`
 	Rows           []modeRow  `json:"modes"`
 	Stages         stagesJSON `json:"stage_bound"`
-	Verified       string     `json:"verified"`
+	// Devices are each GPU's part of the best run, for a group of several.
+	Devices  []groupDeviceRow `json:"devices,omitempty"`
+	Verified string           `json:"verified"`
+}
+
+// groupDeviceRow is one device's part of a group's run.
+type groupDeviceRow struct {
+	Device int     `json:"device"`
+	Name   string  `json:"name"`
+	Chunks int     `json:"chunks"`
+	BusyMs float64 `json:"busy_ms"`
+	// Share is the device's share of the job's chunks; BoundShare is its
+	// share in the stage bound's split of the slowest stage.
+	Share      float64 `json:"share"`
+	BoundShare float64 `json:"bound_share"`
 }
 
 type modeRow struct {
@@ -50,8 +65,12 @@ type stagesJSON struct {
 	ComputeMs  float64 `json:"compute_ms"`
 	D2HMs      float64 `json:"d2h_ms"`
 	StageOutMs float64 `json:"stage_out_ms,omitempty"`
-	BoundMs    float64 `json:"bound_ms"`
-	Slowest    string  `json:"slowest"`
+	// CopiesMs and StagingMs are measured for several devices: the copies,
+	// and the staging copies, in both directions at once.
+	CopiesMs  float64 `json:"copies_ms,omitempty"`
+	StagingMs float64 `json:"staging_ms,omitempty"`
+	BoundMs   float64 `json:"bound_ms"`
+	Slowest   string  `json:"slowest"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -94,14 +113,20 @@ var intSize = strconv.IntSize
 // driver API. Such a build compiles and runs the simulator.
 var errNo32Bit = errors.New("this is a 32-bit build, and NVIDIA's driver API is 64-bit only: build for amd64 or arm64, or use --sim")
 
-// env is the machine a run uses: a GPU context or the simulator.
+// env is the machine a run uses: GPU contexts or simulated devices. Most
+// commands use one device, backend; overlap run uses every one of
+// backends, as a group.
 type env struct {
-	backend pipeline.Backend
-	ctx     *driver.Context
-	sim     *pipeline.Sim
-	// mods loads the embedded kernels on the context; nil on the simulator.
+	backend  pipeline.Backend
+	backends []pipeline.Backend
+	ctx      *driver.Context // the first GPU's
+	sim      *pipeline.Sim   // the first simulated device
+	// ordinals are the GPU indexes of backends (0, 1, … on the simulator).
+	ordinals []int
+	// mods loads the embedded kernels on each context; nil on the simulator.
 	mods *kernels.Modules
-	// userFn and userIns are a user's --ptx kernel and its input count.
+	// userFn and userIns are a user's --ptx kernel, loaded on every
+	// context, and its input count.
 	userFn  func(*driver.Context) (*driver.Function, error)
 	userIns int
 	closers []func() error
@@ -113,6 +138,11 @@ func (e *env) close() {
 	}
 }
 
+// simLinkGBps bounds the copies of several simulated devices together:
+// the host link of the two-H200 host that issue 12 measured (each GPU 55
+// GB/s one way, but both GPUs copying both ways at once 148 GB/s in all).
+const simLinkGBps = 148
+
 func openEnv(o *runOptions) (*env, error) {
 	e := &env{}
 	if o.sim {
@@ -123,8 +153,24 @@ func openEnv(o *runOptions) (*env, error) {
 				return nil, usageError{fmt.Errorf("--profile: %w", err)}
 			}
 		}
-		e.sim = pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1}).NewDevice(prof)
-		e.backend = e.sim
+		k := max(1, len(o.devices))
+		if k > 16 {
+			return nil, usageError{fmt.Errorf("--devices: %d simulated devices; at most 16", k)}
+		}
+		opts := pipeline.SimHostOptions{Seed: 1}
+		if k > 1 {
+			opts.LinkGBps = simLinkGBps
+		}
+		host := pipeline.NewSimHost(opts)
+		for d := 0; d < k; d++ {
+			sim := host.NewDevice(prof)
+			if d == 0 {
+				e.sim = sim
+			}
+			e.backends = append(e.backends, sim)
+			e.ordinals = append(e.ordinals, d)
+		}
+		e.backend = e.backends[0]
 		return e, nil
 	}
 	if intSize < 64 {
@@ -137,41 +183,84 @@ func openEnv(o *runOptions) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.device >= n {
-		return nil, usageError{fmt.Errorf("--device %d: out of range (%d GPU(s) present)", o.device, n)}
-	}
-	dev, err := driver.DeviceAt(o.device)
-	if err != nil {
-		return nil, err
-	}
-	if e.ctx, err = driver.NewContext(dev); err != nil {
-		return nil, err
-	}
-	e.closers = append(e.closers, e.ctx.Close)
-	e.backend = pipeline.GPU(e.ctx)
-	if o.ptxFile != "" {
-		prog, err := ptx.LoadFile(e.ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
-		if err == nil {
-			e.closers = append(e.closers, prog.Close)
-			e.userIns, err = elementwiseShape(prog.Entry)
+	switch {
+	case o.allDevices:
+		for d := 0; d < n; d++ {
+			e.ordinals = append(e.ordinals, d)
 		}
-		if err != nil {
-			e.close()
+	case o.devices != nil:
+		for _, d := range o.devices {
+			if d >= n {
+				return nil, usageError{fmt.Errorf("--devices: GPU %d is out of range (%d GPU(s) present)", d, n)}
+			}
+		}
+		e.ordinals = o.devices
+	default:
+		if o.device >= n {
+			return nil, usageError{fmt.Errorf("--device %d: out of range (%d GPU(s) present)", o.device, n)}
+		}
+		e.ordinals = []int{o.device}
+	}
+	if len(e.ordinals) == 0 {
+		return nil, errors.New("no GPU is present")
+	}
+	var builtin *kernels.Kernel
+	if o.ptxFile == "" {
+		if builtin, err = kernels.ByName(o.kernel); err != nil {
 			return nil, err
 		}
-		e.userFn = pipeline.FunctionOn(e.ctx, prog.Function)
-		return e, nil
+		e.mods = new(kernels.Modules)
 	}
-	e.mods = new(kernels.Modules)
-	e.closers = append(e.closers, e.mods.Close)
-	// Load the kernel now: a JIT error is reported before any run.
-	k, err := kernels.ByName(o.kernel)
-	if err == nil {
-		_, err = e.mods.Function(e.ctx, k)
-	}
-	if err != nil {
+	userFns := map[*driver.Context]*driver.Function{}
+	fail := func(err error) (*env, error) {
+		if e.mods != nil {
+			e.mods.Close() // before the contexts close
+		}
 		e.close()
 		return nil, err
+	}
+	for _, d := range e.ordinals {
+		dev, err := driver.DeviceAt(d)
+		if err != nil {
+			return fail(err)
+		}
+		ctx, err := driver.NewContext(dev)
+		if err != nil {
+			return fail(err)
+		}
+		e.closers = append(e.closers, ctx.Close)
+		if e.ctx == nil {
+			e.ctx = ctx
+		}
+		e.backends = append(e.backends, pipeline.GPU(ctx))
+		if o.ptxFile != "" {
+			prog, err := ptx.LoadFile(ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
+			if err == nil {
+				e.closers = append(e.closers, prog.Close)
+				e.userIns, err = elementwiseShape(prog.Entry)
+			}
+			if err != nil {
+				return fail(err)
+			}
+			userFns[ctx] = prog.Function
+			continue
+		}
+		// Load the kernel now: a JIT error is reported before any run.
+		if _, err := e.mods.Function(ctx, builtin); err != nil {
+			return fail(err)
+		}
+	}
+	if e.mods != nil {
+		e.closers = append(e.closers, e.mods.Close) // closed first, before the contexts
+	}
+	e.backend = e.backends[0]
+	if o.ptxFile != "" {
+		e.userFn = func(ctx *driver.Context) (*driver.Function, error) {
+			if fn, ok := userFns[ctx]; ok {
+				return fn, nil
+			}
+			return nil, errors.New("the --ptx kernel was not loaded on this context")
+		}
 	}
 	return e, nil
 }
@@ -192,6 +281,24 @@ func elementwiseShape(e ptx.Entry) (int, error) {
 }
 
 func (e *env) allocPinned(n int) (pipeline.PinnedMem, error) { return e.backend.AllocPinned(n) }
+
+// deviceNames names the devices, "NVIDIA H200 ×2" for two alike.
+func (e *env) deviceNames() string {
+	count := map[string]int{}
+	var order []string
+	for _, b := range e.backends {
+		if count[b.Name()] == 0 {
+			order = append(order, b.Name())
+		}
+		count[b.Name()]++
+	}
+	for i, n := range order {
+		if count[n] > 1 {
+			order[i] = fmt.Sprintf("%s ×%d", n, count[n])
+		}
+	}
+	return strings.Join(order, ", ")
+}
 
 // progress prints status lines on a terminal and nothing when piped.
 type progress struct {
@@ -283,11 +390,14 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		res.Rows = append(res.Rows, modeRow{Mode: "synchronous", Ms: ms(baseline), GBps: gbps(res.Bytes, baseline), Speedup: 1})
 	}
 
-	p, err := pipeline.New(e.backend, cfg)
+	p, err := pipeline.NewGroup(e.backends, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
+	if len(e.backends) > 1 {
+		res.Backend = fmt.Sprintf("%d devices (%s)", len(e.backends), e.deviceNames())
+	}
 	pc := p.Config()
 	res.ChunkElems, res.Slots, res.ComputeStreams = pc.ChunkElems, pc.Slots, pc.ComputeStreams
 
@@ -326,7 +436,18 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		return nil, fmt.Errorf("stage timing: %w", err)
 	}
 	res.Stages = stagesJSON{StageInMs: ms(st.In), H2DMs: ms(st.H2D), ComputeMs: ms(st.Compute), D2HMs: ms(st.D2H),
-		StageOutMs: ms(st.Out), BoundMs: ms(st.Bound()), Slowest: st.Slowest().String()}
+		StageOutMs: ms(st.Out), CopiesMs: ms(st.Copies), StagingMs: ms(st.Staging), BoundMs: ms(st.Bound()), Slowest: st.Slowest().String()}
+	if len(best.Devices) > 1 {
+		shares := st.Shares[st.Slowest()]
+		for i, dr := range best.Devices {
+			row := groupDeviceRow{Device: e.ordinals[i], Name: dr.Backend, Chunks: dr.Chunks, BusyMs: ms(dr.Busy),
+				Share: float64(dr.Chunks) / float64(max(1, best.Chunks))}
+			if i < len(shares) {
+				row.BoundShare = float64(shares[i]) / float64(max(1, best.Chunks))
+			}
+			res.Devices = append(res.Devices, row)
+		}
+	}
 	row := modeRow{Mode: "pipeline (" + best.Mode.String() + ")", Ms: ms(best.Elapsed), GBps: gbps(res.Bytes, best.Elapsed)}
 	if baseline > 0 {
 		row.Speedup = float64(baseline) / float64(best.Elapsed)
@@ -392,6 +513,19 @@ func printTable(w io.Writer, r *result) {
 	stages := fmt.Sprintf("H2D %.2f ms, compute %.2f ms, D2H %.2f ms", r.Stages.H2DMs, r.Stages.ComputeMs, r.Stages.D2HMs)
 	if r.Stages.StageInMs > 0 || r.Stages.StageOutMs > 0 {
 		stages = fmt.Sprintf("stage-in %.2f ms, %s, stage-out %.2f ms", r.Stages.StageInMs, stages, r.Stages.StageOutMs)
+	}
+	if r.Stages.CopiesMs > 0 {
+		stages += fmt.Sprintf(", H2D+D2H at once %.2f ms", r.Stages.CopiesMs)
+	}
+	if r.Stages.StagingMs > 0 {
+		stages += fmt.Sprintf(", stage-in+out at once %.2f ms", r.Stages.StagingMs)
+	}
+	if len(r.Devices) > 0 {
+		fmt.Fprintf(w, "%-8s %-28s %7s %10s %7s %12s\n", "DEVICE", "NAME", "CHUNKS", "BUSY", "SHARE", "BOUND SHARE")
+		for _, d := range r.Devices {
+			fmt.Fprintf(w, "%-8d %-28s %7d %7.2f ms %6.1f%% %11.1f%%\n", d.Device, d.Name, d.Chunks, d.BusyMs, 100*d.Share, 100*d.BoundShare)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "stage bound (slowest stage alone, %s): %.2f ms (%s)\n", r.Stages.Slowest, r.Stages.BoundMs, stages)
 	fmt.Fprintf(w, "efficiency = stage bound / pipeline time; %s%s\n", r.Verified, label)

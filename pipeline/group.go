@@ -1,0 +1,484 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Group runs one job over several devices of a host: each device has a
+// pipeline of its own (streams, events, device slots and staging slots,
+// and an issuing goroutine), and every device takes its next chunk from
+// one shared queue, so that a slower or busier device runs fewer chunks
+// and the job ends when its last chunk does. Outputs land at each chunk's
+// offset, so the result is the one a single device computes.
+//
+// Go memory is registered once for the whole group, through the first
+// device, and every device copies from that registration: the GPU backend
+// registers and allocates pinned memory portable, usable by every context.
+// Pinned buffers that a job brings must be allocated portable too
+// (driver.HostAllocOptions.Portable); memory pinned for one context only
+// fails the first copy of another device with ErrWrongContext, naming the
+// device and chunk.
+//
+// A failure on one device stops the job: the other devices stop taking
+// chunks, everything in flight drains, and Run returns a *DeviceError
+// naming the device (and, inside it, the chunk and stage). The group stays
+// usable, unless draining a device failed (its context is broken), in
+// which case the group closes itself, as a Pipeline does.
+type Group struct {
+	pipes []*Pipeline
+
+	mu     sync.Mutex // held by Run, StageTimes and Close
+	closed bool
+	broken error
+}
+
+// DeviceError is a failure on one device of a group.
+type DeviceError struct {
+	Device int    // the device's index in the group
+	Name   string // its backend's name
+	Err    error
+}
+
+func (e *DeviceError) Error() string {
+	msg := strings.TrimPrefix(fmt.Sprint(e.Err), "pipeline: ")
+	return fmt.Sprintf("pipeline: device %d (%s): %s", e.Device, e.Name, msg)
+}
+
+func (e *DeviceError) Unwrap() error { return e.Err }
+
+// DeviceReport is one device's part of a group's run.
+type DeviceReport struct {
+	Device  int
+	Backend string
+	// Chunks is how many chunks the device took from the queue.
+	Chunks int
+	// Busy is the time from the start of the run until the device's last
+	// chunk was done.
+	Busy time.Duration
+}
+
+// NewGroup builds one pipeline per backend, all with cfg. The backends
+// must be distinct devices of one host: GPU backends of distinct contexts,
+// or simulators of one SimHost. On error nothing is left allocated.
+func NewGroup(backends []Backend, cfg Config) (*Group, error) {
+	if len(backends) == 0 {
+		return nil, errors.New("pipeline: a group needs at least one device")
+	}
+	var host *SimHost
+	for i, b := range backends {
+		if b == nil {
+			return nil, fmt.Errorf("pipeline: device %d of the group is a nil Backend", i)
+		}
+		for j := 0; j < i; j++ {
+			if sameDevice(backends[j], b) {
+				return nil, fmt.Errorf("pipeline: devices %d and %d of the group are the same device", j, i)
+			}
+		}
+		sim, isSim := b.(*Sim)
+		switch {
+		case isSim && i == 0:
+			host = sim.host
+		case isSim != (host != nil) || (isSim && sim.host != host):
+			return nil, errors.New("pipeline: a group's devices must all be GPUs, or all simulators of one SimHost")
+		}
+	}
+	g := &Group{}
+	for _, b := range backends {
+		p, err := New(b, cfg)
+		if err != nil {
+			g.release()
+			return nil, err
+		}
+		g.pipes = append(g.pipes, p)
+	}
+	return g, nil
+}
+
+// sameDevice reports two backends that drive the same device.
+func sameDevice(a, b Backend) bool {
+	if a == b {
+		return true
+	}
+	ga, ok1 := a.(*gpuBackend)
+	gb, ok2 := b.(*gpuBackend)
+	return ok1 && ok2 && ga.ctx == gb.ctx
+}
+
+// Devices is how many devices the group has.
+func (g *Group) Devices() int { return len(g.pipes) }
+
+// Backend returns device d's backend.
+func (g *Group) Backend(d int) Backend { return g.pipes[d].b }
+
+// Config returns the configuration in force, defaults filled in.
+func (g *Group) Config() Config { return g.pipes[0].cfg }
+
+// Close frees every device's pipeline and the group's registrations. It is
+// safe to call twice.
+func (g *Group) Close() error {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	return g.release()
+}
+
+func (g *Group) release() error {
+	var errs []error
+	for _, p := range g.pipes {
+		errs = append(errs, p.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (g *Group) closedErr() error {
+	if g.broken != nil {
+		return fmt.Errorf("%w after a failure: %v", ErrClosed, g.broken)
+	}
+	return ErrClosed
+}
+
+// Unregister drops the group's registration of b, if any.
+func (g *Group) Unregister(b []byte) error { return g.pipes[0].Unregister(b) }
+
+// Registered reports how many bytes of Go memory the group keeps
+// registered.
+func (g *Group) Registered() int64 { return g.pipes[0].Registered() }
+
+// chunkQueue hands a job's chunks out in order to the devices of a group.
+type chunkQueue struct {
+	next atomic.Int64
+	n    int64
+}
+
+// take returns the next chunk, or -1 when none is left.
+func (q *chunkQueue) take() int {
+	c := q.next.Add(1) - 1
+	if c >= q.n {
+		return -1
+	}
+	return int(c)
+}
+
+// begin validates job on every device, resolves it once (registering Go
+// memory through the first device, for all) and readies each device's
+// staging slots. It returns one plan per device, each a copy of the
+// resolved plan. g.mu held.
+func (g *Group) begin(job Job) ([]*plan, error) {
+	lead := g.pipes[0]
+	pl, err := lead.resolve(job)
+	if err != nil {
+		return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	plans := make([]*plan, len(g.pipes))
+	for d, p := range g.pipes {
+		if pl.staging {
+			if err := p.allocStaging(); err != nil {
+				return nil, g.deviceErr(d, &StageError{Chunk: -1, Stage: StageSetup, Err: err})
+			}
+		}
+		cp := *pl
+		cp.report = &Report{Backend: p.b.Name(), Mode: pl.mode, N: job.N, ChunkElems: p.cfg.ChunkElems, Chunks: pl.chunks}
+		plans[d] = &cp
+	}
+	return plans, nil
+}
+
+func (g *Group) deviceErr(d int, err error) error {
+	return &DeviceError{Device: d, Name: g.pipes[d].b.Name(), Err: err}
+}
+
+// validate checks job against every device: each must be able to run the
+// kernel (the GPU backend loads it on each context).
+func (g *Group) validate(job Job) error {
+	for d, p := range g.pipes {
+		if err := p.validate(job); err != nil {
+			if d == 0 {
+				return err
+			}
+			return g.deviceErr(d, err)
+		}
+	}
+	return nil
+}
+
+// eachDevice runs fn for every device at once, each on a goroutine of its
+// own (an actor of its own on the simulator), and returns when all have.
+func (g *Group) eachDevice(fn func(d int)) {
+	rs := newRunState(g.pipes[0])
+	for d := range g.pipes {
+		rs.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() { fn(d) })
+	}
+	rs.join()
+}
+
+// Run processes job over every device of the group and returns when every
+// output is in place. Each device issues from a goroutine of its own,
+// bound to an OS thread (on Linux pinned to the CPUs local to its GPU),
+// and takes chunks from the shared queue as its slots free up. When ctx
+// ends, every device stops taking chunks, work in flight drains, and Run
+// returns ctx.Err(). The report's Devices says what each device did.
+func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := g.validate(job); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, g.closedErr()
+	}
+	lead := g.pipes[0]
+	start := lead.now()
+	if t := trackerOf(lead.b); t != nil {
+		start = lead.runBegin(t)
+		defer lead.runEnd(t)
+	}
+	if job.N == 0 {
+		return &Report{Backend: g.name(), Mode: job.Host, ChunkElems: lead.cfg.ChunkElems, Elapsed: lead.now() - start}, ctx.Err()
+	}
+	defer func() {
+		if err := lead.evict(); err != nil && g.broken == nil {
+			g.broken = err
+		}
+	}()
+	plans, err := g.begin(job)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	queue := &chunkQueue{n: int64(plans[0].chunks)}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make([]error, len(g.pipes))
+	busy := make([]time.Duration, len(g.pipes))
+	g.eachDevice(func(d int) {
+		p, pl := g.pipes[d], plans[d]
+		if len(g.pipes) > 1 {
+			pl.queue = queue // one device runs its chunks in order, as a Pipeline
+		}
+		if errs[d] = p.execute(runCtx, pl); errs[d] != nil {
+			stop() // the other devices stop taking chunks
+		}
+		busy[d] = p.now() - start
+	})
+
+	rep := &Report{Backend: g.name(), Mode: plans[0].mode, N: job.N, ChunkElems: lead.cfg.ChunkElems, Chunks: plans[0].chunks, Register: plans[0].report.Register}
+	// The first failure that is not the others stopping for it.
+	var first error
+	for d, p := range g.pipes {
+		if p.closed && g.broken == nil {
+			// Draining failed: the device's context is broken.
+			g.broken = errs[d]
+		}
+		stopped := errors.Is(errs[d], context.Canceled) || errors.Is(errs[d], context.DeadlineExceeded)
+		if errs[d] != nil && first == nil && !stopped {
+			first = g.deviceErr(d, errs[d])
+		}
+	}
+	if g.broken != nil {
+		g.closed = true
+		g.release()
+	}
+	if err := ctx.Err(); err != nil && first == nil {
+		return nil, err
+	}
+	if first != nil {
+		return nil, first
+	}
+	rep.Elapsed = lead.now() - start
+	for d, pl := range plans {
+		rep.Devices = append(rep.Devices, DeviceReport{Device: d, Backend: g.pipes[d].b.Name(), Chunks: pl.issued, Busy: busy[d]})
+		if len(g.pipes) == 1 {
+			rep.Spans = pl.report.Spans // as a Pipeline reports them
+			break
+		}
+		// Each device's spans are against its own origin event; they are
+		// put on the run's clock, from its start.
+		for _, sp := range pl.report.Spans {
+			sp.Lane = fmt.Sprintf("device %d %s", d, sp.Lane)
+			sp.Start += pl.origin - start
+			sp.End += pl.origin - start
+			rep.Spans = append(rep.Spans, sp)
+		}
+	}
+	return rep, nil
+}
+
+// name is the group's backends, "NVIDIA H200 ×2" for two alike.
+func (g *Group) name() string {
+	names := map[string]int{}
+	var order []string
+	for _, p := range g.pipes {
+		n := p.b.Name()
+		if names[n] == 0 {
+			order = append(order, n)
+		}
+		names[n]++
+	}
+	parts := make([]string, len(order))
+	for i, n := range order {
+		parts[i] = n
+		if names[n] > 1 {
+			parts[i] = fmt.Sprintf("%s ×%d", n, names[n])
+		}
+	}
+	return strings.Join(parts, " + ")
+}
+
+// GroupStageTimes are a group's stage times: each stage alone, run by
+// every device at once over its share of the job.
+type GroupStageTimes struct {
+	// StageTimes holds each stage's time for the whole group: the longest
+	// of the devices' times for it, as they ran it at once. Its Copies is
+	// the copies in both directions at once, every device copying, which
+	// bounds the group when the host link cannot feed every copy engine;
+	// its Staging is the host's copies into and out of the staging slots
+	// at once, which share the host's memory bandwidth.
+	StageTimes
+	// Devices are each device's stage times over its shares.
+	Devices []StageTimes
+	// Shares are the chunks of each device's share of each stage.
+	Shares map[Stage][]int
+}
+
+// StageTimes measures the group's stage bound for job. A group of one
+// device measures what Pipeline.StageTimes does. Each stage runs
+// alone, as Pipeline.StageTimes runs it, with every device running it at
+// once over its share of the chunks, so that a link or host that the
+// devices share slows each stage as it slows the run. Shares start even;
+// while the devices' times for a stage differ by more than 3%, the stage
+// is measured again (up to four times more) with shares in proportion to
+// each device's speed at it in the last measurement, so that the bound is
+// what the best split of each stage could reach: no run can beat it,
+// whatever chunks each device takes. (A speed measured while other
+// devices shared a link, and then alone, is too high; the next split
+// corrects it.)
+func (g *Group) StageTimes(ctx context.Context, job Job) (GroupStageTimes, error) {
+	gst := GroupStageTimes{Shares: map[Stage][]int{}}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := g.validate(job); err != nil {
+		return gst, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return gst, g.closedErr()
+	}
+	lead := g.pipes[0]
+	if t := trackerOf(lead.b); t != nil {
+		lead.runBegin(t)
+		defer lead.runEnd(t)
+	}
+	defer lead.evict()
+	plans, err := g.begin(job)
+	if err != nil {
+		return gst, err
+	}
+	k := len(g.pipes)
+	gst.Devices = make([]StageTimes, k)
+	chunks := plans[0].chunks
+	if chunks == 0 {
+		return gst, nil
+	}
+	even := make([]int, k)
+	for d := range even {
+		even[d] = chunks*(d+1)/k - chunks*d/k
+	}
+	for _, stage := range plans[0].stages(k > 1) {
+		shares := even
+		for pass := 0; ; pass++ {
+			times, err := g.timeStage(ctx, plans, stage, shares)
+			if err != nil {
+				return gst, err
+			}
+			slowest, fastest := time.Duration(0), time.Duration(math.MaxInt64)
+			speed := make([]float64, k)
+			total := 0.0
+			for d, t := range times {
+				slowest, fastest = max(slowest, t), min(fastest, t)
+				if t > 0 {
+					speed[d] = float64(shares[d]) / float64(t)
+				}
+				total += speed[d]
+			}
+			if pass == 4 || fastest <= 0 || float64(slowest) <= 1.03*float64(fastest) || total == 0 {
+				*gst.at(stage) = slowest
+				for d, t := range times {
+					*gst.Devices[d].at(stage) = t
+				}
+				gst.Shares[stage] = shares
+				break
+			}
+			shares = make([]int, k)
+			left := chunks
+			for d := range shares {
+				shares[d] = min(left, int(math.Round(float64(chunks)*speed[d]/total)))
+				left -= shares[d]
+			}
+			shares[k-1] += left
+		}
+	}
+	return gst, nil
+}
+
+// timeStage times stage st with every device running it at once over
+// shares[d] chunks, and returns each device's time. The host's staging
+// copies in both directions (StageStaging) run on two goroutines per
+// device, as in a run.
+func (g *Group) timeStage(ctx context.Context, plans []*plan, st Stage, shares []int) ([]time.Duration, error) {
+	k := len(g.pipes)
+	first := make([]int, k)
+	for d := 1; d < k; d++ {
+		first[d] = first[d-1] + shares[d-1]
+	}
+	parts := []Stage{st}
+	if st == StageStaging {
+		parts = []Stage{StageIn, StageOut}
+	}
+	times := make([]time.Duration, k*len(parts))
+	errs := make([]error, k*len(parts))
+	rs := newRunState(g.pipes[0])
+	for d := range g.pipes {
+		for j, part := range parts {
+			w := d*len(parts) + j
+			rs.spawn(fmt.Sprintf("device %d's %s goroutine", d, part), func() {
+				p := g.pipes[d]
+				iss, done, err := p.stageIssuer()
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				defer done()
+				times[w], errs[w] = p.timeStage(ctx, plans[d], iss, part, first[d], first[d]+shares[d])
+			})
+		}
+	}
+	rs.join()
+	out := make([]time.Duration, k)
+	for w, err := range errs {
+		if err != nil {
+			return nil, g.deviceErr(w/len(parts), err)
+		}
+		out[w/len(parts)] = max(out[w/len(parts)], times[w])
+	}
+	return out, nil
+}
