@@ -27,6 +27,7 @@ type Reference struct {
 	Dir      string // where the sources and binaries are
 	Pipeline string // path of the pipeline binary
 	Launch   string // path of the launch/bandwidth binary
+	Multi    string // path of the multi-GPU pipeline binary
 }
 
 // BuildReference writes the reference sources into dir and compiles them
@@ -58,8 +59,8 @@ func BuildReference(ctx context.Context, dir, arch string) (*Reference, error) {
 			return nil, err
 		}
 	}
-	r := &Reference{Dir: dir, Pipeline: filepath.Join(dir, "pipeline"), Launch: filepath.Join(dir, "launch")}
-	for _, b := range []struct{ out, src, lib string }{{r.Pipeline, "pipeline.cu", ""}, {r.Launch, "launch.cu", "-lcuda"}} {
+	r := &Reference{Dir: dir, Pipeline: filepath.Join(dir, "pipeline"), Launch: filepath.Join(dir, "launch"), Multi: filepath.Join(dir, "multi")}
+	for _, b := range []struct{ out, src, lib string }{{r.Pipeline, "pipeline.cu", ""}, {r.Launch, "launch.cu", "-lcuda"}, {r.Multi, "multi.cu", ""}} {
 		args := []string{"-O3", "-arch=" + arch, "-o", b.out, filepath.Join(refDir, b.src)}
 		if b.lib != "" {
 			args = append(args, b.lib)
@@ -131,4 +132,67 @@ func ParsePipelineOutput(out []byte) ([]RefPipeline, error) {
 		return nil, fmt.Errorf("bench: no pipeline results in the reference's output:\n%s", out)
 	}
 	return res, nil
+}
+
+// RefMulti is the multi-GPU reference's result: one job split statically
+// over Devices GPUs, each driven by its own host thread.
+type RefMulti struct {
+	Devices, Chunk, Slots, ComputeStreams, Iters int
+	Elems                                        int
+	BestMs, MeanMs                               float64
+	Mismatches                                   int
+	// PerDevice are each GPU's share (elements) and own best time.
+	PerDevice []RefMultiDevice
+}
+
+// RefMultiDevice is one GPU's line of the multi-GPU reference.
+type RefMultiDevice struct {
+	Device, Elems int
+	BestMs        float64
+}
+
+// RunMulti runs the multi-GPU reference over n elements on the first
+// devices GPUs (0: all of them), with iters, slots, reps runs after a
+// warm-up, chunk elements per chunk and compute streams.
+func (r *Reference) RunMulti(ctx context.Context, n, iters, slots, reps, chunk, compute, devices int) (RefMulti, error) {
+	args := []string{strconv.Itoa(n), strconv.Itoa(iters), strconv.Itoa(slots), strconv.Itoa(reps),
+		strconv.Itoa(chunk), strconv.Itoa(compute), strconv.Itoa(devices)}
+	out, err := exec.CommandContext(ctx, r.Multi, args...).CombinedOutput()
+	if err != nil {
+		return RefMulti{}, fmt.Errorf("bench: multi-GPU reference: %v\n%s", err, out)
+	}
+	return ParseMultiOutput(out)
+}
+
+// ParseMultiOutput reads the multi-GPU reference's "multi" and
+// "multidev" lines.
+func ParseMultiOutput(out []byte) (RefMulti, error) {
+	var m RefMulti
+	found := false
+	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		kv := map[string]string{}
+		for _, x := range f[1:] {
+			if k, v, ok := strings.Cut(x, "="); ok {
+				kv[k] = v
+			}
+		}
+		num := func(k string) float64 { v, _ := strconv.ParseFloat(kv[k], 64); return v }
+		switch f[0] {
+		case "multi":
+			found = true
+			m.Devices, m.Chunk, m.Slots = int(num("devices")), int(num("chunk")), int(num("slots"))
+			m.ComputeStreams, m.Elems, m.Iters = int(num("compute_streams")), int(num("elems")), int(num("iters"))
+			m.BestMs, m.MeanMs, m.Mismatches = num("best_ms"), num("mean_ms"), int(num("mismatches"))
+		case "multidev":
+			m.PerDevice = append(m.PerDevice, RefMultiDevice{Device: int(num("device")), Elems: int(num("elems")), BestMs: num("best_ms")})
+		}
+	}
+	if !found || m.BestMs <= 0 {
+		return m, fmt.Errorf("bench: no result in the multi-GPU reference's output:\n%s", out)
+	}
+	return m, nil
 }

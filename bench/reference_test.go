@@ -29,6 +29,23 @@ func TestParsePipelineOutput(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// multiSample is the multi-GPU reference's output on two H200s.
+const multiSample = `multi devices=2 chunk=1048576 slots=6 compute_streams=4 elems=134217728 iters=100 best_ms=7.503 mean_ms=7.612 mismatches=0
+multidev device=0 elems=67108864 best_ms=7.401
+multidev device=1 elems=67108864 best_ms=7.455
+`
+
+// TestParseMultiOutput guards issue 12: the multi-GPU reference's lines
+// are read, and output without a result is an error.
+func TestParseMultiOutput(t *testing.T) {
+	m, err := ParseMultiOutput([]byte(multiSample))
+	require.NoError(t, err)
+	assert.Equal(t, RefMulti{Devices: 2, Chunk: 1 << 20, Slots: 6, ComputeStreams: 4, Iters: 100, Elems: 128 << 20,
+		BestMs: 7.503, MeanMs: 7.612, PerDevice: []RefMultiDevice{{0, 64 << 20, 7.401}, {1, 64 << 20, 7.455}}}, m)
+	_, err = ParseMultiOutput([]byte("multidev device=0 elems=1 best_ms=1\n"))
+	assert.ErrorContains(t, err, "no result")
+}
+
 func TestBuildReferenceWithoutNVCC(t *testing.T) {
 	if _, err := exec.LookPath("nvcc"); err == nil {
 		t.Skip("nvcc is present; the GPU run builds the reference for real")
@@ -38,7 +55,7 @@ func TestBuildReferenceWithoutNVCC(t *testing.T) {
 }
 
 func TestEmbeddedReferenceSources(t *testing.T) {
-	for _, name := range []string{"reference/pipeline.cu", "reference/launch.cu", "reference/common.h"} {
+	for _, name := range []string{"reference/pipeline.cu", "reference/launch.cu", "reference/multi.cu", "reference/common.h"} {
 		b, err := referenceFiles.ReadFile(name)
 		require.NoError(t, err, name)
 		assert.NotEmpty(t, b)

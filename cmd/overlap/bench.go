@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -30,6 +31,14 @@ type benchOptions struct {
 	jsonOut             bool
 	sim                 bool
 	device              int
+	// With --devices, bench prints a scaling table instead of the sweep
+	// (scaling.go): sizes, from --elems, may be a list.
+	devices    []int
+	allDevices bool
+	scaling    bool
+	sizes      []int
+	// set records which of the sweep's flags were given.
+	set map[string]bool
 }
 
 // benchRow is one configuration's result.
@@ -63,7 +72,9 @@ const benchUsage = "overlap bench [flags]"
 func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	o := &benchOptions{elems: 128 << 20}
 	fs := newFlags("bench")
-	fs.Var(sizeFlag{v: &o.elems}, "elems", "elements per input; sizes take K, M, G")
+	elems := fs.String("elems", "128M", "elements per input; sizes take K, M, G (with --devices, a comma-separated list)")
+	ro := &runOptions{}
+	fs.Var(devicesFlag{ro}, "devices", "print a scaling table over 1 to k of these GPUs (all, or indexes such as 0,1) instead of the sweep")
 	iters := fs.String("iters", "100", "comma-separated seed kernel iterations")
 	chunks := fs.String("chunks", "1M,4M,16M,32M", "comma-separated chunk sizes")
 	slots := fs.String("slots", "2,3", "comma-separated slot counts")
@@ -83,6 +94,20 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	var err error
+	if o.sizes, err = parseList("elems", *elems, parseSize); err != nil {
+		return nil, err
+	}
+	o.scaling = isSet(fs, "devices")
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	o.devices, o.allDevices = ro.devices, ro.allDevices
+	if len(o.sizes) > 1 && !o.scaling {
+		return nil, errors.New("--elems takes one size, or a list with --devices")
+	}
+	o.elems = o.sizes[0]
+	for _, n := range o.sizes {
+		o.elems = max(o.elems, n)
+	}
 	nonNeg := func(s string) (int, error) {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 0 {
@@ -105,7 +130,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		}
 	}
 	for _, c := range o.chunks {
-		if c > o.elems {
+		if c > o.elems && (!o.scaling || o.set["chunks"]) {
 			return nil, fmt.Errorf("--chunks %d is larger than --elems %d", c, o.elems)
 		}
 	}
@@ -129,6 +154,10 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		return nil, errors.New("--reference needs a GPU, not --sim")
 	case o.sim && isSet(fs, "device"):
 		return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
+	case o.scaling && isSet(fs, "device"):
+		return nil, errors.New("--device and --devices both choose GPUs; give one")
+	case o.scaling && o.sim && o.allDevices:
+		return nil, errors.New("--sim --devices needs a list, such as 0,1 for two simulated H200s")
 	}
 	for _, f := range []struct{ name, path string }{{"csv", o.csvPath}, {"svg", o.svgPath}} {
 		if err := checkWritable(f.name, f.path); err != nil {
@@ -145,6 +174,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if o.scaling {
+		if err := runScaling(ctx, o, stdout, stderr); err != nil {
+			return reportError("bench", err, stderr)
+		}
+		return exitOK
+	}
 	rows, err := runBench(ctx, o, stdout, stderr)
 	if err != nil {
 		return reportError("bench", err, stderr)

@@ -34,6 +34,10 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"--kernel", "empty"}, "overlap run: --kernel empty has no inputs or outputs to pipeline; pick axpb, lerp, saxpy or seed"},
 		{[]string{"--host", "magic"}, `overlap run: invalid value "magic" for flag -host: want pinned, staged, registered or auto`},
 		{[]string{"--device", "-1"}, "overlap run: --device -1: must not be negative"},
+		{[]string{"--devices", "0,0"}, `overlap run: invalid value "0,0" for flag -devices: GPU 0 is listed twice`},
+		{[]string{"--devices", "one"}, `overlap run: invalid value "one" for flag -devices: "one" is not a GPU index (want all, or indexes such as 0,1)`},
+		{[]string{"--devices", "0,-1"}, `overlap run: invalid value "0,-1" for flag -devices: "-1" is not a GPU index (want all, or indexes such as 0,1)`},
+		{[]string{"--device", "1", "--devices", "0"}, "overlap run: --device and --devices both choose GPUs; give one"},
 		{[]string{"--ptx", missing}, "overlap run: --ptx needs --entry NAME"},
 		{[]string{"--ptx", missing, "--entry", "k"}, "overlap run: --ptx " + missing + ": no such file"},
 		{[]string{"--entry", "k"}, "overlap run: --entry needs --ptx FILE"},
@@ -186,6 +190,11 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--host", "auto"}, `overlap bench: --host "auto": want pinned, staged or registered`},
 		{[]string{"--repeat", "0"}, "overlap bench: --repeat 0: want 1 to 1000"},
 		{[]string{"--sim", "--reference"}, "overlap bench: --reference needs a GPU, not --sim"},
+		{[]string{"--elems", "1M,2M"}, "overlap bench: --elems takes one size, or a list with --devices"},
+		{[]string{"--devices", "1", "--device", "0"}, "overlap bench: --device and --devices both choose GPUs; give one"},
+		{[]string{"--sim", "--devices", "all"}, "overlap bench: --sim --devices needs a list, such as 0,1 for two simulated H200s"},
+		{[]string{"--sim", "--devices", "0,1", "--chunks", "1M,2M"}, "overlap bench: --chunks: give one value with --devices"},
+		{[]string{"--sim", "--devices", "0,1", "--csv", "x.csv"}, "overlap bench: --csv and --svg plot the sweep; with --devices use --json"},
 	}
 	for _, tc := range cases {
 		code, out, errOut := runCLI(append([]string{"bench"}, tc.args...)...)
@@ -342,4 +351,57 @@ func TestRunSimDefaultJob(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.True(t, strings.HasPrefix(out, "overlap run: seed (1 iterations) on simulator, 65536 float32 elements"), out)
 	assert.Contains(t, out, "[simulated on the CPU: times predicted for NVIDIA H200 (built-in profile)]")
+}
+
+// TestRunSimDevices guards issue 12: overlap run --sim --devices 0,1,2
+// runs one job over three simulated H200s sharing a host link, verifies
+// every element, and reports each device's chunks, which add up to the
+// job's, with the group's bound (the copies in both directions at once).
+func TestRunSimDevices(t *testing.T) {
+	code, out, errOut := runCLI("run", "--sim", "--devices", "0,1,2", "--elems", "12M", "--iters", "2", "--no-baseline", "--repeat", "2", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var res result
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.Equal(t, "3 devices (simulator ×3)", res.Backend)
+	require.Len(t, res.Devices, 3)
+	total := 0
+	for i, d := range res.Devices {
+		assert.Equal(t, i, d.Device)
+		assert.Positive(t, d.Chunks, "device %d took chunks", i)
+		assert.Positive(t, d.BusyMs)
+		total += d.Chunks
+	}
+	assert.Equal(t, 12, total, "12 chunks of 1M, each run once")
+	assert.Positive(t, res.Stages.CopiesMs, "a group measures the copies in both directions at once")
+	assert.Contains(t, res.Verified, "every element of all 2 runs matched")
+
+	code, out, errOut = runCLI("run", "--sim", "--devices", "0,1", "--elems", "4M", "--iters", "2", "--no-baseline", "--repeat", "1")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `(?m)^DEVICE\s+NAME\s+CHUNKS\s+BUSY\s+SHARE\s+BOUND SHARE$`, out)
+	assert.Regexp(t, `(?m)^1\s+simulator\s+\d+\s+[0-9.]+ ms\s+[0-9.]+%\s+[0-9.]+%$`, out)
+}
+
+// TestBenchSimDevices guards issue 12: overlap bench --devices prints a
+// scaling table from 1 to k devices for each size and host mode, with the
+// group's bound and the speedup over one device.
+func TestBenchSimDevices(t *testing.T) {
+	code, out, errOut := runCLI("bench", "--sim", "--devices", "0,1", "--elems", "4M", "--iters", "2", "--repeat", "3", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var res struct {
+		Devices []int        `json:"devices"`
+		Results []scalingRow `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.Equal(t, []int{0, 1}, res.Devices)
+	require.Len(t, res.Results, 6, "pinned, registered and auto on 1 and 2 devices")
+	for _, r := range res.Results {
+		assert.Equal(t, 4<<20, r.Elems)
+		assert.Len(t, r.Chunks, r.Devices)
+		assert.Positive(t, r.BoundMs)
+		assert.LessOrEqual(t, r.Efficiency, 1.01, "%+v", r)
+		if r.Devices == 2 {
+			assert.Greater(t, r.Speedup, 1.2, "two devices beat one: %+v", r)
+		}
+	}
+	assert.Equal(t, "auto→registered", res.Results[4].Host, "plain Go slices are registered from the second run")
 }

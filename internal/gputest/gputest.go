@@ -37,6 +37,34 @@ func Context(t testing.TB) *driver.Context {
 	return ctx
 }
 
+// Contexts returns a context on every GPU, closed when the test ends,
+// and skips as Context does.
+func Contexts(t testing.TB) []*driver.Context {
+	t.Helper()
+	ctxs := []*driver.Context{Context(t)}
+	n, err := driver.DeviceCount()
+	if err != nil {
+		t.Fatalf("counting GPUs: %v", err)
+	}
+	for d := 1; d < n; d++ {
+		dev, err := driver.DeviceAt(d)
+		if err != nil {
+			t.Fatalf("GPU %d: %v", d, err)
+		}
+		ctx, err := driver.NewContext(dev)
+		if err != nil {
+			t.Fatalf("GPU %d: %v", d, err)
+		}
+		t.Cleanup(func() {
+			if err := ctx.Close(); err != nil {
+				t.Errorf("closing GPU %d's context: %v", d, err)
+			}
+		})
+		ctxs = append(ctxs, ctx)
+	}
+	return ctxs
+}
+
 // SkipLine is the one line a GPU test skips with when no driver is present.
 func SkipLine(err error) string {
 	var oe *loader.OpenError
