@@ -31,6 +31,19 @@
 // goroutines, as pipeline stages of their own, or page-locked in place and
 // the registration cached for later runs ([HostMode]). HostAuto picks.
 //
+// # Several GPUs
+//
+// A [Group] runs one job over several devices of a host: each device has
+// a pipeline of its own and an issuing goroutine, and all of them take
+// chunks from one shared queue as their slots free up, so a slower or
+// busier device runs fewer chunks and the result is the one a single
+// device gives. Go memory is registered once, portable, for every device;
+// pinned buffers that a job brings must be portable
+// (driver.HostAllocOptions.Portable). [Group.StageTimes] measures the
+// group's bound with every device running each stage at once, including
+// the copies in both directions at once, which a host link shared by the
+// GPUs limits (on two H200s, 148 GB/s in all instead of 2 × 102).
+//
 // # Streaming
 //
 // [Pipeline.RunStream] takes its inputs as io.Readers and writes its
@@ -50,7 +63,11 @@
 //
 // A Pipeline runs one job at a time; concurrent Runs queue. Many pipelines
 // may share one driver.Context and run concurrently. Run binds its
-// goroutine to an OS thread while it issues. A streaming run adds reader
+// goroutine to an OS thread while it issues; on Linux the GPU backend
+// also pins that thread, for the run, to the CPUs local to the GPU (sysfs
+// local_cpulist of its PCI bus id) when they are fewer than the thread may
+// use, and restores it after; elsewhere no thread is pinned. A Group runs
+// one job at a time too, each device's issuing on a goroutine of its own. A streaming run adds reader
 // and writer goroutines for its run only; it returns after every Read and
 // Write it started has returned.
 //
@@ -72,5 +89,6 @@
 // (Slots × chunk bytes per input and per output) and nothing that grows
 // with the stream. Registered Go memory stays page-locked, and
 // reachable, until it is evicted (Config.MaxRegistered), unregistered
-// (Pipeline.Unregister) or the pipeline is closed.
+// (Pipeline.Unregister) or the pipeline is closed. A Group holds one
+// pipeline's slots per device and one registration cache for all of them.
 package pipeline
