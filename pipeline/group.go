@@ -196,6 +196,9 @@ func (g *Group) begin(job Job) ([]*plan, error) {
 		}
 		cp := *pl
 		cp.report = &Report{Backend: p.b.Name(), Mode: pl.mode, N: job.N, ChunkElems: p.cfg.ChunkElems, Chunks: pl.chunks}
+		if d == 0 {
+			cp.report.Register = pl.report.Register // the group's one registration
+		}
 		plans[d] = &cp
 	}
 	return plans, nil

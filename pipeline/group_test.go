@@ -100,11 +100,15 @@ func TestGroupSimulated(t *testing.T) {
 					st, err = g.StageTimes(context.Background(), job)
 					require.NoError(t, err)
 				}
-				_, err := g.Run(context.Background(), job) // registers, in registered mode
+				first, err := g.Run(context.Background(), job) // registers, in registered mode
 				require.NoError(t, err)
+				if tc.host == HostRegistered && !o.TimingOnly { // StageTimes registered it already
+					assert.Positive(t, first.Register, "the first run registers, and says how long it took")
+				}
 				clear(out)
 				rep, err := g.Run(context.Background(), job)
 				require.NoError(t, err)
+				assert.Zero(t, rep.Register, "the registration is cached for the next run")
 				for d, sim := range sims {
 					assert.Empty(t, sim.Hazards(), "device %d", d)
 				}
