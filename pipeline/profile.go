@@ -18,7 +18,8 @@ import (
 // Copies take Fixed + bytes / rate on their direction's copy engine; when
 // both directions move at once they share BothGBps. A kernel takes its
 // fixed cost (launch and tail, which overlaps other kernels) plus its
-// per-element work, which kernels in flight on one device share. The host
+// per-element work, which kernels in flight on one device share. A wait
+// for another stream's event holds its stream for WaitNs. The host
 // pays IssueNs for every driver call it makes, SyncNs to wake from a
 // synchronisation, Staging for its copies into and out of pinned slots
 // and RegisterMsPerGiB to page-lock memory.
@@ -36,6 +37,15 @@ type Profile struct {
 	BothGBps float64 `json:"both_gbps"`
 	// CopyEngines is how many copies run at once in each direction.
 	CopyEngines int `json:"copy_engines"`
+	// WaitNs is the device time that a stream spends on a wait for an
+	// event recorded on another stream, even one already complete: the
+	// stream's front end stops at the semaphore, so the next operation's
+	// launch is no longer pipelined behind the previous one. `overlap
+	// profile` measures it on a stream held busy by a long kernel, as the
+	// difference per call between tiny kernels with such a wait before
+	// each and tiny kernels alone. Profiles from before it was measured
+	// lack it; it is then 0 (waits cost the device nothing).
+	WaitNs float64 `json:"wait_ns,omitempty"`
 	// PageableH2DGBps and PageableD2HGBps are the blocking copies from and
 	// to pageable memory that the synchronous baseline uses.
 	PageableH2DGBps float64 `json:"pageable_h2d_gbps"`
@@ -159,7 +169,7 @@ func (p *Profile) Check() error {
 		pos("h2d.gbps", p.H2D.GBps), pos("d2h.gbps", p.D2H.GBps), pos("both_gbps", p.BothGBps),
 		pos("pageable_h2d_gbps", p.PageableH2DGBps), pos("pageable_d2h_gbps", p.PageableD2HGBps),
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
-		nonNeg("sync_ns", p.SyncNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
 	}
 	if p.CopyEngines < 1 {
 		errs = append(errs, fmt.Errorf("pipeline: profile: copy_engines is %d; at least 1", p.CopyEngines))

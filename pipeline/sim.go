@@ -1074,7 +1074,16 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 	if g == nil {
 		return nil // waiting on an event never recorded is a no-op, as in CUDA
 	}
-	return ss.enqueue(i.a, &simOp{wait: g, run: func(_ vclock, _ int, finish func()) { finish() }})
+	// The wait holds the stream for the profile's WaitNs once the event
+	// is done (see Profile.WaitNs).
+	lat := time.Duration(i.sim.prof.WaitNs)
+	return ss.enqueue(i.a, &simOp{wait: g, run: func(_ vclock, _ int, finish func()) {
+		if lat <= 0 {
+			finish()
+			return
+		}
+		h.at(h.now+lat, finish)
+	}})
 }
 
 // --- the engine's host goroutines (see hostsync.go) ---

@@ -170,6 +170,7 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 	}
 	fmt.Fprintf(w, "host: issue copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; sync %.2f us; run %.2f us; register %.1f ms/GiB\n",
 		p.IssueNs["copy"]/1e3, p.IssueNs["launch"]/1e3, p.IssueNs["record"]/1e3, p.IssueNs["wait"]/1e3, p.SyncNs/1e3, p.RunNs/1e3, p.RegisterMsPerGiB)
+	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us\n", p.WaitNs/1e3)
 	fmt.Fprint(w, "staging copies (alone / two at once in total):")
 	for _, r := range p.Staging {
 		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
@@ -275,6 +276,9 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 		return nil, err
 	}
 	if err := measureIssue(b, ks, p); err != nil {
+		return nil, err
+	}
+	if err := measureWait(b, ks, p); err != nil {
 		return nil, err
 	}
 	if err := measureHost(b, p); err != nil {
@@ -467,6 +471,100 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 	p.SyncNs = max(0, float64(best)/calls-p.IssueNs["record"])
 	p.Notes["issue"] = fmt.Sprintf("best of 3 rounds of %d calls of each kind from one goroutine; sync: an event recorded on an idle stream and waited for, less the record", calls)
 	return nil
+}
+
+// measureWait times the device's cost of a wait for another stream's event
+// (Profile.WaitNs): kernels back to back on one stream, each long enough
+// that the stream never runs dry while the host issues, alone and with a
+// wait for an event already recorded on another stream before each; the
+// difference per kernel is the wait's device time. The kernels' length
+// doubles until the device, not the host, sets the pace.
+func measureWait(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+	const n, kernelsPerLoop = 16 << 10, 20
+	st, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	other, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer other.Close()
+	var evs [3]pipeline.Event
+	for i := range evs {
+		if evs[i], err = b.NewEvent(i < 2); err != nil {
+			return err
+		}
+		defer evs[i].Close()
+	}
+	start, end, done := evs[0], evs[1], evs[2]
+	buf, err := b.AllocDevice(n * 4)
+	if err != nil {
+		return err
+	}
+	defer buf.Close()
+	iss, err := b.Issuer()
+	if err != nil {
+		return err
+	}
+	defer iss.Release()
+	if err := iss.Record(done, other); err != nil {
+		return err
+	}
+	if err := other.Synchronize(); err != nil {
+		return err
+	}
+	chunk := pipeline.Chunk{N: n, Inputs: []driver.DevicePtr{buf.Ptr()}, InBytes: []int{n * 4}, Outputs: []driver.DevicePtr{buf.Ptr()}, OutBytes: []int{n * 4}}
+	// loop returns the device time of the kernels and the host's time to
+	// issue them.
+	loop := func(k *pipeline.Kernel, wait bool) (device, host time.Duration, err error) {
+		// A first kernel keeps the stream busy while the rest is issued;
+		// the timing starts when it ends.
+		t0 := pipeline.Now(b)
+		if err := iss.Launch(st, k, chunk); err != nil {
+			return 0, 0, err
+		}
+		if err := iss.Record(start, st); err != nil {
+			return 0, 0, err
+		}
+		for i := 0; i < kernelsPerLoop; i++ {
+			if wait {
+				if err := iss.Wait(st, done); err != nil {
+					return 0, 0, err
+				}
+			}
+			if err := iss.Launch(st, k, chunk); err != nil {
+				return 0, 0, err
+			}
+		}
+		if err := iss.Record(end, st); err != nil {
+			return 0, 0, err
+		}
+		host = pipeline.Now(b) - t0
+		if err := st.Synchronize(); err != nil {
+			return 0, 0, err
+		}
+		device, err = start.Elapsed(end)
+		return device, host, err
+	}
+	for iters := 100; ; iters *= 2 {
+		k := ks.kernel(kernels.Seed, float64(iters))
+		alone, _, err := loop(k, false)
+		if err != nil {
+			return fmt.Errorf("timing waits: %w", err)
+		}
+		waited, host, err := loop(k, true)
+		if err != nil {
+			return fmt.Errorf("timing waits: %w", err)
+		}
+		if alone < 2*host && iters < 1<<16 {
+			continue
+		}
+		p.WaitNs = max(0, float64(waited-alone)/kernelsPerLoop)
+		p.Notes["wait"] = fmt.Sprintf("%d seed kernels of %d elements at %d iterations back to back on one stream, each %v of device time, alone and with a wait before each for an event already recorded on another stream: the difference per kernel", kernelsPerLoop, n, iters, alone/kernelsPerLoop)
+		return nil
+	}
 }
 
 // both runs f and g at once, each on a goroutine of its own (on the

@@ -76,6 +76,7 @@ func TestProfileSimEndToEnd(t *testing.T) {
 		near("issue_ns."+k, got.IssueNs[k], want.IssueNs[k])
 	}
 	near("sync_ns", got.SyncNs, want.SyncNs)
+	near("wait_ns", got.WaitNs, want.WaitNs)
 	near("run_ns", got.RunNs, want.RunNs)
 	near("register_ms_per_gib", got.RegisterMsPerGiB, want.RegisterMsPerGiB)
 	for _, r := range want.Staging {
@@ -109,6 +110,24 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	assert.Len(t, modes, 6, "every host mode for seed and saxpy: %v", modes)
 	assert.Regexp(t, `median \|error\| [0-9.]+%, worst [0-9.]+% \(`, stdout)
 	assert.Contains(t, stdout, "every element of every configuration verified [simulated]")
+}
+
+// TestMeasureWait guards issue 11's device wait cost: overlap profile
+// gives back the wait_ns that a simulated device runs on, whatever it is
+// (0 in the built-in profile, which predates it).
+func TestMeasureWait(t *testing.T) {
+	if raceEnabled {
+		t.Skip("computes seed kernels of thousands of iterations on the CPU")
+	}
+	for _, waitNs := range []float64{0, 2500, 9000} {
+		truth := pipeline.BuiltinProfile()
+		truth.WaitNs = waitNs
+		sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+		got := &pipeline.Profile{Notes: map[string]string{}}
+		require.NoError(t, measureWait(sim, kernelSet{}, got))
+		assert.InDelta(t, waitNs, got.WaitNs, 1, "wait_ns")
+		assert.Contains(t, got.Notes["wait"], "back to back on one stream")
+	}
 }
 
 func TestProfileFlags(t *testing.T) {
