@@ -104,8 +104,8 @@ func predictRun4(t *testing.T, prof *Profile, r run4Row) time.Duration {
 // profile that `overlap profile` measured on the H200, the simulator
 // predicts the 26 configurations measured in that same run.
 func TestPredictsH200Run4(t *testing.T) {
-	if testing.Short() {
-		t.Skip("26 timing-only simulations of 128M-element jobs")
+	if testing.Short() || raceEnabled {
+		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
 	}
 	prof, err := ReadProfile("testdata/h200-run4.json")
 	require.NoError(t, err)
