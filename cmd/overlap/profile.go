@@ -419,7 +419,10 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 		return err
 	}
 	defer host.Close()
-	regMem := make([]byte, 4096)
+	// Registered memory of whole pages of its own (Go gives an allocation
+	// this large a span of its own), so that it shares no page with
+	// memory registered later.
+	regMem := make([]byte, 64<<10)
 	reg, err := b.Register(regMem)
 	if err != nil {
 		return err
