@@ -18,7 +18,8 @@ import (
 // Copies take Fixed + bytes / rate on their direction's copy engine; when
 // both directions move at once they share BothGBps. A kernel takes its
 // fixed cost (launch and tail, which overlaps other kernels) plus its
-// per-element work, which kernels in flight on one device share. The host
+// per-element work, which kernels in flight on one device share. A wait
+// for another stream's event holds its stream for WaitNs. The host
 // pays IssueNs for every driver call it makes, SyncNs to wake from a
 // synchronisation, Staging for its copies into and out of pinned slots
 // and RegisterMsPerGiB to page-lock memory.
@@ -36,6 +37,15 @@ type Profile struct {
 	BothGBps float64 `json:"both_gbps"`
 	// CopyEngines is how many copies run at once in each direction.
 	CopyEngines int `json:"copy_engines"`
+	// WaitNs is the device time that a stream spends on a wait for an
+	// event recorded on another stream, even one already complete: the
+	// stream's front end stops at the semaphore, so the next operation's
+	// launch is no longer pipelined behind the previous one. `overlap
+	// profile` measures it on a stream held busy by a long kernel, as the
+	// difference per call between tiny kernels with such a wait before
+	// each and tiny kernels alone. Profiles from before it was measured
+	// lack it; it is then 0 (waits cost the device nothing).
+	WaitNs float64 `json:"wait_ns,omitempty"`
 	// PageableH2DGBps and PageableD2HGBps are the blocking copies from and
 	// to pageable memory that the synchronous baseline uses.
 	PageableH2DGBps float64 `json:"pageable_h2d_gbps"`
@@ -45,8 +55,19 @@ type Profile struct {
 	Kernels map[string]KernelCost `json:"kernels"`
 
 	// IssueNs is the host's cost per driver call, by kind: "copy",
-	// "launch", "record", "wait".
+	// "launch", "record", "wait", each measured in a loop of calls of that
+	// kind alone, and "copy_registered", a copy from registered rather
+	// than pinned host memory (profiles from before it was measured lack
+	// it; a copy from registered memory then costs a "copy").
 	IssueNs map[string]float64 `json:"issue_ns"`
+	// IssueSequenceNs is the host's time to issue one chunk's calls in a
+	// steady loop, as the engine issues them for one input and one output
+	// in pinned memory on three streams: 4 waits, 2 copies, a launch and 3
+	// records. Calls in that mix may cost the host more or less than the
+	// same calls of one kind in a row; the simulator scales every call's
+	// IssueNs by IssueSequenceNs over the sum of those 10 calls' IssueNs.
+	// Profiles from before it was measured lack it (0): no scaling.
+	IssueSequenceNs float64 `json:"issue_sequence_ns,omitempty"`
 	// SyncNs is the host's cost to return from a synchronisation whose
 	// work is done.
 	SyncNs float64 `json:"sync_ns"`
@@ -159,7 +180,7 @@ func (p *Profile) Check() error {
 		pos("h2d.gbps", p.H2D.GBps), pos("d2h.gbps", p.D2H.GBps), pos("both_gbps", p.BothGBps),
 		pos("pageable_h2d_gbps", p.PageableH2DGBps), pos("pageable_d2h_gbps", p.PageableD2HGBps),
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
-		nonNeg("sync_ns", p.SyncNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
 	}
 	if p.CopyEngines < 1 {
 		errs = append(errs, fmt.Errorf("pipeline: profile: copy_engines is %d; at least 1", p.CopyEngines))
@@ -195,7 +216,34 @@ func (p *Profile) Check() error {
 	return nil
 }
 
-var issueKinds = []string{"copy", "launch", "record", "wait"}
+var issueKinds = []string{"copy", "copy_registered", "launch", "record", "wait"}
+
+// IssueSequence is the calls of one chunk that Profile.IssueSequenceNs
+// times, by kind.
+var IssueSequence = map[string]int{"wait": 4, "copy": 2, "launch": 1, "record": 3}
+
+// issueCost is the host's cost of a driver call of kind in a run: its
+// cost alone, scaled to the steady mix of a run's calls.
+func (p *Profile) issueCost(kind string) time.Duration {
+	c, ok := p.IssueNs[kind]
+	if !ok && kind == "copy_registered" {
+		c = p.IssueNs["copy"]
+	}
+	return time.Duration(c * p.issueScale())
+}
+
+// issueScale is IssueSequenceNs over the sum of IssueNs for the same
+// calls, or 1 when the profile lacks it.
+func (p *Profile) issueScale() float64 {
+	var sum float64
+	for kind, n := range IssueSequence {
+		sum += float64(n) * p.IssueNs[kind]
+	}
+	if p.IssueSequenceNs <= 0 || sum <= 0 {
+		return 1
+	}
+	return p.IssueSequenceNs / sum
+}
 
 // Write writes the profile as indented JSON.
 func (p *Profile) Write(path string) error {

@@ -870,11 +870,16 @@ func (i *simIssuer) stream(st Stream) (*simStream, error) {
 
 // issue charges the call's host cost and injects faults. h.mu held.
 func (i *simIssuer) issue(kind string) error {
+	return i.issueAs(kind, kind)
+}
+
+// issueAs is issue for a call that the profile prices as cost. h.mu held.
+func (i *simIssuer) issueAs(kind, cost string) error {
 	s := i.sim
 	if err := s.tick(kind); err != nil {
 		return err
 	}
-	i.sim.host.spend(i.a, time.Duration(s.prof.IssueNs[kind]))
+	i.sim.host.spend(i.a, s.prof.issueCost(cost))
 	return nil
 }
 
@@ -908,7 +913,11 @@ func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, ho
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := i.issue("copy"); err != nil {
+	costKind := "copy"
+	if m.kind == "registered" {
+		costKind = "copy_registered"
+	}
+	if err := i.issueAs("copy", costKind); err != nil {
 		return err
 	}
 	dir, cost := actD2H, s.prof.D2H
@@ -1074,7 +1083,16 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 	if g == nil {
 		return nil // waiting on an event never recorded is a no-op, as in CUDA
 	}
-	return ss.enqueue(i.a, &simOp{wait: g, run: func(_ vclock, _ int, finish func()) { finish() }})
+	// The wait holds the stream for the profile's WaitNs once the event
+	// is done (see Profile.WaitNs).
+	lat := time.Duration(i.sim.prof.WaitNs)
+	return ss.enqueue(i.a, &simOp{wait: g, run: func(_ vclock, _ int, finish func()) {
+		if lat <= 0 {
+			finish()
+			return
+		}
+		h.at(h.now+lat, finish)
+	}})
 }
 
 // --- the engine's host goroutines (see hostsync.go) ---

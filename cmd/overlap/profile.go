@@ -170,6 +170,8 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 	}
 	fmt.Fprintf(w, "host: issue copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; sync %.2f us; run %.2f us; register %.1f ms/GiB\n",
 		p.IssueNs["copy"]/1e3, p.IssueNs["launch"]/1e3, p.IssueNs["record"]/1e3, p.IssueNs["wait"]/1e3, p.SyncNs/1e3, p.RunNs/1e3, p.RegisterMsPerGiB)
+	fmt.Fprintf(w, "host: a copy from registered memory %.2f us; one chunk's 10 calls in a steady loop %.2f us\n", p.IssueNs["copy_registered"]/1e3, p.IssueSequenceNs/1e3)
+	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us\n", p.WaitNs/1e3)
 	fmt.Fprint(w, "staging copies (alone / two at once in total):")
 	for _, r := range p.Staging {
 		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
@@ -275,6 +277,9 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 		return nil, err
 	}
 	if err := measureIssue(b, ks, p); err != nil {
+		return nil, err
+	}
+	if err := measureWait(b, ks, p); err != nil {
 		return nil, err
 	}
 	if err := measureHost(b, p); err != nil {
@@ -414,6 +419,15 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 		return err
 	}
 	defer host.Close()
+	// Registered memory of whole pages of its own (Go gives an allocation
+	// this large a span of its own), so that it shares no page with
+	// memory registered later.
+	regMem := make([]byte, 64<<10)
+	reg, err := b.Register(regMem)
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
 	iss, err := b.Issuer()
 	if err != nil {
 		return err
@@ -429,6 +443,7 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 		{"record", func() error { return iss.Record(ev, st) }},
 		{"wait", func() error { return iss.Wait(st, ev) }},
 		{"copy", func() error { return iss.CopyToDevice(st, dev, 0, host, 0, 4) }},
+		{"copy_registered", func() error { return iss.CopyToDevice(st, dev, 0, reg, 0, 4) }},
 		{"launch", func() error { return iss.Launch(st, k, chunk) }},
 	}
 	for _, kd := range kinds {
@@ -465,8 +480,219 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 		best = min(best, pipeline.Now(b)-t0)
 	}
 	p.SyncNs = max(0, float64(best)/calls-p.IssueNs["record"])
-	p.Notes["issue"] = fmt.Sprintf("best of 3 rounds of %d calls of each kind from one goroutine; sync: an event recorded on an idle stream and waited for, less the record", calls)
+	p.Notes["issue"] = fmt.Sprintf("best of 3 rounds of %d calls of each kind from one goroutine (copy_registered: from registered Go memory); sync: an event recorded on an idle stream and waited for, less the record", calls)
+	runtime.KeepAlive(regMem)
+	return measureSequence(b, iss, k, p)
+}
+
+// measureSequence times the host's calls for one chunk in a steady loop,
+// in the engine's order (Profile.IssueSequenceNs): per chunk, on two slots
+// of tiny buffers and three streams, a wait for the slot's kernel, the H2D
+// copy and its record; two waits (the H2D, the slot's last D2H), the
+// launch and its record; a wait for the kernel, the D2H copy and its
+// record.
+func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, p *pipeline.Profile) error {
+	const slots, chunks, warm = 2, 200, 2
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	var streams [3]pipeline.Stream // H2D, compute, D2H
+	for i := range streams {
+		st, err := b.NewStream()
+		if err != nil {
+			return err
+		}
+		closers = append(closers, st.Close)
+		streams[i] = st
+	}
+	var events [3][slots]pipeline.Event // H2D done, kernel done, D2H done
+	var din, dout [slots]pipeline.DeviceMem
+	for s := 0; s < slots; s++ {
+		for e := range events {
+			ev, err := b.NewEvent(false)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, ev.Close)
+			events[e][s] = ev
+		}
+		for _, d := range []*pipeline.DeviceMem{&din[s], &dout[s]} {
+			m, err := b.AllocDevice(4)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, m.Close)
+			*d = m
+		}
+	}
+	in, err := b.AllocPinned(4)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, in.Close)
+	out, err := b.AllocPinned(4)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, out.Close)
+	h2d, comp, d2h := streams[0], streams[1], streams[2]
+	h2dDone, compDone, d2hDone := events[0], events[1], events[2]
+	chunk := func(i int) error {
+		s := i % slots
+		if i >= slots {
+			if err := iss.Wait(h2d, compDone[s]); err != nil {
+				return err
+			}
+		}
+		if err := iss.CopyToDevice(h2d, din[s], 0, in, 0, 4); err != nil {
+			return err
+		}
+		if err := iss.Record(h2dDone[s], h2d); err != nil {
+			return err
+		}
+		if err := iss.Wait(comp, h2dDone[s]); err != nil {
+			return err
+		}
+		if i >= slots {
+			if err := iss.Wait(comp, d2hDone[s]); err != nil {
+				return err
+			}
+		}
+		c := pipeline.Chunk{Index: i, N: 1, Inputs: []driver.DevicePtr{din[s].Ptr()}, InBytes: []int{4}, Outputs: []driver.DevicePtr{dout[s].Ptr()}, OutBytes: []int{4}}
+		if err := iss.Launch(comp, k, c); err != nil {
+			return err
+		}
+		if err := iss.Record(compDone[s], comp); err != nil {
+			return err
+		}
+		if err := iss.Wait(d2h, compDone[s]); err != nil {
+			return err
+		}
+		if err := iss.CopyToHost(d2h, out, 0, dout[s], 0, 4); err != nil {
+			return err
+		}
+		return iss.Record(d2hDone[s], d2h)
+	}
+	best := time.Duration(math.MaxInt64)
+	for rep := 0; rep < 3; rep++ {
+		for i := 0; i < warm; i++ {
+			if err := chunk(i); err != nil {
+				return fmt.Errorf("timing a chunk's calls: %w", err)
+			}
+		}
+		t0 := pipeline.Now(b)
+		for i := warm; i < chunks; i++ {
+			if err := chunk(i); err != nil {
+				return fmt.Errorf("timing a chunk's calls: %w", err)
+			}
+		}
+		best = min(best, pipeline.Now(b)-t0)
+		for _, st := range streams {
+			if err := st.Synchronize(); err != nil {
+				return err
+			}
+		}
+	}
+	p.IssueSequenceNs = float64(best) / (chunks - warm)
+	p.Notes["issue_sequence"] = fmt.Sprintf("best of 3 rounds of %d chunks' calls in the engine's order (4 waits, 2 copies of 4 bytes, a one-element launch, 3 records each) on three streams and two slots, from one goroutine", chunks-warm)
 	return nil
+}
+
+// measureWait times the device's cost of a wait for another stream's event
+// (Profile.WaitNs): kernels back to back on one stream, each long enough
+// that the stream never runs dry while the host issues, alone and with a
+// wait for an event already recorded on another stream before each; the
+// difference per kernel is the wait's device time. The kernels' length
+// doubles until the device, not the host, sets the pace.
+func measureWait(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+	const n, kernelsPerLoop = 16 << 10, 20
+	st, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	other, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer other.Close()
+	var evs [3]pipeline.Event
+	for i := range evs {
+		if evs[i], err = b.NewEvent(i < 2); err != nil {
+			return err
+		}
+		defer evs[i].Close()
+	}
+	start, end, done := evs[0], evs[1], evs[2]
+	buf, err := b.AllocDevice(n * 4)
+	if err != nil {
+		return err
+	}
+	defer buf.Close()
+	iss, err := b.Issuer()
+	if err != nil {
+		return err
+	}
+	defer iss.Release()
+	if err := iss.Record(done, other); err != nil {
+		return err
+	}
+	if err := other.Synchronize(); err != nil {
+		return err
+	}
+	chunk := pipeline.Chunk{N: n, Inputs: []driver.DevicePtr{buf.Ptr()}, InBytes: []int{n * 4}, Outputs: []driver.DevicePtr{buf.Ptr()}, OutBytes: []int{n * 4}}
+	// loop returns the device time of the kernels and the host's time to
+	// issue them.
+	loop := func(k *pipeline.Kernel, wait bool) (device, host time.Duration, err error) {
+		// A first kernel keeps the stream busy while the rest is issued;
+		// the timing starts when it ends.
+		t0 := pipeline.Now(b)
+		if err := iss.Launch(st, k, chunk); err != nil {
+			return 0, 0, err
+		}
+		if err := iss.Record(start, st); err != nil {
+			return 0, 0, err
+		}
+		for i := 0; i < kernelsPerLoop; i++ {
+			if wait {
+				if err := iss.Wait(st, done); err != nil {
+					return 0, 0, err
+				}
+			}
+			if err := iss.Launch(st, k, chunk); err != nil {
+				return 0, 0, err
+			}
+		}
+		if err := iss.Record(end, st); err != nil {
+			return 0, 0, err
+		}
+		host = pipeline.Now(b) - t0
+		if err := st.Synchronize(); err != nil {
+			return 0, 0, err
+		}
+		device, err = start.Elapsed(end)
+		return device, host, err
+	}
+	for iters := 100; ; iters *= 2 {
+		k := ks.kernel(kernels.Seed, float64(iters))
+		alone, _, err := loop(k, false)
+		if err != nil {
+			return fmt.Errorf("timing waits: %w", err)
+		}
+		waited, host, err := loop(k, true)
+		if err != nil {
+			return fmt.Errorf("timing waits: %w", err)
+		}
+		if alone < 2*host && iters < 1<<16 {
+			continue
+		}
+		p.WaitNs = max(0, float64(waited-alone)/kernelsPerLoop)
+		p.Notes["wait"] = fmt.Sprintf("%d seed kernels of %d elements at %d iterations back to back on one stream, each %v of device time, alone and with a wait before each for an event already recorded on another stream: the difference per kernel", kernelsPerLoop, n, iters, alone/kernelsPerLoop)
+		return nil
+	}
 }
 
 // both runs f and g at once, each on a goroutine of its own (on the

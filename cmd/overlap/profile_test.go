@@ -75,7 +75,16 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	for _, k := range []string{"copy", "launch", "record", "wait"} {
 		near("issue_ns."+k, got.IssueNs[k], want.IssueNs[k])
 	}
+	// The built-in profile predates these two: a copy from registered
+	// memory costs a copy, and a chunk's calls cost the sum of theirs.
+	near("issue_ns.copy_registered", got.IssueNs["copy_registered"], want.IssueNs["copy"])
+	var seq float64
+	for k, n := range pipeline.IssueSequence {
+		seq += float64(n) * want.IssueNs[k]
+	}
+	near("issue_sequence_ns", got.IssueSequenceNs, seq)
 	near("sync_ns", got.SyncNs, want.SyncNs)
+	near("wait_ns", got.WaitNs, want.WaitNs)
 	near("run_ns", got.RunNs, want.RunNs)
 	near("register_ms_per_gib", got.RegisterMsPerGiB, want.RegisterMsPerGiB)
 	for _, r := range want.Staging {
@@ -109,6 +118,48 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	assert.Len(t, modes, 6, "every host mode for seed and saxpy: %v", modes)
 	assert.Regexp(t, `median \|error\| [0-9.]+%, worst [0-9.]+% \(`, stdout)
 	assert.Contains(t, stdout, "every element of every configuration verified [simulated]")
+}
+
+// TestMeasureWait guards issue 11's device wait cost: overlap profile
+// gives back the wait_ns that a simulated device runs on, whatever it is
+// (0 in the built-in profile, which predates it).
+func TestMeasureWait(t *testing.T) {
+	if raceEnabled {
+		t.Skip("computes seed kernels of thousands of iterations on the CPU")
+	}
+	for _, waitNs := range []float64{0, 2500, 9000} {
+		truth := pipeline.BuiltinProfile()
+		truth.WaitNs = waitNs
+		sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+		got := &pipeline.Profile{Notes: map[string]string{}}
+		require.NoError(t, measureWait(sim, kernelSet{}, got))
+		assert.InDelta(t, waitNs, got.WaitNs, 1, "wait_ns")
+		assert.Contains(t, got.Notes["wait"], "back to back on one stream")
+	}
+}
+
+// TestMeasureIssue guards issue 11's host costs in a run: overlap profile
+// gives back the copy cost from registered memory and a chunk's calls in a
+// steady loop that a simulated device runs on. The simulator charges
+// every call at its cost alone scaled by the sequence's ratio, so the
+// calls measured alone come back scaled and the sequence as it is.
+func TestMeasureIssue(t *testing.T) {
+	truth := pipeline.BuiltinProfile()
+	truth.IssueNs["copy_registered"] = 5000
+	var sum float64
+	for k, n := range pipeline.IssueSequence {
+		sum += float64(n) * truth.IssueNs[k]
+	}
+	truth.IssueSequenceNs = 0.7 * sum
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+	got := &pipeline.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
+	require.NoError(t, measureIssue(sim, kernelSet{}, got))
+	for _, k := range []string{"copy", "copy_registered", "launch", "record", "wait"} {
+		// The clock counts whole nanoseconds per call.
+		assert.InDelta(t, 0.7*truth.IssueNs[k], got.IssueNs[k], 1, k)
+	}
+	assert.InDelta(t, truth.IssueSequenceNs, got.IssueSequenceNs, 10, "issue_sequence_ns")
+	assert.Contains(t, got.Notes["issue_sequence"], "in the engine's order")
 }
 
 func TestProfileFlags(t *testing.T) {
