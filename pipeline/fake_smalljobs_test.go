@@ -47,5 +47,10 @@ func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
 	// the issuer. The chunk's slices, the argument slab, the stream list
 	// of the drain, the host-clock map and the cancellation watch (for a
 	// context that cannot be cancelled) are no longer made per job.
+	if raceEnabled {
+		// The race detector allocates, and sync.Pool drops items at random.
+		t.Logf("allocations per small job under the race detector: %.1f", allocs)
+		return
+	}
 	assert.LessOrEqual(t, allocs, 9.0, "allocations per small job")
 }
