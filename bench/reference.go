@@ -28,6 +28,8 @@ type Reference struct {
 	Pipeline string // path of the pipeline binary
 	Launch   string // path of the launch/bandwidth binary
 	Multi    string // path of the multi-GPU pipeline binary
+	// SmallJobs is the path of the small-jobs binary (smalljobs.cu).
+	SmallJobs string
 }
 
 // BuildReference writes the reference sources into dir and compiles them
@@ -59,8 +61,10 @@ func BuildReference(ctx context.Context, dir, arch string) (*Reference, error) {
 			return nil, err
 		}
 	}
-	r := &Reference{Dir: dir, Pipeline: filepath.Join(dir, "pipeline"), Launch: filepath.Join(dir, "launch"), Multi: filepath.Join(dir, "multi")}
-	for _, b := range []struct{ out, src, lib string }{{r.Pipeline, "pipeline.cu", ""}, {r.Launch, "launch.cu", "-lcuda"}, {r.Multi, "multi.cu", ""}} {
+	r := &Reference{Dir: dir, Pipeline: filepath.Join(dir, "pipeline"), Launch: filepath.Join(dir, "launch"), Multi: filepath.Join(dir, "multi"),
+		SmallJobs: filepath.Join(dir, "smalljobs")}
+	for _, b := range []struct{ out, src, lib string }{{r.Pipeline, "pipeline.cu", ""}, {r.Launch, "launch.cu", "-lcuda"}, {r.Multi, "multi.cu", ""},
+		{r.SmallJobs, "smalljobs.cu", ""}} {
 		args := []string{"-O3", "-arch=" + arch, "-o", b.out, filepath.Join(refDir, b.src)}
 		if b.lib != "" {
 			args = append(args, b.lib)
@@ -195,4 +199,69 @@ func ParseMultiOutput(out []byte) (RefMulti, error) {
 		return m, fmt.Errorf("bench: no result in the multi-GPU reference's output:\n%s", out)
 	}
 	return m, nil
+}
+
+// RefSmallJobs is one cell of the small-jobs reference: Workers host
+// threads, each with its own stream, running jobs of Elems elements (H2D,
+// seed kernel, D2H, stream synchronise) back to back.
+type RefSmallJobs struct {
+	Wait           string
+	Elems, Workers int
+	Iters          int
+	Jobs           int
+	Seconds        float64
+	JobsPerSec     float64
+	P50us, P99us   float64
+	CPUusPerJob    float64
+	Mismatches     int
+}
+
+// RunSmallJobs runs the small-jobs reference in wait mode wait (spin,
+// yield, block, auto or default), for seconds per cell, or at most maxJobs
+// jobs per worker when maxJobs > 0, over every size and worker count, and
+// parses its report.
+func (r *Reference) RunSmallJobs(ctx context.Context, wait string, iters int, seconds float64, maxJobs int, sizes, workers []int) ([]RefSmallJobs, error) {
+	list := func(xs []int) string {
+		var s []string
+		for _, x := range xs {
+			s = append(s, strconv.Itoa(x))
+		}
+		return strings.Join(s, ",")
+	}
+	args := []string{strconv.Itoa(iters), strconv.FormatFloat(seconds, 'f', -1, 64), wait, strconv.Itoa(maxJobs), list(sizes), list(workers)}
+	out, err := exec.CommandContext(ctx, r.SmallJobs, args...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("bench: small-jobs reference: %v\n%s", err, out)
+	}
+	return ParseSmallJobsOutput(out)
+}
+
+// ParseSmallJobsOutput reads the small-jobs reference's "smalljobs" lines.
+// A line without a positive job rate is an error.
+func ParseSmallJobsOutput(out []byte) ([]RefSmallJobs, error) {
+	var res []RefSmallJobs
+	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "smalljobs" {
+			continue
+		}
+		kv := map[string]string{}
+		for _, x := range f[1:] {
+			if k, v, ok := strings.Cut(x, "="); ok {
+				kv[k] = v
+			}
+		}
+		num := func(k string) float64 { v, _ := strconv.ParseFloat(kv[k], 64); return v }
+		c := RefSmallJobs{Wait: kv["wait"], Elems: int(num("elems")), Workers: int(num("workers")), Iters: int(num("iters")),
+			Jobs: int(num("jobs")), Seconds: num("seconds"), JobsPerSec: num("jobs_per_s"), P50us: num("p50_us"), P99us: num("p99_us"),
+			CPUusPerJob: num("cpu_us_per_job"), Mismatches: int(num("mismatches"))}
+		if c.JobsPerSec <= 0 || c.Elems <= 0 || c.Workers <= 0 {
+			return nil, fmt.Errorf("bench: small-jobs reference: bad line %q", line)
+		}
+		res = append(res, c)
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("bench: no result in the small-jobs reference's output:\n%s", out)
+	}
+	return res, nil
 }

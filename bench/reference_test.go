@@ -46,6 +46,28 @@ func TestParseMultiOutput(t *testing.T) {
 	assert.ErrorContains(t, err, "no result")
 }
 
+// smallJobsSample is the shape of the small-jobs reference's output (the
+// figures are made up), with a warning line from the runtime to skip.
+const smallJobsSample = `smalljobs wait=block elems=4096 workers=1 iters=100 jobs=20481 seconds=0.5001 jobs_per_s=40954.2 p50_us=23.10 p99_us=31.75 cpu_us_per_job=9.412 mismatches=0
+note: something the runtime printed
+smalljobs wait=block elems=1048576 workers=16 iters=100 jobs=3012 seconds=0.5123 jobs_per_s=5879.4 p50_us=2701.00 p99_us=3105.50 cpu_us_per_job=21.000 mismatches=3
+`
+
+// TestParseSmallJobsOutput guards issue 14: each cell's line is read in
+// full, and output without a cell, or a cell without a rate, is an error.
+func TestParseSmallJobsOutput(t *testing.T) {
+	res, err := ParseSmallJobsOutput([]byte(smallJobsSample))
+	require.NoError(t, err)
+	assert.Equal(t, []RefSmallJobs{
+		{Wait: "block", Elems: 4096, Workers: 1, Iters: 100, Jobs: 20481, Seconds: 0.5001, JobsPerSec: 40954.2, P50us: 23.10, P99us: 31.75, CPUusPerJob: 9.412},
+		{Wait: "block", Elems: 1 << 20, Workers: 16, Iters: 100, Jobs: 3012, Seconds: 0.5123, JobsPerSec: 5879.4, P50us: 2701, P99us: 3105.5, CPUusPerJob: 21, Mismatches: 3},
+	}, res)
+	_, err = ParseSmallJobsOutput([]byte("note: nothing\n"))
+	assert.ErrorContains(t, err, "no result")
+	_, err = ParseSmallJobsOutput([]byte("smalljobs wait=spin elems=4096 workers=1 jobs_per_s=0\n"))
+	assert.ErrorContains(t, err, "bad line")
+}
+
 func TestBuildReferenceWithoutNVCC(t *testing.T) {
 	if _, err := exec.LookPath("nvcc"); err == nil {
 		t.Skip("nvcc is present; the GPU run builds the reference for real")
@@ -55,7 +77,7 @@ func TestBuildReferenceWithoutNVCC(t *testing.T) {
 }
 
 func TestEmbeddedReferenceSources(t *testing.T) {
-	for _, name := range []string{"reference/pipeline.cu", "reference/launch.cu", "reference/multi.cu", "reference/common.h"} {
+	for _, name := range []string{"reference/pipeline.cu", "reference/launch.cu", "reference/multi.cu", "reference/smalljobs.cu", "reference/common.h"} {
 		b, err := referenceFiles.ReadFile(name)
 		require.NoError(t, err, name)
 		assert.NotEmpty(t, b)

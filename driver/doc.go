@@ -44,6 +44,15 @@
 // An [Args] must not be changed while another goroutine uses it; launching
 // one Args from several goroutines at once is safe.
 //
+// How a thread waits in Synchronize is the primary context's choice, set
+// when the context is created: [NewContextWith] with [ContextOptions].Wait
+// spins (lowest latency, a core busy for the whole wait), yields, or blocks
+// on the driver (no CPU time, a wake-up's latency). The zero value keeps
+// the driver's default, which spins while the process has fewer active
+// contexts than CPUs. The mode is per device and process: a second Context
+// asking for another mode while the first is open gets ErrWaitMode.
+// overlap bench --small-jobs --wait all measures the trade-off.
+//
 // # Memory
 //
 // Asynchronous copies take [HostMemory]: pinned memory ([HostBuffer]) or Go

@@ -19,6 +19,8 @@ const (
 	symDeviceGetPCIBusId
 	symDevicePrimaryCtxRetain
 	symDevicePrimaryCtxRelease
+	symDevicePrimaryCtxGetState
+	symDevicePrimaryCtxSetFlags
 	symCtxSetCurrent
 	symCtxGetCurrent
 	symCtxSynchronize
@@ -83,6 +85,8 @@ var symbols = [numSymbols]symbol{
 	symDeviceGetPCIBusId:        {loader.Symbol{Name: "cuDeviceGetPCIBusId", Version: 4010, Export: "cuDeviceGetPCIBusId"}, 3},
 	symDevicePrimaryCtxRetain:   {loader.Symbol{Name: "cuDevicePrimaryCtxRetain", Version: 7000, Export: "cuDevicePrimaryCtxRetain"}, 2},
 	symDevicePrimaryCtxRelease:  {loader.Symbol{Name: "cuDevicePrimaryCtxRelease", Version: 11000, Export: "cuDevicePrimaryCtxRelease_v2"}, 1},
+	symDevicePrimaryCtxGetState: {loader.Symbol{Name: "cuDevicePrimaryCtxGetState", Version: 7000, Export: "cuDevicePrimaryCtxGetState"}, 3},
+	symDevicePrimaryCtxSetFlags: {loader.Symbol{Name: "cuDevicePrimaryCtxSetFlags", Version: 11000, Export: "cuDevicePrimaryCtxSetFlags_v2"}, 2},
 	symCtxSetCurrent:            {loader.Symbol{Name: "cuCtxSetCurrent", Version: 4000, Export: "cuCtxSetCurrent"}, 1},
 	symCtxGetCurrent:            {loader.Symbol{Name: "cuCtxGetCurrent", Version: 4000, Export: "cuCtxGetCurrent"}, 1},
 	symCtxSynchronize:           {loader.Symbol{Name: "cuCtxSynchronize", Version: 2000, Export: "cuCtxSynchronize"}, 0},

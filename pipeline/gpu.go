@@ -18,6 +18,8 @@ type gpuBackend struct {
 	// local are the CPUs local to the GPU (Linux), where its issuing
 	// thread runs; nil when unknown.
 	local []int
+	// args holds argument slabs between runs, so that a run allocates none.
+	args sync.Pool
 }
 
 // GPU returns the backend for a driver context. The context stays owned by
@@ -133,6 +135,7 @@ func (g *gpuBackend) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
 
 // gpuIssuer issues on a goroutine bound to the context's OS thread.
 type gpuIssuer struct {
+	g    *gpuBackend
 	ctx  *driver.Context
 	b    *driver.Bound
 	args *driver.Args
@@ -148,7 +151,11 @@ func (g *gpuBackend) Issuer() (Issuer, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := &gpuIssuer{ctx: g.ctx, b: b, args: driver.NewArgs()}
+	args, _ := g.args.Get().(*driver.Args)
+	if args == nil {
+		args = driver.NewArgs()
+	}
+	i := &gpuIssuer{g: g, ctx: g.ctx, b: b, args: args}
 	i.restore = pinToLocal(g.local)
 	return i, nil
 }
@@ -243,6 +250,12 @@ func (i *gpuIssuer) Release() {
 		i.restore = nil
 	}
 	i.b.Release()
+	if i.args != nil {
+		// Every launch has copied its arguments (cuLaunchKernel does).
+		i.args.Reset()
+		i.g.args.Put(i.args)
+		i.args = nil
+	}
 }
 
 // parallelCopy copies src into dst with up to GOMAXPROCS goroutines, each

@@ -111,6 +111,9 @@ type Pipeline struct {
 	compDone []Event
 	d2hDone  []Event
 	timers   []Event // timing events, grown on demand
+	// chunk describes the chunk being launched; issue reuses its slices
+	// from run to run. p.mu held.
+	chunk Chunk
 
 	regs     map[regKey]*regEntry
 	regBytes int64

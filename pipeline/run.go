@@ -88,9 +88,9 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 	pl.chunks = (job.N + p.cfg.ChunkElems - 1) / p.cfg.ChunkElems
 	pl.report.Chunks = pl.chunks
 	allPinned := true
-	for _, b := range append(append([]Buffer(nil), job.Inputs...), job.Outputs...) {
-		if b.Pinned == nil {
-			allPinned = false
+	for _, bufs := range [2][]Buffer{job.Inputs, job.Outputs} {
+		for _, b := range bufs {
+			allPinned = allPinned && b.Pinned != nil
 		}
 	}
 	if mode == HostPinned && !allPinned {
@@ -265,7 +265,10 @@ type runState struct {
 }
 
 func newRunState(p *Pipeline) *runState {
-	rs := &runState{hs: trackerOf(p.b), toks: map[*int][]hostToken{}, clock: p.now}
+	rs := &runState{hs: trackerOf(p.b), clock: p.now}
+	if rs.hs != nil {
+		rs.toks = map[*int][]hostToken{}
+	}
 	rs.cond = sync.NewCond(&rs.mu)
 	return rs
 }
@@ -366,8 +369,10 @@ func (p *Pipeline) chunkBounds(pl *plan, c int) (off, n int) {
 // a stage-in and a stage-out goroutine.
 func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	rs := newRunState(p)
-	stopWatch := context.AfterFunc(ctx, func() { rs.fail(ctx.Err()) })
-	defer stopWatch()
+	if ctx.Done() != nil { // else it is never cancelled
+		stopWatch := context.AfterFunc(ctx, func() { rs.fail(ctx.Err()) })
+		defer stopWatch()
+	}
 
 	iss, err := p.b.Issuer()
 	if err != nil {
@@ -443,8 +448,11 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 // drain waits for every stream and returns the first failure (a faulted
 // context fails every stream with the same error).
 func (p *Pipeline) drain() error {
-	var first error
-	for _, s := range append([]Stream{p.h2d, p.d2h}, p.comp...) {
+	first := p.h2d.Synchronize()
+	if err := p.d2h.Synchronize(); err != nil && first == nil {
+		first = err
+	}
+	for _, s := range p.comp {
 		if err := s.Synchronize(); err != nil && first == nil {
 			first = err
 		}
@@ -467,7 +475,9 @@ func (p *Pipeline) drain() error {
 // returns how many chunks it issued.
 func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedIn, stagedOut bool) (int, error) {
 	S := p.cfg.Slots
-	chunk := Chunk{}
+	// The chunk's slices are reused from run to run (Launch may not keep
+	// them): a small job allocates none.
+	chunk := &p.chunk
 	for i := 0; ; i++ {
 		if rs.stopping() {
 			return i, nil
@@ -549,8 +559,8 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 		if err := tm.mark(iss, cs, c, StageCompute, 0); err != nil {
 			return i, fail(StageCompute, err)
 		}
-		p.fillChunk(&chunk, c, s, off, n)
-		if err := iss.Launch(cs, pl.job.Kernel, chunk); err != nil {
+		p.fillChunk(chunk, c, s, off, n)
+		if err := iss.Launch(cs, pl.job.Kernel, *chunk); err != nil {
 			return i, fail(StageCompute, err)
 		}
 		if err := tm.mark(iss, cs, c, StageCompute, 1); err != nil {

@@ -109,6 +109,11 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap bench --slots 1`", cli("bench", "--slots", "1")},
 		{"CLI", "`overlap bench --host auto`", cli("bench", "--host", "auto")},
 		{"CLI", "`overlap bench --sim --reference`", cli("bench", "--sim", "--reference")},
+		{"CLI", "`overlap run --wait often`", cli("run", "--wait", "often")},
+		{"CLI", "`overlap run --sim --wait block`", cli("run", "--sim", "--wait", "block")},
+		{"CLI", "`overlap bench --wait spin` without `--small-jobs`", cli("bench", "--wait", "spin")},
+		{"CLI", "`overlap bench --small-jobs --workers 0`", cli("bench", "--small-jobs", "--workers", "0")},
+		{"CLI", "`overlap bench --small-jobs --slots 3`", cli("bench", "--small-jobs", "--slots", "3")},
 		{"CLI", "`overlap ptx describe missing.ptx`", cli("ptx", "describe", "missing.ptx")},
 		{"CLI", "`overlap ptx explain k.ptx`", cli("ptx", "explain", "k.ptx")},
 		{"CLI", "`overlap ptx describe /dev/zero`", cli("ptx", "describe", "/dev/zero")},
@@ -137,6 +142,10 @@ func badInputs(tmp string) []badInput {
 			return a.Err()
 		})},
 		{"driver API", "a by-value argument aligned to 3", apiErr(func() error { return driver.NewArgs().Raw([]byte{1, 2, 3}, 3).Err() })},
+		{"driver API", "an unknown wait mode", apiErr(func() error {
+			_, err := driver.NewContextWith(driver.Device{}, driver.ContextOptions{Wait: driver.Wait(9)})
+			return err
+		})},
 		{"driver API", "a zero `Device`", apiErr(func() error { _, err := driver.NewContext(driver.Device{}); return err })},
 		{"loader", "no library at the paths tried", apiErr(func() error {
 			_, err := loader.OpenFirst([]string{"/nonexistent/libcuda.so.1"})

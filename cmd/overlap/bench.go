@@ -37,6 +37,10 @@ type benchOptions struct {
 	allDevices bool
 	scaling    bool
 	sizes      []int
+	// With --small-jobs, bench prints the small-jobs table instead
+	// (smalljobs.go).
+	smallJobs bool
+	small     smallJobsOptions
 	// set records which of the sweep's flags were given.
 	set map[string]bool
 }
@@ -87,19 +91,41 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	fs.StringVar(&o.svgPath, "svg", "", "plot time against chunk size to `FILE`")
 	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
+	fs.BoolVar(&o.smallJobs, "small-jobs", false, "print the small-jobs table instead of the sweep: jobs of --elems (default 4K,64K,1M) elements from --workers goroutines")
+	fs.Var(waitFlag{w: &o.small.waits, all: true}, "wait", "with --small-jobs: how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), or all for spin, yield and block")
+	workers := fs.String("workers", "1,4,16", "with --small-jobs: comma-separated goroutine counts")
+	fs.Float64Var(&o.small.seconds, "seconds", smallJobsSeconds, "with --small-jobs: seconds per cell")
+	fs.IntVar(&o.small.jobs, "jobs", 0, "with --small-jobs: jobs per goroutine instead of --seconds (default 3 on --sim)")
 	if err := parseFlags(fs, benchUsage, args, stdout); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if o.smallJobs {
+		if o.reference && o.sim {
+			return nil, errors.New("--reference needs a GPU, not --sim")
+		}
+		if o.sim && o.set["device"] {
+			return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
+		}
+		if o.device < 0 {
+			return nil, fmt.Errorf("--device %d: must not be negative", o.device)
+		}
+		return o, checkSmallJobs(o, *elems, *iters, *workers)
+	}
+	for _, f := range []string{"wait", "workers", "seconds", "jobs"} {
+		if o.set[f] {
+			return nil, fmt.Errorf("--%s needs --small-jobs", f)
+		}
+	}
 	var err error
 	if o.sizes, err = parseList("elems", *elems, parseSize); err != nil {
 		return nil, err
 	}
 	o.scaling = isSet(fs, "devices")
-	o.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	o.devices, o.allDevices = ro.devices, ro.allDevices
 	if len(o.sizes) > 1 && !o.scaling {
 		return nil, errors.New("--elems takes one size, or a list with --devices")
@@ -174,6 +200,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if o.smallJobs {
+		if err := runSmallJobs(ctx, o, stdout, stderr); err != nil {
+			return reportError("bench", err, stderr)
+		}
+		return exitOK
+	}
 	if o.scaling {
 		if err := runScaling(ctx, o, stdout, stderr); err != nil {
 			return reportError("bench", err, stderr)

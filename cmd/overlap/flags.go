@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
@@ -39,6 +40,8 @@ type runOptions struct {
 	profile    string // --profile FILE for --sim
 	simSmaller bool   // --sim chose a smaller default job
 	noBaseline bool
+	// wait is how the host waits for the GPU (--wait).
+	wait driver.Wait
 }
 
 // simDefaultElems is --sim's job when --elems is not given: the CPU
@@ -159,7 +162,27 @@ func runFlags(o *runOptions, host *string) *flag.FlagSet {
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
 	fs.StringVar(&o.profile, "profile", "", "with --sim: the device profile (JSON from overlap profile) to predict times from (default: the built-in H200 profile)")
 	fs.Var(devicesFlag{o}, "devices", "GPUs that share the job: all, or indexes such as 0,1 (with --sim: how many simulated H200s, as 0,1,2)")
+	fs.Var(runWaitFlag{o}, "wait", "how the host waits for the GPU: spin, yield, block, auto, or default (the driver's as left)")
 	return fs
+}
+
+// runWaitFlag reads overlap run's --wait.
+type runWaitFlag struct{ o *runOptions }
+
+func (f runWaitFlag) String() string {
+	if f.o == nil {
+		return driver.WaitDefault.String()
+	}
+	return f.o.wait.String()
+}
+
+func (f runWaitFlag) Set(s string) error {
+	var ws []driver.Wait
+	if err := (waitFlag{w: &ws}).Set(s); err != nil {
+		return err
+	}
+	f.o.wait = ws[0]
+	return nil
 }
 
 // devicesFlag reads --devices: all, or a comma-separated list of GPU
@@ -215,6 +238,9 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	}
 	if o.profile != "" && !o.sim {
 		return errors.New("--profile needs --sim: a GPU measures its own times")
+	}
+	if o.sim && isSet(fs, "wait") {
+		return errors.New("--wait needs a GPU: the simulator has no host thread waiting on a driver")
 	}
 	switch {
 	case isSet(fs, "device") && isSet(fs, "devices"):

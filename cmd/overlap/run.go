@@ -224,7 +224,7 @@ func openEnv(o *runOptions) (*env, error) {
 		if err != nil {
 			return fail(err)
 		}
-		ctx, err := driver.NewContext(dev)
+		ctx, err := driver.NewContextWith(dev, driver.ContextOptions{Wait: o.wait})
 		if err != nil {
 			return fail(err)
 		}

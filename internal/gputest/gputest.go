@@ -4,6 +4,9 @@ package gputest
 
 import (
 	"errors"
+	"os"
+	"os/exec"
+	"regexp"
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
@@ -15,6 +18,12 @@ import (
 // failure to reach the GPU fails the test.
 func Context(t testing.TB) *driver.Context {
 	t.Helper()
+	return ContextWith(t, driver.ContextOptions{})
+}
+
+// ContextWith is Context with options, such as a wait mode.
+func ContextWith(t testing.TB, opts driver.ContextOptions) *driver.Context {
+	t.Helper()
 	if err := driver.Load(); err != nil {
 		if errors.Is(err, loader.ErrNoDriver) {
 			t.Skip(SkipLine(err))
@@ -25,7 +34,7 @@ func Context(t testing.TB) *driver.Context {
 	if err != nil {
 		t.Fatalf("GPU 0: %v", err)
 	}
-	ctx, err := driver.NewContext(dev)
+	ctx, err := driver.NewContextWith(dev, opts)
 	if err != nil {
 		t.Fatalf("GPU 0: %v", err)
 	}
@@ -72,4 +81,34 @@ func SkipLine(err error) string {
 		return "skipping: " + oe.Brief()
 	}
 	return "skipping: no NVIDIA driver present: " + err.Error()
+}
+
+// freshEnv names the test that a child process of Fresh runs.
+const freshEnv = "OVERLAP_GPUTEST_FRESH"
+
+// Fresh runs the calling top-level test alone in a new process of the test
+// binary, where no CUDA context is active yet, as tests of a primary
+// context's creation flags (wait modes) need. In the parent it skips when
+// no driver is present (as Context does), runs the child, fails with its
+// output when it fails, and returns false: the caller returns. In the
+// child it returns true and the test goes on.
+func Fresh(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(freshEnv) == t.Name() {
+		return true
+	}
+	if err := driver.Load(); err != nil {
+		if errors.Is(err, loader.ErrNoDriver) {
+			t.Skip(SkipLine(err))
+		}
+		t.Fatalf("NVIDIA driver present but unusable: %v", err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), freshEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in a fresh process: %v\n%s", t.Name(), err, out)
+	}
+	t.Logf("%s in a fresh process:\n%s", t.Name(), out)
+	return false
 }

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package main
+
+import "time"
+
+// processCPU reports the process's CPU time only on Linux.
+func processCPU() (time.Duration, bool) { return 0, false }

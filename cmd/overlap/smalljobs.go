@@ -1,0 +1,510 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/purecuda/overlap/bench"
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+)
+
+// overlap bench --small-jobs: many small jobs, each H2D, the seed kernel
+// and D2H then a wait for it, from several goroutines with a pipeline each
+// on one shared context, as a service offloading work per request does.
+
+// smallJobsDefaults are the sweep of issue 14.
+var (
+	smallJobsSizes   = []int{4 << 10, 64 << 10, 1 << 20}
+	smallJobsWorkers = []int{1, 4, 16}
+)
+
+const (
+	// smallJobsSeconds is each cell's run on a GPU: 3 sizes × 3 worker
+	// counts × 3 wait modes, in Go and C++, stay near 30 s.
+	smallJobsSeconds = 0.5
+	// smallJobsSimJobs is each simulated worker's job count: the CPU
+	// computes every element.
+	smallJobsSimJobs = 3
+	// smallJobsWarmup jobs per worker run before the clock starts.
+	smallJobsWarmup = 3
+	// smallJobsMinJob bounds the latencies kept per worker: no job is
+	// faster than this, so seconds/smallJobsMinJob slots hold them all.
+	smallJobsMinJob = 2 * time.Microsecond
+)
+
+// waitFlag reads --wait: spin, yield, block, auto, default, or (when all is
+// non-nil) all for spin, yield and block.
+type waitFlag struct {
+	w   *[]driver.Wait
+	all bool
+}
+
+func (f waitFlag) String() string {
+	if f.w == nil || len(*f.w) == 0 {
+		return "default"
+	}
+	var s []string
+	for _, w := range *f.w {
+		s = append(s, w.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (f waitFlag) Set(s string) error {
+	if s == "all" && f.all {
+		*f.w = []driver.Wait{driver.WaitSpin, driver.WaitYield, driver.WaitBlock}
+		return nil
+	}
+	w, err := driver.ParseWait(s)
+	if err != nil {
+		if f.all {
+			return errors.New("want spin, yield, block, auto, default or all")
+		}
+		return errors.New("want spin, yield, block, auto or default")
+	}
+	*f.w = []driver.Wait{w}
+	return nil
+}
+
+// smallJobsOptions are the flags that --small-jobs adds to overlap bench.
+type smallJobsOptions struct {
+	waits   []driver.Wait
+	workers []int
+	seconds float64
+	jobs    int // per worker; 0: run for seconds
+}
+
+// checkSmallJobs finishes overlap bench --small-jobs's flags: --elems is a
+// list of job sizes, --iters one count.
+func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
+	s := &o.small
+	var err error
+	o.sizes = smallJobsSizes
+	if o.set["elems"] {
+		if o.sizes, err = parseList("elems", elems, parseSize); err != nil {
+			return err
+		}
+	}
+	s.workers = smallJobsWorkers
+	if o.set["workers"] {
+		if s.workers, err = parseList("workers", workers, strconv.Atoi); err != nil {
+			return err
+		}
+	}
+	o.iters = []int{100}
+	if o.set["iters"] {
+		n, err := strconv.Atoi(iters)
+		if err != nil || n < 0 || n > math.MaxInt32 {
+			return fmt.Errorf("--iters %q: with --small-jobs, one count from 0 to %d", iters, math.MaxInt32)
+		}
+		o.iters = []int{n}
+	}
+	for _, f := range []string{"devices", "chunks", "slots", "host", "repeat", "compute-streams", "csv", "svg"} {
+		if o.set[f] {
+			return fmt.Errorf("--%s does not apply to --small-jobs: each job is one chunk, pinned, on the pipeline's smallest shape", f)
+		}
+	}
+	for _, n := range o.sizes {
+		if n > 1<<28 {
+			return fmt.Errorf("--elems %d: with --small-jobs, at most %d per job", n, 1<<28)
+		}
+	}
+	for _, w := range s.workers {
+		if w < 1 || w > 256 {
+			return fmt.Errorf("--workers %d: want 1 to 256", w)
+		}
+	}
+	switch {
+	case s.seconds <= 0 || s.seconds > 60:
+		return fmt.Errorf("--seconds %g: want more than 0, at most 60", s.seconds)
+	case s.jobs < 0 || s.jobs > 1<<24:
+		return fmt.Errorf("--jobs %d: want 0 (run for --seconds) to %d", s.jobs, 1<<24)
+	case o.sim && len(s.waits) > 0:
+		return errors.New("--wait needs a GPU: the simulator has no host thread waiting on a driver")
+	case o.sim && !o.set["jobs"]:
+		s.jobs = smallJobsSimJobs
+	}
+	if len(s.waits) == 0 {
+		s.waits = []driver.Wait{driver.WaitDefault}
+	}
+	return nil
+}
+
+// smallJobsRow is one cell: a wait mode, a job size and a worker count.
+type smallJobsRow struct {
+	Wait       string  `json:"wait"`
+	Elems      int     `json:"elems"`
+	Workers    int     `json:"workers"`
+	Jobs       int     `json:"jobs"`
+	Seconds    float64 `json:"seconds"`
+	JobsPerSec float64 `json:"jobs_per_s"`
+	P50us      float64 `json:"p50_us"`
+	P99us      float64 `json:"p99_us"`
+	// CPUusPerJob is the process's CPU time per job; -1 where unknown.
+	CPUusPerJob float64 `json:"cpu_us_per_job"`
+	// The C++ twin's figures, and Go's jobs/s and p99 over them.
+	Cpp       *bench.RefSmallJobs `json:"cpp,omitempty"`
+	RateRatio float64             `json:"go_over_cpp_jobs_per_s,omitempty"`
+	P99Ratio  float64             `json:"go_over_cpp_p99,omitempty"`
+	CPURatio  float64             `json:"go_over_cpp_cpu,omitempty"`
+}
+
+// smallEnv is one wait mode's machine: a context (or a simulated device)
+// with the seed kernel.
+type smallEnv struct {
+	b      pipeline.Backend
+	kernel *pipeline.Kernel
+	close  func()
+}
+
+func openSmallEnv(o *benchOptions, w driver.Wait) (*smallEnv, error) {
+	iters := float64(o.iters[0])
+	if o.sim {
+		b := pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1}).NewDevice(pipeline.BuiltinProfile())
+		k, err := kernels.Seed.Pipeline(nil, iters)
+		if err != nil {
+			return nil, err
+		}
+		return &smallEnv{b: b, kernel: k, close: func() {}}, nil
+	}
+	if intSize < 64 {
+		return nil, errNo32Bit
+	}
+	dev, err := driver.DeviceAt(o.device)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := driver.NewContextWith(dev, driver.ContextOptions{Wait: w})
+	if err != nil {
+		return nil, err
+	}
+	mods := new(kernels.Modules)
+	closeAll := func() {
+		mods.Close()
+		ctx.Close()
+	}
+	k, err := kernels.Seed.Pipeline(mods, iters)
+	if err == nil {
+		_, err = mods.Function(ctx, kernels.Seed) // JIT now, not in a timed job
+	}
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return &smallEnv{b: pipeline.GPU(ctx), kernel: k, close: closeAll}, nil
+}
+
+// runSmallJobs runs the small-jobs table: every wait mode, size and worker
+// count, and with --reference the C++ twin in the same cells.
+func runSmallJobs(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
+	s := &o.small
+	prog := newProgress(stderr, o.jsonOut)
+	defer prog.done()
+	if !o.sim {
+		if err := driver.Load(); err != nil {
+			return err
+		}
+	}
+	var ref *bench.Reference
+	if o.reference {
+		prog.say("building the CUDA C++ reference…")
+		dev, err := driver.DeviceAt(o.device)
+		if err != nil {
+			return err
+		}
+		if o.device != 0 {
+			return usageError{errors.New("--reference runs on GPU 0; leave --device out")}
+		}
+		major, minor, err := dev.ComputeCapability()
+		if err != nil {
+			return err
+		}
+		dir, err := os.MkdirTemp("", "overlap-reference-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if ref, err = bench.BuildReference(ctx, dir, fmt.Sprintf("sm_%d%d", major, minor)); err != nil {
+			return err
+		}
+	}
+	var rows []smallJobsRow
+	name := ""
+	for _, w := range s.waits {
+		e, err := openSmallEnv(o, w)
+		if err != nil {
+			return fmt.Errorf("wait mode %s: %w", w, err)
+		}
+		name = e.b.Name()
+		for _, n := range o.sizes {
+			for _, k := range s.workers {
+				prog.say("wait %s: %s-element jobs from %d goroutine(s)…", w, humanElems(n), k)
+				row, err := smallJobsCell(ctx, e, n, k, o.iters[0], s)
+				if err != nil {
+					e.close()
+					return fmt.Errorf("wait %s, %s-element jobs, %d goroutine(s): %w", w, humanElems(n), k, err)
+				}
+				row.Wait = w.String()
+				rows = append(rows, row)
+			}
+		}
+		// The context is released before the C++ twin runs, so that the
+		// next mode finds it inactive.
+		e.close()
+		if ref == nil {
+			continue
+		}
+		prog.say("C++ reference, wait %s…", w)
+		cpp, err := ref.RunSmallJobs(ctx, w.String(), o.iters[0], s.seconds, s.jobs, o.sizes, s.workers)
+		if err != nil {
+			return err
+		}
+		if err := attachCpp(rows, cpp); err != nil {
+			return err
+		}
+	}
+	prog.done()
+	if o.jsonOut {
+		writeJSON(stdout, map[string]any{"simulated": o.sim, "backend": name, "iters": o.iters[0],
+			"seconds_per_cell": s.seconds, "jobs_per_worker": s.jobs, "results": rows})
+		return nil
+	}
+	printSmallJobs(stdout, rows, o, name)
+	return nil
+}
+
+// attachCpp puts each C++ cell beside the Go row of the same wait mode,
+// size and worker count, with Go's figures over C++'s. A C++ cell with
+// wrong elements is an error.
+func attachCpp(rows []smallJobsRow, cpp []bench.RefSmallJobs) error {
+	for _, c := range cpp {
+		if c.Mismatches != 0 {
+			return fmt.Errorf("the C++ small-jobs reference gave %d wrong elements (%d-element jobs, %d workers)", c.Mismatches, c.Elems, c.Workers)
+		}
+		for i := range rows {
+			r := &rows[i]
+			if r.Wait != c.Wait || r.Elems != c.Elems || r.Workers != c.Workers {
+				continue
+			}
+			r.Cpp = &c
+			r.RateRatio = r.JobsPerSec / c.JobsPerSec
+			if c.P99us > 0 {
+				r.P99Ratio = r.P99us / c.P99us
+			}
+			if c.CPUusPerJob > 0 && r.CPUusPerJob >= 0 {
+				r.CPURatio = r.CPUusPerJob / c.CPUusPerJob
+			}
+		}
+	}
+	return nil
+}
+
+// smallWorker is one goroutine's pipeline, pinned buffers and latencies.
+type smallWorker struct {
+	p       *pipeline.Pipeline
+	in, out pipeline.PinnedMem
+	job     pipeline.Job
+	lat     []time.Duration
+	start   time.Duration
+	end     time.Duration
+	err     error
+}
+
+func (w *smallWorker) close() {
+	w.p.Close() // nil-safe
+	for _, m := range []pipeline.PinnedMem{w.in, w.out} {
+		if m != nil {
+			m.Close()
+		}
+	}
+}
+
+// newSmallWorker builds a pipeline of one chunk of n elements on b, with
+// pinned input and output buffers, the input holding the standard pattern.
+func newSmallWorker(b pipeline.Backend, k *pipeline.Kernel, n int) (*smallWorker, error) {
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = n, 2, 1, pipeline.HostPinned
+	w := &smallWorker{}
+	var err error
+	if w.p, err = pipeline.New(b, cfg); err != nil {
+		return nil, err
+	}
+	if w.in, err = b.AllocPinned(4 * n); err == nil {
+		w.out, err = b.AllocPinned(4 * n)
+	}
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	kernels.FillPattern(driver.View[float32](w.in.Bytes())[:n], 0)
+	w.job = pipeline.Job{N: n, Kernel: k, Host: pipeline.HostPinned,
+		Inputs: []pipeline.Buffer{pipeline.Pinned(w.in)}, Outputs: []pipeline.Buffer{pipeline.Pinned(w.out)}}
+	return w, nil
+}
+
+// smallJobsCell runs k goroutines, each with its own pipeline, running
+// n-element jobs back to back for s.seconds (or s.jobs each), and verifies
+// every element of each goroutine's last job.
+func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJobsOptions) (smallJobsRow, error) {
+	ws := make([]*smallWorker, k)
+	defer func() {
+		for _, w := range ws {
+			if w != nil {
+				w.close()
+			}
+		}
+	}()
+	room := s.jobs
+	if room == 0 {
+		room = int(time.Duration(s.seconds*float64(time.Second))/smallJobsMinJob) + 16
+	}
+	for i := range ws {
+		w, err := newSmallWorker(e.b, e.kernel, n)
+		if err != nil {
+			return smallJobsRow{}, err
+		}
+		ws[i] = w
+		w.lat = make([]time.Duration, 0, room)
+		for j := 0; j < smallJobsWarmup && s.jobs == 0; j++ {
+			if _, err := w.p.Run(ctx, w.job); err != nil {
+				return smallJobsRow{}, err
+			}
+		}
+	}
+	var ready, wg sync.WaitGroup
+	gate := make(chan struct{})
+	var deadline time.Time
+	ready.Add(k)
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ready.Done()
+			<-gate
+			w.start = pipeline.Now(e.b)
+			for len(w.lat) < cap(w.lat) {
+				if s.jobs == 0 && !time.Now().Before(deadline) {
+					break
+				}
+				t0 := pipeline.Now(e.b)
+				if _, err := w.p.Run(ctx, w.job); err != nil {
+					w.err = err
+					break
+				}
+				w.end = pipeline.Now(e.b)
+				w.lat = append(w.lat, w.end-t0)
+			}
+		}()
+	}
+	ready.Wait()
+	cpu0, cpuOK := processCPU()
+	deadline = time.Now().Add(time.Duration(s.seconds * float64(time.Second)))
+	close(gate)
+	wg.Wait()
+	cpu1, _ := processCPU()
+
+	row := smallJobsRow{Elems: n, Workers: k, CPUusPerJob: -1}
+	var all []time.Duration
+	var first, last time.Duration = math.MaxInt64, 0
+	for _, w := range ws {
+		if w.err != nil {
+			return row, w.err
+		}
+		all = append(all, w.lat...)
+		first, last = min(first, w.start), max(last, w.end)
+		in := driver.View[float32](w.in.Bytes())[:n]
+		out := driver.View[float32](w.out.Bytes())[:n]
+		if err := kernels.Seed.Verify([][]float32{in}, out, float64(iters)); err != nil {
+			return row, err
+		}
+	}
+	row.Jobs = len(all)
+	if row.Jobs == 0 || last <= first {
+		return row, errors.New("no job finished")
+	}
+	elapsed := last - first
+	row.Seconds = elapsed.Seconds()
+	row.JobsPerSec = float64(row.Jobs) / row.Seconds
+	slices.Sort(all)
+	row.P50us = us(percentile(all, 0.50))
+	row.P99us = us(percentile(all, 0.99))
+	if cpuOK && !isSim(e.b) {
+		row.CPUusPerJob = us(cpu1-cpu0) / float64(row.Jobs)
+	}
+	return row, nil
+}
+
+func isSim(b pipeline.Backend) bool {
+	_, ok := b.(*pipeline.Sim)
+	return ok
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// percentile is the nearest-rank p-quantile of sorted, as the C++ twin
+// computes it.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	k := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(k, len(sorted)-1))]
+}
+
+func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name string) {
+	label, runs := "", fmt.Sprintf("%g s per cell", o.small.seconds)
+	if o.sim {
+		label = " [simulated: H200 profile; latencies on the simulator's clock]"
+	}
+	if o.small.jobs > 0 {
+		runs = fmt.Sprintf("%d jobs per goroutine", o.small.jobs)
+	}
+	fmt.Fprintf(w, "overlap bench --small-jobs: seed kernel (%d iterations) on %s; each job H2D, kernel, D2H, wait; a pipeline per goroutine, pinned buffers; %s%s\n\n",
+		o.iters[0], name, runs, label)
+	fmt.Fprintf(w, "%-7s %6s %4s %8s %10s %10s %10s %9s", "WAIT", "ELEMS", "GORS", "JOBS", "JOBS/s", "P50", "P99", "CPU/JOB")
+	cpp := false
+	for _, r := range rows {
+		cpp = cpp || r.Cpp != nil
+	}
+	if cpp {
+		fmt.Fprintf(w, " %10s %10s %9s %7s %7s %7s", "C++ JOBS/s", "C++ P99", "C++ CPU", "RATE", "P99", "CPU")
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		cpu := "n/a"
+		if r.CPUusPerJob >= 0 {
+			cpu = fmt.Sprintf("%.1f µs", r.CPUusPerJob)
+		}
+		fmt.Fprintf(w, "%-7s %6s %4d %8d %10.0f %7.1f µs %7.1f µs %9s", r.Wait, humanElems(r.Elems), r.Workers, r.Jobs, r.JobsPerSec, r.P50us, r.P99us, cpu)
+		if cpp {
+			if c := r.Cpp; c != nil {
+				ratio := func(v float64) string {
+					if v <= 0 {
+						return "-"
+					}
+					return fmt.Sprintf("%.2fx", v)
+				}
+				fmt.Fprintf(w, " %10.0f %7.1f µs %6.1f µs %7s %7s %7s", c.JobsPerSec, c.P99us, c.CPUusPerJob, ratio(r.RateRatio), ratio(r.P99Ratio), ratio(r.CPURatio))
+			} else {
+				fmt.Fprintf(w, " %10s %10s %9s %7s %7s %7s", "-", "-", "-", "-", "-", "-")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\nGORS: goroutines, each with its own pipeline on one context; P50/P99: latency of one job; CPU/JOB: the process's CPU time over the jobs")
+	if cpp {
+		fmt.Fprintf(w, "; RATE: Go jobs/s over C++'s (≥ 1 is the target), P99 and CPU: Go's over C++'s")
+	}
+	fmt.Fprintf(w, "; every element of each goroutine's last job verified%s\n", label)
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purecuda/overlap/bench"
+	"github.com/purecuda/overlap/driver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSmallJobsFlags guards issue 14: --small-jobs's defaults are the
+// issue's sweep, --wait all is the three modes, and flags of the sweep
+// that do not apply are refused.
+func TestSmallJobsFlags(t *testing.T) {
+	o, err := parseBenchFlags([]string{"--small-jobs"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int{4 << 10, 64 << 10, 1 << 20}, o.sizes)
+	assert.Equal(t, []int{1, 4, 16}, o.small.workers)
+	assert.Equal(t, []int{100}, o.iters)
+	assert.Equal(t, []driver.Wait{driver.WaitDefault}, o.small.waits)
+	assert.Equal(t, 0.5, o.small.seconds)
+	assert.Equal(t, 0, o.small.jobs)
+
+	o, err = parseBenchFlags([]string{"--small-jobs", "--wait", "all", "--elems", "1K,2K", "--workers", "2", "--iters", "7", "--seconds", "0.25"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []driver.Wait{driver.WaitSpin, driver.WaitYield, driver.WaitBlock}, o.small.waits)
+	assert.Equal(t, []int{1 << 10, 2 << 10}, o.sizes)
+	assert.Equal(t, []int{2}, o.small.workers)
+	assert.Equal(t, []int{7}, o.iters)
+	assert.Equal(t, 0.25, o.small.seconds)
+
+	o, err = parseBenchFlags([]string{"--small-jobs", "--sim"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, smallJobsSimJobs, o.small.jobs, "the simulator runs a few jobs, not seconds")
+
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--small-jobs", "--wait", "often"}, `invalid value "often" for flag -wait: want spin, yield, block, auto, default or all`},
+		{[]string{"--small-jobs", "--sim", "--wait", "block"}, "--wait needs a GPU: the simulator has no host thread waiting on a driver"},
+		{[]string{"--small-jobs", "--sim", "--reference"}, "--reference needs a GPU, not --sim"},
+		{[]string{"--small-jobs", "--workers", "0"}, "--workers 0: want 1 to 256"},
+		{[]string{"--small-jobs", "--workers", "two"}, `--workers: strconv.Atoi: parsing "two": invalid syntax`},
+		{[]string{"--small-jobs", "--iters", "1,2"}, `--iters "1,2": with --small-jobs, one count from 0 to 2147483647`},
+		{[]string{"--small-jobs", "--seconds", "0"}, "--seconds 0: want more than 0, at most 60"},
+		{[]string{"--small-jobs", "--jobs", "-1"}, "--jobs -1: want 0 (run for --seconds) to 16777216"},
+		{[]string{"--small-jobs", "--chunks", "1M"}, "--chunks does not apply to --small-jobs: each job is one chunk, pinned, on the pipeline's smallest shape"},
+		{[]string{"--small-jobs", "--elems", "1G"}, "--elems 1073741824: with --small-jobs, at most 268435456 per job"},
+		{[]string{"--wait", "spin"}, "--wait needs --small-jobs"},
+		{[]string{"--jobs", "5"}, "--jobs needs --small-jobs"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseBenchFlags(tc.args, nil)
+			assert.EqualError(t, err, tc.err)
+		})
+	}
+}
+
+// TestRunWaitFlag guards issue 14: overlap run takes --wait, and refuses
+// it on the simulator.
+func TestRunWaitFlag(t *testing.T) {
+	o, err := parseRunFlags([]string{"--wait", "block"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, driver.WaitBlock, o.wait)
+	o, err = parseRunFlags(nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, driver.WaitDefault, o.wait)
+	_, err = parseRunFlags([]string{"--wait", "all"}, nil)
+	assert.EqualError(t, err, `invalid value "all" for flag -wait: want spin, yield, block, auto or default`)
+	_, err = parseRunFlags([]string{"--sim", "--wait", "spin"}, nil)
+	assert.EqualError(t, err, "--wait needs a GPU: the simulator has no host thread waiting on a driver")
+}
+
+// TestSmallJobsOnSim guards issue 14: the small-jobs benchmark runs on
+// the simulator, every goroutine runs exactly its jobs, and every element
+// of each goroutine's last job is verified (a wrong result fails the run).
+func TestSmallJobsOnSim(t *testing.T) {
+	code, out, errOut := runCLI("bench", "--small-jobs", "--sim", "--elems", "1K,4K", "--workers", "1,3", "--jobs", "2", "--iters", "5", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var res struct {
+		Simulated bool           `json:"simulated"`
+		Results   []smallJobsRow `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.True(t, res.Simulated)
+	require.Len(t, res.Results, 4)
+	i := 0
+	for _, n := range []int{1 << 10, 4 << 10} {
+		for _, k := range []int{1, 3} {
+			r := res.Results[i]
+			i++
+			assert.Equal(t, "default", r.Wait)
+			assert.Equal(t, n, r.Elems)
+			assert.Equal(t, k, r.Workers)
+			assert.Equal(t, 2*k, r.Jobs)
+			assert.Positive(t, r.JobsPerSec)
+			assert.Positive(t, r.P50us)
+			assert.GreaterOrEqual(t, r.P99us, r.P50us)
+			assert.Equal(t, -1.0, r.CPUusPerJob, "no CPU time on the simulator")
+		}
+	}
+
+	code, out, errOut = runCLI("bench", "--small-jobs", "--sim", "--elems", "1K", "--workers", "2", "--jobs", "1")
+	require.Equal(t, exitOK, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 6, out)
+	assert.Equal(t, strings.Fields("WAIT ELEMS GORS JOBS JOBS/s P50 P99 CPU/JOB"), strings.Fields(lines[2]))
+	f := strings.Fields(lines[3])
+	assert.Equal(t, []string{"default", "1K", "2", "2"}, f[:4])
+	assert.Equal(t, "n/a", f[len(f)-1])
+}
+
+// TestAttachCpp guards issue 14: the C++ cells stand beside the Go rows of
+// the same wait mode, size and workers, with Go over C++ ratios, and C++
+// cells with wrong elements are an error.
+func TestAttachCpp(t *testing.T) {
+	rows := []smallJobsRow{
+		{Wait: "spin", Elems: 4096, Workers: 1, JobsPerSec: 900, P99us: 30, CPUusPerJob: 12},
+		{Wait: "block", Elems: 4096, Workers: 1, JobsPerSec: 500, P99us: 60, CPUusPerJob: -1},
+	}
+	cpp := []bench.RefSmallJobs{
+		{Wait: "spin", Elems: 4096, Workers: 1, JobsPerSec: 1000, P99us: 25, CPUusPerJob: 10},
+		{Wait: "spin", Elems: 4096, Workers: 4, JobsPerSec: 3000, P99us: 40, CPUusPerJob: 10},
+	}
+	require.NoError(t, attachCpp(rows, cpp))
+	require.NotNil(t, rows[0].Cpp)
+	assert.Equal(t, 1, rows[0].Cpp.Workers)
+	assert.InDelta(t, 0.9, rows[0].RateRatio, 1e-12)
+	assert.InDelta(t, 1.2, rows[0].P99Ratio, 1e-12)
+	assert.InDelta(t, 1.2, rows[0].CPURatio, 1e-12)
+	assert.Nil(t, rows[1].Cpp, "no C++ cell in block mode")
+
+	var b strings.Builder
+	printSmallJobs(&b, rows, &benchOptions{iters: []int{100}, small: smallJobsOptions{seconds: 0.5}}, "NVIDIA H200")
+	out := b.String()
+	assert.Contains(t, out, "0.90x")
+	assert.Contains(t, out, "1.20x")
+	assert.Contains(t, out, "RATE: Go jobs/s over C++'s")
+
+	cpp[0].Mismatches = 3
+	assert.EqualError(t, attachCpp(rows, cpp), "the C++ small-jobs reference gave 3 wrong elements (4096-element jobs, 1 workers)")
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i))
+	}
+	assert.Equal(t, time.Duration(50), percentile(d, 0.5))
+	assert.Equal(t, time.Duration(99), percentile(d, 0.99))
+	assert.Equal(t, time.Duration(1), percentile(d[:1], 0.99))
+	assert.Equal(t, time.Duration(0), percentile(nil, 0.5))
+	assert.Equal(t, time.Duration(2), percentile(d[:3], 0.5), "nearest rank, as the C++ twin computes it")
+}

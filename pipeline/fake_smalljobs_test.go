@@ -1,0 +1,56 @@
+//go:build linux
+
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSmallJobAllocsOnFakeDriver measures, through package driver on the
+// fake driver, the allocations of one small job: one chunk, pinned
+// buffers, on a pipeline reused for every job, as overlap bench
+// --small-jobs runs it, and holds them to the count that issue 14 left.
+func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
+	f := fakecuda.Run(t)
+	if f == nil {
+		return
+	}
+	f.Reset()
+	ctx := gputest.Context(t)
+	mods := new(kernels.Modules)
+	defer mods.Close()
+	const n = 4 << 10
+	cfg := Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
+	p, err := New(GPU(ctx), cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	hin, hout := pinnedCopy(t, ctx, make([]float32, n)), pinnedCopy(t, ctx, make([]float32, n))
+	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	_, err = p.Run(context.Background(), job)
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := p.Run(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Issue 14 took it from 21 to 9: the plan, its report and source
+	// lists, the run's state and condition variable, the bound thread and
+	// the issuer. The chunk's slices, the argument slab, the stream list
+	// of the drain, the host-clock map and the cancellation watch (for a
+	// context that cannot be cancelled) are no longer made per job.
+	if raceEnabled {
+		// The race detector allocates, and sync.Pool drops items at random.
+		t.Logf("allocations per small job under the race detector: %.1f", allocs)
+		return
+	}
+	assert.LessOrEqual(t, allocs, 9.0, "allocations per small job")
+}

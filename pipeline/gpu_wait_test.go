@@ -1,0 +1,50 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/gputest"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestGPUWaitModes guards issue 14: a pipeline runs small jobs, one chunk
+// each with pinned buffers, on a context made in each wait mode, and every
+// element is right. It runs in a fresh process, so that each mode finds
+// the primary context inactive.
+func TestGPUWaitModes(t *testing.T) {
+	if !gputest.Fresh(t) {
+		return
+	}
+	for _, w := range []driver.Wait{driver.WaitSpin, driver.WaitYield, driver.WaitBlock} {
+		t.Run(w.String(), func(t *testing.T) {
+			ctx := gputest.ContextWith(t, driver.ContextOptions{Wait: w})
+			got, err := ctx.Wait()
+			require.NoError(t, err)
+			require.Equal(t, w, got)
+			mods := new(kernels.Modules)
+			defer mods.Close()
+			for _, n := range []int{4 << 10, 1 << 20} {
+				cfg := Float32Config(1, 1)
+				cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
+				p, err := New(GPU(ctx), cfg)
+				require.NoError(t, err)
+				in := make([]float32, n)
+				kernels.FillPattern(in, 0)
+				hin, hout := pinnedCopy(t, ctx, in), pinnedCopy(t, ctx, make([]float32, n))
+				job := Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+				for i := 0; i < 20; i++ {
+					rep, err := p.Run(context.Background(), job)
+					require.NoError(t, err, "%s, %d elements, job %d", w, n, i)
+					assert.Equal(t, 1, rep.Chunks)
+				}
+				require.NoError(t, verifySeed(in, hout.Float32s()[:n], 100), "%s, %d elements", w, n)
+				require.NoError(t, p.Close())
+			}
+		})
+	}
+}
