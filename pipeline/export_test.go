@@ -19,3 +19,6 @@ func ProfileKernelCost(p *Profile, k *Kernel, n int) (fixed, work time.Duration,
 // ProfileStagingRate is a profile's host staging rate for copies of n
 // bytes, alone and two at once, in bytes per nanosecond.
 func ProfileStagingRate(p *Profile, n int) (alone, pair float64) { return p.stagingRate(n) }
+
+// LocalSubset exposes localSubset to the tests.
+var LocalSubset = localSubset

@@ -15,9 +15,10 @@ import (
 type gpuBackend struct {
 	ctx  *driver.Context
 	name string
-	// local are the CPUs local to the GPU (Linux), where its issuing
-	// thread runs; nil when unknown.
-	local []int
+	// pin are the CPUs local to the GPU (Linux) that the process may use,
+	// where a run's issuing thread runs; nil when unknown, or when every
+	// CPU the process may use is local, so that no run pays for pinning.
+	pin []int
 	// args holds argument slabs between runs, so that a run allocates none.
 	args sync.Pool
 }
@@ -35,10 +36,32 @@ func GPU(ctx *driver.Context) Backend {
 	g := &gpuBackend{ctx: ctx, name: name}
 	if id, err := ctx.Device().PCIBusID(); err == nil {
 		if loc, err := hostcpu.Of(id); err == nil {
-			g.local = loc.CPUs
+			if allowed, err := hostcpu.ThreadCPUs(); err == nil {
+				g.pin = localSubset(loc.CPUs, allowed)
+			}
 		}
 	}
 	return g
+}
+
+// localSubset returns the CPUs of allowed that are local, or nil when none
+// is or all are: pinning to them would change nothing or starve the
+// thread.
+func localSubset(local, allowed []int) []int {
+	isLocal := map[int]bool{}
+	for _, c := range local {
+		isLocal[c] = true
+	}
+	var target []int
+	for _, c := range allowed {
+		if isLocal[c] {
+			target = append(target, c)
+		}
+	}
+	if len(target) == 0 || len(target) == len(allowed) {
+		return nil
+	}
+	return target
 }
 
 func (g *gpuBackend) Name() string { return g.name }
@@ -156,37 +179,19 @@ func (g *gpuBackend) Issuer() (Issuer, error) {
 		args = driver.NewArgs()
 	}
 	i := &gpuIssuer{g: g, ctx: g.ctx, b: b, args: args}
-	i.restore = pinToLocal(g.local)
+	i.restore = pinToLocal(g.pin)
 	return i, nil
 }
 
-// pinToLocal pins the calling thread, which Bind has locked, to the CPUs
-// in local that it may already use, and returns the CPUs to restore; nil
-// when nothing was pinned: locality unknown, or every CPU the thread may
-// use is already local. Pinning is an optimisation: a failure leaves the
-// thread as it was.
-func pinToLocal(local []int) []int {
-	if len(local) == 0 {
+// pinToLocal pins the calling thread, which Bind has locked, to pin, and
+// returns the CPUs to restore; nil when nothing was pinned. Pinning is an
+// optimisation: a failure leaves the thread as it was.
+func pinToLocal(pin []int) []int {
+	if len(pin) == 0 {
 		return nil
 	}
 	allowed, err := hostcpu.ThreadCPUs()
-	if err != nil {
-		return nil
-	}
-	isLocal := map[int]bool{}
-	for _, c := range local {
-		isLocal[c] = true
-	}
-	var target []int
-	for _, c := range allowed {
-		if isLocal[c] {
-			target = append(target, c)
-		}
-	}
-	if len(target) == 0 || len(target) == len(allowed) {
-		return nil
-	}
-	if hostcpu.PinThread(target) != nil {
+	if err != nil || hostcpu.PinThread(pin) != nil {
 		return nil
 	}
 	return allowed

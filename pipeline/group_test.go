@@ -298,3 +298,21 @@ func TestNewGroupRefuses(t *testing.T) {
 	assert.ErrorContains(t, err, "at least one output")
 	assert.Empty(t, a.Live())
 }
+
+// TestLocalSubset guards issue 12's thread pinning: an issuing thread is
+// pinned to the CPUs local to its GPU that the process may use, and not at
+// all when that would change nothing (every allowed CPU is local, as on a
+// one-node host) or leave it no CPU.
+func TestLocalSubset(t *testing.T) {
+	for _, tc := range []struct {
+		local, allowed, want []int
+	}{
+		{[]int{0, 1, 2, 3}, []int{0, 1, 2, 3, 4, 5, 6, 7}, []int{0, 1, 2, 3}},
+		{[]int{4, 5, 6, 7}, []int{2, 3, 4, 5}, []int{4, 5}},
+		{[]int{0, 1, 2, 3}, []int{0, 1, 2, 3}, nil},
+		{[]int{0, 1}, []int{4, 5}, nil},
+		{nil, []int{0, 1}, nil},
+	} {
+		assert.Equal(t, tc.want, LocalSubset(tc.local, tc.allowed), "local %v, allowed %v", tc.local, tc.allowed)
+	}
+}
