@@ -303,8 +303,8 @@ func (e *GraphExec) launch(bound *ctxCore, s *Stream) error {
 type graphExecUpdateResultInfo struct {
 	result        int32 // CUgraphExecUpdateResult
 	_             int32
-	errorNode     uintptr
-	errorFromNode uintptr
+	errorNode     uint64 // CUgraphNode handles, 8 bytes on 64-bit hosts
+	errorFromNode uint64
 }
 
 // CUgraphExecUpdateResult values, from the same source.

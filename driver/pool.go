@@ -29,11 +29,11 @@ const memPoolAttrReleaseThreshold = 4 // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, a cu
 // Older headers (11.2 to 12.5) have the same first 24 bytes and 64 reserved
 // bytes after them: the same 88-byte size, with the later fields zero.
 type memPoolProps struct {
-	allocType    int32 // CU_MEM_ALLOCATION_TYPE_PINNED = 1
-	handleTypes  int32 // CU_MEM_HANDLE_TYPE_NONE = 0
-	locationType int32 // CU_MEM_LOCATION_TYPE_DEVICE = 1
-	locationID   int32 // the device ordinal
-	win32        uintptr
+	allocType    int32  // CU_MEM_ALLOCATION_TYPE_PINNED = 1
+	handleTypes  int32  // CU_MEM_HANDLE_TYPE_NONE = 0
+	locationType int32  // CU_MEM_LOCATION_TYPE_DEVICE = 1
+	locationID   int32  // the device ordinal
+	win32        uint64 // a pointer on 64-bit hosts, the only ones CUDA supports
 	maxSize      uint64 // 0: the driver's default
 	usage        uint16
 	reserved     [54]byte
