@@ -279,6 +279,85 @@ var poolGraphCases = []fakeCase{
 		assert.Equal(t, 2, f.Live(fakecuda.Graphs))
 	}},
 
+	// Issue 14: a graph built node by node runs its copies and kernel in
+	// order, and an exec's kernel arguments and copy buffers change per
+	// node without instantiating again; a copy re-pointed at other memory
+	// no longer needs its old memory open.
+	{"GraphBuiltNodeByNode", func(t *testing.T, f *fakecuda.Fake) {
+		c := fakeContext(t, 0)
+		s, err := c.NewStream(driver.StreamOptions{})
+		require.NoError(t, err)
+		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
+		require.NoError(t, err)
+		f.SetParams(8, 4) // before Function, which reads the layout
+		fn, err := m.Function("k")
+		require.NoError(t, err)
+		const n = 96
+		d, err := c.Alloc(n)
+		require.NoError(t, err)
+		in, out := pinned(t, c, n, 11), pinned(t, c, n, 0)
+		clear(out.Bytes())
+		g, err := c.NewGraph()
+		require.NoError(t, err)
+		n1, err := g.AddCopyToDevice(d, 0, in, 0, n)
+		require.NoError(t, err)
+		cfg := driver.GridFor(n, 32)
+		n2, err := g.AddKernel(fn, cfg, driver.NewArgs().Buffer(d, 0).Int32(7), n1)
+		require.NoError(t, err)
+		n3, err := g.AddCopyToHost(out, 0, d, 0, n, n2)
+		require.NoError(t, err)
+		other, err := c.NewGraph()
+		require.NoError(t, err)
+		_, err = other.AddCopyToHost(out, 0, d, 0, n, n2)
+		assert.EqualError(t, err, "cuda: Graph.AddCopyToHost: cuda: invalid argument: dependency 0 is not a node of this graph")
+		_, err = g.AddKernel(fn, cfg, driver.NewArgs().Int32(1))
+		assert.ErrorIs(t, err, driver.ErrArguments)
+		_, err = g.AddCopyToDevice(d, 1, in, 0, n)
+		assert.ErrorIs(t, err, driver.ErrLength)
+		assert.Zero(t, f.Pending(), "building runs nothing")
+
+		e, err := g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, e.Launch(s))
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, in.Bytes(), out.Bytes())
+		p, _ := f.LastParam(1, 4)
+		assert.Equal(t, int32(7), int32(binary.NativeEndian.Uint32(p)))
+
+		require.NoError(t, e.SetKernel(n2, cfg, driver.NewArgs().Buffer(d, 0).Int32(9)))
+		in2, out2 := pinned(t, c, n, 50), pinned(t, c, n, 0)
+		clear(out2.Bytes())
+		require.NoError(t, e.SetCopyToDevice(n1, d, 0, in2, 0, n))
+		require.NoError(t, e.SetCopyToHost(n3, out2, 0, d, 0, n))
+		clear(out.Bytes())
+		require.NoError(t, e.Launch(s))
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, in2.Bytes(), out2.Bytes())
+		assert.Equal(t, make([]byte, n), out.Bytes(), "the old destination is no longer written")
+		p, _ = f.LastParam(1, 4)
+		assert.Equal(t, int32(9), int32(binary.NativeEndian.Uint32(p)))
+		assert.Equal(t, 1, f.Calls("cuGraphInstantiateWithFlags"))
+
+		// The old buffers may go; the new ones may not.
+		require.NoError(t, in.Close())
+		require.NoError(t, out.Close())
+		require.NoError(t, e.Launch(s))
+		require.NoError(t, s.Synchronize())
+		require.NoError(t, in2.Close())
+		assert.ErrorIs(t, e.Launch(s), driver.ErrClosed)
+
+		assert.ErrorIs(t, e.SetKernel(n1, cfg, driver.NewArgs()), driver.ErrInvalidArgument, "a copy node")
+		assert.ErrorIs(t, e.SetCopyToHost(n1, out2, 0, d, 0, n), driver.ErrInvalidArgument, "the other direction")
+		o1, err := other.AddCopyToHost(out2, 0, d, 0, n)
+		require.NoError(t, err)
+		assert.EqualError(t, e.SetCopyToHost(o1, out2, 0, d, 0, n), "cuda: GraphExec.SetCopyToHost: cuda: invalid argument: the node is not of the graph the exec was instantiated from")
+		require.NoError(t, g.Close())
+		assert.ErrorIs(t, e.SetKernel(n2, cfg, driver.NewArgs().Buffer(d, 0).Int32(1)), driver.ErrClosed)
+		require.NoError(t, e.Close())
+		assert.ErrorIs(t, e.SetKernel(n2, cfg, driver.NewArgs().Buffer(d, 0).Int32(1)), driver.ErrClosed)
+		assert.Equal(t, 1, f.Live(fakecuda.Graphs), "other, left for the context's Close")
+	}},
+
 	// Issue 14: a graph's host memory stays registered while an exec made
 	// from it may run, even when nothing else references it: the fake
 	// records a violation when a launch copies memory no longer registered.

@@ -231,6 +231,56 @@ func TestGPUGraph(t *testing.T) {
 	require.NoError(t, j1.check("stream issue after a failed capture"))
 }
 
+// TestGPUGraphNodes builds H2D, kernel and D2H node by node, launches the
+// graph 100 times checking every element, then points its copies and its
+// kernel at other buffers and another scalar, per node and without
+// instantiating again, and checks again.
+func TestGPUGraphNodes(t *testing.T) {
+	ctx := requireGPU(t)
+	m := loadTestKernels(t, ctx)
+	defer m.Close()
+	fn, err := m.Function("add_scalar")
+	require.NoError(t, err)
+	s, err := ctx.NewStream(StreamOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+
+	const n = 1<<16 + 3
+	cfg := GridFor(n, 256)
+	j1 := newAddScalarJob(t, ctx, fn, n, 0.75)
+	g, err := ctx.NewGraph()
+	require.NoError(t, err)
+	defer g.Close()
+	h2d, err := g.AddCopyToDevice(j1.dx, 0, j1.in, 0, n*4)
+	require.NoError(t, err)
+	kern, err := g.AddKernel(fn, cfg, j1.args(), h2d)
+	require.NoError(t, err)
+	d2h, err := g.AddCopyToHost(j1.out, 0, j1.dy, 0, n*4, kern)
+	require.NoError(t, err)
+	e, err := g.Instantiate()
+	require.NoError(t, err)
+	defer e.Close()
+	for round := range 100 {
+		j1.fill(round)
+		require.NoError(t, e.Launch(s))
+		require.NoError(t, s.Synchronize())
+		require.NoError(t, j1.check(fmt.Sprintf("launch %d", round)))
+	}
+
+	j2 := newAddScalarJob(t, ctx, fn, n, 3)
+	require.NoError(t, e.SetCopyToDevice(h2d, j2.dx, 0, j2.in, 0, n*4))
+	require.NoError(t, e.SetKernel(kern, cfg, j2.args()))
+	require.NoError(t, e.SetCopyToHost(d2h, j2.out, 0, j2.dy, 0, n*4))
+	j1.fill(0)
+	for round := range 20 {
+		j2.fill(500 + round)
+		require.NoError(t, e.Launch(s))
+		require.NoError(t, s.Synchronize())
+		require.NoError(t, j2.check(fmt.Sprintf("re-pointed launch %d", round)))
+	}
+	assert.Equal(t, make([]byte, n*4), j1.out.Bytes(), "the old output is no longer written")
+}
+
 // BenchmarkGraph compares one job (H2D, kernel, D2H of 4096 floats), issued
 // as three stream calls or as one graph launch: "job" waits for each job,
 // "issue" measures the host's issue cost alone (waiting every 256 jobs).

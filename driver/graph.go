@@ -24,6 +24,25 @@ type graphUse struct {
 	res  *resource
 	keep any // the owner, kept reachable as long as the graph is
 	host bool
+	node uintptr // the node of a built graph that uses it; 0 in a capture
+}
+
+// dedupe returns uses with each resource once, for locking at a launch.
+func dedupe(uses []graphUse) []graphUse {
+	out := make([]graphUse, 0, len(uses))
+	for _, u := range uses {
+		dup := false
+		for _, v := range out {
+			if v.res == u.res {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // capture collects what the operations captured on a stream use.
@@ -52,11 +71,15 @@ func (c *capture) list() []graphUse {
 // capturing reports whether a graph capture is in progress on s.
 func (s *Stream) capturing() bool { return s.capt.Load() != nil }
 
-// Graph is a CUDA graph made by [Stream.Capture]. The caller owns it and
-// must Close it; a [GraphExec] instantiated from it stays valid after.
+// Graph is a CUDA graph, made by [Stream.Capture] or built node by node
+// from [Context.NewGraph]. The caller owns it and must Close it; a
+// [GraphExec] instantiated from it stays valid after.
 type Graph struct {
 	owned
-	uses []graphUse
+	// mu serialises the calls that change or read the graph's nodes: the
+	// driver's graph objects are not thread-safe.
+	mu   sync.Mutex
+	uses []graphUse // guarded by mu
 }
 
 // Capture records the work that fn queues on s into a graph instead of
@@ -141,6 +164,9 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 		return nil, err
 	}
 	graph := &Graph{uses: c.list()}
+	for i := range graph.uses {
+		graph.uses[i].node = 0
+	}
 	own(graph, &graph.owned, s.ctx, r, true)
 	return graph, nil
 }
@@ -200,6 +226,8 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 		return nil, err
 	}
 	defer leave()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	h := new(uintptr)
 	if err := call(symGraphInstantiate, uintptr(unsafe.Pointer(h)), gh, 0); err != nil {
 		return nil, err
@@ -208,7 +236,8 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &GraphExec{uses: g.uses}
+	e := &GraphExec{from: g.res}
+	e.setUses(g.uses)
 	own(e, &e.owned, g.ctx, r, true)
 	return e, nil
 }
@@ -233,7 +262,17 @@ func (g *Graph) Close() error {
 type GraphExec struct {
 	owned
 	launchMu sync.Mutex // the driver's graph objects are not thread-safe
-	uses     []graphUse // guarded by res.mu: read-held to read, write-held to change
+	// The fields below are guarded by res.mu: read-held to read them,
+	// write-held to change them.
+	from *resource  // the graph instantiated or last updated from
+	all  []graphUse // what each node uses
+	uses []graphUse // all, each resource once: what a launch locks
+}
+
+// setUses makes uses (a copy) what e's nodes use.
+func (e *GraphExec) setUses(uses []graphUse) {
+	e.all = append([]graphUse(nil), uses...)
+	e.uses = dedupe(e.all)
 }
 
 // Launch queues the graph on s (cuGraphLaunch). Every host buffer,
@@ -364,7 +403,9 @@ func (e *GraphExec) Update(g *Graph) error {
 		}
 		return err
 	}
-	e.uses = g.uses
+	g.mu.Lock()
+	e.setUses(g.uses)
+	g.mu.Unlock()
 	return nil
 }
 

@@ -71,6 +71,11 @@ const (
 	symGraphExecUpdate
 	symGraphExecDestroy
 	symGraphDestroy
+	symGraphCreate
+	symGraphAddKernelNode
+	symGraphAddMemcpyNode
+	symGraphExecKernelNodeSetParams
+	symGraphExecMemcpyNodeSetParams
 	numSymbols
 )
 
@@ -153,4 +158,10 @@ var symbols = [numSymbols]symbol{
 	symGraphExecUpdate:    {loader.Symbol{Name: "cuGraphExecUpdate", Version: 12000, Export: "cuGraphExecUpdate_v2"}, 3},
 	symGraphExecDestroy:   {loader.Symbol{Name: "cuGraphExecDestroy", Version: 10000, Export: "cuGraphExecDestroy"}, 1},
 	symGraphDestroy:       {loader.Symbol{Name: "cuGraphDestroy", Version: 10000, Export: "cuGraphDestroy"}, 1},
+	// Graphs built node by node (graphnode.go).
+	symGraphCreate:                  {loader.Symbol{Name: "cuGraphCreate", Version: 10000, Export: "cuGraphCreate"}, 2},
+	symGraphAddKernelNode:           {loader.Symbol{Name: "cuGraphAddKernelNode", Version: 12000, Export: "cuGraphAddKernelNode_v2"}, 5},
+	symGraphAddMemcpyNode:           {loader.Symbol{Name: "cuGraphAddMemcpyNode", Version: 10000, Export: "cuGraphAddMemcpyNode"}, 6},
+	symGraphExecKernelNodeSetParams: {loader.Symbol{Name: "cuGraphExecKernelNodeSetParams", Version: 12000, Export: "cuGraphExecKernelNodeSetParams_v2"}, 3},
+	symGraphExecMemcpyNodeSetParams: {loader.Symbol{Name: "cuGraphExecMemcpyNodeSetParams", Version: 10020, Export: "cuGraphExecMemcpyNodeSetParams"}, 4},
 }

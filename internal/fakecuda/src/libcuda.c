@@ -270,7 +270,7 @@ static struct obj *find_mem(uintptr_t p, size_t n, int kind) {
 }
 
 static void bury(struct obj *o);
-static void graph_append(struct obj *g, const struct op *op);
+static struct op *graph_append(struct obj *g, const struct op *op);
 
 /* ---- the asynchronous engine: one worker runs every stream's work in
  * issue order, which respects each stream's order and every event wait. */
@@ -286,6 +286,8 @@ struct op {
     int value;
     unsigned char params[16][16]; /* OP_LAUNCH: the argument values */
     int nparams;
+    struct obj *func;             /* OP_LAUNCH: the kernel */
+    long node;                    /* in a graph: the node's handle */
     struct op *next;
 };
 static struct op *qhead, *qtail;
@@ -1245,6 +1247,7 @@ CUresult cuLaunchKernel(handle_t f, unsigned gx, unsigned gy, unsigned gz, unsig
     op->stream = so;
     memcpy(op->params, last_params, sizeof op->params);
     op->nparams = last_nparams;
+    op->func = fo;
     enqueue(op);
     fo->mod->inflight--;
     pthread_mutex_unlock(&mu);
@@ -1438,12 +1441,23 @@ CUresult cuMemFreeAsync(uintptr_t d, handle_t s) {
 
 /* ---- stream capture and graphs ---- */
 
-static void graph_append(struct obj *g, const struct op *op) {
+/* Node handles are small numbers, unique in the process. */
+static long next_node;
+
+static struct op *graph_append(struct obj *g, const struct op *op) {
     g->ops = realloc(g->ops, (size_t)(g->nops + 1) * sizeof *g->ops);
-    g->ops[g->nops] = *op;
-    g->ops[g->nops].next = NULL;
-    g->ops[g->nops].stream = NULL;
-    g->nops++;
+    struct op *n = &g->ops[g->nops++];
+    *n = *op;
+    n->next = NULL;
+    n->stream = NULL;
+    n->node = ++next_node;
+    return n;
+}
+
+static struct op *find_node(struct obj *g, long node) {
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].node == node) return &g->ops[i];
+    return NULL;
 }
 
 CUresult cuStreamBeginCapture_v2(handle_t s, int mode) {
@@ -1621,6 +1635,7 @@ CUresult cuGraphExecUpdate_v2(handle_t e, handle_t g, struct update_info *info) 
     if (eo->nops != go->nops) result = 2; /* topology changed */
     for (int i = 0; !result && i < eo->nops; i++)
         if (eo->ops[i].type != go->ops[i].type) result = 3; /* node type changed */
+        else if (eo->ops[i].func != go->ops[i].func) result = 4; /* function changed */
     info->result = result;
     if (result) {
         pthread_mutex_unlock(&mu);
@@ -1642,6 +1657,192 @@ CUresult cuGraphExecDestroy(handle_t e) {
     free_graph("cuGraphExecDestroy", o);
     pthread_mutex_unlock(&mu);
     return OK;
+}
+
+/* ---- graphs built node by node ---- */
+
+CUresult cuGraphCreate(handle_t *g, unsigned flags) {
+    ENTER("cuGraphCreate");
+    if (flags) return E_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    if (!need_ctx("cuGraphCreate")) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    *g = (handle_t)new_obj(K_GRAPH, current->ctx);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* check_deps reports dependencies that are not nodes of g. */
+static int check_deps(const char *call, struct obj *g, const long *deps, size_t n) {
+    if (n && !deps) {
+        violation("%s: %zu dependencies and no array", call, n);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!find_node(g, deps[i])) {
+            violation("%s: dependency %zu (%ld) is not a node of the graph", call, i, deps[i]);
+            return 0;
+        }
+    return 1;
+}
+
+/* CUDA_KERNEL_NODE_PARAMS_v2 as cuda.h of CUDA 12.0..13.0 lays it out. */
+struct kernel_params {
+    handle_t func;
+    unsigned grid[3], block[3], shmem;
+    void **params, **extra;
+    handle_t kern, ctx;
+};
+
+/* kernel_op fills op from p; called with mu held. */
+static CUresult kernel_op(const char *call, const struct kernel_params *p, struct op *op) {
+    struct obj *fo = func_use(call, p->func);
+    if (!fo) return E_INVALID_HANDLE;
+    if (fo->ctx != cur_ctx()) {
+        violation("%s: function of context %d used while context %d is current", call, fo->ctx, cur_ctx());
+        return E_INVALID_CONTEXT;
+    }
+    if (p->extra || p->kern || (p->ctx && p->ctx != (handle_t)current)) return E_INVALID_VALUE;
+    for (int i = 0; i < 3; i++)
+        if (!p->grid[i] || !p->block[i]) return E_INVALID_VALUE;
+    op->type = OP_LAUNCH;
+    op->func = fo;
+    /* The driver copies the argument values now. */
+    int n = nparam_sizes > 0 ? nparam_sizes : 0;
+    op->nparams = 0;
+    for (int i = 0; i < n && i < 16 && p->params; i++) {
+        size_t sz = param_sizes[i] > 16 ? 16 : param_sizes[i];
+        memcpy(op->params[i], p->params[i], sz);
+        op->nparams++;
+    }
+    return OK;
+}
+
+CUresult cuGraphAddKernelNode_v2(long *node, handle_t g, const long *deps, size_t ndeps, const struct kernel_params *p) {
+    ENTER("cuGraphAddKernelNode_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *go = lookup("cuGraphAddKernelNode_v2", g, K_GRAPH);
+    if (!go || !p || !check_deps("cuGraphAddKernelNode_v2", go, deps, ndeps)) {
+        pthread_mutex_unlock(&mu);
+        return go && p ? E_INVALID_VALUE : E_INVALID_HANDLE;
+    }
+    struct op op;
+    memset(&op, 0, sizeof op);
+    CUresult r = kernel_op("cuGraphAddKernelNode_v2", p, &op);
+    if (!r) *node = graph_append(go, &op)->node;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+/* CUDA_MEMCPY3D as cuda.h lays it out. */
+struct memcpy3d {
+    size_t src_x, src_y, src_z, src_lod;
+    int src_type;
+    const void *src_host;
+    uintptr_t src_device;
+    void *src_array, *reserved0;
+    size_t src_pitch, src_height;
+    size_t dst_x, dst_y, dst_z, dst_lod;
+    int dst_type;
+    void *dst_host;
+    uintptr_t dst_device;
+    void *dst_array, *reserved1;
+    size_t dst_pitch, dst_height;
+    size_t width, height, depth;
+};
+
+/* copy_op fills op from a one-dimensional host-device copy; called with mu
+ * held. */
+static CUresult copy_op(const char *call, const struct memcpy3d *p, handle_t ctx, struct op *op) {
+    if (ctx != (handle_t)current || !need_ctx(call)) {
+        violation("%s: the copy's context is not the current one", call);
+        return E_INVALID_CONTEXT;
+    }
+    if (p->height != 1 || p->depth != 1 || p->src_y || p->src_z || p->dst_y || p->dst_z || p->src_array ||
+        p->dst_array || p->src_x || p->dst_x || p->src_pitch < p->width || p->dst_pitch < p->width)
+        return E_INVALID_VALUE;
+    size_t n = p->width;
+    if (p->src_type == 1 && p->dst_type == 2) {
+        op->type = OP_H2D;
+        op->src = (char *)p->src_host;
+        op->dst = (char *)p->dst_device;
+        op->host = find_mem((uintptr_t)p->src_host, n, K_HOSTMEM);
+        op->dev = find_mem(p->dst_device, n, K_DEVMEM);
+    } else if (p->src_type == 2 && p->dst_type == 1) {
+        op->type = OP_D2H;
+        op->src = (char *)p->src_device;
+        op->dst = p->dst_host;
+        op->host = find_mem((uintptr_t)p->dst_host, n, K_HOSTMEM);
+        op->dev = find_mem(p->src_device, n, K_DEVMEM);
+    } else {
+        return E_INVALID_VALUE;
+    }
+    op->n = n;
+    if (!op->host) {
+        violation("%s: host memory of %zu bytes is neither pinned nor registered", call, n);
+        return E_INVALID_VALUE;
+    }
+    if (!op->dev) {
+        violation("%s: %zu bytes outside live device memory", call, n);
+        return E_INVALID_VALUE;
+    }
+    if (!check_ctx(call, op->dev)) return E_INVALID_CONTEXT;
+    return OK;
+}
+
+CUresult cuGraphAddMemcpyNode(long *node, handle_t g, const long *deps, size_t ndeps, const struct memcpy3d *p,
+                              handle_t ctx) {
+    ENTER("cuGraphAddMemcpyNode");
+    pthread_mutex_lock(&mu);
+    struct obj *go = lookup("cuGraphAddMemcpyNode", g, K_GRAPH);
+    if (!go || !p || !check_deps("cuGraphAddMemcpyNode", go, deps, ndeps)) {
+        pthread_mutex_unlock(&mu);
+        return go && p ? E_INVALID_VALUE : E_INVALID_HANDLE;
+    }
+    struct op op;
+    memset(&op, 0, sizeof op);
+    CUresult r = copy_op("cuGraphAddMemcpyNode", p, ctx, &op);
+    if (!r) *node = graph_append(go, &op)->node;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(handle_t e, long node, const struct kernel_params *p) {
+    ENTER("cuGraphExecKernelNodeSetParams_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *eo = lookup("cuGraphExecKernelNodeSetParams_v2", e, K_GEXEC);
+    struct op *n = eo ? find_node(eo, node) : NULL;
+    if (!n || n->type != OP_LAUNCH || !p) {
+        if (eo) violation("cuGraphExecKernelNodeSetParams_v2: %ld is not a kernel node of the exec", node);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    struct op op = *n;
+    CUresult r = kernel_op("cuGraphExecKernelNodeSetParams_v2", p, &op);
+    if (!r && op.func != n->func) r = E_INVALID_VALUE; /* the kernel cannot change */
+    if (!r) *n = op;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memcpy3d *p, handle_t ctx) {
+    ENTER("cuGraphExecMemcpyNodeSetParams");
+    pthread_mutex_lock(&mu);
+    struct obj *eo = lookup("cuGraphExecMemcpyNodeSetParams", e, K_GEXEC);
+    struct op *n = eo ? find_node(eo, node) : NULL;
+    if (!n || (n->type != OP_H2D && n->type != OP_D2H) || !p) {
+        if (eo) violation("cuGraphExecMemcpyNodeSetParams: %ld is not a copy node of the exec", node);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    struct op op = *n;
+    CUresult r = copy_op("cuGraphExecMemcpyNodeSetParams", p, ctx, &op);
+    if (!r && op.type != n->type) r = E_INVALID_VALUE; /* the direction cannot change */
+    if (!r) *n = op;
+    pthread_mutex_unlock(&mu);
+    return r;
 }
 
 /* cuGetProcAddress_v2: every entry point by its plain name. */
@@ -1678,6 +1879,10 @@ static const struct entry entries[] = {
     E("cuStreamIsCapturing", cuStreamIsCapturing), E("cuGraphInstantiateWithFlags", cuGraphInstantiateWithFlags),
     E("cuGraphLaunch", cuGraphLaunch), E("cuGraphExecUpdate", cuGraphExecUpdate_v2),
     E("cuGraphExecDestroy", cuGraphExecDestroy), E("cuGraphDestroy", cuGraphDestroy),
+    E("cuGraphCreate", cuGraphCreate), E("cuGraphAddKernelNode", cuGraphAddKernelNode_v2),
+    E("cuGraphAddMemcpyNode", cuGraphAddMemcpyNode),
+    E("cuGraphExecKernelNodeSetParams", cuGraphExecKernelNodeSetParams_v2),
+    E("cuGraphExecMemcpyNodeSetParams", cuGraphExecMemcpyNodeSetParams),
 };
 
 CUresult cuGetProcAddress_v2(const char *name, void **fn, int version, unsigned long long flags, int *status) {
