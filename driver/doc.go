@@ -76,12 +76,15 @@
 // [Graph], on a thread locked for the capture, in thread-local mode; a
 // [GraphExec] replays it with one call per launch, and
 // [GraphExec.Update] swaps in a new capture of the same shape (other
-// buffers, other kernel arguments) without instantiating again. The host
-// memory and device buffers that captured copies use are kept reachable by
-// the graph and its executables, checked open at each launch (ErrClosed
-// otherwise), and kept alive after a launch like a queued copy's. Buffers
-// passed to kernels as raw addresses are not tracked: keep them open while
-// a GraphExec that uses them may run.
+// buffers, other kernel arguments) without instantiating again.
+// [Context.NewGraph] builds a graph node by node instead
+// ([Graph.AddKernel], [Graph.AddCopyToDevice], [Graph.AddCopyToHost]), and
+// the GraphExec Set methods change one node's kernel arguments or copy
+// buffers in place. The host memory and device buffers that a graph's
+// copies use are kept reachable by the graph and its executables, checked
+// open at each launch (ErrClosed otherwise), and kept alive after a launch
+// like a queued copy's. Buffers passed to kernels as raw addresses are not
+// tracked: keep them open while a GraphExec that uses them may run.
 //
 // # Lifetimes
 //

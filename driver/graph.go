@@ -65,7 +65,7 @@ func (c *capture) add(r *resource, keep any, host bool) {
 func (c *capture) list() []graphUse {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.uses
+	return append([]graphUse(nil), c.uses...)
 }
 
 // capturing reports whether a graph capture is in progress on s.
@@ -164,9 +164,6 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 		return nil, err
 	}
 	graph := &Graph{uses: c.list()}
-	for i := range graph.uses {
-		graph.uses[i].node = 0
-	}
 	own(graph, &graph.owned, s.ctx, r, true)
 	return graph, nil
 }
@@ -393,6 +390,8 @@ func (e *GraphExec) Update(g *Graph) error {
 	if err := k.enter(op); err != nil {
 		return err
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	info := new(graphExecUpdateResultInfo)
 	err = call(symGraphExecUpdate, eh, gh, uintptr(unsafe.Pointer(info)))
 	leave()
@@ -403,9 +402,7 @@ func (e *GraphExec) Update(g *Graph) error {
 		}
 		return err
 	}
-	g.mu.Lock()
 	e.setUses(g.uses)
-	g.mu.Unlock()
 	return nil
 }
 
