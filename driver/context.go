@@ -338,6 +338,10 @@ const (
 	kindStream
 	kindEvent
 	kindModule
+	kindAsyncMemory // device memory from a stream-ordered pool (pool.go)
+	kindMemPool
+	kindGraph
+	kindGraphExec
 )
 
 var destroyOf = [...]symID{
@@ -347,6 +351,10 @@ var destroyOf = [...]symID{
 	kindStream:       symStreamDestroy,
 	kindEvent:        symEventDestroy,
 	kindModule:       symModuleUnload,
+	kindAsyncMemory:  symMemFree, // after a context synchronisation: see release
+	kindMemPool:      symMemPoolDestroy,
+	kindGraph:        symGraphDestroy,
+	kindGraphExec:    symGraphExecDestroy,
 }
 
 func (k resourceKind) String() string {
@@ -363,6 +371,14 @@ func (k resourceKind) String() string {
 		return "event"
 	case kindModule:
 		return "module"
+	case kindAsyncMemory:
+		return "pool buffer"
+	case kindMemPool:
+		return "memory pool"
+	case kindGraph:
+		return "graph"
+	case kindGraphExec:
+		return "graph exec"
 	}
 	return "object"
 }
@@ -457,6 +473,11 @@ func (r *resource) release() error {
 		if e := k.enter("Close"); e != nil {
 			err = errors.Join(err, e)
 		} else {
+			if r.kind == kindAsyncMemory {
+				// cuMemFree does not wait for stream work on memory from a
+				// pool: wait for the context first (FreeAsync avoids this).
+				err = errors.Join(err, call(symCtxSynchronize))
+			}
 			err = errors.Join(err, call(destroyOf[r.kind], h))
 			leave()
 		}

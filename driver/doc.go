@@ -12,8 +12,8 @@
 //     "cuda: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory",
 //     and errors.Is matches it against sentinels like ErrOutOfMemory;
 //   - owning: Context, DeviceBuffer, HostBuffer, HostRegistration, Stream,
-//     Event, Module and Function are what the rest of overlap uses. No other
-//     package touches a raw handle.
+//     Event, Module, Function, MemPool, Graph and GraphExec are what the
+//     rest of overlap uses. No other package touches a raw handle.
 //
 // Arguments are checked before they reach the driver: sizes must be
 // positive, copy spans must fit both sides (ErrLength), nil and closed
@@ -71,6 +71,29 @@
 //
 // Kernel arguments are copied, at each launch, into slabs pinned for the
 // life of the process; an Args itself is plain Go memory.
+//
+// Stream-ordered buffers ([Stream.AllocAsync], [Stream.AllocFromPool]) are
+// DeviceBuffers that a stream allocates and [Stream.FreeAsync] frees in
+// its order, without the device-wide wait of cuMemFree; FreeAsync closes
+// the Go object at once. Closing such a buffer instead (or its Context)
+// first waits for the whole context, since cuMemFree does not order itself
+// after stream work on pool memory.
+//
+// # Graphs
+//
+// [Stream.Capture] records what a function queues on a stream into a
+// [Graph], on a thread locked for the capture, in thread-local mode; a
+// [GraphExec] replays it with one call per launch, and
+// [GraphExec.Update] swaps in a new capture of the same shape (other
+// buffers, other kernel arguments) without instantiating again.
+// [Context.NewGraph] builds a graph node by node instead
+// ([Graph.AddKernel], [Graph.AddCopyToDevice], [Graph.AddCopyToHost]), and
+// the GraphExec Set methods change one node's kernel arguments or copy
+// buffers in place. The host memory and device buffers that a graph's
+// copies use are kept reachable by the graph and its executables, checked
+// open at each launch (ErrClosed otherwise), and kept alive after a launch
+// like a queued copy's. Buffers passed to kernels as raw addresses are not
+// tracked: keep them open while a GraphExec that uses them may run.
 //
 // # Lifetimes
 //

@@ -203,7 +203,7 @@ func TestNilAndClosedObjects(t *testing.T) {
 	_, err = closedCtx.NewStream(StreamOptions{})
 	assert.ErrorIs(t, err, ErrClosed)
 
-	dead := &Stream{owned{ctx: closedCtx, res: &resource{core: closedCtx.core}}}
+	dead := &Stream{owned: owned{ctx: closedCtx, res: &resource{core: closedCtx.core}}}
 	assert.ErrorIs(t, dead.Synchronize(), ErrClosed)
 	assert.EqualError(t, dead.Synchronize(), "cuda: Stream.Synchronize: cuda: use of closed object")
 	assert.NoError(t, dead.Close())

@@ -81,7 +81,10 @@ func (b *DeviceBuffer) Ptr() DevicePtr {
 	return DevicePtr(b.liveHandle())
 }
 
-// Close frees the memory (cuMemFree_v2). A second Close returns nil.
+// Close frees the memory (cuMemFree_v2). A buffer from a memory pool
+// ([Stream.AllocAsync]) is freed only after all of its context's work is
+// done (cuCtxSynchronize first); [Stream.FreeAsync] is the cheap way to free
+// one. A second Close returns nil.
 func (b *DeviceBuffer) Close() error {
 	if b == nil {
 		return nil

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -30,6 +31,9 @@ type StreamOptions struct {
 // it and must Close it.
 type Stream struct {
 	owned
+	// capt is the graph capture in progress on the stream, if any: what
+	// its captured operations use (graph.go).
+	capt atomic.Pointer[capture]
 }
 
 // NewStream creates a stream (cuStreamCreate, or cuStreamCreateWithPriority
@@ -204,6 +208,10 @@ func (s *Stream) hostCopy(op string, bound *ctxCore, toDevice bool, dev *DeviceB
 	}
 	if err == nil {
 		s.res.uses.add(mem, keep)
+		if c := s.capt.Load(); c != nil {
+			c.add(mem, keep, true)
+			c.add(dev.res, dev, false)
+		}
 	}
 	return err
 }
@@ -266,12 +274,20 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 	}
 	d := dst.liveHandle() + uintptr(dstOff)
 	if src == nil {
-		return s.issue(op, nil, id, 4, d, uintptr(v), uintptr(n), h)
+		err = s.issue(op, nil, id, 4, d, uintptr(v), uintptr(n), h)
+	} else {
+		if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
+			return err
+		}
+		err = s.issue(op, nil, id, 4, d, src.liveHandle()+uintptr(srcOff), uintptr(n), h)
 	}
-	if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
-		return err
+	if c := s.capt.Load(); c != nil && err == nil {
+		c.add(dst.res, dst, false)
+		if src != nil {
+			c.add(src.res, src, false)
+		}
 	}
-	return s.issue(op, nil, id, 4, d, src.liveHandle()+uintptr(srcOff), uintptr(n), h)
+	return err
 }
 
 // CopyDevice queues a device-to-device copy (cuMemcpyDtoDAsync_v2).

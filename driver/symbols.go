@@ -57,6 +57,27 @@ const (
 	symFuncGetAttribute
 	symFuncGetParamInfo
 	symLaunchKernel
+	symMemAllocAsync
+	symMemFreeAsync
+	symMemAllocFromPoolAsync
+	symMemPoolCreate
+	symMemPoolDestroy
+	symMemPoolSetAttribute
+	symMemPoolGetAttribute
+	symDeviceGetDefaultMemPool
+	symStreamBeginCapture
+	symStreamEndCapture
+	symStreamIsCapturing
+	symGraphInstantiate
+	symGraphLaunch
+	symGraphExecUpdate
+	symGraphExecDestroy
+	symGraphDestroy
+	symGraphCreate
+	symGraphAddKernelNode
+	symGraphAddMemcpyNode
+	symGraphExecKernelNodeSetParams
+	symGraphExecMemcpyNodeSetParams
 	numSymbols
 )
 
@@ -123,4 +144,28 @@ var symbols = [numSymbols]symbol{
 	symFuncGetAttribute:         {loader.Symbol{Name: "cuFuncGetAttribute", Version: 2020, Export: "cuFuncGetAttribute"}, 3},
 	symFuncGetParamInfo:         {loader.Symbol{Name: "cuFuncGetParamInfo", Version: 12040, Export: "cuFuncGetParamInfo"}, 4},
 	symLaunchKernel:             {loader.Symbol{Name: "cuLaunchKernel", Version: 4000, Export: "cuLaunchKernel"}, 11},
+	// Stream-ordered allocation (pool.go).
+	symMemAllocAsync:           {loader.Symbol{Name: "cuMemAllocAsync", Version: 11020, Export: "cuMemAllocAsync"}, 3},
+	symMemFreeAsync:            {loader.Symbol{Name: "cuMemFreeAsync", Version: 11020, Export: "cuMemFreeAsync"}, 2},
+	symMemAllocFromPoolAsync:   {loader.Symbol{Name: "cuMemAllocFromPoolAsync", Version: 11020, Export: "cuMemAllocFromPoolAsync"}, 4},
+	symMemPoolCreate:           {loader.Symbol{Name: "cuMemPoolCreate", Version: 11020, Export: "cuMemPoolCreate"}, 2},
+	symMemPoolDestroy:          {loader.Symbol{Name: "cuMemPoolDestroy", Version: 11020, Export: "cuMemPoolDestroy"}, 1},
+	symMemPoolSetAttribute:     {loader.Symbol{Name: "cuMemPoolSetAttribute", Version: 11020, Export: "cuMemPoolSetAttribute"}, 3},
+	symMemPoolGetAttribute:     {loader.Symbol{Name: "cuMemPoolGetAttribute", Version: 11020, Export: "cuMemPoolGetAttribute"}, 3},
+	symDeviceGetDefaultMemPool: {loader.Symbol{Name: "cuDeviceGetDefaultMemPool", Version: 11020, Export: "cuDeviceGetDefaultMemPool"}, 2},
+	// Stream capture and graphs (graph.go).
+	symStreamBeginCapture: {loader.Symbol{Name: "cuStreamBeginCapture", Version: 10010, Export: "cuStreamBeginCapture_v2"}, 2},
+	symStreamEndCapture:   {loader.Symbol{Name: "cuStreamEndCapture", Version: 10000, Export: "cuStreamEndCapture"}, 2},
+	symStreamIsCapturing:  {loader.Symbol{Name: "cuStreamIsCapturing", Version: 10000, Export: "cuStreamIsCapturing"}, 2},
+	symGraphInstantiate:   {loader.Symbol{Name: "cuGraphInstantiateWithFlags", Version: 11040, Export: "cuGraphInstantiateWithFlags"}, 3},
+	symGraphLaunch:        {loader.Symbol{Name: "cuGraphLaunch", Version: 10000, Export: "cuGraphLaunch"}, 2},
+	symGraphExecUpdate:    {loader.Symbol{Name: "cuGraphExecUpdate", Version: 12000, Export: "cuGraphExecUpdate_v2"}, 3},
+	symGraphExecDestroy:   {loader.Symbol{Name: "cuGraphExecDestroy", Version: 10000, Export: "cuGraphExecDestroy"}, 1},
+	symGraphDestroy:       {loader.Symbol{Name: "cuGraphDestroy", Version: 10000, Export: "cuGraphDestroy"}, 1},
+	// Graphs built node by node (graphnode.go).
+	symGraphCreate:                  {loader.Symbol{Name: "cuGraphCreate", Version: 10000, Export: "cuGraphCreate"}, 2},
+	symGraphAddKernelNode:           {loader.Symbol{Name: "cuGraphAddKernelNode", Version: 12000, Export: "cuGraphAddKernelNode_v2"}, 5},
+	symGraphAddMemcpyNode:           {loader.Symbol{Name: "cuGraphAddMemcpyNode", Version: 10000, Export: "cuGraphAddMemcpyNode"}, 6},
+	symGraphExecKernelNodeSetParams: {loader.Symbol{Name: "cuGraphExecKernelNodeSetParams", Version: 12000, Export: "cuGraphExecKernelNodeSetParams_v2"}, 3},
+	symGraphExecMemcpyNodeSetParams: {loader.Symbol{Name: "cuGraphExecMemcpyNodeSetParams", Version: 10020, Export: "cuGraphExecMemcpyNodeSetParams"}, 4},
 }

@@ -140,6 +140,9 @@ const (
 	DeviceMemory
 	HostMemory
 	Registrations
+	MemPools
+	Graphs
+	GraphExecs
 )
 
 // Fake is the test-side control of the fake driver loaded in this process.

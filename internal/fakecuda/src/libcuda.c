@@ -13,7 +13,14 @@
  *     or registered, and an operation on another context's object are all
  *     recorded as violations, with a message, instead of crashing;
  *   - failure injection (the nth call of a named entry point returns a
- *     given CUresult) and delays (a named entry point sleeps first).
+ *     given CUresult) and delays (a named entry point sleeps first);
+ *   - stream-ordered allocation: default and created memory pools, and
+ *     cuMemFreeAsync that frees only when the stream's earlier work has
+ *     run, while cuMemFree on such memory does not wait (as the driver);
+ *   - stream capture into graphs, in thread-local or global mode, whose
+ *     forbidden calls invalidate the capture, and graph execs whose
+ *     launches replay the captured operations after checking that the
+ *     memory they use is still live.
  *
  * The fake_* functions are the test-side controls; package fakecuda binds
  * them. Everything is guarded by one mutex: the fake is for correctness,
@@ -46,11 +53,16 @@ enum {
     E_ALREADY_REGISTERED = 712,
     E_NOT_REGISTERED = 713,
     E_NOT_SUPPORTED = 801,
+    E_ILLEGAL_STATE = 401,
+    E_CAPTURE_UNSUPPORTED = 900,
+    E_CAPTURE_INVALIDATED = 901,
+    E_CAPTURE_WRONG_THREAD = 908,
+    E_GRAPH_UPDATE = 910,
 };
 
-enum kind { K_CTX = 1, K_STREAM, K_EVENT, K_MODULE, K_FUNC, K_DEVMEM, K_HOSTMEM, K_REG, K_NKINDS };
+enum kind { K_CTX = 1, K_STREAM, K_EVENT, K_MODULE, K_FUNC, K_DEVMEM, K_HOSTMEM, K_REG, K_POOL, K_GRAPH, K_GEXEC, K_NKINDS };
 static const char *kind_names[] = {"?", "context", "stream", "event", "module", "function",
-                                   "device memory", "host memory", "registration"};
+                                   "device memory", "host memory", "registration", "memory pool", "graph", "graph exec"};
 
 #define MAGIC 0x0FAC0DAu
 #define MAX_DEVICES 8
@@ -71,6 +83,18 @@ struct obj {
     double done_at;   /* events: when the record completed, in ms */
     struct obj *mod;  /* functions: their module */
     char name[64];
+    /* Stream-ordered memory: allocated from a pool, and the pool. */
+    int async;
+    struct obj *pool;
+    unsigned long long threshold; /* pools: CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+    int is_default;               /* pools: a device's default pool */
+    /* Streams: the graph being captured, by which thread, in which mode. */
+    struct obj *cap_graph;
+    pthread_t cap_thread;
+    int cap_mode, cap_invalid;
+    /* Graphs and graph execs: the captured operations. */
+    struct op *ops;
+    int nops;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -81,6 +105,8 @@ static int initialised;
 static int primary_refs[MAX_DEVICES];
 static struct obj *primary[MAX_DEVICES];
 static __thread struct obj *current;
+/* The stream this thread captures in thread-local or global mode. */
+static __thread struct obj *capturing;
 
 /* Live memory objects, for address lookups. */
 static struct obj **mems;
@@ -158,7 +184,8 @@ static struct obj *new_obj(int kind, int ctx) {
     o->live = 1;
     o->ctx = ctx;
     live_count[kind]++;
-    if (kind == K_STREAM || kind == K_EVENT || kind == K_MODULE) {
+    if (kind == K_STREAM || kind == K_EVENT || kind == K_MODULE || kind == K_POOL || kind == K_GRAPH ||
+        kind == K_GEXEC) {
         if (nothers == capothers) {
             capothers = capothers ? 2 * capothers : 64;
             others = realloc(others, capothers * sizeof *others);
@@ -197,6 +224,16 @@ static void kill_obj(const char *call, struct obj *o) {
 
 static int cur_ctx(void) { return current ? current->ctx : -1; }
 
+/* forbidden reports a call that stream capture forbids: made by a thread
+ * that is capturing, or on a stream that is. Like the driver, it
+ * invalidates the capture; called with mu held. */
+static int forbidden(struct obj *so) {
+    struct obj *c = so && so->cap_graph ? so : capturing;
+    if (!c || !c->cap_graph) return 0;
+    c->cap_invalid = 1;
+    return 1;
+}
+
 static int check_ctx(const char *call, struct obj *o) {
     if (o->ctx != cur_ctx()) {
         violation("%s: %s of context %d used while context %d is current", call, kind_names[o->kind], o->ctx, cur_ctx());
@@ -232,17 +269,25 @@ static struct obj *find_mem(uintptr_t p, size_t n, int kind) {
     return NULL;
 }
 
+static void bury(struct obj *o);
+static struct op *graph_append(struct obj *g, const struct op *op);
+
 /* ---- the asynchronous engine: one worker runs every stream's work in
  * issue order, which respects each stream's order and every event wait. */
 
-enum { OP_H2D = 1, OP_D2H, OP_D2D, OP_MEMSET, OP_RECORD, OP_WAIT, OP_LAUNCH };
+enum { OP_H2D = 1, OP_D2H, OP_D2D, OP_MEMSET, OP_RECORD, OP_WAIT, OP_LAUNCH, OP_FREE };
 struct op {
     int type;
     long seq;
     struct obj *stream, *event, *host, *dev, *dev2;
+    struct obj *freeing; /* OP_FREE: the memory it frees */
     char *dst, *src;
     size_t n;
     int value;
+    unsigned char params[16][16]; /* OP_LAUNCH: the argument values */
+    int nparams;
+    struct obj *func;             /* OP_LAUNCH: the kernel */
+    long node;                    /* in a graph: the node's handle */
     struct op *next;
 };
 static struct op *qhead, *qtail;
@@ -281,6 +326,13 @@ static void *work(void *arg) {
         case OP_RECORD:
             op->event->done_at = now_ms();
             break;
+        case OP_FREE:
+            if (op->freeing->pending > 0)
+                violation("cuMemFreeAsync: memory freed while %ld operation(s) on it are pending",
+                          op->freeing->pending);
+            kill_obj("cuMemFreeAsync", op->freeing);
+            bury(op->freeing);
+            break;
         default:
             break;
         }
@@ -296,8 +348,14 @@ static void *work(void *arg) {
     return NULL;
 }
 
-/* enqueue adds op to the queue; called with mu held. */
+/* enqueue adds op to the queue, or to the graph its stream is capturing;
+ * called with mu held. */
 static void enqueue(struct op *op) {
+    if (op->stream && op->stream->cap_graph) {
+        graph_append(op->stream->cap_graph, op);
+        free(op);
+        return;
+    }
     if (!worker_started) {
         pthread_create(&worker, NULL, work, NULL);
         pthread_detach(worker);
@@ -520,6 +578,10 @@ CUresult cuCtxSynchronize(void) {
         pthread_mutex_unlock(&mu);
         return E_INVALID_CONTEXT;
     }
+    if (forbidden(NULL)) {
+        pthread_mutex_unlock(&mu);
+        return E_CAPTURE_UNSUPPORTED;
+    }
     struct obj *c = current;
     c->inflight++;
     pthread_mutex_unlock(&mu);
@@ -621,6 +683,10 @@ static CUresult free_mem(const char *call, int kind, uintptr_t p) {
 
 CUresult cuMemAlloc_v2(uintptr_t *p, size_t n) {
     ENTER("cuMemAlloc_v2");
+    pthread_mutex_lock(&mu);
+    int no = forbidden(NULL);
+    pthread_mutex_unlock(&mu);
+    if (no) return E_CAPTURE_UNSUPPORTED;
     return alloc_mem("cuMemAlloc_v2", K_DEVMEM, (void **)p, n, 0);
 }
 
@@ -630,7 +696,14 @@ CUresult cuMemFree_v2(uintptr_t p) {
      * first (the implicit synchronisation that stream-ordered allocation
      * exists to avoid). */
     pthread_mutex_lock(&mu);
-    wait_seq(issued_seq);
+    if (forbidden(NULL)) {
+        pthread_mutex_unlock(&mu);
+        return E_CAPTURE_UNSUPPORTED;
+    }
+    /* Memory from a pool is the exception: cuMemFree does not wait for
+     * it, and the caller must know that nothing uses it any more. */
+    struct obj *o = find_mem(p, 1, K_DEVMEM);
+    if (!o || !o->async || (uintptr_t)o->base != p) wait_seq(issued_seq);
     pthread_mutex_unlock(&mu);
     return free_mem("cuMemFree_v2", K_DEVMEM, p);
 }
@@ -762,6 +835,7 @@ CUresult cuStreamDestroy_v2(handle_t s) {
         return E_INVALID_HANDLE;
     }
     check_ctx("cuStreamDestroy_v2", o);
+    if (o->cap_graph) violation("cuStreamDestroy_v2: stream destroyed while capturing a graph");
     kill_obj("cuStreamDestroy_v2", o); /* queued work still completes */
     pthread_mutex_unlock(&mu);
     return OK;
@@ -782,6 +856,10 @@ CUresult cuStreamSynchronize(handle_t s) {
         pthread_mutex_unlock(&mu);
         return E_INVALID_HANDLE;
     }
+    if (forbidden(o)) {
+        pthread_mutex_unlock(&mu);
+        return E_CAPTURE_UNSUPPORTED;
+    }
     o->inflight++;
     pthread_mutex_unlock(&mu);
     CUresult r = enter("cuStreamSynchronize"); /* a delay here widens the window */
@@ -797,6 +875,10 @@ CUresult cuStreamQuery(handle_t s) {
     ENTER("cuStreamQuery");
     pthread_mutex_lock(&mu);
     struct obj *o = stream_use("cuStreamQuery", s);
+    if (o && forbidden(o)) {
+        pthread_mutex_unlock(&mu);
+        return E_CAPTURE_UNSUPPORTED;
+    }
     CUresult r = !o ? E_INVALID_HANDLE : (done_seq >= o->last_seq ? OK : E_NOT_READY);
     pthread_mutex_unlock(&mu);
     return r;
@@ -955,6 +1037,11 @@ CUresult cuEventRecord(handle_t e, handle_t s) {
     op->type = OP_RECORD;
     op->stream = so;
     op->event = eo;
+    if (so->cap_graph) { /* a captured record: a node, nothing to wait for */
+        enqueue(op);
+        pthread_mutex_unlock(&mu);
+        return OK;
+    }
     enqueue(op);
     eo->last_seq = op->seq;
     eo->recorded = 1;
@@ -1158,10 +1245,604 @@ CUresult cuLaunchKernel(handle_t f, unsigned gx, unsigned gy, unsigned gz, unsig
     struct op *op = calloc(1, sizeof *op);
     op->type = OP_LAUNCH;
     op->stream = so;
+    memcpy(op->params, last_params, sizeof op->params);
+    op->nparams = last_nparams;
+    op->func = fo;
     enqueue(op);
     fo->mod->inflight--;
     pthread_mutex_unlock(&mu);
     return OK;
+}
+
+/* ---- stream-ordered allocation ---- */
+
+static struct obj *default_pools[MAX_DEVICES];
+
+/* pool_use looks up a created pool or a device's default pool. */
+static struct obj *pool_use(const char *call, handle_t p) {
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (default_pools[d] && (handle_t)default_pools[d] == p) return default_pools[d];
+    return lookup(call, p, K_POOL);
+}
+
+CUresult cuDeviceGetDefaultMemPool(handle_t *p, int dev) {
+    ENTER("cuDeviceGetDefaultMemPool");
+    if (dev < 0 || dev >= ndevices) return E_INVALID_DEVICE;
+    pthread_mutex_lock(&mu);
+    if (!default_pools[dev]) {
+        /* Not counted among live objects: it lives as long as the device. */
+        struct obj *o = calloc(1, sizeof *o);
+        o->magic = MAGIC;
+        o->kind = K_POOL;
+        o->live = 1;
+        o->ctx = dev;
+        o->is_default = 1;
+        default_pools[dev] = o;
+    }
+    *p = (handle_t)default_pools[dev];
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* CUmemPoolProps as cuda.h of CUDA 12.6..13.0 lays it out: 88 bytes. */
+struct pool_props {
+    int alloc_type, handle_types, location_type, location_id;
+    void *win32;
+    size_t max_size;
+    unsigned short usage;
+    unsigned char reserved[54];
+};
+
+CUresult cuMemPoolCreate(handle_t *p, const struct pool_props *props) {
+    ENTER("cuMemPoolCreate");
+    if (!props) return E_INVALID_VALUE;
+    for (int i = 0; i < 54; i++)
+        if (props->reserved[i]) return E_INVALID_VALUE;
+    if (props->alloc_type != 1 || props->handle_types != 0 || props->location_type != 1 || props->win32 ||
+        props->usage)
+        return E_INVALID_VALUE;
+    if (props->location_id < 0 || props->location_id >= ndevices) return E_INVALID_DEVICE;
+    pthread_mutex_lock(&mu);
+    struct obj *o = new_obj(K_POOL, props->location_id);
+    *p = (handle_t)o;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuMemPoolDestroy(handle_t p) {
+    ENTER("cuMemPoolDestroy");
+    pthread_mutex_lock(&mu);
+    struct obj *o = pool_use("cuMemPoolDestroy", p);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (o->is_default) {
+        violation("cuMemPoolDestroy: a device's default pool destroyed");
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    /* Like the driver, allocations still out stay valid until freed. */
+    kill_obj("cuMemPoolDestroy", o);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+static CUresult pool_attr(const char *call, handle_t p, int attr, void *v, int set) {
+    ENTER(call);
+    pthread_mutex_lock(&mu);
+    struct obj *o = pool_use(call, p);
+    CUresult r = OK;
+    if (!o) r = E_INVALID_HANDLE;
+    else if (attr == 4 && set) o->threshold = *(unsigned long long *)v;
+    else if (attr == 4) *(unsigned long long *)v = o->threshold;
+    else if (attr < 1 || attr > 8) r = E_INVALID_VALUE;
+    else if (!set) memset(v, 0, attr >= 4 ? 8 : 4);
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuMemPoolSetAttribute(handle_t p, int attr, void *v) {
+    return pool_attr("cuMemPoolSetAttribute", p, attr, v, 1);
+}
+
+CUresult cuMemPoolGetAttribute(handle_t p, int attr, void *v) {
+    return pool_attr("cuMemPoolGetAttribute", p, attr, v, 0);
+}
+
+static CUresult alloc_async(const char *call, uintptr_t *d, size_t n, handle_t pool, handle_t s) {
+    pthread_mutex_lock(&mu);
+    struct obj *so = stream_use(call, s);
+    if (!so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (so->cap_graph) violation("%s: allocation nodes in a capture are not modelled by the fake", call);
+    struct obj *po;
+    if (pool) {
+        po = pool_use(call, pool);
+        if (!po) {
+            pthread_mutex_unlock(&mu);
+            return E_INVALID_HANDLE;
+        }
+        if (po->ctx != so->ctx) {
+            violation("%s: pool of device %d used with a stream of device %d", call, po->ctx, so->ctx);
+            pthread_mutex_unlock(&mu);
+            return E_INVALID_VALUE;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    if (!pool) {
+        handle_t dp;
+        CUresult r = cuDeviceGetDefaultMemPool(&dp, so->ctx);
+        if (r) return r;
+        po = (struct obj *)dp;
+    }
+    CUresult r = alloc_mem(call, K_DEVMEM, (void **)d, n, 0);
+    if (r) return r;
+    pthread_mutex_lock(&mu);
+    struct obj *o = find_mem(*d, n, K_DEVMEM);
+    o->async = 1;
+    o->pool = po;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuMemAllocAsync(uintptr_t *d, size_t n, handle_t s) {
+    ENTER("cuMemAllocAsync");
+    return alloc_async("cuMemAllocAsync", d, n, 0, s);
+}
+
+CUresult cuMemAllocFromPoolAsync(uintptr_t *d, size_t n, handle_t pool, handle_t s) {
+    ENTER("cuMemAllocFromPoolAsync");
+    if (!pool) return E_INVALID_VALUE;
+    return alloc_async("cuMemAllocFromPoolAsync", d, n, pool, s);
+}
+
+/* cuMemFreeAsync frees in the stream's order: the memory leaves the
+ * registry at once (a later use is a violation) and is released when the
+ * worker reaches the free, after every operation queued before it. */
+CUresult cuMemFreeAsync(uintptr_t d, handle_t s) {
+    ENTER("cuMemFreeAsync");
+    pthread_mutex_lock(&mu);
+    struct obj *so = stream_use("cuMemFreeAsync", s);
+    if (!so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    struct obj *o = NULL;
+    for (size_t i = 0; i < nmems; i++)
+        if (mems[i]->kind == K_DEVMEM && (uintptr_t)mems[i]->base == d) o = mems[i];
+    if (!o) {
+        violation("cuMemFreeAsync: %#lx is not the start of live device memory", (unsigned long)d);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if (!o->async) {
+        violation("cuMemFreeAsync: %#lx is from cuMemAlloc, not from a pool", (unsigned long)d);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if (o->ctx != so->ctx) {
+        violation("cuMemFreeAsync: memory of context %d freed on a stream of context %d", o->ctx, so->ctx);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if (so->cap_graph) violation("cuMemFreeAsync: free nodes in a capture are not modelled by the fake");
+    drop_mem(o);
+    struct op *op = calloc(1, sizeof *op);
+    op->type = OP_FREE;
+    op->stream = so;
+    op->freeing = o;
+    enqueue(op);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* ---- stream capture and graphs ---- */
+
+/* Node handles are small numbers, unique in the process. */
+static long next_node;
+
+static struct op *graph_append(struct obj *g, const struct op *op) {
+    g->ops = realloc(g->ops, (size_t)(g->nops + 1) * sizeof *g->ops);
+    struct op *n = &g->ops[g->nops++];
+    *n = *op;
+    n->next = NULL;
+    n->stream = NULL;
+    n->node = ++next_node;
+    return n;
+}
+
+static struct op *find_node(struct obj *g, long node) {
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].node == node) return &g->ops[i];
+    return NULL;
+}
+
+CUresult cuStreamBeginCapture_v2(handle_t s, int mode) {
+    ENTER("cuStreamBeginCapture_v2");
+    if (mode < 0 || mode > 2) return E_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    struct obj *so = stream_use("cuStreamBeginCapture_v2", s);
+    if (!so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (so->cap_graph) {
+        pthread_mutex_unlock(&mu);
+        return E_ILLEGAL_STATE;
+    }
+    so->cap_graph = new_obj(K_GRAPH, so->ctx);
+    so->cap_thread = pthread_self();
+    so->cap_mode = mode;
+    so->cap_invalid = 0;
+    if (mode != 2) capturing = so;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+static void free_graph(const char *call, struct obj *g) {
+    kill_obj(call, g);
+    free(g->ops);
+    g->ops = NULL;
+    g->nops = 0;
+}
+
+CUresult cuStreamEndCapture(handle_t s, handle_t *g) {
+    ENTER("cuStreamEndCapture");
+    pthread_mutex_lock(&mu);
+    *g = 0;
+    struct obj *so = stream_use("cuStreamEndCapture", s);
+    if (!so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (!so->cap_graph) {
+        pthread_mutex_unlock(&mu);
+        return E_ILLEGAL_STATE;
+    }
+    if (so->cap_mode == 1 && !pthread_equal(so->cap_thread, pthread_self())) {
+        violation("cuStreamEndCapture: a thread-local capture ended by another thread");
+        pthread_mutex_unlock(&mu);
+        return E_CAPTURE_WRONG_THREAD;
+    }
+    struct obj *gr = so->cap_graph;
+    so->cap_graph = NULL;
+    if (capturing == so) capturing = NULL;
+    if (so->cap_invalid) {
+        free_graph("cuStreamEndCapture", gr);
+        pthread_mutex_unlock(&mu);
+        return E_CAPTURE_INVALIDATED;
+    }
+    *g = (handle_t)gr;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuStreamIsCapturing(handle_t s, int *status) {
+    ENTER("cuStreamIsCapturing");
+    pthread_mutex_lock(&mu);
+    struct obj *so = stream_use("cuStreamIsCapturing", s);
+    if (!so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    *status = !so->cap_graph ? 0 : so->cap_invalid ? 2 : 1;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuGraphDestroy(handle_t g) {
+    ENTER("cuGraphDestroy");
+    pthread_mutex_lock(&mu);
+    struct obj *o = lookup("cuGraphDestroy", g, K_GRAPH);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    free_graph("cuGraphDestroy", o);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+static void copy_ops(struct obj *to, const struct obj *from) {
+    free(to->ops);
+    to->ops = from->nops ? malloc((size_t)from->nops * sizeof *to->ops) : NULL;
+    if (from->nops) memcpy(to->ops, from->ops, (size_t)from->nops * sizeof *to->ops);
+    to->nops = from->nops;
+}
+
+CUresult cuGraphInstantiateWithFlags(handle_t *e, handle_t g, unsigned long long flags) {
+    ENTER("cuGraphInstantiateWithFlags");
+    pthread_mutex_lock(&mu);
+    struct obj *go = lookup("cuGraphInstantiateWithFlags", g, K_GRAPH);
+    if (!go || !need_ctx("cuGraphInstantiateWithFlags")) {
+        pthread_mutex_unlock(&mu);
+        return go ? E_INVALID_CONTEXT : E_INVALID_HANDLE;
+    }
+    if (flags) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    check_ctx("cuGraphInstantiateWithFlags", go);
+    struct obj *o = new_obj(K_GEXEC, go->ctx);
+    copy_ops(o, go);
+    *e = (handle_t)o;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* mem_live reports whether o is still in the registry of live memory. */
+static int mem_live(const struct obj *o) {
+    for (size_t i = 0; i < nmems; i++)
+        if (mems[i] == o) return 1;
+    return 0;
+}
+
+CUresult cuGraphLaunch(handle_t e, handle_t s) {
+    ENTER("cuGraphLaunch");
+    pthread_mutex_lock(&mu);
+    struct obj *eo = lookup("cuGraphLaunch", e, K_GEXEC);
+    struct obj *so = stream_use("cuGraphLaunch", s);
+    if (!eo || !so) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    if (eo->ctx != so->ctx) {
+        violation("cuGraphLaunch: graph exec of context %d launched on a stream of context %d", eo->ctx, so->ctx);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    /* Check, as the copies would find it, the memory every node uses. */
+    for (int i = 0; i < eo->nops; i++) {
+        struct op *n = &eo->ops[i];
+        if (n->host && !mem_live(n->host))
+            violation("cuGraphLaunch: node %d copies host memory %p that is no longer pinned or registered", i,
+                      (void *)(n->type == OP_H2D ? n->src : n->dst));
+        if ((n->dev && !mem_live(n->dev)) || (n->dev2 && !mem_live(n->dev2)))
+            violation("cuGraphLaunch: node %d uses device memory that was freed", i);
+        if (n->event && !n->event->live) violation("cuGraphLaunch: node %d records a destroyed event", i);
+    }
+    for (int i = 0; i < eo->nops; i++) {
+        struct op *op = malloc(sizeof *op);
+        *op = eo->ops[i];
+        op->stream = so;
+        op->next = NULL;
+        if (op->type == OP_LAUNCH) {
+            memcpy(last_params, op->params, sizeof last_params);
+            last_nparams = op->nparams;
+        }
+        enqueue(op);
+    }
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+struct update_info { int result; void *error_node, *error_from_node; };
+
+CUresult cuGraphExecUpdate_v2(handle_t e, handle_t g, struct update_info *info) {
+    ENTER("cuGraphExecUpdate_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *eo = lookup("cuGraphExecUpdate_v2", e, K_GEXEC);
+    struct obj *go = lookup("cuGraphExecUpdate_v2", g, K_GRAPH);
+    if (!eo || !go || !info) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    info->error_node = info->error_from_node = NULL;
+    int result = 0;
+    if (eo->nops != go->nops) result = 2; /* topology changed */
+    for (int i = 0; !result && i < eo->nops; i++)
+        if (eo->ops[i].type != go->ops[i].type) result = 3; /* node type changed */
+        else if (eo->ops[i].func != go->ops[i].func) result = 4; /* function changed */
+    info->result = result;
+    if (result) {
+        pthread_mutex_unlock(&mu);
+        return E_GRAPH_UPDATE;
+    }
+    copy_ops(eo, go);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+CUresult cuGraphExecDestroy(handle_t e) {
+    ENTER("cuGraphExecDestroy");
+    pthread_mutex_lock(&mu);
+    struct obj *o = lookup("cuGraphExecDestroy", e, K_GEXEC);
+    if (!o) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_HANDLE;
+    }
+    free_graph("cuGraphExecDestroy", o);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* ---- graphs built node by node ---- */
+
+CUresult cuGraphCreate(handle_t *g, unsigned flags) {
+    ENTER("cuGraphCreate");
+    if (flags) return E_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    if (!need_ctx("cuGraphCreate")) {
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_CONTEXT;
+    }
+    *g = (handle_t)new_obj(K_GRAPH, current->ctx);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* check_deps reports dependencies that are not nodes of g. */
+static int check_deps(const char *call, struct obj *g, const long *deps, size_t n) {
+    if (n && !deps) {
+        violation("%s: %zu dependencies and no array", call, n);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!find_node(g, deps[i])) {
+            violation("%s: dependency %zu (%ld) is not a node of the graph", call, i, deps[i]);
+            return 0;
+        }
+    return 1;
+}
+
+/* CUDA_KERNEL_NODE_PARAMS_v2 as cuda.h of CUDA 12.0..13.0 lays it out. */
+struct kernel_params {
+    handle_t func;
+    unsigned grid[3], block[3], shmem;
+    void **params, **extra;
+    handle_t kern, ctx;
+};
+
+/* kernel_op fills op from p; called with mu held. */
+static CUresult kernel_op(const char *call, const struct kernel_params *p, struct op *op) {
+    struct obj *fo = func_use(call, p->func);
+    if (!fo) return E_INVALID_HANDLE;
+    if (fo->ctx != cur_ctx()) {
+        violation("%s: function of context %d used while context %d is current", call, fo->ctx, cur_ctx());
+        return E_INVALID_CONTEXT;
+    }
+    if (p->extra || p->kern || (p->ctx && p->ctx != (handle_t)current)) return E_INVALID_VALUE;
+    for (int i = 0; i < 3; i++)
+        if (!p->grid[i] || !p->block[i]) return E_INVALID_VALUE;
+    op->type = OP_LAUNCH;
+    op->func = fo;
+    /* The driver copies the argument values now. */
+    int n = nparam_sizes > 0 ? nparam_sizes : 0;
+    op->nparams = 0;
+    for (int i = 0; i < n && i < 16 && p->params; i++) {
+        size_t sz = param_sizes[i] > 16 ? 16 : param_sizes[i];
+        memcpy(op->params[i], p->params[i], sz);
+        op->nparams++;
+    }
+    return OK;
+}
+
+CUresult cuGraphAddKernelNode_v2(long *node, handle_t g, const long *deps, size_t ndeps, const struct kernel_params *p) {
+    ENTER("cuGraphAddKernelNode_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *go = lookup("cuGraphAddKernelNode_v2", g, K_GRAPH);
+    if (!go || !p || !check_deps("cuGraphAddKernelNode_v2", go, deps, ndeps)) {
+        pthread_mutex_unlock(&mu);
+        return go && p ? E_INVALID_VALUE : E_INVALID_HANDLE;
+    }
+    struct op op;
+    memset(&op, 0, sizeof op);
+    CUresult r = kernel_op("cuGraphAddKernelNode_v2", p, &op);
+    if (!r) *node = graph_append(go, &op)->node;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+/* CUDA_MEMCPY3D as cuda.h lays it out. */
+struct memcpy3d {
+    size_t src_x, src_y, src_z, src_lod;
+    int src_type;
+    const void *src_host;
+    uintptr_t src_device;
+    void *src_array, *reserved0;
+    size_t src_pitch, src_height;
+    size_t dst_x, dst_y, dst_z, dst_lod;
+    int dst_type;
+    void *dst_host;
+    uintptr_t dst_device;
+    void *dst_array, *reserved1;
+    size_t dst_pitch, dst_height;
+    size_t width, height, depth;
+};
+
+/* copy_op fills op from a one-dimensional host-device copy; called with mu
+ * held. */
+static CUresult copy_op(const char *call, const struct memcpy3d *p, handle_t ctx, struct op *op) {
+    if (ctx != (handle_t)current || !need_ctx(call)) {
+        violation("%s: the copy's context is not the current one", call);
+        return E_INVALID_CONTEXT;
+    }
+    if (p->height != 1 || p->depth != 1 || p->src_y || p->src_z || p->dst_y || p->dst_z || p->src_array ||
+        p->dst_array || p->src_x || p->dst_x || p->src_pitch < p->width || p->dst_pitch < p->width)
+        return E_INVALID_VALUE;
+    size_t n = p->width;
+    if (p->src_type == 1 && p->dst_type == 2) {
+        op->type = OP_H2D;
+        op->src = (char *)p->src_host;
+        op->dst = (char *)p->dst_device;
+        op->host = find_mem((uintptr_t)p->src_host, n, K_HOSTMEM);
+        op->dev = find_mem(p->dst_device, n, K_DEVMEM);
+    } else if (p->src_type == 2 && p->dst_type == 1) {
+        op->type = OP_D2H;
+        op->src = (char *)p->src_device;
+        op->dst = p->dst_host;
+        op->host = find_mem((uintptr_t)p->dst_host, n, K_HOSTMEM);
+        op->dev = find_mem(p->src_device, n, K_DEVMEM);
+    } else {
+        return E_INVALID_VALUE;
+    }
+    op->n = n;
+    if (!op->host) {
+        violation("%s: host memory of %zu bytes is neither pinned nor registered", call, n);
+        return E_INVALID_VALUE;
+    }
+    if (!op->dev) {
+        violation("%s: %zu bytes outside live device memory", call, n);
+        return E_INVALID_VALUE;
+    }
+    if (!check_ctx(call, op->dev)) return E_INVALID_CONTEXT;
+    return OK;
+}
+
+CUresult cuGraphAddMemcpyNode(long *node, handle_t g, const long *deps, size_t ndeps, const struct memcpy3d *p,
+                              handle_t ctx) {
+    ENTER("cuGraphAddMemcpyNode");
+    pthread_mutex_lock(&mu);
+    struct obj *go = lookup("cuGraphAddMemcpyNode", g, K_GRAPH);
+    if (!go || !p || !check_deps("cuGraphAddMemcpyNode", go, deps, ndeps)) {
+        pthread_mutex_unlock(&mu);
+        return go && p ? E_INVALID_VALUE : E_INVALID_HANDLE;
+    }
+    struct op op;
+    memset(&op, 0, sizeof op);
+    CUresult r = copy_op("cuGraphAddMemcpyNode", p, ctx, &op);
+    if (!r) *node = graph_append(go, &op)->node;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(handle_t e, long node, const struct kernel_params *p) {
+    ENTER("cuGraphExecKernelNodeSetParams_v2");
+    pthread_mutex_lock(&mu);
+    struct obj *eo = lookup("cuGraphExecKernelNodeSetParams_v2", e, K_GEXEC);
+    struct op *n = eo ? find_node(eo, node) : NULL;
+    if (!n || n->type != OP_LAUNCH || !p) {
+        if (eo) violation("cuGraphExecKernelNodeSetParams_v2: %ld is not a kernel node of the exec", node);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    struct op op = *n;
+    CUresult r = kernel_op("cuGraphExecKernelNodeSetParams_v2", p, &op);
+    if (!r && op.func != n->func) r = E_INVALID_VALUE; /* the kernel cannot change */
+    if (!r) *n = op;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memcpy3d *p, handle_t ctx) {
+    ENTER("cuGraphExecMemcpyNodeSetParams");
+    pthread_mutex_lock(&mu);
+    struct obj *eo = lookup("cuGraphExecMemcpyNodeSetParams", e, K_GEXEC);
+    struct op *n = eo ? find_node(eo, node) : NULL;
+    if (!n || (n->type != OP_H2D && n->type != OP_D2H) || !p) {
+        if (eo) violation("cuGraphExecMemcpyNodeSetParams: %ld is not a copy node of the exec", node);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    struct op op = *n;
+    CUresult r = copy_op("cuGraphExecMemcpyNodeSetParams", p, ctx, &op);
+    if (!r && op.type != n->type) r = E_INVALID_VALUE; /* the direction cannot change */
+    if (!r) *n = op;
+    pthread_mutex_unlock(&mu);
+    return r;
 }
 
 /* cuGetProcAddress_v2: every entry point by its plain name. */
@@ -1190,6 +1871,18 @@ static const struct entry entries[] = {
     E("cuModuleLoadDataEx", cuModuleLoadDataEx), E("cuModuleUnload", cuModuleUnload),
     E("cuModuleGetFunction", cuModuleGetFunction), E("cuFuncGetAttribute", cuFuncGetAttribute),
     E("cuFuncGetParamInfo", cuFuncGetParamInfo), E("cuLaunchKernel", cuLaunchKernel),
+    E("cuMemAllocAsync", cuMemAllocAsync), E("cuMemFreeAsync", cuMemFreeAsync),
+    E("cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync), E("cuMemPoolCreate", cuMemPoolCreate),
+    E("cuMemPoolDestroy", cuMemPoolDestroy), E("cuMemPoolSetAttribute", cuMemPoolSetAttribute),
+    E("cuMemPoolGetAttribute", cuMemPoolGetAttribute), E("cuDeviceGetDefaultMemPool", cuDeviceGetDefaultMemPool),
+    E("cuStreamBeginCapture", cuStreamBeginCapture_v2), E("cuStreamEndCapture", cuStreamEndCapture),
+    E("cuStreamIsCapturing", cuStreamIsCapturing), E("cuGraphInstantiateWithFlags", cuGraphInstantiateWithFlags),
+    E("cuGraphLaunch", cuGraphLaunch), E("cuGraphExecUpdate", cuGraphExecUpdate_v2),
+    E("cuGraphExecDestroy", cuGraphExecDestroy), E("cuGraphDestroy", cuGraphDestroy),
+    E("cuGraphCreate", cuGraphCreate), E("cuGraphAddKernelNode", cuGraphAddKernelNode_v2),
+    E("cuGraphAddMemcpyNode", cuGraphAddMemcpyNode),
+    E("cuGraphExecKernelNodeSetParams", cuGraphExecKernelNodeSetParams_v2),
+    E("cuGraphExecMemcpyNodeSetParams", cuGraphExecMemcpyNodeSetParams),
 };
 
 CUresult cuGetProcAddress_v2(const char *name, void **fn, int version, unsigned long long flags, int *status) {
@@ -1264,8 +1957,8 @@ void fake_last_violation(char *buf, int n) {
     pthread_mutex_unlock(&mu);
 }
 
-/* fake_live returns the live objects of a kind (1 context .. 8
- * registration), or of every kind but contexts for 0. */
+/* fake_live returns the live objects of a kind (1 context .. 11 graph
+ * exec), or of every kind but contexts for 0. */
 long fake_live(int kind) {
     pthread_mutex_lock(&mu);
     long n = 0;

@@ -1,0 +1,416 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// CUDA graphs: work captured once from a stream ([Stream.Capture]) and
+// replayed with one call per launch ([GraphExec.Launch]), which costs the
+// host far less than issuing each operation again.
+
+// ErrGraphUpdate is CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE: the graph given to
+// [GraphExec.Update] differs from the instantiated one in more than
+// parameters (its topology, node types or kernels).
+const ErrGraphUpdate Result = 910
+
+const captureModeThreadLocal = 1 // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+
+// graphUse is an object that a captured operation uses: host memory that
+// copies read or write, or a device buffer.
+type graphUse struct {
+	res  *resource
+	keep any // the owner, kept reachable as long as the graph is
+	host bool
+	node uintptr // the node of a built graph that uses it; 0 in a capture
+}
+
+// dedupe returns uses with each resource once, for locking at a launch.
+func dedupe(uses []graphUse) []graphUse {
+	out := make([]graphUse, 0, len(uses))
+	for _, u := range uses {
+		dup := false
+		for _, v := range out {
+			if v.res == u.res {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// capture collects what the operations captured on a stream use.
+type capture struct {
+	mu   sync.Mutex
+	uses []graphUse
+}
+
+func (c *capture) add(r *resource, keep any, host bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, u := range c.uses {
+		if u.res == r {
+			return
+		}
+	}
+	c.uses = append(c.uses, graphUse{res: r, keep: keep, host: host})
+}
+
+func (c *capture) list() []graphUse {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]graphUse(nil), c.uses...)
+}
+
+// capturing reports whether a graph capture is in progress on s.
+func (s *Stream) capturing() bool { return s.capt.Load() != nil }
+
+// Graph is a CUDA graph, made by [Stream.Capture] or built node by node
+// from [Context.NewGraph]. The caller owns it and must Close it; a
+// [GraphExec] instantiated from it stays valid after.
+type Graph struct {
+	owned
+	// mu serialises the calls that change or read the graph's nodes: the
+	// driver's graph objects are not thread-safe.
+	mu   sync.Mutex
+	uses []graphUse // guarded by mu
+}
+
+// Capture records the work that fn queues on s into a graph instead of
+// running it (cuStreamBeginCapture_v2 in thread-local mode, then
+// cuStreamEndCapture). fn runs on the calling goroutine, locked to its OS
+// thread with s's context current, and gets a [Bound] for the issue calls;
+// calling s's own methods works too. Thread-local mode means that only this
+// thread is barred from the calls that capture forbids (synchronising,
+// allocating with cuMemAlloc, ...): other goroutines go on as usual.
+//
+// Copies, memsets and kernel launches queued on s are captured; kernel
+// arguments are copied at capture, as at a launch. The host memory and
+// device buffers that captured copies and memsets use are recorded, kept
+// reachable with the graph and every GraphExec made from it, and checked
+// open at each launch. Device addresses passed as kernel arguments are
+// not tracked: keep those buffers open while a GraphExec may run.
+//
+// When fn returns an error, or panics, the capture is ended and its graph
+// discarded, and the error (or panic) goes on to the caller. A capture that
+// the driver invalidated (a forbidden call inside fn, for instance) is
+// reported as the driver's error. The stream must not be used for anything
+// but the capture while it lasts.
+func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
+	const op = "Stream.Capture"
+	if s == nil || s.res == nil {
+		return nil, argError(op, "nil *Stream")
+	}
+	if fn == nil {
+		return nil, argError(op, "nil function")
+	}
+	c := &capture{}
+	if !s.capt.CompareAndSwap(nil, c) {
+		return nil, argError(op, "the stream is already capturing")
+	}
+	defer s.capt.Store(nil) // runs last, after the capture ended
+	bd, err := s.ctx.Bind()
+	if err != nil {
+		return nil, err
+	}
+	defer bd.Release()
+	h, err := s.lock(op)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameContext(op, bd.core(), s.res.core); err != nil {
+		s.done()
+		return nil, err
+	}
+	err = hot(symStreamBeginCapture, 2, h, captureModeThreadLocal, 0, 0)
+	s.done()
+	if err != nil {
+		return nil, err
+	}
+	ended := false
+	defer func() {
+		if !ended { // fn panicked: end the capture, drop the graph
+			if g, err := s.endCapture(op); err == nil && g != 0 {
+				_ = call(symGraphDestroy, g)
+			}
+		}
+	}()
+	fnErr := fn(bd)
+	ended = true
+	g, err := s.endCapture(op)
+	if fnErr != nil || err != nil {
+		if g != 0 {
+			_ = call(symGraphDestroy, g)
+		}
+		if fnErr != nil {
+			return nil, fnErr
+		}
+		return nil, err
+	}
+	k := s.res.core
+	if err := k.alive(op); err != nil {
+		_ = call(symGraphDestroy, g)
+		return nil, err
+	}
+	defer k.life.RUnlock()
+	r, err := k.adopt(op, kindGraph, g, nil)
+	if err != nil {
+		return nil, err
+	}
+	graph := &Graph{uses: c.list()}
+	own(graph, &graph.owned, s.ctx, r, true)
+	return graph, nil
+}
+
+// endCapture ends the capture on s, on the calling thread, which has s's
+// context current, and returns the graph (0 when there is none).
+func (s *Stream) endCapture(op string) (uintptr, error) {
+	h, err := s.lock(op)
+	if err != nil {
+		return 0, err
+	}
+	defer s.done()
+	g := new(uintptr)
+	err = call(symStreamEndCapture, h, uintptr(unsafe.Pointer(g)))
+	return *g, err
+}
+
+// Capturing reports whether s is capturing a graph, as the driver sees it
+// (cuStreamIsCapturing): true from the start of [Stream.Capture]'s function
+// to its end, unless the driver invalidated the capture.
+func (s *Stream) Capturing() (bool, error) {
+	const op = "Stream.Capturing"
+	h, err := s.lock(op)
+	if err != nil {
+		return false, err
+	}
+	defer s.done()
+	if err := s.res.core.enter(op); err != nil {
+		return false, err
+	}
+	defer leave()
+	st := new(int32)
+	if err := call(symStreamIsCapturing, h, uintptr(unsafe.Pointer(st))); err != nil {
+		return false, err
+	}
+	return *st == 1, nil // CU_STREAM_CAPTURE_STATUS_ACTIVE
+}
+
+// Instantiate makes an executable graph of g (cuGraphInstantiateWithFlags,
+// no flags). The caller owns it and must Close it.
+func (g *Graph) Instantiate() (*GraphExec, error) {
+	const op = "Graph.Instantiate"
+	if g == nil {
+		return nil, argError(op, "nil *Graph")
+	}
+	gh, err := g.use(op)
+	if err != nil {
+		return nil, err
+	}
+	defer g.done()
+	k := g.res.core
+	if err := k.alive(op); err != nil {
+		return nil, err
+	}
+	defer k.life.RUnlock()
+	if err := k.enter(op); err != nil {
+		return nil, err
+	}
+	defer leave()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := new(uintptr)
+	if err := call(symGraphInstantiate, uintptr(unsafe.Pointer(h)), gh, 0); err != nil {
+		return nil, err
+	}
+	r, err := k.adopt(op, kindGraphExec, *h, nil)
+	if err != nil {
+		return nil, err
+	}
+	e := &GraphExec{from: g.res}
+	e.setUses(g.uses)
+	own(e, &e.owned, g.ctx, r, true)
+	return e, nil
+}
+
+// Close destroys the graph (cuGraphDestroy). Executable graphs made from it
+// are not affected. A second Close returns nil.
+func (g *Graph) Close() error {
+	if g == nil {
+		return nil
+	}
+	return g.close()
+}
+
+// GraphExec is an executable graph, made by [Graph.Instantiate]. The caller
+// owns it and must Close it. It keeps the memory that its copies use
+// reachable; Launch checks that memory is still open.
+//
+// Launch and Update may be called from any goroutine; launches of one
+// GraphExec are serialised on the host, and an Update waits for launches
+// in progress on the host (not on the device: the driver orders a launch
+// after every earlier launch of the same GraphExec).
+type GraphExec struct {
+	owned
+	launchMu sync.Mutex // the driver's graph objects are not thread-safe
+	// The fields below are guarded by res.mu: read-held to read them,
+	// write-held to change them.
+	from *resource  // the graph instantiated or last updated from
+	all  []graphUse // what each node uses
+	uses []graphUse // all, each resource once: what a launch locks
+}
+
+// setUses makes uses (a copy) what e's nodes use.
+func (e *GraphExec) setUses(uses []graphUse) {
+	e.all = append([]graphUse(nil), uses...)
+	e.uses = dedupe(e.all)
+}
+
+// Launch queues the graph on s (cuGraphLaunch). Every host buffer,
+// registration and device buffer that the graph's copies and memsets use
+// must still be open, or Launch returns ErrClosed and queues nothing; the
+// host memory is then kept alive until the host sees the launch complete,
+// as for a copy queued on s. s must belong to the graph's context.
+func (e *GraphExec) Launch(s *Stream) error { return e.launch(nil, s) }
+
+// LaunchGraph is [GraphExec.Launch] without the context check.
+func (b *Bound) LaunchGraph(e *GraphExec, s *Stream) error { return e.launch(b.core(), s) }
+
+func (e *GraphExec) launch(bound *ctxCore, s *Stream) error {
+	const op = "GraphExec.Launch"
+	if e == nil {
+		return argError(op, "nil *GraphExec")
+	}
+	eh, err := e.use(op)
+	if err != nil {
+		return err
+	}
+	defer e.done()
+	// Memory first, then the stream, as every call locks.
+	for i, u := range e.uses {
+		if _, err := u.res.acquire(op); err != nil {
+			for _, v := range e.uses[:i] {
+				v.res.mu.RUnlock()
+			}
+			return fmt.Errorf("cuda: %s: %w: a %s that the graph uses was closed", op, ErrClosed, u.res.kind)
+		}
+	}
+	defer func() {
+		for _, u := range e.uses {
+			u.res.mu.RUnlock()
+		}
+	}()
+	h, err := s.lock(op)
+	if err != nil {
+		return err
+	}
+	defer s.done()
+	if err := sameContext(op, e.res.core, s.res.core); err != nil {
+		return err
+	}
+	e.launchMu.Lock()
+	err = s.issue(op, bound, symGraphLaunch, 2, eh, h, 0, 0)
+	e.launchMu.Unlock()
+	if err != nil {
+		return err
+	}
+	c := s.capt.Load()
+	for _, u := range e.uses {
+		if u.host {
+			s.res.uses.add(u.res, u.keep)
+		}
+		if c != nil {
+			c.add(u.res, u.keep, u.host)
+		}
+	}
+	return nil
+}
+
+// graphExecUpdateResultInfo is CUgraphExecUpdateResultInfo, which the
+// reference file of this project lacks; layout from cudarc's bindgen
+// output of cuda.h (github.com/coreylowman/cudarc, src/driver/sys/mod.rs,
+// CUgraphExecUpdateResultInfo_st): an enum, then two CUgraphNode handles.
+type graphExecUpdateResultInfo struct {
+	result        int32 // CUgraphExecUpdateResult
+	_             int32
+	errorNode     uint64 // CUgraphNode handles, 8 bytes on 64-bit hosts
+	errorFromNode uint64
+}
+
+// CUgraphExecUpdateResult values, from the same source.
+var updateResults = [...]string{
+	0: "success",
+	1: "error",
+	2: "topology changed",
+	3: "node type changed",
+	4: "kernel function changed",
+	5: "parameters changed in an unsupported way",
+	6: "not supported",
+	7: "unsupported kernel function change",
+	8: "attributes changed",
+}
+
+// Update makes e run g's parameters from its next launch on, without
+// instantiating again (cuGraphExecUpdate_v2): g must have e's topology,
+// with the same kinds of nodes and the same kernels; kernel arguments,
+// launch shapes and copy addresses may differ. Typically g is a new
+// capture of the same issue code with other buffers. A g that differs more
+// is ErrGraphUpdate, and e stays as it was. From then on e keeps g's
+// memory, not its old graph's, reachable.
+func (e *GraphExec) Update(g *Graph) error {
+	const op = "GraphExec.Update"
+	if e == nil || e.res == nil {
+		return argError(op, "nil *GraphExec")
+	}
+	if g == nil || g.res == nil {
+		return argError(op, "nil *Graph")
+	}
+	// Write-lock e: no launch runs meanwhile, and Launch reads e.uses.
+	e.res.mu.Lock()
+	defer e.res.mu.Unlock()
+	eh := e.res.handle.Load()
+	if eh == 0 {
+		return closedError(op)
+	}
+	gh, err := g.use(op)
+	if err != nil {
+		return err
+	}
+	defer g.done()
+	k := e.res.core
+	if err := sameContext(op, k, g.res.core); err != nil {
+		return err
+	}
+	if err := k.enter(op); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	info := new(graphExecUpdateResultInfo)
+	err = call(symGraphExecUpdate, eh, gh, uintptr(unsafe.Pointer(info)))
+	leave()
+	if err != nil {
+		var ce *Error
+		if errors.As(err, &ce) && info.result > 0 && int(info.result) < len(updateResults) {
+			ce.Detail = updateResults[info.result]
+		}
+		return err
+	}
+	e.setUses(g.uses)
+	return nil
+}
+
+// Close destroys the executable graph (cuGraphExecDestroy); launches
+// already queued still complete. A second Close returns nil.
+func (e *GraphExec) Close() error {
+	if e == nil {
+		return nil
+	}
+	return e.close()
+}
