@@ -54,3 +54,55 @@ func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
 	}
 	assert.LessOrEqual(t, allocs, 9.0, "allocations per small job")
 }
+
+// TestSmallJobCallsOnFakeDriver guards issue 14's one-stream path: a job
+// of one chunk, pinned and untimed, makes the driver calls that a
+// hand-written C loop makes (a copy in, a launch, a copy out and one
+// stream synchronise, plus the issuer's one context check), with no event
+// records or stream waits; a two-chunk job still gets the three-stream
+// schedule with its events.
+func TestSmallJobCallsOnFakeDriver(t *testing.T) {
+	f := fakecuda.Run(t)
+	if f == nil {
+		return
+	}
+	f.Reset()
+	ctx := gputest.Context(t)
+	mods := new(kernels.Modules)
+	defer mods.Close()
+	const n = 4 << 10
+	cfg := Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
+	p, err := New(GPU(ctx), cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	hin, hout := pinnedCopy(t, ctx, make([]float32, 2*n)), pinnedCopy(t, ctx, make([]float32, 2*n))
+	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	_, err = p.Run(context.Background(), job) // loads the kernel
+	require.NoError(t, err)
+	calls := []string{"cuMemcpyHtoDAsync_v2", "cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize"}
+	count := func() map[string]int {
+		m := map[string]int{}
+		for _, c := range calls {
+			m[c] = f.Calls(c)
+		}
+		return m
+	}
+	diff := func(job Job) map[string]int {
+		before := count()
+		_, err := p.Run(context.Background(), job)
+		require.NoError(t, err)
+		after := count()
+		for c := range after {
+			after[c] -= before[c]
+		}
+		return after
+	}
+	assert.Equal(t, map[string]int{"cuMemcpyHtoDAsync_v2": 1, "cuLaunchKernel": 1, "cuMemcpyDtoHAsync_v2": 1,
+		"cuEventRecord": 0, "cuStreamWaitEvent": 0, "cuStreamSynchronize": 1}, diff(job), "one chunk")
+	job.N = 2 * n
+	two := diff(job)
+	assert.Equal(t, 2, two["cuLaunchKernel"])
+	assert.Equal(t, 6, two["cuEventRecord"], "two chunks: an event per stage per chunk")
+	assert.Equal(t, 3, two["cuStreamSynchronize"], "the drain waits for the H2D, D2H and compute streams")
+}

@@ -403,7 +403,16 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
 
-	issued, issueErr := p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
+	// A job of one chunk with nothing staged and nothing timed goes on
+	// one stream (issueSingle), and the drain waits for that stream only.
+	single := pl.chunks == 1 && pl.queue == nil && !stagedIn && !stagedOut && timers == nil && !p.skipWAR
+	var issued int
+	var issueErr error
+	if single {
+		issued, issueErr = 1, p.issueSingle(pl, iss)
+	} else {
+		issued, issueErr = p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
+	}
 	pl.issued = issued
 	if issueErr != nil {
 		rs.fail(issueErr)
@@ -420,7 +429,11 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	rs.join()
 
 	// Drain: the host waits for the GPU once, at the end.
-	if err := p.drain(); err != nil {
+	drain := p.drain
+	if single {
+		drain = p.comp[0].Synchronize
+	}
+	if err := drain(); err != nil {
 		p.broken = err
 		p.closed = true
 		p.release()
@@ -441,6 +454,34 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 			return &StageError{Chunk: -1, Stage: StageDrain, Err: err}
 		}
 		pl.report.Spans = append(spans, rs.hostSpans...)
+	}
+	return nil
+}
+
+// issueSingle issues a job of one chunk on one stream: its H2D copies,
+// its kernel and its D2H copies in stream order, with no events. The
+// three-stream schedule (issue) gains nothing on one chunk, and a small
+// job's time is its driver calls: this makes one copy per buffer and a
+// launch, where issue adds three event records and two waits, and the
+// drain then synchronises one stream instead of all of them (issue 14).
+// The run before has drained, so no slot is still in use.
+func (p *Pipeline) issueSingle(pl *plan, iss Issuer) error {
+	s := p.comp[0]
+	off, n := p.chunkBounds(pl, 0)
+	for j, src := range pl.ins {
+		if err := iss.CopyToDevice(s, p.din[0][j], 0, src.mem, off*src.elem, n*src.elem); err != nil {
+			return &StageError{Chunk: 0, Stage: StageH2D, Err: err}
+		}
+	}
+	chunk := &p.chunk
+	p.fillChunk(chunk, 0, 0, off, n)
+	if err := iss.Launch(s, pl.job.Kernel, *chunk); err != nil {
+		return &StageError{Chunk: 0, Stage: StageCompute, Err: err}
+	}
+	for j, dst := range pl.outs {
+		if err := iss.CopyToHost(s, dst.mem, off*dst.elem, p.dout[0][j], 0, n*dst.elem); err != nil {
+			return &StageError{Chunk: 0, Stage: StageD2H, Err: err}
+		}
 	}
 	return nil
 }
