@@ -110,18 +110,8 @@ func ParsePipelineOutput(out []byte) ([]RefPipeline, error) {
 	var stage RefPipeline
 	var res []RefPipeline
 	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		kv := map[string]string{}
-		for _, x := range f[1:] {
-			if k, v, ok := strings.Cut(x, "="); ok {
-				kv[k] = v
-			}
-		}
-		num := func(k string) float64 { v, _ := strconv.ParseFloat(kv[k], 64); return v }
-		switch f[0] {
+		kind, _, num := fields(line)
+		switch kind {
 		case "stage":
 			stage = RefPipeline{StageH2DMs: num("h2d_ms"), StageComputeMs: num("compute_ms"), StageD2HMs: num("d2h_ms"),
 				StageBoundMs: num("bound_ms"), StageChunkElems: int(num("chunk")), HasStageEstimate: true}
@@ -174,18 +164,8 @@ func ParseMultiOutput(out []byte) (RefMulti, error) {
 	var m RefMulti
 	found := false
 	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		kv := map[string]string{}
-		for _, x := range f[1:] {
-			if k, v, ok := strings.Cut(x, "="); ok {
-				kv[k] = v
-			}
-		}
-		num := func(k string) float64 { v, _ := strconv.ParseFloat(kv[k], 64); return v }
-		switch f[0] {
+		kind, _, num := fields(line)
+		switch kind {
 		case "multi":
 			found = true
 			m.Devices, m.Chunk, m.Slots = int(num("devices")), int(num("chunk")), int(num("slots"))
@@ -241,17 +221,10 @@ func (r *Reference) RunSmallJobs(ctx context.Context, wait string, iters int, se
 func ParseSmallJobsOutput(out []byte) ([]RefSmallJobs, error) {
 	var res []RefSmallJobs
 	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "smalljobs" {
+		kind, kv, num := fields(line)
+		if kind != "smalljobs" {
 			continue
 		}
-		kv := map[string]string{}
-		for _, x := range f[1:] {
-			if k, v, ok := strings.Cut(x, "="); ok {
-				kv[k] = v
-			}
-		}
-		num := func(k string) float64 { v, _ := strconv.ParseFloat(kv[k], 64); return v }
 		c := RefSmallJobs{Wait: kv["wait"], Elems: int(num("elems")), Workers: int(num("workers")), Iters: int(num("iters")),
 			Jobs: int(num("jobs")), Seconds: num("seconds"), JobsPerSec: num("jobs_per_s"), P50us: num("p50_us"), P99us: num("p99_us"),
 			CPUusPerJob: num("cpu_us_per_job"), Mismatches: int(num("mismatches"))}
@@ -264,4 +237,21 @@ func ParseSmallJobsOutput(out []byte) ([]RefSmallJobs, error) {
 		return nil, fmt.Errorf("bench: no result in the small-jobs reference's output:\n%s", out)
 	}
 	return res, nil
+}
+
+// fields splits a reference program's output line, "kind key=value …",
+// into its kind, its values by key, and a reader of a value as a number
+// (0 when absent or not a number).
+func fields(line string) (kind string, kv map[string]string, num func(string) float64) {
+	f := strings.Fields(line)
+	kv = map[string]string{}
+	if len(f) == 0 {
+		return "", kv, func(string) float64 { return 0 }
+	}
+	for _, x := range f[1:] {
+		if k, v, ok := strings.Cut(x, "="); ok {
+			kv[k] = v
+		}
+	}
+	return f[0], kv, func(k string) float64 { v, _ := strconv.ParseFloat(kv[k], 64); return v }
 }

@@ -316,13 +316,7 @@ func TestSimProfileTimes(t *testing.T) {
 // longer on the same job.
 func TestSimDevicesShareTheHostLink(t *testing.T) {
 	const n, chunk = 32 << 20, 256 << 10
-	slow := testProfile(t)
-	slow.Device = "half an H200"
-	slow.H2D.GBps, slow.D2H.GBps, slow.BothGBps = slow.H2D.GBps/2, slow.D2H.GBps/2, slow.BothGBps/2
-	for k, c := range slow.Kernels {
-		c.NsPerElem, c.NsPerElemPerIter = 2*c.NsPerElem, 2*c.NsPerElemPerIter
-		slow.Kernels[k] = c
-	}
+	slow := halfProfile(t)
 	// run drives one device per profile at once, each with its own
 	// pipeline and goroutine, and returns each one's time; with data, it
 	// checks every output element.

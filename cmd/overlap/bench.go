@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/bench"
+	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -236,19 +237,11 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 	cpp := map[[3]int]float64{}
 	if o.reference {
 		prog.say("building the CUDA C++ reference…")
-		major, minor, err := e.ctx.Device().ComputeCapability()
+		ref, remove, err := buildReference(ctx, e.ctx.Device())
 		if err != nil {
 			return nil, err
 		}
-		dir, err := os.MkdirTemp("", "overlap-reference-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		ref, err := bench.BuildReference(ctx, dir, fmt.Sprintf("sm_%d%d", major, minor))
-		if err != nil {
-			return nil, err
-		}
+		defer remove()
 		for _, it := range o.iters {
 			for _, s := range o.slot {
 				prog.say("C++ reference: iters %d, %d slots…", it, s)
@@ -466,4 +459,23 @@ func humanElems(n int) string {
 		return fmt.Sprintf("%dK", n>>10)
 	}
 	return strconv.Itoa(n)
+}
+
+// buildReference builds the CUDA C++ reference programs for dev's
+// architecture in a temporary folder; remove deletes it.
+func buildReference(ctx context.Context, dev driver.Device) (ref *bench.Reference, remove func(), err error) {
+	major, minor, err := dev.ComputeCapability()
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "overlap-reference-")
+	if err != nil {
+		return nil, nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if ref, err = bench.BuildReference(ctx, dir, fmt.Sprintf("sm_%d%d", major, minor)); err != nil {
+		remove()
+		return nil, nil, err
+	}
+	return ref, remove, nil
 }

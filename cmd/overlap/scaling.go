@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"time"
 
-	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -92,19 +90,11 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 			}
 		}
 		prog.say("building the CUDA C++ reference…")
-		major, minor, err := e.ctx.Device().ComputeCapability()
+		ref, remove, err := buildReference(ctx, e.ctx.Device())
 		if err != nil {
 			return err
 		}
-		dir, err := os.MkdirTemp("", "overlap-reference-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		ref, err := bench.BuildReference(ctx, dir, fmt.Sprintf("sm_%d%d", major, minor))
-		if err != nil {
-			return err
-		}
+		defer remove()
 		for _, n := range o.sizes {
 			for dev := 1; dev <= k; dev++ {
 				prog.say("C++ reference: %s elements on %d GPU(s)…", humanElems(n), dev)

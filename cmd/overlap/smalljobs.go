@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -226,18 +225,11 @@ func runSmallJobs(ctx context.Context, o *benchOptions, stdout, stderr io.Writer
 		if o.device != 0 {
 			return usageError{errors.New("--reference runs on GPU 0; leave --device out")}
 		}
-		major, minor, err := dev.ComputeCapability()
-		if err != nil {
+		var remove func()
+		if ref, remove, err = buildReference(ctx, dev); err != nil {
 			return err
 		}
-		dir, err := os.MkdirTemp("", "overlap-reference-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		if ref, err = bench.BuildReference(ctx, dir, fmt.Sprintf("sm_%d%d", major, minor)); err != nil {
-			return err
-		}
+		defer remove()
 	}
 	var rows []smallJobsRow
 	name := ""
