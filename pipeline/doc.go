@@ -22,7 +22,10 @@
 // its kernel (read after write); the H2D copy into a slot waits for the
 // kernel that last read that slot, and the kernel waits for the D2H copy
 // that last read its output slot (write after read). The host waits only
-// before it refills a pinned staging slot, and once at the end.
+// before it refills a pinned staging slot, and once at the end. A job of
+// one chunk with nothing staged or timed goes on one stream instead, in
+// stream order with no events, since a small job's time is its driver
+// calls.
 //
 // # Host memory
 //
