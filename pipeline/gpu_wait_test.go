@@ -48,3 +48,40 @@ func TestGPUWaitModes(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkGPUSmallJob times one small job (4K elements, pinned, one
+// chunk, the seed kernel with 100 iterations) on a reused pipeline, the
+// unit of overlap bench --small-jobs, so that a CPU profile shows where the
+// host's time per job goes (issue 14). The last job's output is checked.
+func BenchmarkGPUSmallJob(b *testing.B) {
+	ctx := gputest.Context(b)
+	mods := new(kernels.Modules)
+	defer mods.Close()
+	const n = 4 << 10
+	cfg := Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
+	p, err := New(GPU(ctx), cfg)
+	require.NoError(b, err)
+	defer p.Close()
+	in := make([]float32, n)
+	kernels.FillPattern(in, 0)
+	hin, err := ctx.AllocHost(4*n, driver.HostAllocOptions{})
+	require.NoError(b, err)
+	defer hin.Close()
+	copy(hin.Float32s(), in)
+	hout, err := ctx.AllocHost(4*n, driver.HostAllocOptions{})
+	require.NoError(b, err)
+	defer hout.Close()
+	job := Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	_, err = p.Run(context.Background(), job)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.Run(context.Background(), job); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	require.NoError(b, verifySeed(in, hout.Float32s()[:n], 100))
+}
