@@ -77,7 +77,7 @@ func TestBuildReferenceWithoutNVCC(t *testing.T) {
 }
 
 func TestEmbeddedReferenceSources(t *testing.T) {
-	for _, name := range []string{"reference/pipeline.cu", "reference/launch.cu", "reference/multi.cu", "reference/smalljobs.cu", "reference/common.h"} {
+	for _, name := range []string{"reference/pipeline.cu", "reference/launch.cu", "reference/multi.cu", "reference/smalljobs.cu", "reference/common.h", "reference/seed_check.h"} {
 		b, err := referenceFiles.ReadFile(name)
 		require.NoError(t, err, name)
 		assert.NotEmpty(t, b)

@@ -9,6 +9,7 @@
 //   prints one "stage" line and one "pipeline" line per chunk size.
 #include "common.h"
 #include "../../ptx/kernels/seed.cu"
+#include "seed_check.h"
 
 #include <algorithm>
 #include <chrono>
@@ -48,35 +49,6 @@ static void run_pipeline(Pipe& p, float* hout, const float* hin, size_t n, int i
         CK(cudaEventRecord(p.d2hDone[s], p.d2h));
     }
     CK(cudaStreamSynchronize(p.d2h));
-}
-
-static double reference(float x, int iters) {
-    double v = (double)x * 0.5 + (double)x * x * 0.1;
-    for (int k = 0; k < iters; ++k) v += sin(v * 0.01);
-    return v;
-}
-
-// verify checks every element; the tolerance matches pipeline.SeedTolerance.
-static size_t verify(const float* out, size_t n, int iters) {
-    std::vector<double> table(65536);
-    for (unsigned k = 0; k < 65536; ++k) table[k] = reference(seed_value(k), iters);
-    unsigned nt = std::max(1u, std::thread::hardware_concurrency());
-    std::vector<size_t> bad(nt, 0);
-    std::vector<std::thread> th;
-    for (unsigned t = 0; t < nt; ++t) {
-        th.emplace_back([&, t] {
-            size_t lo = n * t / nt, hi = n * (t + 1) / nt;
-            double tol_rel = 4.0 * (iters + 2) * 1.1920929e-7;
-            for (size_t i = lo; i < hi; ++i) {
-                double r = table[seed_key(i)];
-                if (!(fabs(out[i] - r) <= tol_rel * std::max(1.0, fabs(r)))) bad[t]++;
-            }
-        });
-    }
-    for (auto& x : th) x.join();
-    size_t total = 0;
-    for (auto b : bad) total += b;
-    return total;
 }
 
 int main(int argc, char** argv) {

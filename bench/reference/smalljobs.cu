@@ -18,6 +18,7 @@
 //   Prints one "smalljobs" line per cell.
 #include "common.h"
 #include "../../ptx/kernels/seed.cu"
+#include "seed_check.h"
 
 #include <sys/resource.h>
 
@@ -49,12 +50,6 @@ static std::vector<long> parse_list(const char* s) {
         pos = end + 1;
     }
     return out;
-}
-
-static double reference(float x, int iters) {
-    double v = (double)x * 0.5 + (double)x * x * 0.1;
-    for (int k = 0; k < iters; ++k) v += sin(v * 0.01);
-    return v;
 }
 
 struct Worker {
