@@ -331,23 +331,30 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 
 // name is the group's backends, "NVIDIA H200 ×2" for two alike.
 func (g *Group) name() string {
-	names := map[string]int{}
+	backends := make([]Backend, len(g.pipes))
+	for d, p := range g.pipes {
+		backends[d] = p.b
+	}
+	return Names(backends)
+}
+
+// Names names a set of backends, each name once in order, with a count
+// where several share it: "NVIDIA H200 ×2".
+func Names(backends []Backend) string {
+	count := map[string]int{}
 	var order []string
-	for _, p := range g.pipes {
-		n := p.b.Name()
-		if names[n] == 0 {
-			order = append(order, n)
+	for _, b := range backends {
+		if count[b.Name()] == 0 {
+			order = append(order, b.Name())
 		}
-		names[n]++
+		count[b.Name()]++
 	}
-	parts := make([]string, len(order))
 	for i, n := range order {
-		parts[i] = n
-		if names[n] > 1 {
-			parts[i] = fmt.Sprintf("%s ×%d", n, names[n])
+		if count[n] > 1 {
+			order[i] = fmt.Sprintf("%s ×%d", n, count[n])
 		}
 	}
-	return strings.Join(parts, " + ")
+	return strings.Join(order, " + ")
 }
 
 // GroupStageTimes are a group's stage times: each stage alone, run by

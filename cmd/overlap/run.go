@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -283,22 +282,7 @@ func elementwiseShape(e ptx.Entry) (int, error) {
 func (e *env) allocPinned(n int) (pipeline.PinnedMem, error) { return e.backend.AllocPinned(n) }
 
 // deviceNames names the devices, "NVIDIA H200 ×2" for two alike.
-func (e *env) deviceNames() string {
-	count := map[string]int{}
-	var order []string
-	for _, b := range e.backends {
-		if count[b.Name()] == 0 {
-			order = append(order, b.Name())
-		}
-		count[b.Name()]++
-	}
-	for i, n := range order {
-		if count[n] > 1 {
-			order[i] = fmt.Sprintf("%s ×%d", n, count[n])
-		}
-	}
-	return strings.Join(order, ", ")
-}
+func (e *env) deviceNames() string { return pipeline.Names(e.backends) }
 
 // progress prints status lines on a terminal and nothing when piped.
 type progress struct {
