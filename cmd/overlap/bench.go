@@ -131,6 +131,11 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	if len(o.sizes) > 1 && !o.scaling {
 		return nil, errors.New("--elems takes one size, or a list with --devices")
 	}
+	if o.scaling && o.sim && !o.set["elems"] {
+		// The simulator computes and verifies every element of every run
+		// of every row: 128M would take many minutes on a laptop.
+		o.sizes = []int{simDefaultElems}
+	}
 	o.elems = o.sizes[0]
 	for _, n := range o.sizes {
 		o.elems = max(o.elems, n)

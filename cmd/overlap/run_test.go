@@ -405,3 +405,18 @@ func TestBenchSimDevices(t *testing.T) {
 	}
 	assert.Equal(t, "auto→registered", res.Results[4].Host, "plain Go slices are registered from the second run")
 }
+
+// TestBenchSimDevicesDefaultSize guards issue 12: on the simulator the
+// scaling table defaults to a job that a laptop verifies quickly, not the
+// GPU's 128M; --elems still chooses.
+func TestBenchSimDevicesDefaultSize(t *testing.T) {
+	o, err := parseBenchFlags([]string{"--sim", "--devices", "0,1"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int{simDefaultElems}, o.sizes)
+	o, err = parseBenchFlags([]string{"--sim", "--devices", "0,1", "--elems", "8M,16M"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int{8 << 20, 16 << 20}, o.sizes)
+	o, err = parseBenchFlags([]string{"--devices", "all"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int{128 << 20}, o.sizes, "on a GPU, 128M")
+}
