@@ -21,6 +21,9 @@
  *     forbidden calls invalidate the capture, and graph execs whose
  *     launches replay the captured operations after checking that the
  *     memory they use is still live.
+ *   - a no-op mode (fake_noop) in which the hot entry points, the ones a
+ *     stream's issue loop calls, return at once and do nothing, so that a
+ *     benchmark measures the binding's own cost per call.
  *
  * The fake_* functions are the test-side controls; package fakecuda binds
  * them. Everything is guarded by one mutex: the fake is for correctness,
@@ -122,6 +125,14 @@ struct plan { char name[64]; long calls; long fail_at; int fail_every; int code;
 static struct plan plans[64];
 static int nplans;
 static int exec_delay_us;
+
+/* No-op mode (fake_noop): cuLaunchKernel, the asynchronous host copies,
+ * cuEventRecord and cuStreamWaitEvent return CUDA_SUCCESS at once, and
+ * cuCtxGetCurrent only reads the thread's context, with no lock, no
+ * bookkeeping and no checks. Read without the mutex: set it before the
+ * calls it affects. */
+static int noop;
+#define NOOP() do { if (__atomic_load_n(&noop, __ATOMIC_RELAXED)) return OK; } while (0)
 
 /* Last launch, for tests of argument marshalling. */
 static unsigned char last_params[16][16];
@@ -559,6 +570,10 @@ CUresult cuCtxSetCurrent(handle_t ctx) {
 }
 
 CUresult cuCtxGetCurrent(handle_t *ctx) {
+    if (__atomic_load_n(&noop, __ATOMIC_RELAXED)) {
+        *ctx = (handle_t)current;
+        return OK;
+    }
     ENTER("cuCtxGetCurrent");
     *ctx = (handle_t)current;
     return OK;
@@ -886,6 +901,7 @@ CUresult cuStreamQuery(handle_t s) {
 
 CUresult cuStreamWaitEvent(handle_t s, handle_t e, unsigned flags) {
     (void)flags;
+    NOOP();
     ENTER("cuStreamWaitEvent");
     pthread_mutex_lock(&mu);
     struct obj *so = stream_use("cuStreamWaitEvent", s);
@@ -955,11 +971,13 @@ static CUresult async_copy(const char *call, int type, char *dst, const char *sr
 }
 
 CUresult cuMemcpyHtoDAsync_v2(uintptr_t dst, const void *src, size_t n, handle_t s) {
+    NOOP();
     ENTER("cuMemcpyHtoDAsync_v2");
     return async_copy("cuMemcpyHtoDAsync_v2", OP_H2D, (char *)dst, src, n, s);
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void *dst, uintptr_t src, size_t n, handle_t s) {
+    NOOP();
     ENTER("cuMemcpyDtoHAsync_v2");
     return async_copy("cuMemcpyDtoHAsync_v2", OP_D2H, dst, (const char *)src, n, s);
 }
@@ -1021,6 +1039,7 @@ CUresult cuEventDestroy_v2(handle_t e) {
 }
 
 CUresult cuEventRecord(handle_t e, handle_t s) {
+    NOOP();
     ENTER("cuEventRecord");
     pthread_mutex_lock(&mu);
     struct obj *eo = lookup("cuEventRecord", e, K_EVENT);
@@ -1218,6 +1237,7 @@ CUresult cuLaunchKernel(handle_t f, unsigned gx, unsigned gy, unsigned gz, unsig
                         unsigned shmem, handle_t s, void **params, void **extra) {
     (void)shmem;
     (void)extra;
+    NOOP();
     ENTER("cuLaunchKernel");
     pthread_mutex_lock(&mu);
     struct obj *fo = func_use("cuLaunchKernel", f);
@@ -1909,6 +1929,7 @@ void fake_reset(void) {
     nplans = 0;
     exec_delay_us = 0;
     nparam_sizes = -1;
+    __atomic_store_n(&noop, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&mu);
 }
 
@@ -1929,6 +1950,9 @@ void fake_delay(const char *name, int usec) {
     plan_for(name, 1)->delay_us = usec;
     pthread_mutex_unlock(&mu);
 }
+
+/* fake_noop turns the no-op mode on (1) or off (0); fake_reset turns it off. */
+void fake_noop(int on) { __atomic_store_n(&noop, on != 0, __ATOMIC_RELAXED); }
 
 void fake_exec_delay(int usec) {
     pthread_mutex_lock(&mu);
