@@ -4,7 +4,6 @@ package driver
 
 import (
 	"testing"
-	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/purecuda/overlap/internal/fakecuda"
@@ -187,22 +186,4 @@ func BenchmarkFake(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.Clean(b)
-}
-
-// rawParams is the kernelParams array of the raw launches: a package
-// variable, so that it never moves. An empty kernel reads none of it.
-var rawParams [1]unsafe.Pointer
-
-// rawLaunchArgs returns the cached cuLaunchKernel entry point and its
-// eleven arguments for a one-thread launch of fn, which takes no
-// parameters, on s: what the raw benchmarks pass to purego.SyscallN
-// directly. The caller has fn's context current on a locked thread.
-func rawLaunchArgs(b *testing.B, fn *Function, s *Stream) (uintptr, *[11]uintptr) {
-	b.Helper()
-	p, err := proc(symLaunchKernel)
-	if err != nil {
-		b.Fatal(err)
-	}
-	args := &[11]uintptr{fn.handle, 1, 1, 1, 1, 1, 1, 0, s.Handle(), uintptr(unsafe.Pointer(&rawParams[0])), 0}
-	return p, args
 }
