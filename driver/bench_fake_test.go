@@ -17,8 +17,10 @@ import (
 // `make bench-fake` (it skips otherwise); compare runs with benchstat or
 // by medians of -count 10 (issue 14).
 //
-//   - Syscall is the floor: purego.SyscallN on the cached cuLaunchKernel
-//     entry point with prepared arguments, on a bound thread, nothing else.
+//   - Syscall is purego's floor: purego.SyscallN on the cached
+//     cuLaunchKernel entry point with prepared arguments, on a bound
+//     thread, nothing else. CallC is the same through callC, the
+//     binding's own call path (ccall on linux/amd64, purego elsewhere).
 //   - Launch and LaunchBound are Function.Launch and Bound.Launch of a
 //     kernel without parameters, as BenchmarkLaunch on the GPU;
 //     LaunchArgs is Bound.Launch with a pointer and an int32, the seed
@@ -126,6 +128,15 @@ func BenchmarkFake(b *testing.B) {
 		p, args := rawLaunchArgs(b, empty, s)
 		for i := 0; i < b.N; i++ {
 			if r, _, _ := purego.SyscallN(p, args[:]...); r != 0 {
+				b.Fatal(Result(int32(r)))
+			}
+		}
+	}))
+	b.Run("CallC", bound(func(b *testing.B, bd *Bound) {
+		p, args := rawLaunchArgs(b, empty, s)
+		sc := &scratch{args: *args}
+		for i := 0; i < b.N; i++ {
+			if r := callC(p, sc, 11); int32(r) != 0 {
 				b.Fatal(Result(int32(r)))
 			}
 		}

@@ -60,6 +60,11 @@ func BenchmarkLaunchBound(b *testing.B) { benchLaunch(b, launchBound, 0) }
 // (issue 14).
 func BenchmarkLaunchRaw(b *testing.B) { benchLaunch(b, launchRaw, 0) }
 
+// BenchmarkLaunchRawC is BenchmarkLaunchRaw through callC, the binding's
+// own call path (ccall on linux/amd64, purego.SyscallN elsewhere): the
+// floor under Function.Launch now.
+func BenchmarkLaunchRawC(b *testing.B) { benchLaunch(b, launchRawC, 0) }
+
 // BenchmarkLaunchBatch, BenchmarkLaunchBoundBatch and BenchmarkLaunchRawBatch
 // launch in batches of 128 from an empty queue (a synchronisation between
 // batches), and report beside ns/op (which includes the synchronisations)
@@ -68,6 +73,7 @@ func BenchmarkLaunchRaw(b *testing.B) { benchLaunch(b, launchRaw, 0) }
 func BenchmarkLaunchBatch(b *testing.B)      { benchLaunch(b, launchPublic, launchBatch) }
 func BenchmarkLaunchBoundBatch(b *testing.B) { benchLaunch(b, launchBound, launchBatch) }
 func BenchmarkLaunchRawBatch(b *testing.B)   { benchLaunch(b, launchRaw, launchBatch) }
+func BenchmarkLaunchRawCBatch(b *testing.B)  { benchLaunch(b, launchRawC, launchBatch) }
 
 const launchBatch = 128
 
@@ -77,6 +83,7 @@ const (
 	launchPublic launchMode = iota
 	launchBound
 	launchRaw
+	launchRawC
 )
 
 func benchLaunch(b *testing.B, mode launchMode, batch int) {
@@ -109,6 +116,15 @@ func benchLaunch(b *testing.B, mode launchMode, batch int) {
 		p, a := rawLaunchArgs(b, f, s)
 		launch = func() error {
 			if r, _, _ := purego.SyscallN(p, a[:]...); r != 0 {
+				return newError(symLaunchKernel, Result(int32(r)))
+			}
+			return nil
+		}
+	case launchRawC:
+		p, a := rawLaunchArgs(b, f, s)
+		sc := &scratch{args: *a}
+		launch = func() error {
+			if r := callC(p, sc, 11); int32(r) != 0 {
 				return newError(symLaunchKernel, Result(int32(r)))
 			}
 			return nil

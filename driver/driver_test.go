@@ -295,3 +295,13 @@ func TestSlabsExclusive(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Issue 14: ccall_linux_amd64.s reads a scratch at fixed offsets: fn at 0,
+// the eleven arguments from 8, the result at 96.
+func TestScratchLayout(t *testing.T) {
+	var s scratch
+	assert.Equal(t, uintptr(0), unsafe.Offsetof(s.fn))
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(s.args))
+	assert.Equal(t, 11, len(s.args))
+	assert.Equal(t, uintptr(96), unsafe.Offsetof(s.r))
+}
