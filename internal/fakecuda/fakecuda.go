@@ -171,7 +171,7 @@ type Fake struct {
 
 var controls = []string{"fake_reset", "fake_fail", "fake_delay", "fake_exec_delay", "fake_calls",
 	"fake_violations", "fake_last_violation", "fake_live", "fake_primary_refs", "fake_current_device",
-	"fake_host_live", "fake_pending", "fake_set_params", "fake_last_param", "fake_noop"}
+	"fake_host_live", "fake_pending", "fake_set_params", "fake_last_param", "fake_noop", "fake_last_launch"}
 
 var (
 	openOnce sync.Once
@@ -307,6 +307,13 @@ func (f *Fake) LastParam(i, n int) ([]byte, bool) {
 	buf := make([]byte, 16)
 	ok := f.call("fake_last_param", uintptr(i), uintptr(unsafe.Pointer(&buf[0])), uintptr(n)) != 0
 	return buf[:min(n, 16)], ok
+}
+
+// LastLaunch returns the last launch's grid, block and dynamic shared
+// memory size, as the fake received them, and its extra argument.
+func (f *Fake) LastLaunch() (dims [7]uint32, extra uintptr) {
+	extra = f.call("fake_last_launch", uintptr(unsafe.Pointer(&dims[0])))
+	return dims, extra
 }
 
 // Clean fails t if the fake recorded any violation since the last Reset.

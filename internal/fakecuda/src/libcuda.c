@@ -137,7 +137,8 @@ static int noop;
 /* Last launch, for tests of argument marshalling. */
 static unsigned char last_params[16][16];
 static int last_nparams;
-static unsigned last_grid[3], last_block[3];
+static unsigned last_grid[3], last_block[3], last_shmem;
+static void **last_extra;
 
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include <stdarg.h>
@@ -1235,8 +1236,6 @@ CUresult cuFuncGetParamInfo(handle_t f, size_t i, size_t *off, size_t *size) {
 
 CUresult cuLaunchKernel(handle_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, handle_t s, void **params, void **extra) {
-    (void)shmem;
-    (void)extra;
     NOOP();
     ENTER("cuLaunchKernel");
     pthread_mutex_lock(&mu);
@@ -1261,6 +1260,8 @@ CUresult cuLaunchKernel(handle_t f, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     last_grid[0] = gx, last_grid[1] = gy, last_grid[2] = gz;
     last_block[0] = bx, last_block[1] = by, last_block[2] = bz;
+    last_shmem = shmem;
+    last_extra = extra;
     fo->mod->inflight++;
     struct op *op = calloc(1, sizeof *op);
     op->type = OP_LAUNCH;
@@ -2017,6 +2018,17 @@ void fake_set_params(int n, const long *sizes) {
     nparam_sizes = n;
     for (int i = 0; i < n && i < 64; i++) param_sizes[i] = (size_t)sizes[i];
     pthread_mutex_unlock(&mu);
+}
+
+/* fake_last_launch writes the last launch's grid, block and shared memory
+ * size into dims[0..6], and returns its extra argument. */
+void *fake_last_launch(unsigned *dims) {
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < 3; i++) dims[i] = last_grid[i], dims[3 + i] = last_block[i];
+    dims[6] = last_shmem;
+    void *extra = (void *)last_extra;
+    pthread_mutex_unlock(&mu);
+    return extra;
 }
 
 /* fake_last_param copies up to 16 bytes of parameter i of the last launch. */
