@@ -2,7 +2,10 @@ package driver
 
 import (
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // BenchmarkCall measures one trivial driver call (cuCtxGetCurrent) through
@@ -42,13 +45,48 @@ func BenchmarkStreamQuery(b *testing.B) {
 // through Function.Launch, the way bench/reference/launch.cu measures
 // cuLaunchKernel from C: b.N launches on one stream, then one
 // synchronisation, divided by b.N. Use -benchtime=200000x to match it.
-func BenchmarkLaunch(b *testing.B) { benchLaunch(b, false) }
+// Back to back, the launch queue fills and a launch may wait for the GPU
+// to free a slot: the Batch variants below measure the issue cost alone.
+func BenchmarkLaunch(b *testing.B) { benchLaunch(b, launchPublic, 0) }
 
 // BenchmarkLaunchBound is BenchmarkLaunch through a Bound, which skips the
 // per-call context check as the pipeline's issue loop does.
-func BenchmarkLaunchBound(b *testing.B) { benchLaunch(b, true) }
+func BenchmarkLaunchBound(b *testing.B) { benchLaunch(b, launchBound, 0) }
 
-func benchLaunch(b *testing.B, bind bool) {
+// BenchmarkLaunchRaw is the floor that purego gives: cuLaunchKernel
+// through purego.SyscallN on the cached entry point, with prepared
+// arguments, on a bound thread, and nothing else. C, raw purego and the
+// binding side by side split the gap to C into purego's part and ours
+// (issue 14).
+func BenchmarkLaunchRaw(b *testing.B) { benchLaunch(b, launchRaw, 0) }
+
+// BenchmarkLaunchRawC is BenchmarkLaunchRaw through callC, the binding's
+// own call path (ccall on linux/amd64, purego.SyscallN elsewhere): the
+// floor under Function.Launch now.
+func BenchmarkLaunchRawC(b *testing.B) { benchLaunch(b, launchRawC, 0) }
+
+// BenchmarkLaunchBatch, BenchmarkLaunchBoundBatch and BenchmarkLaunchRawBatch
+// launch in batches of 128 from an empty queue (a synchronisation between
+// batches), and report beside ns/op (which includes the synchronisations)
+// issue-ns/op: the host time inside the launch calls alone, never slowed
+// by a full queue. launch.cu prints the same as *_batch128_issue_ns.
+func BenchmarkLaunchBatch(b *testing.B)      { benchLaunch(b, launchPublic, launchBatch) }
+func BenchmarkLaunchBoundBatch(b *testing.B) { benchLaunch(b, launchBound, launchBatch) }
+func BenchmarkLaunchRawBatch(b *testing.B)   { benchLaunch(b, launchRaw, launchBatch) }
+func BenchmarkLaunchRawCBatch(b *testing.B)  { benchLaunch(b, launchRawC, launchBatch) }
+
+const launchBatch = 128
+
+type launchMode int
+
+const (
+	launchPublic launchMode = iota
+	launchBound
+	launchRaw
+	launchRawC
+)
+
+func benchLaunch(b *testing.B, mode launchMode, batch int) {
 	ctx := requireGPU(b)
 	m := loadTestKernels(b, ctx)
 	defer m.Close()
@@ -68,29 +106,76 @@ func benchLaunch(b *testing.B, bind bool) {
 		b.Fatal(err)
 	}
 	defer bd.Release()
-	launch := f.Launch
-	if bind {
-		launch = func(s *Stream, cfg LaunchConfig, args *Args) error { return bd.Launch(f, s, cfg, args) }
+	var launch func() error
+	switch mode {
+	case launchPublic:
+		launch = func() error { return f.Launch(s, cfg, args) }
+	case launchBound:
+		launch = func() error { return bd.Launch(f, s, cfg, args) }
+	case launchRaw:
+		p, a := rawLaunchArgs(b, f, s)
+		launch = func() error {
+			if r, _, _ := purego.SyscallN(p, a[:]...); r != 0 {
+				return newError(symLaunchKernel, Result(int32(r)))
+			}
+			return nil
+		}
+	case launchRawC:
+		p, a := rawLaunchArgs(b, f, s)
+		sc := &scratch{args: *a}
+		launch = func() error {
+			if r := callC(p, sc, 11); int32(r) != 0 {
+				return newError(symLaunchKernel, Result(int32(r)))
+			}
+			return nil
+		}
 	}
 	for i := 0; i < 1000; i++ {
-		_ = launch(s, cfg, args)
+		_ = launch()
 	}
 	if err := s.Synchronize(); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := launch(s, cfg, args); err != nil {
+	if batch == 0 {
+		for i := 0; i < b.N; i++ {
+			if err := launch(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
+		return
+	}
+	var issue time.Duration
+	for done := 0; done < b.N; {
+		n := min(batch, b.N-done)
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if err := launch(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		issue += time.Since(t0)
+		done += n
+		if err := s.Synchronize(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := s.Synchronize(); err != nil {
-		b.Fatal(err)
-	}
+	b.ReportMetric(float64(issue.Nanoseconds())/float64(b.N), "issue-ns/op")
 }
 
-func benchCopy(b *testing.B, toDevice bool) {
+// copyMode says how benchCopy issues and times its copies.
+type copyMode struct {
+	toDevice bool
+	perSync  int  // copies queued per stream synchronisation
+	timed    bool // events around each group: the GPU's own time
+	raw      bool // purego.SyscallN on the entry points, nothing else
+}
+
+func benchCopy(b *testing.B, mode copyMode) {
 	ctx := requireGPU(b)
 	const n = 64 << 20
 	h, err := ctx.AllocHost(n, HostAllocOptions{})
@@ -108,26 +193,140 @@ func benchCopy(b *testing.B, toDevice bool) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	b.SetBytes(n)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if toDevice {
-			err = s.CopyToDevice(d, 0, h, 0, n)
-		} else {
-			err = s.CopyToHost(h, 0, d, 0, n)
+	var e0, e1 *Event
+	if mode.timed {
+		if e0, err = ctx.NewEvent(EventOptions{Timing: true}); err != nil {
+			b.Fatal(err)
 		}
+		defer e0.Close()
+		if e1, err = ctx.NewEvent(EventOptions{Timing: true}); err != nil {
+			b.Fatal(err)
+		}
+		defer e1.Close()
+	}
+	issue := func() error {
+		if mode.toDevice {
+			return s.CopyToDevice(d, 0, h, 0, n)
+		}
+		return s.CopyToHost(h, 0, d, 0, n)
+	}
+	sync := s.Synchronize
+	if mode.raw {
+		bd, err := ctx.Bind()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Synchronize(); err != nil {
+		defer bd.Release()
+		id := symMemcpyDtoHAsync
+		ca := &[4]uintptr{uintptr(unsafe.Pointer(&h.Bytes()[0])), uintptr(d.Ptr()), n, s.Handle()}
+		if mode.toDevice {
+			id = symMemcpyHtoDAsync
+			ca[0], ca[1] = ca[1], ca[0]
+		}
+		cp, err := proc(id)
+		if err != nil {
 			b.Fatal(err)
 		}
+		sp, err := proc(symStreamSynchronize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sa := &[1]uintptr{s.Handle()}
+		issue = func() error {
+			if r, _, _ := purego.SyscallN(cp, ca[:]...); r != 0 {
+				return newError(id, Result(int32(r)))
+			}
+			return nil
+		}
+		sync = func() error {
+			if r, _, _ := purego.SyscallN(sp, sa[:]...); r != 0 {
+				return newError(symStreamSynchronize, Result(int32(r)))
+			}
+			return nil
+		}
+	}
+	per := max(mode.perSync, 1)
+	b.SetBytes(n)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var gpu time.Duration
+	for done := 0; done < b.N; {
+		k := min(per, b.N-done)
+		if mode.timed {
+			if err := e0.Record(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := 0; i < k; i++ {
+			if err := issue(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if mode.timed {
+			if err := e1.Record(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := sync(); err != nil {
+			b.Fatal(err)
+		}
+		if mode.timed {
+			t, err := e0.Elapsed(e1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			gpu += t
+		}
+		done += k
+	}
+	if mode.timed && gpu > 0 {
+		b.ReportMetric(float64(n)*float64(b.N)/gpu.Seconds()/1e6, "gpu-MB/s")
 	}
 }
 
-// BenchmarkCopyH2D measures pinned host-to-device bandwidth, 64 MiB copies.
-func BenchmarkCopyH2D(b *testing.B) { benchCopy(b, true) }
+// BenchmarkCopyH2D measures pinned host-to-device bandwidth, 64 MiB copies,
+// each followed by a stream synchronisation (launch.cu: h2d_GBps).
+func BenchmarkCopyH2D(b *testing.B) { benchCopy(b, copyMode{toDevice: true}) }
 
 // BenchmarkCopyD2H measures pinned device-to-host bandwidth, 64 MiB copies.
-func BenchmarkCopyD2H(b *testing.B) { benchCopy(b, false) }
+func BenchmarkCopyD2H(b *testing.B) { benchCopy(b, copyMode{}) }
+
+// BenchmarkCopyH2DTimed and BenchmarkCopyD2HTimed are BenchmarkCopyH2D and
+// BenchmarkCopyD2H with timing events recorded around each copy, and report
+// the GPU's own rate (gpu-MB/s) beside the wall-clock one (MB/s): equal GPU
+// rates and unequal wall rates put a gap to C in the host's wake-up, not
+// in the DMA (issue 14; launch.cu: h2d_timed_gpu_GBps).
+func BenchmarkCopyH2DTimed(b *testing.B) { benchCopy(b, copyMode{toDevice: true, timed: true}) }
+func BenchmarkCopyD2HTimed(b *testing.B) { benchCopy(b, copyMode{timed: true}) }
+
+// BenchmarkCopyH2DBatch4 and BenchmarkCopyD2HBatch4 queue four copies per
+// synchronisation, with events around them: a wake-up cost is paid once
+// per four copies (launch.cu: h2d_batch4_*).
+func BenchmarkCopyH2DBatch4(b *testing.B) {
+	benchCopy(b, copyMode{toDevice: true, perSync: 4, timed: true})
+}
+func BenchmarkCopyD2HBatch4(b *testing.B) { benchCopy(b, copyMode{perSync: 4, timed: true}) }
+
+// BenchmarkCopyH2DRaw and BenchmarkCopyD2HRaw issue and synchronise through
+// purego.SyscallN on the entry points, on a bound thread, and nothing else:
+// the binding's part of a copy's gap to C (launch.cu: h2d_drv_GBps).
+func BenchmarkCopyH2DRaw(b *testing.B) { benchCopy(b, copyMode{toDevice: true, raw: true}) }
+func BenchmarkCopyD2HRaw(b *testing.B) { benchCopy(b, copyMode{raw: true}) }
+
+// rawParams is the kernelParams array of the raw launches: a package
+// variable, so that it never moves. An empty kernel reads none of it.
+var rawParams [1]unsafe.Pointer
+
+// rawLaunchArgs returns the cached cuLaunchKernel entry point and its
+// eleven arguments for a one-thread launch of fn, which takes no
+// parameters, on s: what the raw benchmarks pass to purego.SyscallN
+// directly. The caller has fn's context current on a locked thread.
+func rawLaunchArgs(b *testing.B, fn *Function, s *Stream) (uintptr, *[11]uintptr) {
+	b.Helper()
+	p, err := proc(symLaunchKernel)
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := &[11]uintptr{fn.handle, 1, 1, 1, 1, 1, 1, 0, s.Handle(), uintptr(unsafe.Pointer(&rawParams[0])), 0}
+	return p, args
+}

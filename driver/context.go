@@ -78,19 +78,26 @@ func (c *Context) Handle() uintptr { return c.core.handle.Load() }
 // k is not released meanwhile: it holds k.life or a lock on one of k's
 // objects.
 func (k *ctxCore) enter(op string) error {
+	s := scratchPool.Get().(*scratch)
+	err := k.enterWith(op, s)
+	scratchPool.Put(s)
+	return err
+}
+
+// enterWith is enter with the caller's scratch, which must not move (heap
+// or pinned memory): the driver writes the current context into it.
+func (k *ctxCore) enterWith(op string, s *scratch) error {
 	h := k.handle.Load()
 	if h == 0 {
 		return closedError(op)
 	}
 	runtime.LockOSThread()
-	s := scratchPool.Get().(*scratch)
 	s.out[0] = 0
 	s.args[0] = uintptr(unsafe.Pointer(&s.out[0]))
 	err := callScratch(symCtxGetCurrent, s, 1)
-	cur := s.out[0]
-	scratchPool.Put(s)
-	if err == nil && cur != h {
-		err = hot(symCtxSetCurrent, 1, h, 0, 0, 0)
+	if err == nil && s.out[0] != h {
+		s.args[0] = h
+		err = callScratch(symCtxSetCurrent, s, 1)
 	}
 	if err != nil {
 		runtime.UnlockOSThread()

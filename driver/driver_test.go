@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -249,4 +251,57 @@ func TestNoDriver(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "ERR: loader: no NVIDIA driver found; tried 1 path(s):\n\t/nonexistent/libcuda.so.1: ")
+}
+
+// Issue 14: launch slabs come from lock-free slots and, when every slot is
+// taken, from an overflow list; a slab is never handed to two launches at
+// once, and a returned one is taken again.
+func TestSlabsExclusive(t *testing.T) {
+	held := map[*argSlab]bool{}
+	for range 2*slabSlots + 3 {
+		s := getSlab()
+		require.False(t, held[s], "a slab handed out twice")
+		held[s] = true
+	}
+	overflow := 0
+	for s := range held {
+		if !s.slot {
+			overflow++
+		}
+		putSlab(s)
+	}
+	assert.GreaterOrEqual(t, overflow, slabSlots+3, "slabs beyond the slots come from the overflow list")
+	s := getSlab()
+	assert.True(t, held[s], "a returned slab is reused")
+	putSlab(s)
+
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				s := getSlab()
+				v := uint64(g)<<32 | uint64(i)
+				s.vals[0] = v
+				runtime.Gosched()
+				if s.vals[0] != v {
+					t.Errorf("goroutine %d: its slab was written by another launch", g)
+					return
+				}
+				putSlab(s)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Issue 14: ccall_linux_amd64.s reads a scratch at fixed offsets: fn at 0,
+// the eleven arguments from 8, the result at 96.
+func TestScratchLayout(t *testing.T) {
+	var s scratch
+	assert.Equal(t, uintptr(0), unsafe.Offsetof(s.fn))
+	assert.Equal(t, uintptr(8), unsafe.Offsetof(s.args))
+	assert.Equal(t, 11, len(s.args))
+	assert.Equal(t, uintptr(96), unsafe.Offsetof(s.r))
 }

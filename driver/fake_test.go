@@ -122,6 +122,52 @@ var fakeCases = []fakeCase{
 		assert.Equal(t, "launched fill\n", captureStdout(t, ExampleFunction_Launch))
 	}},
 
+	// Issue 14: every argument of cuLaunchKernel reaches the driver in its
+	// place, through the ccall trampoline on linux/amd64 (six arguments in
+	// registers, five on the stack) as through purego elsewhere: grid,
+	// block and shared memory are all distinct here, the fake checks the
+	// function and the stream, LastParam the parameters, and extra must be
+	// NULL. Unbound and bound, each with its own shape.
+	{"LaunchArgumentOrder", func(t *testing.T, f *fakecuda.Fake) {
+		c := fakeContext(t, 0)
+		s, err := c.NewStream(driver.StreamOptions{})
+		require.NoError(t, err)
+		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
+		require.NoError(t, err)
+		f.SetParams(8, 4)
+		fn, err := m.Function("k")
+		require.NoError(t, err)
+		b, err := c.Bind()
+		require.NoError(t, err)
+		defer b.Release()
+		for _, tc := range []struct {
+			cfg    driver.LaunchConfig
+			bound  bool
+			p0, p1 uint64
+		}{
+			{driver.LaunchConfig{Grid: driver.Dim3{X: 3, Y: 5, Z: 7}, Block: driver.Dim3{X: 11, Y: 13, Z: 17}, SharedMem: 19}, false, 0x1122334455667788, 0xfffffffb},
+			{driver.LaunchConfig{Grid: driver.Dim3{X: 23, Y: 29, Z: 31}, Block: driver.Dim3{X: 37, Y: 41, Z: 43}, SharedMem: 47}, true, 0x8877665544332211, 53},
+		} {
+			args := driver.NewArgs().Uint64(tc.p0).Uint32(uint32(tc.p1))
+			if tc.bound {
+				require.NoError(t, b.Launch(fn, s, tc.cfg, args))
+			} else {
+				require.NoError(t, fn.Launch(s, tc.cfg, args))
+			}
+			dims, extra := f.LastLaunch()
+			g, k := tc.cfg.Grid, tc.cfg.Block
+			assert.Equal(t, [7]uint32{uint32(g.X), uint32(g.Y), uint32(g.Z), uint32(k.X), uint32(k.Y), uint32(k.Z), uint32(tc.cfg.SharedMem)}, dims, "bound %v", tc.bound)
+			assert.Zero(t, extra, "extra")
+			p0, ok := f.LastParam(0, 8)
+			assert.True(t, ok)
+			assert.Equal(t, binary.NativeEndian.AppendUint64(nil, tc.p0), p0)
+			p1, ok := f.LastParam(1, 4)
+			assert.True(t, ok)
+			assert.Equal(t, binary.NativeEndian.AppendUint32(nil, uint32(tc.p1)), p1)
+		}
+		require.NoError(t, s.Synchronize())
+	}},
+
 	// The issue loop's calls allocate nothing (STYLE: a hot driver call
 	// allocates nothing), host-memory bookkeeping included.
 	{"HotPathAllocatesNothing", func(t *testing.T, f *fakecuda.Fake) {

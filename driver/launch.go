@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -33,37 +34,87 @@ type Args struct {
 }
 
 // argSlab is the memory the driver reads during cuLaunchKernel: a copy of
-// the argument values and the kernelParams array of pointers into them.
+// the argument values and the kernelParams array of pointers into them,
+// and the launch's own argument block and out-parameters for purego, so
+// that a launch needs nothing from scratchPool.
 type argSlab struct {
 	vals [maxArgBytes / 8]uint64
 	ptrs [maxArgs]unsafe.Pointer
+	call scratch
+	busy atomic.Bool // taken (slabs in argSlabs.slots only)
+	slot bool        // lives in argSlabs.slots, not on the overflow list
 }
 
-// argSlabs is a free list of slabs, each pinned once when made and never
-// unpinned: there are only as many as launches ever ran at once.
+// slabSlots is how many slabs can be taken without a lock at once; more
+// concurrent launches share an overflow list under a mutex.
+const slabSlots = 64
+
+// argSlabs holds the slabs. Each is pinned once when made and never
+// unpinned: there are only as many as launches ever ran at once. A launch
+// takes a slot's slab with one compare-and-swap, starting at a slot chosen
+// by its goroutine's stack address, so that concurrent launches from
+// several goroutines rarely meet on one slot (issue 14: the mutex that
+// guarded a single free list cost a tenth of a bound launch's own time).
 var argSlabs struct {
-	sync.Mutex
-	free []*argSlab
-	pins runtime.Pinner // reachable forever, so never reported as leaking
+	slots [slabSlots]atomic.Pointer[argSlab]
+	mu    sync.Mutex // guards free and pins, and fills empty slots
+	free  []*argSlab
+	pins  runtime.Pinner // reachable forever, so never reported as leaking
 }
 
-func getSlab() *argSlab {
-	argSlabs.Lock()
-	defer argSlabs.Unlock()
-	if n := len(argSlabs.free); n > 0 {
-		s := argSlabs.free[n-1]
-		argSlabs.free = argSlabs.free[:n-1]
-		return s
-	}
+// newSlab makes and pins a slab; the caller holds argSlabs.mu.
+func newSlab() *argSlab {
 	s := new(argSlab)
 	argSlabs.pins.Pin(s)
 	return s
 }
 
+// slotSlab returns slot i's slab, making it on first use.
+func slotSlab(i int) *argSlab {
+	if s := argSlabs.slots[i].Load(); s != nil {
+		return s
+	}
+	argSlabs.mu.Lock()
+	defer argSlabs.mu.Unlock()
+	if s := argSlabs.slots[i].Load(); s != nil {
+		return s
+	}
+	s := newSlab()
+	s.slot = true
+	argSlabs.slots[i].Store(s)
+	return s
+}
+
+func getSlab() *argSlab {
+	// Goroutines run on distinct stacks: the address of a local spreads
+	// them over the slots without a shared counter. It is only a hint.
+	var probe byte
+	h := uint64(uintptr(unsafe.Pointer(&probe)) >> 10)
+	start := int((h * 0x9E3779B97F4A7C15) >> (64 - 6)) // 0..63: slabSlots is 1<<6
+	for n := 0; n < slabSlots; n++ {
+		s := slotSlab((start + n) % slabSlots)
+		if !s.busy.Load() && s.busy.CompareAndSwap(false, true) {
+			return s
+		}
+	}
+	argSlabs.mu.Lock()
+	defer argSlabs.mu.Unlock()
+	if n := len(argSlabs.free); n > 0 {
+		s := argSlabs.free[n-1]
+		argSlabs.free = argSlabs.free[:n-1]
+		return s
+	}
+	return newSlab()
+}
+
 func putSlab(s *argSlab) {
-	argSlabs.Lock()
+	if s.slot {
+		s.busy.Store(false)
+		return
+	}
+	argSlabs.mu.Lock()
 	argSlabs.free = append(argSlabs.free, s)
-	argSlabs.Unlock()
+	argSlabs.mu.Unlock()
 }
 
 // NewArgs returns an empty argument list.
@@ -256,31 +307,40 @@ func (f *Function) launch(bound *ctxCore, s *Stream, cfg LaunchConfig, args *Arg
 	if args == nil {
 		return argError(op, "nil *Args (use NewArgs() for a kernel without parameters)")
 	}
-	gx, gy, gz, ok := cfg.Grid.norm()
-	if !ok {
+	var dims [7]uintptr // grid, block, shared memory: cuLaunchKernel's order
+	var ok bool
+	if dims[0], dims[1], dims[2], ok = cfg.Grid.norm(); !ok {
 		return argError(op, "grid %+v: sizes must be positive", cfg.Grid)
 	}
-	bx, by, bz, ok := cfg.Block.norm()
-	if !ok {
+	if dims[3], dims[4], dims[5], ok = cfg.Block.norm(); !ok {
 		return argError(op, "block %+v: sizes must be positive", cfg.Block)
 	}
 	if cfg.SharedMem < 0 {
 		return argError(op, "shared memory %d: must not be negative", cfg.SharedMem)
 	}
-	// The module first, then the stream, as every call locks.
+	dims[6] = uintptr(cfg.SharedMem)
+	// The module first, then the stream, as every call locks. No defers on
+	// this hot path (a function with many returns gets no open-coded
+	// defers): each lock is let go on every path below, and nothing
+	// between a lock and its release can panic.
 	if _, err := f.mod.use(op); err != nil {
 		return err
 	}
-	defer f.mod.done()
-	if err := f.checkArgs(args); err != nil {
-		return err
+	err := f.checkArgs(args)
+	if err == nil {
+		var h uintptr
+		if h, err = s.lock(op); err == nil {
+			err = f.launchOn(op, bound, s.res.core, h, &dims, args)
+			s.done()
+		}
 	}
-	h, err := s.lock(op)
-	if err != nil {
-		return err
-	}
-	defer s.done()
-	k := s.res.core
+	f.mod.done()
+	return err
+}
+
+// launchOn launches f on the stream whose handle is h and whose context is
+// k, with f's module and the stream locked by the caller.
+func (f *Function) launchOn(op string, bound, k *ctxCore, h uintptr, dims *[7]uintptr, args *Args) error {
 	if err := sameContext(op, f.mod.res.core, k); err != nil {
 		return err
 	}
@@ -293,18 +353,19 @@ func (f *Function) launch(bound *ctxCore, s *Stream, cfg LaunchConfig, args *Arg
 	for i := 0; i < args.n; i++ {
 		slab.ptrs[i] = unsafe.Add(base, args.offs[i])
 	}
+	sc := &slab.call
 	if bound == nil {
-		if err := k.enter(op); err != nil {
+		if err := k.enterWith(op, sc); err != nil {
 			putSlab(slab)
 			return err
 		}
-		defer leave()
 	}
-	sc := scratchPool.Get().(*scratch)
-	sc.args = [11]uintptr{f.handle, gx, gy, gz, bx, by, bz, uintptr(cfg.SharedMem), h,
+	sc.args = [11]uintptr{f.handle, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], h,
 		uintptr(unsafe.Pointer(&slab.ptrs[0])), 0}
-	err = callScratch(symLaunchKernel, sc, 11)
-	scratchPool.Put(sc)
+	err := callScratch(symLaunchKernel, sc, 11)
+	if bound == nil {
+		leave()
+	}
 	putSlab(slab)
 	return err
 }

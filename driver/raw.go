@@ -9,7 +9,8 @@ import (
 )
 
 // The raw layer: one cached entry point per row of the symbol table, and
-// calls through purego.SyscallN with no reflection and no allocation.
+// calls through purego.SyscallN (callScratch: through callC, the faster
+// path on linux/amd64) with no reflection and no allocation.
 
 var procs [numSymbols]atomic.Uintptr
 
@@ -123,16 +124,21 @@ func call(id symID, args ...uintptr) error {
 
 // scratch holds the argument block and out-parameters of hot calls, so that
 // they allocate nothing: purego.SyscallN's variadic slice would otherwise
-// escape to the heap on every call.
+// escape to the heap on every call. Where ccall is built (linux/amd64) it
+// is also the trampoline's frame: fn, args and r are laid out as
+// ccall_linux_amd64.s reads them (TestScratchLayout).
 type scratch struct {
+	fn   uintptr // ccall: the C function
 	args [11]uintptr
+	r    uintptr // ccall: its result
 	out  [2]uintptr
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // callScratch calls id with s.args[:n]. Pointers in s.args must point to
-// memory that outlives the call (s itself, pinned or C memory).
+// memory that outlives the call (s itself, pinned or C memory), and s must
+// not move: heap or pinned memory.
 func callScratch(id symID, s *scratch, n int) error {
 	p := procs[id].Load()
 	if p == 0 {
@@ -141,8 +147,7 @@ func callScratch(id symID, s *scratch, n int) error {
 			return err
 		}
 	}
-	r, _, _ := purego.SyscallN(p, s.args[:n]...)
-	if r := Result(int32(r)); r != 0 {
+	if r := Result(int32(callC(p, s, n))); r != 0 {
 		return newError(id, r)
 	}
 	return nil

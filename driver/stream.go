@@ -101,20 +101,26 @@ func (s *Stream) blocking(op string, id symID) (uint64, error) {
 
 // issue calls a hot entry point for s, whose caller holds s's lock: it makes
 // the context current first unless the caller is bound to it (see
-// [Context.Bind]); bound to another context, it refuses.
+// [Context.Bind]); bound to another context, it refuses. One scratch serves
+// the context check and the call.
 func (s *Stream) issue(op string, bound *ctxCore, id symID, n int, a0, a1, a2, a3 uintptr) error {
 	k := s.res.core
-	if bound == k {
-		return hot(id, n, a0, a1, a2, a3)
-	}
-	if bound != nil {
+	if bound != nil && bound != k {
 		return sameContext(op+" (bound)", bound, k)
 	}
-	if err := k.enter(op); err != nil {
-		return err
+	sc := scratchPool.Get().(*scratch)
+	var err error
+	if bound == nil {
+		err = k.enterWith(op, sc)
 	}
-	err := hot(id, n, a0, a1, a2, a3)
-	leave()
+	if err == nil {
+		sc.args[0], sc.args[1], sc.args[2], sc.args[3] = a0, a1, a2, a3
+		err = callScratch(id, sc, n)
+		if bound == nil {
+			leave()
+		}
+	}
+	scratchPool.Put(sc)
 	return err
 }
 
@@ -147,20 +153,21 @@ func (s *Stream) waitEvent(bound *ctxCore, e *Event) error {
 	if e == nil {
 		return argError(op, "nil *Event")
 	}
+	// No defers on the issue paths (see Function.launch): each lock is let
+	// go on every path.
 	eh, err := e.use(op)
 	if err != nil {
 		return err
 	}
-	defer e.done()
-	h, err := s.lock(op)
-	if err != nil {
-		return err
+	var h uintptr
+	if h, err = s.lock(op); err == nil {
+		if err = sameContext(op, e.res.core, s.res.core); err == nil {
+			err = s.issue(op, bound, symStreamWaitEvent, 3, h, eh, 0, 0)
+		}
+		s.done()
 	}
-	defer s.done()
-	if err := sameContext(op, e.res.core, s.res.core); err != nil {
-		return err
-	}
-	return s.issue(op, bound, symStreamWaitEvent, 3, h, eh, 0, 0)
+	e.done()
+	return err
 }
 
 // hostCopy queues an asynchronous copy between dev and host memory on s and
@@ -176,22 +183,30 @@ func (s *Stream) hostCopy(op string, bound *ctxCore, toDevice bool, dev *DeviceB
 	if n == 0 {
 		return nil
 	}
-	// Locks go memory first, then the stream, in every call.
+	// Locks go memory first, then the stream, in every call. No defers on
+	// the issue paths (see Function.launch): each lock is let go on every
+	// path.
 	d, err := dev.lockSpan(op, devRole, devOff, n)
 	if err != nil {
 		return err
 	}
-	defer dev.done()
 	p, mem, keep, err := host.lockSpan(op, hostRole, hostOff, n)
-	if err != nil {
-		return err
+	if err == nil {
+		var h uintptr
+		if h, err = s.lock(op); err == nil {
+			err = s.hostCopyLocked(op, bound, toDevice, dev, d, mem, keep, p, n, h)
+			s.done()
+		}
+		mem.mu.RUnlock()
 	}
-	defer mem.mu.RUnlock()
-	h, err := s.lock(op)
-	if err != nil {
-		return err
-	}
-	defer s.done()
+	dev.done()
+	return err
+}
+
+// hostCopyLocked is hostCopy's call, with dev (at address d), the host
+// memory mem (at address p, owned by keep) and the stream (handle h)
+// locked by the caller.
+func (s *Stream) hostCopyLocked(op string, bound *ctxCore, toDevice bool, dev *DeviceBuffer, d uintptr, mem *resource, keep any, p uintptr, n int, h uintptr) error {
 	k := s.res.core
 	if err := sameContext(op, dev.res.core, k); err != nil {
 		return err
@@ -201,6 +216,7 @@ func (s *Stream) hostCopy(op string, bound *ctxCore, toDevice bool, dev *DeviceB
 			return err
 		}
 	}
+	var err error
 	if toDevice {
 		err = s.issue(op, bound, symMemcpyHtoDAsync, 4, d, p, uintptr(n), h)
 	} else {
@@ -382,27 +398,26 @@ func (e *Event) record(bound *ctxCore, s *Stream) error {
 	if e == nil {
 		return argError(op, "nil *Event")
 	}
+	// No defers on the issue paths (see Function.launch): each lock is let
+	// go on every path.
 	eh, err := e.use(op)
 	if err != nil {
 		return err
 	}
-	defer e.done()
-	h, err := s.lock(op)
-	if err != nil {
-		return err
+	var h uintptr
+	if h, err = s.lock(op); err == nil {
+		if err = sameContext(op, e.res.core, s.res.core); err == nil {
+			mark := s.res.uses.mark()
+			if err = s.issue(op, bound, symEventRecord, 2, eh, h, 0, 0); err == nil {
+				e.recMu.Lock()
+				e.recStream, e.recMark = s.res, mark
+				e.recMu.Unlock()
+			}
+		}
+		s.done()
 	}
-	defer s.done()
-	if err := sameContext(op, e.res.core, s.res.core); err != nil {
-		return err
-	}
-	mark := s.res.uses.mark()
-	if err := s.issue(op, bound, symEventRecord, 2, eh, h, 0, 0); err != nil {
-		return err
-	}
-	e.recMu.Lock()
-	e.recStream, e.recMark = s.res, mark
-	e.recMu.Unlock()
-	return nil
+	e.done()
+	return err
 }
 
 // seen lets go of the host memory used by copies before the last Record,
@@ -472,15 +487,23 @@ func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 	if err := sameContext(op, e.res.core, end.res.core); err != nil {
 		return 0, err
 	}
-	if err := e.res.core.enter(op); err != nil {
+	// The out-parameter lives in a pooled scratch: Elapsed allocates
+	// nothing, so that timing events around copies (BenchmarkCopyH2DTimed)
+	// costs no garbage.
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	if err := e.res.core.enterWith(op, sc); err != nil {
 		return 0, err
 	}
-	defer leave()
-	ms := new(float32)
-	if err := call(symEventElapsedTime, uintptr(unsafe.Pointer(ms)), e.liveHandle(), end.liveHandle()); err != nil {
+	sc.out[0] = 0
+	sc.args[0], sc.args[1], sc.args[2] = uintptr(unsafe.Pointer(&sc.out[0])), e.liveHandle(), end.liveHandle()
+	err := callScratch(symEventElapsedTime, sc, 3)
+	leave()
+	if err != nil {
 		return 0, err
 	}
-	return time.Duration(float64(*ms) * float64(time.Millisecond)), nil
+	ms := *(*float32)(unsafe.Pointer(&sc.out[0])) // the driver wrote a float there
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
 }
 
 // Close destroys the event (cuEventDestroy_v2). A second Close returns nil.

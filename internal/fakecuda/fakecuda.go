@@ -125,6 +125,25 @@ func Run(t *testing.T) *Fake {
 	return nil
 }
 
+// Benchmark returns the fake's controls when the benchmark runs against the
+// fake driver, and otherwise skips it, saying how to run it. Benchmarks
+// cannot use [Run]'s child process (the parent would time the child), so
+// the whole `go test -bench` run goes under the fake instead: `make
+// bench-fake` builds the fake and runs the package's BenchmarkFake*
+// benchmarks with the environment that Run gives its child
+// (OVERLAP_FAKECUDA_CHILD=1 and the driver library pointed at the fake).
+func Benchmark(b *testing.B) *Fake {
+	b.Helper()
+	if os.Getenv(childEnv) == "" {
+		b.Skip("skipping: runs against the fake CUDA driver; use make bench-fake")
+	}
+	f, err := open(os.Getenv(loader.EnvVar))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
 // Kind is a kind of driver object the fake counts.
 type Kind int
 
@@ -152,7 +171,7 @@ type Fake struct {
 
 var controls = []string{"fake_reset", "fake_fail", "fake_delay", "fake_exec_delay", "fake_calls",
 	"fake_violations", "fake_last_violation", "fake_live", "fake_primary_refs", "fake_current_device",
-	"fake_host_live", "fake_pending", "fake_set_params", "fake_last_param"}
+	"fake_host_live", "fake_pending", "fake_set_params", "fake_last_param", "fake_noop", "fake_last_launch"}
 
 var (
 	openOnce sync.Once
@@ -219,6 +238,19 @@ func (f *Fake) Delay(export string, d time.Duration) {
 	f.callStr("fake_delay", export, uintptr(d.Microseconds()), 0)
 }
 
+// Noop turns the fake's no-op mode on or off: cuLaunchKernel, the
+// asynchronous host copies, cuEventRecord and cuStreamWaitEvent then return
+// success at once and do nothing, and cuCtxGetCurrent only reads the
+// thread's context, so that a benchmark measures the binding's own cost
+// per call. Reset turns it off.
+func (f *Fake) Noop(on bool) {
+	var v uintptr
+	if on {
+		v = 1
+	}
+	f.call("fake_noop", v)
+}
+
 // ExecDelay makes every queued stream operation take d on the device.
 func (f *Fake) ExecDelay(d time.Duration) { f.call("fake_exec_delay", uintptr(d.Microseconds())) }
 
@@ -275,6 +307,13 @@ func (f *Fake) LastParam(i, n int) ([]byte, bool) {
 	buf := make([]byte, 16)
 	ok := f.call("fake_last_param", uintptr(i), uintptr(unsafe.Pointer(&buf[0])), uintptr(n)) != 0
 	return buf[:min(n, 16)], ok
+}
+
+// LastLaunch returns the last launch's grid, block and dynamic shared
+// memory size, as the fake received them, and its extra argument.
+func (f *Fake) LastLaunch() (dims [7]uint32, extra uintptr) {
+	extra = f.call("fake_last_launch", uintptr(unsafe.Pointer(&dims[0])))
+	return dims, extra
 }
 
 // Clean fails t if the fake recorded any violation since the last Reset.

@@ -21,6 +21,9 @@
  *     forbidden calls invalidate the capture, and graph execs whose
  *     launches replay the captured operations after checking that the
  *     memory they use is still live.
+ *   - a no-op mode (fake_noop) in which the hot entry points, the ones a
+ *     stream's issue loop calls, return at once and do nothing, so that a
+ *     benchmark measures the binding's own cost per call.
  *
  * The fake_* functions are the test-side controls; package fakecuda binds
  * them. Everything is guarded by one mutex: the fake is for correctness,
@@ -123,10 +126,19 @@ static struct plan plans[64];
 static int nplans;
 static int exec_delay_us;
 
+/* No-op mode (fake_noop): cuLaunchKernel, the asynchronous host copies,
+ * cuEventRecord and cuStreamWaitEvent return CUDA_SUCCESS at once, and
+ * cuCtxGetCurrent only reads the thread's context, with no lock, no
+ * bookkeeping and no checks. Read without the mutex: set it before the
+ * calls it affects. */
+static int noop;
+#define NOOP() do { if (__atomic_load_n(&noop, __ATOMIC_RELAXED)) return OK; } while (0)
+
 /* Last launch, for tests of argument marshalling. */
 static unsigned char last_params[16][16];
 static int last_nparams;
-static unsigned last_grid[3], last_block[3];
+static unsigned last_grid[3], last_block[3], last_shmem;
+static void **last_extra;
 
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include <stdarg.h>
@@ -559,6 +571,10 @@ CUresult cuCtxSetCurrent(handle_t ctx) {
 }
 
 CUresult cuCtxGetCurrent(handle_t *ctx) {
+    if (__atomic_load_n(&noop, __ATOMIC_RELAXED)) {
+        *ctx = (handle_t)current;
+        return OK;
+    }
     ENTER("cuCtxGetCurrent");
     *ctx = (handle_t)current;
     return OK;
@@ -886,6 +902,7 @@ CUresult cuStreamQuery(handle_t s) {
 
 CUresult cuStreamWaitEvent(handle_t s, handle_t e, unsigned flags) {
     (void)flags;
+    NOOP();
     ENTER("cuStreamWaitEvent");
     pthread_mutex_lock(&mu);
     struct obj *so = stream_use("cuStreamWaitEvent", s);
@@ -955,11 +972,13 @@ static CUresult async_copy(const char *call, int type, char *dst, const char *sr
 }
 
 CUresult cuMemcpyHtoDAsync_v2(uintptr_t dst, const void *src, size_t n, handle_t s) {
+    NOOP();
     ENTER("cuMemcpyHtoDAsync_v2");
     return async_copy("cuMemcpyHtoDAsync_v2", OP_H2D, (char *)dst, src, n, s);
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void *dst, uintptr_t src, size_t n, handle_t s) {
+    NOOP();
     ENTER("cuMemcpyDtoHAsync_v2");
     return async_copy("cuMemcpyDtoHAsync_v2", OP_D2H, dst, (const char *)src, n, s);
 }
@@ -1021,6 +1040,7 @@ CUresult cuEventDestroy_v2(handle_t e) {
 }
 
 CUresult cuEventRecord(handle_t e, handle_t s) {
+    NOOP();
     ENTER("cuEventRecord");
     pthread_mutex_lock(&mu);
     struct obj *eo = lookup("cuEventRecord", e, K_EVENT);
@@ -1216,8 +1236,7 @@ CUresult cuFuncGetParamInfo(handle_t f, size_t i, size_t *off, size_t *size) {
 
 CUresult cuLaunchKernel(handle_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, handle_t s, void **params, void **extra) {
-    (void)shmem;
-    (void)extra;
+    NOOP();
     ENTER("cuLaunchKernel");
     pthread_mutex_lock(&mu);
     struct obj *fo = func_use("cuLaunchKernel", f);
@@ -1241,6 +1260,8 @@ CUresult cuLaunchKernel(handle_t f, unsigned gx, unsigned gy, unsigned gz, unsig
     }
     last_grid[0] = gx, last_grid[1] = gy, last_grid[2] = gz;
     last_block[0] = bx, last_block[1] = by, last_block[2] = bz;
+    last_shmem = shmem;
+    last_extra = extra;
     fo->mod->inflight++;
     struct op *op = calloc(1, sizeof *op);
     op->type = OP_LAUNCH;
@@ -1909,6 +1930,7 @@ void fake_reset(void) {
     nplans = 0;
     exec_delay_us = 0;
     nparam_sizes = -1;
+    __atomic_store_n(&noop, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&mu);
 }
 
@@ -1929,6 +1951,9 @@ void fake_delay(const char *name, int usec) {
     plan_for(name, 1)->delay_us = usec;
     pthread_mutex_unlock(&mu);
 }
+
+/* fake_noop turns the no-op mode on (1) or off (0); fake_reset turns it off. */
+void fake_noop(int on) { __atomic_store_n(&noop, on != 0, __ATOMIC_RELAXED); }
 
 void fake_exec_delay(int usec) {
     pthread_mutex_lock(&mu);
@@ -1993,6 +2018,17 @@ void fake_set_params(int n, const long *sizes) {
     nparam_sizes = n;
     for (int i = 0; i < n && i < 64; i++) param_sizes[i] = (size_t)sizes[i];
     pthread_mutex_unlock(&mu);
+}
+
+/* fake_last_launch writes the last launch's grid, block and shared memory
+ * size into dims[0..6], and returns its extra argument. */
+void *fake_last_launch(unsigned *dims) {
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < 3; i++) dims[i] = last_grid[i], dims[3 + i] = last_block[i];
+    dims[6] = last_shmem;
+    void *extra = (void *)last_extra;
+    pthread_mutex_unlock(&mu);
+    return extra;
 }
 
 /* fake_last_param copies up to 16 bytes of parameter i of the last launch. */
