@@ -46,6 +46,16 @@ type Profile struct {
 	// each and tiny kernels alone. Profiles from before it was measured
 	// lack it; it is then 0 (waits cost the device nothing).
 	WaitNs float64 `json:"wait_ns,omitempty"`
+	// DepNs is the device's latency of a dependency between streams: a
+	// stream held by a wait for an event recorded on another stream goes
+	// on DepNs after the work before the event ends (the engine signals
+	// its semaphore, the waiting stream's channel sees it and its next
+	// operation starts, none of which is pipelined as it is within one
+	// stream). `overlap profile` measures it as a chain of dependent
+	// copies and kernels that hop between three streams, timed on the
+	// device, less the simulator's time for the same chain without it, per
+	// hop. Profiles from before it was measured lack it; it is then 0.
+	DepNs float64 `json:"dep_ns,omitempty"`
 	// PageableH2DGBps and PageableD2HGBps are the blocking copies from and
 	// to pageable memory that the synchronous baseline uses.
 	PageableH2DGBps float64 `json:"pageable_h2d_gbps"`
@@ -56,9 +66,17 @@ type Profile struct {
 
 	// IssueNs is the host's cost per driver call, by kind: "copy",
 	// "launch", "record", "wait", each measured in a loop of calls of that
-	// kind alone, and "copy_registered", a copy from registered rather
-	// than pinned host memory (profiles from before it was measured lack
-	// it; a copy from registered memory then costs a "copy").
+	// kind alone on an idle stream, and "copy_registered", a copy from
+	// registered rather than pinned host memory (profiles from before it
+	// was measured lack it; a copy from registered memory then costs a
+	// "copy"). The driver's work for a call depends on the state of its
+	// stream and event, so the same calls are also measured on a stream
+	// that has unfinished work queued ("copy_busy", "launch_busy",
+	// "record_busy", "wait_busy": a wait for a completed event) and as
+	// waits for an event that is still pending ("wait_pending"). The
+	// simulator charges each call by the state of its stream and event in
+	// virtual time when it is issued; a kind a profile lacks costs what
+	// its idle kind costs.
 	IssueNs map[string]float64 `json:"issue_ns"`
 	// IssueSequenceNs is the host's time to issue one chunk's calls in a
 	// steady loop, as the engine issues them for one input and one output
@@ -68,6 +86,14 @@ type Profile struct {
 	// IssueNs by IssueSequenceNs over the sum of those 10 calls' IssueNs.
 	// Profiles from before it was measured lack it (0): no scaling.
 	IssueSequenceNs float64 `json:"issue_sequence_ns,omitempty"`
+	// IssueLoops are the engine's issue loop with a tiny kernel (so that
+	// the host sets the pace), timed per chunk on the host for a few
+	// shapes, beside what the simulator predicts for the same loop from
+	// the per-call costs above. IssueScale is their total measured time
+	// over their total predicted time: the simulator scales every call by
+	// it, which replaces the IssueSequenceNs scaling of older profiles.
+	IssueLoops []IssueLoop `json:"issue_loops,omitempty"`
+	IssueScale float64     `json:"issue_scale,omitempty"`
 	// SyncNs is the host's cost to return from a synchronisation whose
 	// work is done.
 	SyncNs float64 `json:"sync_ns"`
@@ -85,6 +111,16 @@ type Profile struct {
 
 	// Notes says where each number came from.
 	Notes map[string]string `json:"notes,omitempty"`
+}
+
+// IssueLoop is the host's time per chunk of the engine's issue loop with
+// Slots slots and Streams compute streams: measured, and as the simulator
+// predicts it from the profile's per-call costs (before IssueScale).
+type IssueLoop struct {
+	Slots       int     `json:"slots"`
+	Streams     int     `json:"streams"`
+	Ns          float64 `json:"ns"`
+	PredictedNs float64 `json:"predicted_ns"`
 }
 
 // CopyCost is one direction of pinned copies: a fixed cost per copy and a
@@ -180,7 +216,7 @@ func (p *Profile) Check() error {
 		pos("h2d.gbps", p.H2D.GBps), pos("d2h.gbps", p.D2H.GBps), pos("both_gbps", p.BothGBps),
 		pos("pageable_h2d_gbps", p.PageableH2DGBps), pos("pageable_d2h_gbps", p.PageableD2HGBps),
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
-		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
 	}
 	if p.CopyEngines < 1 {
 		errs = append(errs, fmt.Errorf("pipeline: profile: copy_engines is %d; at least 1", p.CopyEngines))
@@ -216,25 +252,59 @@ func (p *Profile) Check() error {
 	return nil
 }
 
-var issueKinds = []string{"copy", "copy_registered", "launch", "record", "wait"}
+var issueKinds = []string{"copy", "copy_registered", "launch", "record", "wait",
+	"copy_busy", "copy_registered_busy", "launch_busy", "record_busy", "wait_busy", "wait_pending"}
 
 // IssueSequence is the calls of one chunk that Profile.IssueSequenceNs
 // times, by kind.
 var IssueSequence = map[string]int{"wait": 4, "copy": 2, "launch": 1, "record": 3}
 
-// issueCost is the host's cost of a driver call of kind in a run: its
-// cost alone, scaled to the steady mix of a run's calls.
-func (p *Profile) issueCost(kind string) time.Duration {
-	c, ok := p.IssueNs[kind]
-	if !ok && kind == "copy_registered" {
-		c = p.IssueNs["copy"]
-	}
-	return time.Duration(c * p.issueScale())
+// issueCost is the host's cost of a driver call of kind in a run when its
+// stream has unfinished work (busy) and, for a wait, when its event is
+// still pending: the cost the profile measured in that state, or in the
+// nearest state it measured, scaled to the steady mix of a run's calls.
+func (p *Profile) issueCost(kind string, busy, pending bool) time.Duration {
+	return time.Duration(p.issueNs(kind, busy, pending) * p.issueScale())
 }
 
-// issueScale is IssueSequenceNs over the sum of IssueNs for the same
-// calls, or 1 when the profile lacks it.
+// issueNs is issueCost before scaling.
+func (p *Profile) issueNs(kind string, busy, pending bool) float64 {
+	var try []string
+	if pending {
+		try = append(try, kind+"_pending")
+	}
+	if busy || pending {
+		try = append(try, kind+"_busy")
+	}
+	try = append(try, kind)
+	if kind == "copy_registered" {
+		// Older profiles lack copies from registered memory.
+		try = append(try, p.registeredFallback(busy)...)
+	}
+	for _, k := range try {
+		if c, ok := p.IssueNs[k]; ok {
+			return c
+		}
+	}
+	return 0
+}
+
+// registeredFallback lists the kinds that price a copy from registered
+// memory when the profile did not measure it: a copy from pinned memory,
+// with the registered copy's state.
+func (p *Profile) registeredFallback(busy bool) []string {
+	if busy {
+		return []string{"copy_busy", "copy"}
+	}
+	return []string{"copy"}
+}
+
+// issueScale is IssueScale, or for profiles from before it was measured
+// IssueSequenceNs over the sum of IssueNs for the same calls, or 1.
 func (p *Profile) issueScale() float64 {
+	if p.IssueScale > 0 {
+		return p.IssueScale
+	}
 	var sum float64
 	for kind, n := range IssueSequence {
 		sum += float64(n) * p.IssueNs[kind]
@@ -270,6 +340,7 @@ func (p *Profile) Clone() *Profile {
 		q.Notes[k] = v
 	}
 	q.Staging = append([]StagingRate(nil), p.Staging...)
+	q.IssueLoops = append([]IssueLoop(nil), p.IssueLoops...)
 	return &q
 }
 

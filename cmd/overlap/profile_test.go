@@ -184,3 +184,38 @@ func TestProfileFlags(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap run: --profile: pipeline: profile: open /nonexistent.json: no such file or directory\n", stderr)
 }
+
+// TestMeasureStateCosts guards issue 11's host costs by state and the
+// device's latency of a dependency between streams: overlap profile gives
+// back the costs of calls on a busy stream, of a wait for a pending event
+// and the dep_ns that a simulated device runs on, and predicts its issue
+// loops exactly (scale 1). A simulator that priced calls without their
+// state, or ignored dep_ns, would give back the idle costs and 0.
+func TestMeasureStateCosts(t *testing.T) {
+	truth := pipeline.BuiltinProfile()
+	truth.IssueNs["wait_pending"] = 3100
+	truth.IssueNs["wait_busy"] = 900
+	truth.IssueNs["launch_busy"] = 6200
+	truth.IssueNs["copy_busy"] = 3300
+	truth.IssueNs["copy_registered_busy"] = 3400
+	truth.IssueNs["record_busy"] = 800
+	truth.DepNs = 7000
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+	got := truth.Clone()
+	got.DepNs = 0
+	for _, k := range []string{"wait_pending", "wait_busy", "launch_busy", "copy_busy", "copy_registered_busy", "record_busy"} {
+		delete(got.IssueNs, k)
+	}
+	require.NoError(t, measureBusy(sim, kernelSet{}, got))
+	for _, k := range []string{"wait_pending", "wait_busy", "launch_busy", "copy_busy", "copy_registered_busy", "record_busy"} {
+		assert.InDelta(t, truth.IssueNs[k], got.IssueNs[k], 1, k)
+	}
+	require.NoError(t, measureDep(sim, kernelSet{}, got, 32<<10))
+	assert.InDelta(t, truth.DepNs, got.DepNs, 5, "dep_ns")
+	require.NoError(t, measureLoops(sim, kernelSet{}, got))
+	require.Len(t, got.IssueLoops, 2)
+	for _, l := range got.IssueLoops {
+		assert.InDelta(t, l.Ns, l.PredictedNs, 1, "%+v", l)
+	}
+	assert.InDelta(t, 1, got.IssueScale, 1e-3)
+}
