@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // This file measures what a driver call and a dependency cost in the state
