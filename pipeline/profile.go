@@ -33,6 +33,13 @@ type Profile struct {
 	// H2D and D2H are pinned copies in each direction, alone.
 	H2D CopyCost `json:"h2d"`
 	D2H CopyCost `json:"d2h"`
+	// H2DRegistered and D2HRegistered are the same copies from and to
+	// registered Go memory (Pipeline's HostRegistered), whose pages the
+	// DMA reaches through the driver's mapping of the Go heap rather than
+	// memory the driver allocated. Profiles from before they were measured
+	// lack them (a zero rate); registered copies then cost pinned ones.
+	H2DRegistered CopyCost `json:"h2d_registered,omitempty"`
+	D2HRegistered CopyCost `json:"d2h_registered,omitempty"`
 	// BothGBps is the rate of both directions at once, in total.
 	BothGBps float64 `json:"both_gbps"`
 	// CopyEngines is how many copies run at once in each direction.
@@ -216,6 +223,8 @@ func (p *Profile) Check() error {
 		pos("h2d.gbps", p.H2D.GBps), pos("d2h.gbps", p.D2H.GBps), pos("both_gbps", p.BothGBps),
 		pos("pageable_h2d_gbps", p.PageableH2DGBps), pos("pageable_d2h_gbps", p.PageableD2HGBps),
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
+		nonNeg("h2d_registered.fixed_ns", p.H2DRegistered.FixedNs), nonNeg("d2h_registered.fixed_ns", p.D2HRegistered.FixedNs),
+		nonNeg("h2d_registered.gbps", p.H2DRegistered.GBps), nonNeg("d2h_registered.gbps", p.D2HRegistered.GBps),
 		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
 	}
 	if p.CopyEngines < 1 {
@@ -342,6 +351,20 @@ func (p *Profile) Clone() *Profile {
 	q.Staging = append([]StagingRate(nil), p.Staging...)
 	q.IssueLoops = append([]IssueLoop(nil), p.IssueLoops...)
 	return &q
+}
+
+// copyCost is the cost of a copy towards the device when toDevice, from
+// or to registered memory when registered.
+func (p *Profile) copyCost(toDevice, registered bool) CopyCost {
+	switch {
+	case toDevice && registered && p.H2DRegistered.GBps > 0:
+		return p.H2DRegistered
+	case toDevice:
+		return p.H2D
+	case registered && p.D2HRegistered.GBps > 0:
+		return p.D2HRegistered
+	}
+	return p.D2H
 }
 
 // kernel returns the cost of k on n elements alone: its fixed part and its

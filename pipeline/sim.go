@@ -925,10 +925,10 @@ func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, ho
 	if err := i.issueAs("copy", costKind, ss, false); err != nil {
 		return err
 	}
-	dir, cost := actD2H, s.prof.D2H
+	dir, cost := actD2H, s.prof.copyCost(toDevice, m.kind == "registered")
 	what := fmt.Sprintf("D2H copy on stream %d", ss.idx)
 	if toDevice {
-		dir, cost = actH2D, s.prof.H2D
+		dir = actH2D
 		what = fmt.Sprintf("H2D copy on stream %d", ss.idx)
 	}
 	hostSpan := memSpan{mem: m.id, name: m.name(), lo: hostOff, hi: hostOff + n, write: !toDevice}

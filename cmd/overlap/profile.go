@@ -159,6 +159,10 @@ func profileCommand(ctx context.Context, o *profileOptions, w io.Writer) error {
 func printProfile(w io.Writer, p *pipeline.Profile) {
 	fmt.Fprintf(w, "copies: H2D %.2f us + %.1f GB/s, D2H %.2f us + %.1f GB/s, both at once %.1f GB/s; pageable %.1f / %.1f GB/s\n",
 		p.H2D.FixedNs/1e3, p.H2D.GBps, p.D2H.FixedNs/1e3, p.D2H.GBps, p.BothGBps, p.PageableH2DGBps, p.PageableD2HGBps)
+	if p.H2DRegistered.GBps > 0 {
+		fmt.Fprintf(w, "copies of registered memory: H2D %.2f us + %.1f GB/s, D2H %.2f us + %.1f GB/s\n",
+			p.H2DRegistered.FixedNs/1e3, p.H2DRegistered.GBps, p.D2HRegistered.FixedNs/1e3, p.D2HRegistered.GBps)
+	}
 	var names []string
 	for n := range p.Kernels {
 		names = append(names, n)
@@ -220,7 +224,11 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 	defer out.Close()
 	kernels.FillPattern(driver.View[float32](in.Bytes())[:size], 0)
 	perChunk := func(cfg pipeline.Config, job pipeline.Job, chunk int) (pipeline.StageTimes, error) {
-		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, 2, 1, pipeline.HostPinned
+		host := pipeline.HostPinned
+		if job.Inputs[0].Data != nil {
+			host = pipeline.HostRegistered
+		}
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, 2, 1, host
 		pp, err := pipeline.New(b, cfg)
 		if err != nil {
 			return pipeline.StageTimes{}, err
@@ -257,6 +265,26 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 	f100, c100 := linear(float64(small), ns(s100.Compute), float64(large), ns(l100.Compute))
 	_, c0 := linear(float64(small), ns(s0.Compute), float64(large), ns(l0.Compute))
 	p.Kernels["seed"] = pipeline.KernelCost{FixedNs: f100, NsPerElem: c0, NsPerElemPerIter: max(0, (c100-c0)/100)}
+	// The same copies from and to registered Go memory (job.Host
+	// registered): the DMA reads and writes the Go heap's pages.
+	{
+		regIn, regOut := make([]byte, size*4), make([]byte, size*4)
+		copy(regIn, in.Bytes()[:size*4])
+		job := seedJob(0)
+		job.Inputs, job.Outputs = []pipeline.Buffer{{Data: regIn}}, []pipeline.Buffer{{Data: regOut}}
+		var rs, rl pipeline.StageTimes
+		if rs, err = perChunk(pipeline.Float32Config(1, 1), job, small); err == nil {
+			rl, err = perChunk(pipeline.Float32Config(1, 1), job, large)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("timing copies of registered memory: %w", err)
+		}
+		fx, sl = linear(float64(small*4), ns(rs.H2D), float64(large*4), ns(rl.H2D))
+		p.H2DRegistered = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+		fx, sl = linear(float64(small*4), ns(rs.D2H), float64(large*4), ns(rl.D2H))
+		p.D2HRegistered = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+		p.Notes["copies_registered"] = "as copies, from and to registered Go memory"
+	}
 	p.Notes["copies"] = fmt.Sprintf("pinned H2D and D2H alone, back to back on one stream: (time of %d chunks - time of %d) / %d, at chunks of %d and %d float32s", k2, k1, k2-k1, small, large)
 	p.Notes["seed"] = fmt.Sprintf("kernels alone on one stream, per chunk as for copies, at chunks of %d and %d elements, at 100 and 0 iterations", small, large)
 
