@@ -113,6 +113,15 @@ type Profile struct {
 	// two at once (one in, one out, as a staged pipeline runs them).
 	// Rates between two sizes are interpolated on a log scale.
 	Staging []StagingRate `json:"staging"`
+	// StagingDMA is the share of their rate that staging copies keep while
+	// the device's DMA copies move data both ways: both use the host's
+	// memory bandwidth, and a staged run makes six passes over host memory
+	// per byte (staging in reads and writes, the H2D reads, the D2H
+	// writes, staging out reads and writes). `overlap profile` measures
+	// two staging copies at once (4 MiB each) with and without copies in
+	// both directions on the device. Profiles from before it was measured
+	// lack it (0): staging keeps its whole rate.
+	StagingDMA float64 `json:"staging_dma,omitempty"`
 	// RegisterMsPerGiB is the cost of page-locking Go memory.
 	RegisterMsPerGiB float64 `json:"register_ms_per_gib"`
 
@@ -225,7 +234,7 @@ func (p *Profile) Check() error {
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
 		nonNeg("h2d_registered.fixed_ns", p.H2DRegistered.FixedNs), nonNeg("d2h_registered.fixed_ns", p.D2HRegistered.FixedNs),
 		nonNeg("h2d_registered.gbps", p.H2DRegistered.GBps), nonNeg("d2h_registered.gbps", p.D2HRegistered.GBps),
-		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("staging_dma", p.StagingDMA), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
 	}
 	if p.CopyEngines < 1 {
 		errs = append(errs, fmt.Errorf("pipeline: profile: copy_engines is %d; at least 1", p.CopyEngines))

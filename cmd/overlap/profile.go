@@ -189,6 +189,9 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 	for _, r := range p.Staging {
 		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
 	}
+	if p.StagingDMA > 0 {
+		fmt.Fprintf(w, " while the device copies both ways, %.0f%% of that rate", 100*p.StagingDMA)
+	}
 	fmt.Fprintln(w)
 }
 
@@ -844,6 +847,9 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
 			return err
 		}
 		p.Staging = append(p.Staging, pipeline.StagingRate{Bytes: each, GBps: float64(big) / float64(alone), PairGBps: float64(2*big) / float64(pair)})
+	}
+	if err := measureStagingDMA(b, p, in(4<<20), out(4<<20), big); err != nil {
+		return err
 	}
 	p.Notes["staging"] = fmt.Sprintf("%d MiB of Go memory staged through pinned memory in copies of each size: alone (in), and in and out at once on two goroutines (total), best of 3; %d host threads", big>>20, runtime.GOMAXPROCS(0))
 

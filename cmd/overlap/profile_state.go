@@ -200,8 +200,8 @@ func measureBusy(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 	return nil
 }
 
-// depChain times on the device a chain of rounds of an H2D copy, a kernel
-// and a D2H copy of n float32s, each on its own stream and each waiting for
+// depChain times on the device a chain of rounds of an H2D copy, a seed
+// kernel and a D2H copy of n float32s, each on its own stream and each waiting for
 // an event recorded after the one before, so that every step is a
 // dependency between streams. A blocker holds the first stream while the
 // host issues the chain, so that the device, not the host, sets its pace.
@@ -256,7 +256,11 @@ func depChain(b pipeline.Backend, ks kernelSet, n, rounds int) (time.Duration, e
 		return 0, err
 	}
 	closers = append(closers, dout.Close)
-	k := ks.kernel(kernels.Seed, 0)
+	// The seed kernel at 100 iterations and copies of n float32s are the
+	// profile's own small points: the fits pass through them, so the
+	// simulator's chain differs from the device's only by the
+	// dependencies.
+	k := ks.kernel(kernels.Seed, 100)
 	chunk := pipeline.Chunk{N: n, Inputs: []driver.DevicePtr{din.Ptr()}, InBytes: []int{n * 4}, Outputs: []driver.DevicePtr{dout.Ptr()}, OutBytes: []int{n * 4}}
 	h2d, comp, d2h := sts[0], sts[1], sts[2]
 	hold := 20 * time.Millisecond
@@ -372,5 +376,98 @@ func measureLoops(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 		p.IssueScale = sumM / sumP
 	}
 	p.Notes["issue_loops"] = fmt.Sprintf("the engine's issue loop on one-element buffers and kernels, best of 3 rounds of %d chunks, at %v (slots, compute streams), beside the simulator's prediction from the per-call costs by state; issue_scale is measured over predicted, in total", loopChunks-loopWarm, loopShapes)
+	return nil
+}
+
+// measureStagingDMA measures Profile.StagingDMA: two staging copies at
+// once (stageIn and stageOut, over total bytes each), alone and while the
+// device copies pinned memory both ways on two streams, best of 3 each.
+func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOut func() error, total int) error {
+	const dmaBytes = 32 << 20
+	iss, err := b.Issuer()
+	if err != nil {
+		return err
+	}
+	defer iss.Release()
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	var sts [2]pipeline.Stream
+	for i := range sts {
+		if sts[i], err = b.NewStream(); err != nil {
+			return err
+		}
+		closers = append(closers, sts[i].Close)
+	}
+	hin, err := b.AllocPinned(dmaBytes)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, hin.Close)
+	hout, err := b.AllocPinned(dmaBytes)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, hout.Close)
+	din, err := b.AllocDevice(dmaBytes)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, din.Close)
+	dout, err := b.AllocDevice(dmaBytes)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, dout.Close)
+	// One copy's time, for how many make the hold.
+	t0 := pipeline.Now(b)
+	if err := iss.CopyToDevice(sts[0], din, 0, hin, 0, dmaBytes); err != nil {
+		return err
+	}
+	if err := sts[0].Synchronize(); err != nil {
+		return err
+	}
+	per := pipeline.Now(b) - t0
+	pair := func(hold time.Duration) (time.Duration, error) {
+		best := time.Duration(math.MaxInt64)
+		for rep := 0; rep < 3; rep++ {
+			if hold > 0 {
+				for i := 0; i <= int(hold/max(per, 1)); i++ {
+					if err := iss.CopyToDevice(sts[0], din, 0, hin, 0, dmaBytes); err != nil {
+						return 0, err
+					}
+					if err := iss.CopyToHost(sts[1], hout, 0, dout, 0, dmaBytes); err != nil {
+						return 0, err
+					}
+				}
+			}
+			t0 := pipeline.Now(b)
+			if err := both(b, stageIn, stageOut); err != nil {
+				return 0, err
+			}
+			best = min(best, pipeline.Now(b)-t0)
+			for _, st := range sts {
+				if err := st.Synchronize(); err != nil {
+					return 0, err
+				}
+			}
+		}
+		return best, nil
+	}
+	alone, err := pair(0)
+	if err != nil {
+		return err
+	}
+	// The device copies for 4 times the pair alone (at least 20 ms) each
+	// way, so that it outlasts the pair slowed down.
+	withDMA, err := pair(max(20*time.Millisecond, 4*alone))
+	if err != nil {
+		return err
+	}
+	p.StagingDMA = min(1, float64(alone)/float64(withDMA))
+	p.Notes["staging_dma"] = fmt.Sprintf("staging in and out at once in copies of 4 MiB over %d MiB each: %v alone, %v while the device copies %d MiB of pinned memory both ways on two streams throughout; the ratio", total>>20, alone, withDMA, dmaBytes>>20)
 	return nil
 }

@@ -94,6 +94,7 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	near("sync_ns", got.SyncNs, want.SyncNs)
 	near("wait_ns", got.WaitNs, want.WaitNs)
 	near("dep_ns", got.DepNs, want.DepNs)
+	near("staging_dma", got.StagingDMA, 1)
 	// The calls' costs by state, which the built-in profile predates, are
 	// those of idle calls; the issue loops are predicted exactly.
 	for _, k := range []string{"copy", "launch", "record", "wait"} {
@@ -235,4 +236,21 @@ func TestMeasureStateCosts(t *testing.T) {
 		assert.InDelta(t, l.Ns, l.PredictedNs, 1, "%+v", l)
 	}
 	assert.InDelta(t, 1, got.IssueScale, 1e-3)
+}
+
+// TestMeasureStagingDMA guards issue 11's staging under DMA: overlap
+// profile gives back the share of their rate that staging copies keep
+// while the simulated device copies both ways (TestProfileSimEndToEnd:
+// all of it when the profile says nothing, as the built-in one).
+func TestMeasureStagingDMA(t *testing.T) {
+	if raceEnabled {
+		t.Skip("copies hundreds of MiB on the CPU")
+	}
+	truth := pipeline.BuiltinProfile()
+	truth.StagingDMA = 0.6
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+	got := &pipeline.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
+	require.NoError(t, measureHost(sim, got))
+	assert.InDelta(t, 0.6, got.StagingDMA, 0.01, "staging_dma")
+	assert.Contains(t, got.Notes["staging_dma"], "both ways")
 }
