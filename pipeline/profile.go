@@ -19,10 +19,12 @@ import (
 // both directions move at once they share BothGBps. A kernel takes its
 // fixed cost (launch and tail, which overlaps other kernels) plus its
 // per-element work, which kernels in flight on one device share. A wait
-// for another stream's event holds its stream for WaitNs. The host
-// pays IssueNs for every driver call it makes, SyncNs to wake from a
-// synchronisation, Staging for its copies into and out of pinned slots
-// and RegisterMsPerGiB to page-lock memory.
+// for another stream's event holds its stream for WaitNs, and reaches it
+// DepNs after the work before the event ends. The host pays IssueNs for
+// every driver call it makes (by the state of its stream and event,
+// scaled by IssueScale), SyncNs to wake from a synchronisation, Staging
+// for its copies into and out of pinned slots (StagingDMA of that rate
+// while DMA copies run) and RegisterMsPerGiB to page-lock memory.
 type Profile struct {
 	// Device names the GPU the profile describes.
 	Device string `json:"device"`
