@@ -19,10 +19,12 @@ import (
 // both directions move at once they share BothGBps. A kernel takes its
 // fixed cost (launch and tail, which overlaps other kernels) plus its
 // per-element work, which kernels in flight on one device share. A wait
-// for another stream's event holds its stream for WaitNs. The host
-// pays IssueNs for every driver call it makes, SyncNs to wake from a
-// synchronisation, Staging for its copies into and out of pinned slots
-// and RegisterMsPerGiB to page-lock memory.
+// for another stream's event holds its stream for WaitNs, and reaches it
+// DepNs after the work before the event ends. The host pays IssueNs for
+// every driver call it makes (by the state of its stream and event,
+// scaled by IssueScale), SyncNs to wake from a synchronisation, Staging
+// for its copies into and out of pinned slots (StagingDMA of that rate
+// while DMA copies run) and RegisterMsPerGiB to page-lock memory.
 type Profile struct {
 	// Device names the GPU the profile describes.
 	Device string `json:"device"`
@@ -33,6 +35,13 @@ type Profile struct {
 	// H2D and D2H are pinned copies in each direction, alone.
 	H2D CopyCost `json:"h2d"`
 	D2H CopyCost `json:"d2h"`
+	// H2DRegistered and D2HRegistered are the same copies from and to
+	// registered Go memory (Pipeline's HostRegistered), whose pages the
+	// DMA reaches through the driver's mapping of the Go heap rather than
+	// memory the driver allocated. Profiles from before they were measured
+	// lack them (a zero rate); registered copies then cost pinned ones.
+	H2DRegistered CopyCost `json:"h2d_registered,omitempty"`
+	D2HRegistered CopyCost `json:"d2h_registered,omitempty"`
 	// BothGBps is the rate of both directions at once, in total.
 	BothGBps float64 `json:"both_gbps"`
 	// CopyEngines is how many copies run at once in each direction.
@@ -46,6 +55,16 @@ type Profile struct {
 	// each and tiny kernels alone. Profiles from before it was measured
 	// lack it; it is then 0 (waits cost the device nothing).
 	WaitNs float64 `json:"wait_ns,omitempty"`
+	// DepNs is the device's latency of a dependency between streams: a
+	// stream held by a wait for an event recorded on another stream goes
+	// on DepNs after the work before the event ends (the engine signals
+	// its semaphore, the waiting stream's channel sees it and its next
+	// operation starts, none of which is pipelined as it is within one
+	// stream). `overlap profile` measures it as a chain of dependent
+	// copies and kernels that hop between three streams, timed on the
+	// device, less the simulator's time for the same chain without it, per
+	// hop. Profiles from before it was measured lack it; it is then 0.
+	DepNs float64 `json:"dep_ns,omitempty"`
 	// PageableH2DGBps and PageableD2HGBps are the blocking copies from and
 	// to pageable memory that the synchronous baseline uses.
 	PageableH2DGBps float64 `json:"pageable_h2d_gbps"`
@@ -56,9 +75,17 @@ type Profile struct {
 
 	// IssueNs is the host's cost per driver call, by kind: "copy",
 	// "launch", "record", "wait", each measured in a loop of calls of that
-	// kind alone, and "copy_registered", a copy from registered rather
-	// than pinned host memory (profiles from before it was measured lack
-	// it; a copy from registered memory then costs a "copy").
+	// kind alone on an idle stream, and "copy_registered", a copy from
+	// registered rather than pinned host memory (profiles from before it
+	// was measured lack it; a copy from registered memory then costs a
+	// "copy"). The driver's work for a call depends on the state of its
+	// stream and event, so the same calls are also measured on a stream
+	// that has unfinished work queued ("copy_busy", "launch_busy",
+	// "record_busy", "wait_busy": a wait for a completed event) and as
+	// waits for an event that is still pending ("wait_pending"). The
+	// simulator charges each call by the state of its stream and event in
+	// virtual time when it is issued; a kind a profile lacks costs what
+	// its idle kind costs.
 	IssueNs map[string]float64 `json:"issue_ns"`
 	// IssueSequenceNs is the host's time to issue one chunk's calls in a
 	// steady loop, as the engine issues them for one input and one output
@@ -68,6 +95,14 @@ type Profile struct {
 	// IssueNs by IssueSequenceNs over the sum of those 10 calls' IssueNs.
 	// Profiles from before it was measured lack it (0): no scaling.
 	IssueSequenceNs float64 `json:"issue_sequence_ns,omitempty"`
+	// IssueLoops are the engine's issue loop with a tiny kernel (so that
+	// the host sets the pace), timed per chunk on the host for a few
+	// shapes, beside what the simulator predicts for the same loop from
+	// the per-call costs above. IssueScale is their total measured time
+	// over their total predicted time: the simulator scales every call by
+	// it, which replaces the IssueSequenceNs scaling of older profiles.
+	IssueLoops []IssueLoop `json:"issue_loops,omitempty"`
+	IssueScale float64     `json:"issue_scale,omitempty"`
 	// SyncNs is the host's cost to return from a synchronisation whose
 	// work is done.
 	SyncNs float64 `json:"sync_ns"`
@@ -80,11 +115,30 @@ type Profile struct {
 	// two at once (one in, one out, as a staged pipeline runs them).
 	// Rates between two sizes are interpolated on a log scale.
 	Staging []StagingRate `json:"staging"`
+	// StagingDMA is the share of their rate that staging copies keep while
+	// the device's DMA copies move data both ways: both use the host's
+	// memory bandwidth, and a staged run makes six passes over host memory
+	// per byte (staging in reads and writes, the H2D reads, the D2H
+	// writes, staging out reads and writes). `overlap profile` measures
+	// two staging copies at once (4 MiB each) with and without copies in
+	// both directions on the device. Profiles from before it was measured
+	// lack it (0): staging keeps its whole rate.
+	StagingDMA float64 `json:"staging_dma,omitempty"`
 	// RegisterMsPerGiB is the cost of page-locking Go memory.
 	RegisterMsPerGiB float64 `json:"register_ms_per_gib"`
 
 	// Notes says where each number came from.
 	Notes map[string]string `json:"notes,omitempty"`
+}
+
+// IssueLoop is the host's time per chunk of the engine's issue loop with
+// Slots slots and Streams compute streams: measured, and as the simulator
+// predicts it from the profile's per-call costs (before IssueScale).
+type IssueLoop struct {
+	Slots       int     `json:"slots"`
+	Streams     int     `json:"streams"`
+	Ns          float64 `json:"ns"`
+	PredictedNs float64 `json:"predicted_ns"`
 }
 
 // CopyCost is one direction of pinned copies: a fixed cost per copy and a
@@ -180,7 +234,9 @@ func (p *Profile) Check() error {
 		pos("h2d.gbps", p.H2D.GBps), pos("d2h.gbps", p.D2H.GBps), pos("both_gbps", p.BothGBps),
 		pos("pageable_h2d_gbps", p.PageableH2DGBps), pos("pageable_d2h_gbps", p.PageableD2HGBps),
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
-		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+		nonNeg("h2d_registered.fixed_ns", p.H2DRegistered.FixedNs), nonNeg("d2h_registered.fixed_ns", p.D2HRegistered.FixedNs),
+		nonNeg("h2d_registered.gbps", p.H2DRegistered.GBps), nonNeg("d2h_registered.gbps", p.D2HRegistered.GBps),
+		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("staging_dma", p.StagingDMA), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
 	}
 	if p.CopyEngines < 1 {
 		errs = append(errs, fmt.Errorf("pipeline: profile: copy_engines is %d; at least 1", p.CopyEngines))
@@ -216,25 +272,59 @@ func (p *Profile) Check() error {
 	return nil
 }
 
-var issueKinds = []string{"copy", "copy_registered", "launch", "record", "wait"}
+var issueKinds = []string{"copy", "copy_registered", "launch", "record", "wait",
+	"copy_busy", "copy_registered_busy", "launch_busy", "record_busy", "wait_busy", "wait_pending"}
 
 // IssueSequence is the calls of one chunk that Profile.IssueSequenceNs
 // times, by kind.
 var IssueSequence = map[string]int{"wait": 4, "copy": 2, "launch": 1, "record": 3}
 
-// issueCost is the host's cost of a driver call of kind in a run: its
-// cost alone, scaled to the steady mix of a run's calls.
-func (p *Profile) issueCost(kind string) time.Duration {
-	c, ok := p.IssueNs[kind]
-	if !ok && kind == "copy_registered" {
-		c = p.IssueNs["copy"]
-	}
-	return time.Duration(c * p.issueScale())
+// issueCost is the host's cost of a driver call of kind in a run when its
+// stream has unfinished work (busy) and, for a wait, when its event is
+// still pending: the cost the profile measured in that state, or in the
+// nearest state it measured, scaled to the steady mix of a run's calls.
+func (p *Profile) issueCost(kind string, busy, pending bool) time.Duration {
+	return time.Duration(p.issueNs(kind, busy, pending) * p.issueScale())
 }
 
-// issueScale is IssueSequenceNs over the sum of IssueNs for the same
-// calls, or 1 when the profile lacks it.
+// issueNs is issueCost before scaling.
+func (p *Profile) issueNs(kind string, busy, pending bool) float64 {
+	var try []string
+	if pending {
+		try = append(try, kind+"_pending")
+	}
+	if busy || pending {
+		try = append(try, kind+"_busy")
+	}
+	try = append(try, kind)
+	if kind == "copy_registered" {
+		// Older profiles lack copies from registered memory.
+		try = append(try, p.registeredFallback(busy)...)
+	}
+	for _, k := range try {
+		if c, ok := p.IssueNs[k]; ok {
+			return c
+		}
+	}
+	return 0
+}
+
+// registeredFallback lists the kinds that price a copy from registered
+// memory when the profile did not measure it: a copy from pinned memory,
+// with the registered copy's state.
+func (p *Profile) registeredFallback(busy bool) []string {
+	if busy {
+		return []string{"copy_busy", "copy"}
+	}
+	return []string{"copy"}
+}
+
+// issueScale is IssueScale, or for profiles from before it was measured
+// IssueSequenceNs over the sum of IssueNs for the same calls, or 1.
 func (p *Profile) issueScale() float64 {
+	if p.IssueScale > 0 {
+		return p.IssueScale
+	}
 	var sum float64
 	for kind, n := range IssueSequence {
 		sum += float64(n) * p.IssueNs[kind]
@@ -270,7 +360,22 @@ func (p *Profile) Clone() *Profile {
 		q.Notes[k] = v
 	}
 	q.Staging = append([]StagingRate(nil), p.Staging...)
+	q.IssueLoops = append([]IssueLoop(nil), p.IssueLoops...)
 	return &q
+}
+
+// copyCost is the cost of a copy towards the device when toDevice, from
+// or to registered memory when registered.
+func (p *Profile) copyCost(toDevice, registered bool) CopyCost {
+	switch {
+	case toDevice && registered && p.H2DRegistered.GBps > 0:
+		return p.H2DRegistered
+	case toDevice:
+		return p.H2D
+	case registered && p.D2HRegistered.GBps > 0:
+		return p.D2HRegistered
+	}
+	return p.D2H
 }
 
 // kernel returns the cost of k on n elements alone: its fixed part and its

@@ -764,6 +764,7 @@ type simGen struct {
 	vc      vclock
 	at      time.Duration
 	streams []*simStream // streams waiting for it
+	on      *simStream   // the stream it was recorded on
 }
 
 type simEvent struct {
@@ -868,18 +869,22 @@ func (i *simIssuer) stream(st Stream) (*simStream, error) {
 	return ss, nil
 }
 
-// issue charges the call's host cost and injects faults. h.mu held.
-func (i *simIssuer) issue(kind string) error {
-	return i.issueAs(kind, kind)
+// issue charges the call's host cost on stream st and injects faults.
+// h.mu held.
+func (i *simIssuer) issue(kind string, st *simStream) error {
+	return i.issueAs(kind, kind, st, false)
 }
 
-// issueAs is issue for a call that the profile prices as cost. h.mu held.
-func (i *simIssuer) issueAs(kind, cost string) error {
+// issueAs is issue for a call that the profile prices as cost, on stream
+// st (busy when it has unfinished work), for a wait whose event is still
+// pending when pending. h.mu held.
+func (i *simIssuer) issueAs(kind, cost string, st *simStream, pending bool) error {
 	s := i.sim
 	if err := s.tick(kind); err != nil {
 		return err
 	}
-	i.sim.host.spend(i.a, s.prof.issueCost(cost))
+	busy := st != nil && st.pending()
+	i.sim.host.spend(i.a, s.prof.issueCost(cost, busy, pending))
 	return nil
 }
 
@@ -917,13 +922,13 @@ func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, ho
 	if m.kind == "registered" {
 		costKind = "copy_registered"
 	}
-	if err := i.issueAs("copy", costKind); err != nil {
+	if err := i.issueAs("copy", costKind, ss, false); err != nil {
 		return err
 	}
-	dir, cost := actD2H, s.prof.D2H
+	dir, cost := actD2H, s.prof.copyCost(toDevice, m.kind == "registered")
 	what := fmt.Sprintf("D2H copy on stream %d", ss.idx)
 	if toDevice {
-		dir, cost = actH2D, s.prof.H2D
+		dir = actH2D
 		what = fmt.Sprintf("H2D copy on stream %d", ss.idx)
 	}
 	hostSpan := memSpan{mem: m.id, name: m.name(), lo: hostOff, hi: hostOff + n, write: !toDevice}
@@ -993,7 +998,7 @@ func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 	if err != nil {
 		return err
 	}
-	if err := i.issue("launch"); err != nil {
+	if err := i.issue("launch", ss); err != nil {
 		return err
 	}
 	what := fmt.Sprintf("kernel %s (chunk %d) on stream %d", k.Name, c.Index, ss.idx)
@@ -1049,10 +1054,10 @@ func (i *simIssuer) Record(e Event, st Stream) error {
 	h := i.sim.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := i.issue("record"); err != nil {
+	if err := i.issue("record", ss); err != nil {
 		return err
 	}
-	g := &simGen{}
+	g := &simGen{on: ss}
 	ev.gen = g
 	return ss.enqueue(i.a, &simOp{run: func(vc vclock, _ int, finish func()) {
 		g.vc, g.at, g.done = vc, h.now, true
@@ -1076,22 +1081,27 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 	h := i.sim.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := i.issue("wait"); err != nil {
+	g := ev.gen
+	if err := i.issueAs("wait", "wait", ss, g != nil && !g.done); err != nil {
 		return err
 	}
-	g := ev.gen
 	if g == nil {
 		return nil // waiting on an event never recorded is a no-op, as in CUDA
 	}
 	// The wait holds the stream for the profile's WaitNs once the event
-	// is done (see Profile.WaitNs).
-	lat := time.Duration(i.sim.prof.WaitNs)
+	// is done (see Profile.WaitNs), and the event's completion reaches the
+	// stream DepNs after the work before it ended (Profile.DepNs).
+	lat, dep := time.Duration(i.sim.prof.WaitNs), time.Duration(i.sim.prof.DepNs)
+	if g.on == ss {
+		dep = 0 // stream order already holds it
+	}
 	return ss.enqueue(i.a, &simOp{wait: g, run: func(_ vclock, _ int, finish func()) {
-		if lat <= 0 {
+		end := max(h.now+lat, g.at+dep)
+		if end <= h.now {
 			finish()
 			return
 		}
-		h.at(h.now+lat, finish)
+		h.at(end, finish)
 	}})
 }
 

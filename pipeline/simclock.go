@@ -106,7 +106,8 @@ func (h *SimHost) start(a *activity) {
 	h.rates()
 }
 
-// rates shares each resource between the activities that use it.
+// rates shares each resource between the activities that use it; staging
+// copies also give up host memory bandwidth to DMA copies in flight.
 // h.mu held.
 func (h *SimHost) rates() {
 	type dirs struct{ n [2]int }
@@ -127,6 +128,12 @@ func (h *SimHost) rates() {
 		case actMemcpy:
 			mems = append(mems, a)
 		}
+	}
+	// DMA copies in flight on any device of the host take host memory
+	// bandwidth from staging copies (Profile.StagingDMA).
+	dma := false
+	for _, d := range perDev {
+		dma = dma || d.n[actH2D]+d.n[actD2H] > 0
 	}
 	var linkTotal, soloMem float64
 	for _, a := range h.acts {
@@ -170,6 +177,9 @@ func (h *SimHost) rates() {
 			a.rate *= linkScale
 		case actMemcpy:
 			a.rate *= memScale
+			if f := a.dev.prof.StagingDMA; dma && f > 0 {
+				a.rate *= f
+			}
 		}
 	}
 }

@@ -159,6 +159,10 @@ func profileCommand(ctx context.Context, o *profileOptions, w io.Writer) error {
 func printProfile(w io.Writer, p *pipeline.Profile) {
 	fmt.Fprintf(w, "copies: H2D %.2f us + %.1f GB/s, D2H %.2f us + %.1f GB/s, both at once %.1f GB/s; pageable %.1f / %.1f GB/s\n",
 		p.H2D.FixedNs/1e3, p.H2D.GBps, p.D2H.FixedNs/1e3, p.D2H.GBps, p.BothGBps, p.PageableH2DGBps, p.PageableD2HGBps)
+	if p.H2DRegistered.GBps > 0 {
+		fmt.Fprintf(w, "copies of registered memory: H2D %.2f us + %.1f GB/s, D2H %.2f us + %.1f GB/s\n",
+			p.H2DRegistered.FixedNs/1e3, p.H2DRegistered.GBps, p.D2HRegistered.FixedNs/1e3, p.D2HRegistered.GBps)
+	}
 	var names []string
 	for n := range p.Kernels {
 		names = append(names, n)
@@ -171,10 +175,22 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 	fmt.Fprintf(w, "host: issue copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; sync %.2f us; run %.2f us; register %.1f ms/GiB\n",
 		p.IssueNs["copy"]/1e3, p.IssueNs["launch"]/1e3, p.IssueNs["record"]/1e3, p.IssueNs["wait"]/1e3, p.SyncNs/1e3, p.RunNs/1e3, p.RegisterMsPerGiB)
 	fmt.Fprintf(w, "host: a copy from registered memory %.2f us; one chunk's 10 calls in a steady loop %.2f us\n", p.IssueNs["copy_registered"]/1e3, p.IssueSequenceNs/1e3)
-	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us\n", p.WaitNs/1e3)
+	fmt.Fprintf(w, "host, on a stream with work queued: copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; a wait for a pending event %.2f us\n",
+		p.IssueNs["copy_busy"]/1e3, p.IssueNs["launch_busy"]/1e3, p.IssueNs["record_busy"]/1e3, p.IssueNs["wait_busy"]/1e3, p.IssueNs["wait_pending"]/1e3)
+	if len(p.IssueLoops) > 0 {
+		fmt.Fprint(w, "host: the engine's issue loop per chunk (measured / from the calls above):")
+		for _, l := range p.IssueLoops {
+			fmt.Fprintf(w, " %d slots %d streams %.2f / %.2f us;", l.Slots, l.Streams, l.Ns/1e3, l.PredictedNs/1e3)
+		}
+		fmt.Fprintf(w, " scale %.3f\n", p.IssueScale)
+	}
+	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us; a dependency between streams %.2f us\n", p.WaitNs/1e3, p.DepNs/1e3)
 	fmt.Fprint(w, "staging copies (alone / two at once in total):")
 	for _, r := range p.Staging {
 		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
+	}
+	if p.StagingDMA > 0 {
+		fmt.Fprintf(w, " while the device copies both ways, %.0f%% of that rate", 100*p.StagingDMA)
 	}
 	fmt.Fprintln(w)
 }
@@ -211,7 +227,11 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 	defer out.Close()
 	kernels.FillPattern(driver.View[float32](in.Bytes())[:size], 0)
 	perChunk := func(cfg pipeline.Config, job pipeline.Job, chunk int) (pipeline.StageTimes, error) {
-		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, 2, 1, pipeline.HostPinned
+		host := pipeline.HostPinned
+		if job.Inputs[0].Data != nil {
+			host = pipeline.HostRegistered
+		}
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, 2, 1, host
 		pp, err := pipeline.New(b, cfg)
 		if err != nil {
 			return pipeline.StageTimes{}, err
@@ -248,6 +268,26 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 	f100, c100 := linear(float64(small), ns(s100.Compute), float64(large), ns(l100.Compute))
 	_, c0 := linear(float64(small), ns(s0.Compute), float64(large), ns(l0.Compute))
 	p.Kernels["seed"] = pipeline.KernelCost{FixedNs: f100, NsPerElem: c0, NsPerElemPerIter: max(0, (c100-c0)/100)}
+	// The same copies from and to registered Go memory (job.Host
+	// registered): the DMA reads and writes the Go heap's pages.
+	{
+		regIn, regOut := make([]byte, size*4), make([]byte, size*4)
+		copy(regIn, in.Bytes()[:size*4])
+		job := seedJob(0)
+		job.Inputs, job.Outputs = []pipeline.Buffer{{Data: regIn}}, []pipeline.Buffer{{Data: regOut}}
+		var rs, rl pipeline.StageTimes
+		if rs, err = perChunk(pipeline.Float32Config(1, 1), job, small); err == nil {
+			rl, err = perChunk(pipeline.Float32Config(1, 1), job, large)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("timing copies of registered memory: %w", err)
+		}
+		fx, sl = linear(float64(small*4), ns(rs.H2D), float64(large*4), ns(rl.H2D))
+		p.H2DRegistered = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+		fx, sl = linear(float64(small*4), ns(rs.D2H), float64(large*4), ns(rl.D2H))
+		p.D2HRegistered = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+		p.Notes["copies_registered"] = "as copies, from and to registered Go memory"
+	}
 	p.Notes["copies"] = fmt.Sprintf("pinned H2D and D2H alone, back to back on one stream: (time of %d chunks - time of %d) / %d, at chunks of %d and %d float32s", k2, k1, k2-k1, small, large)
 	p.Notes["seed"] = fmt.Sprintf("kernels alone on one stream, per chunk as for copies, at chunks of %d and %d elements, at 100 and 0 iterations", small, large)
 
@@ -283,6 +323,18 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 		return nil, err
 	}
 	if err := measureHost(b, p); err != nil {
+		return nil, err
+	}
+	if err := measureBusy(b, ks, p); err != nil {
+		return nil, err
+	}
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("the measured profile is unusable: %w", err)
+	}
+	if err := measureDep(b, ks, p, small); err != nil {
+		return nil, err
+	}
+	if err := measureLoops(b, ks, p); err != nil {
 		return nil, err
 	}
 	// The fixed cost of a Run: a one-chunk job measured, less what the
@@ -492,29 +544,48 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 // launch and its record; a wait for the kernel, the D2H copy and its
 // record.
 func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, p *pipeline.Profile) error {
-	const slots, chunks, warm = 2, 200, 2
+	ns, err := issueLoop(b, iss, k, 2, 1)
+	if err != nil {
+		return err
+	}
+	p.IssueSequenceNs = ns
+	p.Notes["issue_sequence"] = fmt.Sprintf("best of 3 rounds of %d chunks' calls in the engine's order (4 waits, 2 copies of 4 bytes, a one-element launch, 3 records each) on three streams and two slots, from one goroutine", loopChunks-loopWarm)
+	return nil
+}
+
+const loopChunks, loopWarm = 200, 2
+
+// issueLoop is the host's time per chunk of the engine's issue loop
+// (pipeline/run.go) with slots slots and nComp compute streams, on
+// one-element buffers with a one-element kernel, so that the host sets
+// the pace: best of 3 rounds of loopChunks-loopWarm chunks after loopWarm
+// untimed, each round drained before the next.
+func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slots, nComp int) (float64, error) {
 	var closers []func() error
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}()
-	var streams [3]pipeline.Stream // H2D, compute, D2H
+	streams := make([]pipeline.Stream, 2+nComp) // H2D, D2H, compute...
 	for i := range streams {
 		st, err := b.NewStream()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		closers = append(closers, st.Close)
 		streams[i] = st
 	}
-	var events [3][slots]pipeline.Event // H2D done, kernel done, D2H done
-	var din, dout [slots]pipeline.DeviceMem
+	var events [3][]pipeline.Event // H2D done, kernel done, D2H done
+	din, dout := make([]pipeline.DeviceMem, slots), make([]pipeline.DeviceMem, slots)
+	for e := range events {
+		events[e] = make([]pipeline.Event, slots)
+	}
 	for s := 0; s < slots; s++ {
 		for e := range events {
 			ev, err := b.NewEvent(false)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			closers = append(closers, ev.Close)
 			events[e][s] = ev
@@ -522,7 +593,7 @@ func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel
 		for _, d := range []*pipeline.DeviceMem{&din[s], &dout[s]} {
 			m, err := b.AllocDevice(4)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			closers = append(closers, m.Close)
 			*d = m
@@ -530,18 +601,18 @@ func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel
 	}
 	in, err := b.AllocPinned(4)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	closers = append(closers, in.Close)
 	out, err := b.AllocPinned(4)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	closers = append(closers, out.Close)
-	h2d, comp, d2h := streams[0], streams[1], streams[2]
+	h2d, d2h, comps := streams[0], streams[1], streams[2:]
 	h2dDone, compDone, d2hDone := events[0], events[1], events[2]
 	chunk := func(i int) error {
-		s := i % slots
+		s, comp := i%slots, comps[i%nComp]
 		if i >= slots {
 			if err := iss.Wait(h2d, compDone[s]); err != nil {
 				return err
@@ -578,27 +649,25 @@ func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel
 	}
 	best := time.Duration(math.MaxInt64)
 	for rep := 0; rep < 3; rep++ {
-		for i := 0; i < warm; i++ {
+		for i := 0; i < loopWarm; i++ {
 			if err := chunk(i); err != nil {
-				return fmt.Errorf("timing a chunk's calls: %w", err)
+				return 0, fmt.Errorf("timing a chunk's calls: %w", err)
 			}
 		}
 		t0 := pipeline.Now(b)
-		for i := warm; i < chunks; i++ {
+		for i := loopWarm; i < loopChunks; i++ {
 			if err := chunk(i); err != nil {
-				return fmt.Errorf("timing a chunk's calls: %w", err)
+				return 0, fmt.Errorf("timing a chunk's calls: %w", err)
 			}
 		}
 		best = min(best, pipeline.Now(b)-t0)
 		for _, st := range streams {
 			if err := st.Synchronize(); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	p.IssueSequenceNs = float64(best) / (chunks - warm)
-	p.Notes["issue_sequence"] = fmt.Sprintf("best of 3 rounds of %d chunks' calls in the engine's order (4 waits, 2 copies of 4 bytes, a one-element launch, 3 records each) on three streams and two slots, from one goroutine", chunks-warm)
-	return nil
+	return float64(best) / (loopChunks - loopWarm), nil
 }
 
 // measureWait times the device's cost of a wait for another stream's event
@@ -778,6 +847,9 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
 			return err
 		}
 		p.Staging = append(p.Staging, pipeline.StagingRate{Bytes: each, GBps: float64(big) / float64(alone), PairGBps: float64(2*big) / float64(pair)})
+	}
+	if err := measureStagingDMA(b, p, in(4<<20), out(4<<20), big); err != nil {
+		return err
 	}
 	p.Notes["staging"] = fmt.Sprintf("%d MiB of Go memory staged through pinned memory in copies of each size: alone (in), and in and out at once on two goroutines (total), best of 3; %d host threads", big>>20, runtime.GOMAXPROCS(0))
 

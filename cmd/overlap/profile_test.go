@@ -54,6 +54,14 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	f, per = fit(want.IssueNs["copy"], want.D2H.FixedNs, 4/want.D2H.GBps)
 	near("d2h.fixed_ns", got.D2H.FixedNs, f)
 	near("d2h.gbps", got.D2H.GBps, 4/per)
+	// The built-in profile predates copies of registered memory: they run
+	// as pinned ones.
+	f, per = fit(want.IssueNs["copy"], want.H2D.FixedNs, 4/want.H2D.GBps)
+	near("h2d_registered.fixed_ns", got.H2DRegistered.FixedNs, f)
+	near("h2d_registered.gbps", got.H2DRegistered.GBps, 4/per)
+	f, per = fit(want.IssueNs["copy"], want.D2H.FixedNs, 4/want.D2H.GBps)
+	near("d2h_registered.fixed_ns", got.D2HRegistered.FixedNs, f)
+	near("d2h_registered.gbps", got.D2HRegistered.GBps, 4/per)
 	near("both_gbps", got.BothGBps, want.BothGBps)
 	near("pageable_h2d_gbps", got.PageableH2DGBps, want.PageableH2DGBps)
 	near("pageable_d2h_gbps", got.PageableD2HGBps, want.PageableD2HGBps)
@@ -85,6 +93,16 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	near("issue_sequence_ns", got.IssueSequenceNs, seq)
 	near("sync_ns", got.SyncNs, want.SyncNs)
 	near("wait_ns", got.WaitNs, want.WaitNs)
+	near("dep_ns", got.DepNs, want.DepNs)
+	near("staging_dma", got.StagingDMA, 1)
+	// The calls' costs by state, which the built-in profile predates, are
+	// those of idle calls; the issue loops are predicted exactly.
+	for _, k := range []string{"copy", "launch", "record", "wait"} {
+		near("issue_ns."+k+"_busy", got.IssueNs[k+"_busy"], want.IssueNs[k])
+	}
+	near("issue_ns.wait_pending", got.IssueNs["wait_pending"], want.IssueNs["wait"])
+	require.Len(t, got.IssueLoops, 2)
+	near("issue_scale", got.IssueScale, 1)
 	near("run_ns", got.RunNs, want.RunNs)
 	near("register_ms_per_gib", got.RegisterMsPerGiB, want.RegisterMsPerGiB)
 	for _, r := range want.Staging {
@@ -183,4 +201,56 @@ func TestProfileFlags(t *testing.T) {
 	code, _, stderr = runCLI("run", "--sim", "--profile", "/nonexistent.json", "--elems", "1K")
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap run: --profile: pipeline: profile: open /nonexistent.json: no such file or directory\n", stderr)
+}
+
+// TestMeasureStateCosts guards issue 11's host costs by state and the
+// device's latency of a dependency between streams: overlap profile gives
+// back the costs of calls on a busy stream, of a wait for a pending event
+// and the dep_ns that a simulated device runs on, and predicts its issue
+// loops exactly (scale 1). A simulator that priced calls without their
+// state, or ignored dep_ns, would give back the idle costs and 0.
+func TestMeasureStateCosts(t *testing.T) {
+	truth := pipeline.BuiltinProfile()
+	truth.IssueNs["wait_pending"] = 3100
+	truth.IssueNs["wait_busy"] = 900
+	truth.IssueNs["launch_busy"] = 6200
+	truth.IssueNs["copy_busy"] = 3300
+	truth.IssueNs["copy_registered_busy"] = 3400
+	truth.IssueNs["record_busy"] = 800
+	truth.DepNs = 7000
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+	got := truth.Clone()
+	got.DepNs = 0
+	for _, k := range []string{"wait_pending", "wait_busy", "launch_busy", "copy_busy", "copy_registered_busy", "record_busy"} {
+		delete(got.IssueNs, k)
+	}
+	require.NoError(t, measureBusy(sim, kernelSet{}, got))
+	for _, k := range []string{"wait_pending", "wait_busy", "launch_busy", "copy_busy", "copy_registered_busy", "record_busy"} {
+		assert.InDelta(t, truth.IssueNs[k], got.IssueNs[k], 1, k)
+	}
+	require.NoError(t, measureDep(sim, kernelSet{}, got, 32<<10))
+	assert.InDelta(t, truth.DepNs, got.DepNs, 5, "dep_ns")
+	require.NoError(t, measureLoops(sim, kernelSet{}, got))
+	require.Len(t, got.IssueLoops, 2)
+	for _, l := range got.IssueLoops {
+		assert.InDelta(t, l.Ns, l.PredictedNs, 1, "%+v", l)
+	}
+	assert.InDelta(t, 1, got.IssueScale, 1e-3)
+}
+
+// TestMeasureStagingDMA guards issue 11's staging under DMA: overlap
+// profile gives back the share of their rate that staging copies keep
+// while the simulated device copies both ways (TestProfileSimEndToEnd:
+// all of it when the profile says nothing, as the built-in one).
+func TestMeasureStagingDMA(t *testing.T) {
+	if raceEnabled {
+		t.Skip("copies hundreds of MiB on the CPU")
+	}
+	truth := pipeline.BuiltinProfile()
+	truth.StagingDMA = 0.6
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+	got := &pipeline.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
+	require.NoError(t, measureHost(sim, got))
+	assert.InDelta(t, 0.6, got.StagingDMA, 0.01, "staging_dma")
+	assert.Contains(t, got.Notes["staging_dma"], "both ways")
 }

@@ -1,0 +1,473 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+)
+
+// This file measures what a driver call and a dependency cost in the state
+// the engine makes them in (issue 11): calls on a stream with unfinished
+// work, waits for pending events, the device's latency of a dependency
+// between streams, and the engine's issue loop at several shapes.
+
+// blocker holds a stream busy with back-to-back copies of a pinned buffer
+// for at least a given time, so that calls timed meanwhile meet queued work
+// and a pending event.
+type blocker struct {
+	b     pipeline.Backend
+	iss   pipeline.Issuer
+	st    pipeline.Stream
+	ev    pipeline.Event
+	host  pipeline.PinnedMem
+	dev   pipeline.DeviceMem
+	one   time.Duration // one copy of the whole buffer, measured
+	bytes int
+}
+
+func newBlocker(b pipeline.Backend, iss pipeline.Issuer, bytes int) (*blocker, error) {
+	bl := &blocker{b: b, iss: iss, bytes: bytes}
+	var err error
+	if bl.st, err = b.NewStream(); err != nil {
+		return nil, err
+	}
+	if bl.ev, err = b.NewEvent(false); err != nil {
+		bl.close()
+		return nil, err
+	}
+	if bl.host, err = b.AllocPinned(bytes); err != nil {
+		bl.close()
+		return nil, err
+	}
+	if bl.dev, err = b.AllocDevice(bytes); err != nil {
+		bl.close()
+		return nil, err
+	}
+	// One copy alone, timed on the host through a synchronisation, the
+	// best of 3: the blocker's time per copy.
+	bl.one = time.Duration(math.MaxInt64)
+	for rep := 0; rep < 3; rep++ {
+		t0 := pipeline.Now(b)
+		if err := iss.CopyToDevice(bl.st, bl.dev, 0, bl.host, 0, bytes); err != nil {
+			bl.close()
+			return nil, err
+		}
+		if err := bl.st.Synchronize(); err != nil {
+			bl.close()
+			return nil, err
+		}
+		bl.one = min(bl.one, pipeline.Now(b)-t0)
+	}
+	return bl, nil
+}
+
+// hold queues copies for at least d on the blocker's stream and records
+// its event after them: until then the event is pending.
+func (bl *blocker) hold(d time.Duration) error {
+	n := int(d/max(bl.one, 1)) + 1
+	for i := 0; i < n; i++ {
+		if err := bl.iss.CopyToDevice(bl.st, bl.dev, 0, bl.host, 0, bl.bytes); err != nil {
+			return err
+		}
+	}
+	return bl.iss.Record(bl.ev, bl.st)
+}
+
+func (bl *blocker) close() {
+	for _, c := range []interface{ Close() error }{bl.dev, bl.host, bl.ev, bl.st} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// measureBusy measures the host's cost of each call kind on a stream with
+// unfinished work (held behind a wait for a pending event) and of a wait
+// for a pending event (Profile.IssueNs, the _busy and _pending kinds).
+func measureBusy(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+	iss, err := b.Issuer()
+	if err != nil {
+		return err
+	}
+	defer iss.Release()
+	bl, err := newBlocker(b, iss, 8<<20)
+	if err != nil {
+		return err
+	}
+	defer bl.close()
+	st, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	other, err := b.NewStream()
+	if err != nil {
+		return err
+	}
+	defer other.Close()
+	ev, err := b.NewEvent(false)
+	if err != nil {
+		return err
+	}
+	defer ev.Close()
+	done, err := b.NewEvent(false)
+	if err != nil {
+		return err
+	}
+	defer done.Close()
+	dev, err := b.AllocDevice(4096)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	dev2, err := b.AllocDevice(4096)
+	if err != nil {
+		return err
+	}
+	defer dev2.Close()
+	host, err := b.AllocPinned(4096)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	regMem := make([]byte, 64<<10)
+	reg, err := b.Register(regMem)
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	// done: an event of another stream, complete before the loops.
+	if err := iss.Record(done, other); err != nil {
+		return err
+	}
+	if err := other.Synchronize(); err != nil {
+		return err
+	}
+	const calls = 400
+	k := ks.kernel(kernels.Seed, 0)
+	chunk := pipeline.Chunk{N: 1, Inputs: []driver.DevicePtr{dev.Ptr()}, InBytes: []int{4}, Outputs: []driver.DevicePtr{dev2.Ptr()}, OutBytes: []int{4}}
+	kinds := []struct {
+		kind string
+		call func() error
+	}{
+		{"record_busy", func() error { return iss.Record(ev, st) }},
+		{"wait_busy", func() error { return iss.Wait(st, done) }},
+		{"wait_pending", func() error { return iss.Wait(st, bl.ev) }},
+		{"copy_busy", func() error { return iss.CopyToDevice(st, dev, 0, host, 0, 4) }},
+		{"copy_registered_busy", func() error { return iss.CopyToDevice(st, dev, 0, reg, 0, 4) }},
+		{"launch_busy", func() error { return iss.Launch(st, k, chunk) }},
+	}
+	// The blocker must outlast each loop: 4 times the slowest call alone.
+	var slowest float64
+	for _, c := range p.IssueNs {
+		slowest = max(slowest, c)
+	}
+	hold := 4 * time.Duration(calls*max(slowest, 1000))
+	for _, kd := range kinds {
+		best := time.Duration(math.MaxInt64)
+		for rep := 0; rep < 3; rep++ {
+			for try := 0; ; try++ {
+				if err := bl.hold(hold); err != nil {
+					return err
+				}
+				if err := iss.Wait(st, bl.ev); err != nil {
+					return err
+				}
+				t0 := pipeline.Now(b)
+				for i := 0; i < calls; i++ {
+					if err := kd.call(); err != nil {
+						return fmt.Errorf("timing %s calls: %w", kd.kind, err)
+					}
+				}
+				took := pipeline.Now(b) - t0
+				if err := st.Synchronize(); err != nil {
+					return err
+				}
+				if took < hold/2 || try == 3 {
+					best = min(best, took)
+					break
+				}
+				hold *= 2 // the stream may have run dry: hold it longer
+			}
+		}
+		p.IssueNs[kd.kind] = float64(best) / calls
+	}
+	p.Notes["issue_busy"] = fmt.Sprintf("best of 3 rounds of %d calls of each kind on a stream held by a wait for an event that copies on another stream keep pending for twice the round or more (wait_busy: for an event already complete; wait_pending: for the pending one)", calls)
+	return nil
+}
+
+// depChain times on the device a chain of rounds of an H2D copy, a seed
+// kernel and a D2H copy of n float32s, each on its own stream and each waiting for
+// an event recorded after the one before, so that every step is a
+// dependency between streams. A blocker holds the first stream while the
+// host issues the chain, so that the device, not the host, sets its pace.
+func depChain(b pipeline.Backend, ks kernelSet, n, rounds int) (time.Duration, error) {
+	iss, err := b.Issuer()
+	if err != nil {
+		return 0, err
+	}
+	defer iss.Release()
+	bl, err := newBlocker(b, iss, 8<<20)
+	if err != nil {
+		return 0, err
+	}
+	defer bl.close()
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	var sts [3]pipeline.Stream
+	var evs [3]pipeline.Event
+	for i := range sts {
+		if sts[i], err = b.NewStream(); err != nil {
+			return 0, err
+		}
+		closers = append(closers, sts[i].Close)
+		if evs[i], err = b.NewEvent(false); err != nil {
+			return 0, err
+		}
+		closers = append(closers, evs[i].Close)
+	}
+	var marks [2]pipeline.Event
+	for i := range marks {
+		if marks[i], err = b.NewEvent(true); err != nil {
+			return 0, err
+		}
+		closers = append(closers, marks[i].Close)
+	}
+	host, err := b.AllocPinned(n * 4)
+	if err != nil {
+		return 0, err
+	}
+	closers = append(closers, host.Close)
+	din, err := b.AllocDevice(n * 4)
+	if err != nil {
+		return 0, err
+	}
+	closers = append(closers, din.Close)
+	dout, err := b.AllocDevice(n * 4)
+	if err != nil {
+		return 0, err
+	}
+	closers = append(closers, dout.Close)
+	// The seed kernel at 100 iterations and copies of n float32s are the
+	// profile's own small points: the fits pass through them, so the
+	// simulator's chain differs from the device's only by the
+	// dependencies.
+	k := ks.kernel(kernels.Seed, 100)
+	chunk := pipeline.Chunk{N: n, Inputs: []driver.DevicePtr{din.Ptr()}, InBytes: []int{n * 4}, Outputs: []driver.DevicePtr{dout.Ptr()}, OutBytes: []int{n * 4}}
+	h2d, comp, d2h := sts[0], sts[1], sts[2]
+	hold := 20 * time.Millisecond
+	for try := 0; ; try++ {
+		if err := bl.hold(hold); err != nil {
+			return 0, err
+		}
+		if err := iss.Wait(h2d, bl.ev); err != nil {
+			return 0, err
+		}
+		t0 := pipeline.Now(b)
+		if err := iss.Record(marks[0], h2d); err != nil {
+			return 0, err
+		}
+		for r := 0; r < rounds; r++ {
+			if r > 0 {
+				if err := iss.Wait(h2d, evs[2]); err != nil {
+					return 0, err
+				}
+			}
+			if err := iss.CopyToDevice(h2d, din, 0, host, 0, n*4); err != nil {
+				return 0, err
+			}
+			if err := iss.Record(evs[0], h2d); err != nil {
+				return 0, err
+			}
+			if err := iss.Wait(comp, evs[0]); err != nil {
+				return 0, err
+			}
+			if err := iss.Launch(comp, k, chunk); err != nil {
+				return 0, err
+			}
+			if err := iss.Record(evs[1], comp); err != nil {
+				return 0, err
+			}
+			if err := iss.Wait(d2h, evs[1]); err != nil {
+				return 0, err
+			}
+			if err := iss.CopyToHost(d2h, host, 0, dout, 0, n*4); err != nil {
+				return 0, err
+			}
+			if err := iss.Record(evs[2], d2h); err != nil {
+				return 0, err
+			}
+		}
+		if err := iss.Record(marks[1], d2h); err != nil {
+			return 0, err
+		}
+		issued := pipeline.Now(b) - t0
+		if err := d2h.Synchronize(); err != nil {
+			return 0, err
+		}
+		if issued < hold/2 || try == 3 {
+			return marks[0].Elapsed(marks[1])
+		}
+		hold *= 2
+	}
+}
+
+// measureDep measures Profile.DepNs: the chain of depChain on b, less the
+// same chain on a simulator of p without it, per dependency.
+func measureDep(b pipeline.Backend, ks kernelSet, p *pipeline.Profile, n int) error {
+	const rounds = 50
+	p.DepNs = 0
+	measured, err := depChain(b, ks, n, rounds)
+	if err != nil {
+		return fmt.Errorf("timing dependencies: %w", err)
+	}
+	q := p.Clone()
+	q.DepNs = 0
+	predicted, err := depChain(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q), ks, n, rounds)
+	if err != nil {
+		return err
+	}
+	hops := 3*rounds - 1
+	p.DepNs = max(0, float64(measured-predicted)/float64(hops))
+	p.Notes["dep"] = fmt.Sprintf("%d rounds of an H2D copy, a kernel and a D2H copy of %d float32s, each on its own stream waiting for the one before, took %v on the device; the rest of this profile predicts %v; the difference over %d dependencies", rounds, n, measured, predicted, hops)
+	return nil
+}
+
+// loopShapes are the issue loop's shapes that `overlap profile` times.
+var loopShapes = [][2]int{{2, 1}, {6, 4}}
+
+// measureLoops times the engine's issue loop (issueLoop) on b at each of
+// loopShapes and predicts it on a simulator of p without IssueScale, and
+// sets IssueScale to the ratio of their totals.
+func measureLoops(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+	q := p.Clone()
+	q.IssueScale, q.IssueSequenceNs = 0, 0 // per-call costs as measured
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q)
+	k := ks.kernel(kernels.Seed, 0)
+	p.IssueLoops = nil
+	var sumM, sumP float64
+	for _, sh := range loopShapes {
+		var ns [2]float64
+		for i, bk := range []pipeline.Backend{b, sim} {
+			iss, err := bk.Issuer()
+			if err != nil {
+				return err
+			}
+			ns[i], err = issueLoop(bk, iss, k, sh[0], sh[1])
+			iss.Release()
+			if err != nil {
+				return err
+			}
+		}
+		p.IssueLoops = append(p.IssueLoops, pipeline.IssueLoop{Slots: sh[0], Streams: sh[1], Ns: ns[0], PredictedNs: ns[1]})
+		sumM += ns[0]
+		sumP += ns[1]
+	}
+	p.IssueScale = 0
+	if sumM > 0 && sumP > 0 {
+		p.IssueScale = sumM / sumP
+	}
+	p.Notes["issue_loops"] = fmt.Sprintf("the engine's issue loop on one-element buffers and kernels, best of 3 rounds of %d chunks, at %v (slots, compute streams), beside the simulator's prediction from the per-call costs by state; issue_scale is measured over predicted, in total", loopChunks-loopWarm, loopShapes)
+	return nil
+}
+
+// measureStagingDMA measures Profile.StagingDMA: two staging copies at
+// once (stageIn and stageOut, over total bytes each), alone and while the
+// device copies pinned memory both ways on two streams, best of 3 each.
+func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOut func() error, total int) error {
+	const dmaBytes = 32 << 20
+	iss, err := b.Issuer()
+	if err != nil {
+		return err
+	}
+	defer iss.Release()
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	var sts [2]pipeline.Stream
+	for i := range sts {
+		if sts[i], err = b.NewStream(); err != nil {
+			return err
+		}
+		closers = append(closers, sts[i].Close)
+	}
+	hin, err := b.AllocPinned(dmaBytes)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, hin.Close)
+	hout, err := b.AllocPinned(dmaBytes)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, hout.Close)
+	din, err := b.AllocDevice(dmaBytes)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, din.Close)
+	dout, err := b.AllocDevice(dmaBytes)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, dout.Close)
+	// One copy's time, for how many make the hold.
+	t0 := pipeline.Now(b)
+	if err := iss.CopyToDevice(sts[0], din, 0, hin, 0, dmaBytes); err != nil {
+		return err
+	}
+	if err := sts[0].Synchronize(); err != nil {
+		return err
+	}
+	per := pipeline.Now(b) - t0
+	pair := func(hold time.Duration) (time.Duration, error) {
+		best := time.Duration(math.MaxInt64)
+		for rep := 0; rep < 3; rep++ {
+			if hold > 0 {
+				for i := 0; i <= int(hold/max(per, 1)); i++ {
+					if err := iss.CopyToDevice(sts[0], din, 0, hin, 0, dmaBytes); err != nil {
+						return 0, err
+					}
+					if err := iss.CopyToHost(sts[1], hout, 0, dout, 0, dmaBytes); err != nil {
+						return 0, err
+					}
+				}
+			}
+			t0 := pipeline.Now(b)
+			if err := both(b, stageIn, stageOut); err != nil {
+				return 0, err
+			}
+			best = min(best, pipeline.Now(b)-t0)
+			for _, st := range sts {
+				if err := st.Synchronize(); err != nil {
+					return 0, err
+				}
+			}
+		}
+		return best, nil
+	}
+	alone, err := pair(0)
+	if err != nil {
+		return err
+	}
+	// The device copies for 4 times the pair alone (at least 20 ms) each
+	// way, so that it outlasts the pair slowed down.
+	withDMA, err := pair(max(20*time.Millisecond, 4*alone))
+	if err != nil {
+		return err
+	}
+	p.StagingDMA = min(1, float64(alone)/float64(withDMA))
+	p.Notes["staging_dma"] = fmt.Sprintf("staging in and out at once in copies of 4 MiB over %d MiB each: %v alone, %v while the device copies %d MiB of pinned memory both ways on two streams throughout; the ratio", total>>20, alone, withDMA, dmaBytes>>20)
+	return nil
+}
