@@ -5,7 +5,9 @@
 // workload in every host mode; package driver's own benchmarks cover call
 // cost, launch cost and bandwidth. The reference programs in reference/
 // are hand-written, hazard-correct CUDA C++: pipeline.cu (pinned memory,
-// three streams, events) and launch.cu (launch cost and bandwidth).
+// three streams, events), launch.cu (launch cost and bandwidth), multi.cu
+// and smalljobs.cu; dlopen.c measures launch and copies in plain C with the
+// driver loaded by dlopen, as purego loads it (built by hand with cc).
 // [BuildReference] compiles them with nvcc where it exists; `overlap bench
 // --reference` runs them on the same configurations as the Go pipeline and
 // reports the ratio. bench/RESULTS.md records the figures.
