@@ -173,10 +173,17 @@ type copyMode struct {
 	perSync  int  // copies queued per stream synchronisation
 	timed    bool // events around each group: the GPU's own time
 	raw      bool // purego.SyscallN on the entry points, nothing else
+	wait     Wait // the context's wait mode (WaitDefault: as the driver has it)
 }
 
 func benchCopy(b *testing.B, mode copyMode) {
-	ctx := requireGPU(b)
+	var ctx *Context
+	if mode.wait == WaitDefault {
+		ctx = requireGPU(b)
+	} else {
+		// The primary context takes a wait mode only when it is created.
+		ctx = requireGPUWith(b, ContextOptions{Wait: mode.wait})
+	}
 	const n = 64 << 20
 	h, err := ctx.AllocHost(n, HostAllocOptions{})
 	if err != nil {
@@ -298,6 +305,15 @@ func BenchmarkCopyD2H(b *testing.B) { benchCopy(b, copyMode{}) }
 // in the DMA (issue 14; launch.cu: h2d_timed_gpu_GBps).
 func BenchmarkCopyH2DTimed(b *testing.B) { benchCopy(b, copyMode{toDevice: true, timed: true}) }
 func BenchmarkCopyD2HTimed(b *testing.B) { benchCopy(b, copyMode{timed: true}) }
+
+// BenchmarkCopyH2DTimedWait is BenchmarkCopyH2DTimed on a context that
+// waits by spinning, yielding or blocking: whether the host's part of a
+// copy's time depends on how cuStreamSynchronize waits.
+func BenchmarkCopyH2DTimedWait(b *testing.B) {
+	for _, w := range []Wait{WaitSpin, WaitYield, WaitBlock} {
+		b.Run(w.String(), func(b *testing.B) { benchCopy(b, copyMode{toDevice: true, timed: true, wait: w}) })
+	}
+}
 
 // BenchmarkCopyH2DBatch4 and BenchmarkCopyD2HBatch4 queue four copies per
 // synchronisation, with events around them: a wake-up cost is paid once

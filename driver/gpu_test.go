@@ -17,7 +17,10 @@ import (
 
 // requireGPU returns a context on device 0. It skips the test only when no
 // NVIDIA driver is present; any other failure fails the test.
-func requireGPU(t testing.TB) *Context {
+func requireGPU(t testing.TB) *Context { t.Helper(); return requireGPUWith(t, ContextOptions{}) }
+
+// requireGPUWith is requireGPU with a context made by NewContextWith.
+func requireGPUWith(t testing.TB, opts ContextOptions) *Context {
 	t.Helper()
 	if err := Load(); err != nil {
 		var oe *loader.OpenError
@@ -28,7 +31,7 @@ func requireGPU(t testing.TB) *Context {
 	}
 	dev, err := DeviceAt(0)
 	require.NoError(t, err)
-	ctx, err := NewContext(dev)
+	ctx, err := NewContextWith(dev, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, ctx.Close()) })
 	return ctx

@@ -6,13 +6,17 @@
 // loading the driver at run time, which a cgo-free binding must do, apart
 // from the binding's own cost. No CUDA header or nvcc is needed:
 //
-//   cc -O2 -o dl_dlopen dlopen.c -ldl && ./dl_dlopen driver/testdata/kernels.ptx
+//   cc -O2 -o dl_dlopen dlopen.c -ldl && ./dl_dlopen driver/testdata/kernels.ptx [spin|yield|block]
 //
+// A second argument sets the primary context's wait mode before it is
+// retained (cuDevicePrimaryCtxSetFlags_v2), as the Go benchmarks'
+// NewContextWith does; without it the context keeps the driver's default.
 // The PTX's `empty` kernel is the one the Go benchmarks launch.
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef int CUresult;
@@ -20,6 +24,7 @@ typedef void *H; // any CUDA handle
 
 static CUresult (*cuInit)(unsigned);
 static CUresult (*cuDevicePrimaryCtxRetain)(H *, int);
+static CUresult (*cuDevicePrimaryCtxSetFlags)(int, unsigned);
 static CUresult (*cuCtxSetCurrent)(H);
 static CUresult (*cuModuleLoadData)(H *, const void *);
 static CUresult (*cuModuleGetFunction)(H *, H, const char *);
@@ -62,11 +67,21 @@ static double now_ns(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s kernels.ptx\n", argv[0]);
+    unsigned sched = 0;
+    const char *how = "dlopen";
+    if (argc == 3) {
+        static const char *names[] = {"spin", "yield", "", "block"};
+        static const unsigned flags[] = {1, 2, 0, 4}; // CU_CTX_SCHED_*
+        for (int i = 0; i < 4; ++i)
+            if (names[i][0] && strcmp(argv[2], names[i]) == 0) sched = flags[i], how = names[i];
+        if (!sched) {
+            fprintf(stderr, "wait mode %s: want spin, yield or block\n", argv[2]);
+            return 2;
+        }
+    } else if (argc != 2) {
+        fprintf(stderr, "usage: %s kernels.ptx [spin|yield|block]\n", argv[0]);
         return 2;
     }
-    const char *how = "dlopen";
     lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         fprintf(stderr, "dlopen libcuda.so.1: %s\n", dlerror());
@@ -74,6 +89,7 @@ int main(int argc, char **argv) {
     }
     *(void **)&cuInit = sym("cuInit");
     *(void **)&cuDevicePrimaryCtxRetain = sym("cuDevicePrimaryCtxRetain");
+    *(void **)&cuDevicePrimaryCtxSetFlags = sym("cuDevicePrimaryCtxSetFlags_v2");
     *(void **)&cuCtxSetCurrent = sym("cuCtxSetCurrent");
     *(void **)&cuModuleLoadData = sym("cuModuleLoadData");
     *(void **)&cuModuleGetFunction = sym("cuModuleGetFunction");
@@ -107,6 +123,7 @@ int main(int argc, char **argv) {
 
     H ctx, mod, fn, s;
     CK(cuInit(0));
+    if (sched) CK(cuDevicePrimaryCtxSetFlags(0, sched));
     CK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CK(cuCtxSetCurrent(ctx));
     CK(cuModuleLoadData(&mod, ptx));
