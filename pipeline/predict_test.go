@@ -16,7 +16,7 @@ import (
 )
 
 // run4Row is one configuration that `overlap profile --validate` measured
-// on the H200 (testdata/h200-run4-validation.md).
+// on the H200 (testdata/h200-*-validation.md).
 type run4Row struct {
 	kernel                string
 	host                  HostMode
@@ -24,8 +24,11 @@ type run4Row struct {
 	measured              time.Duration
 }
 
-func readRun4(t *testing.T) []run4Row {
-	b, err := os.ReadFile("testdata/h200-run4-validation.md")
+func readRun4(t *testing.T) []run4Row { return readValidation(t, "testdata/h200-run4-validation.md") }
+
+// readValidation reads the MEASURED column of a validation table.
+func readValidation(t *testing.T, path string) []run4Row {
+	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var rows []run4Row
 	for _, line := range strings.Split(string(b), "\n") {
@@ -146,4 +149,45 @@ func TestPredictsH200Run4(t *testing.T) {
 	// and staging under DMA traffic is 30% optimistic at 16M chunks. This
 	// bound only keeps it from getting worse.
 	assert.LessOrEqual(t, worst, 0.40, "worst |error|")
+}
+
+// TestPredictsH200 guards issue 11's prediction target on the latest
+// validation run: from the profile that `overlap profile` measured on the
+// H200 (the one built in as profiles/h200.json), the simulator predicts the
+// 26 configurations measured in that same run. The profile has every field
+// the simulator uses (dependency latency, calls by their stream's state,
+// the engine's issue loop, registered copies, staging under DMA).
+func TestPredictsH200(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
+	}
+	prof, err := ReadProfile("testdata/h200-1343.json")
+	require.NoError(t, err)
+	builtin, err := ReadProfile("profiles/h200.json")
+	require.NoError(t, err)
+	assert.Equal(t, prof, builtin, "the built-in profile is the one validated here")
+	rows := readValidation(t, "testdata/h200-1343-validation.md")
+	require.Len(t, rows, 26)
+	var errs []float64
+	worst, worstRow := 0.0, run4Row{}
+	for _, r := range rows {
+		pred := predictRun4(t, prof, r)
+		e := float64(pred-r.measured) / float64(r.measured)
+		t.Logf("%-5s %-10v %8d chunks %d slots %d streams: measured %8.3f ms, predicted %8.3f ms, %+6.1f%%",
+			r.kernel, r.host, r.chunk, r.slots, r.streams, float64(r.measured)/1e6, float64(pred)/1e6, 100*e)
+		errs = append(errs, math.Abs(e))
+		if math.Abs(e) > worst {
+			worst, worstRow = math.Abs(e), r
+		}
+	}
+	sort.Float64s(errs)
+	median := (errs[len(errs)/2-1] + errs[len(errs)/2]) / 2
+	t.Logf("median |error| %.1f%%, worst %.1f%% (%+v)", 100*median, 100*worst, worstRow)
+	assert.LessOrEqual(t, median, 0.05, "median |error| (issue 11's target)")
+	// Issue 11's target for the worst row is 15%. On this run the model
+	// reaches 16.4%: staged 16M chunks, 3 slots, 2 streams, measured 31.8
+	// ms, predicted 26.6 (the same row measured 30.0 and 23.5 ms in two
+	// earlier runs), and saxpy at 64K chunks is 15.9% short. This bound
+	// keeps it from getting worse.
+	assert.LessOrEqual(t, worst, 0.17, "worst |error|")
 }

@@ -71,9 +71,13 @@ func TestSimRegisteredCopies(t *testing.T) {
 		require.NoError(t, err)
 		return st
 	}
+	// The base is a profile without registered copy costs (the built-in
+	// one has them since 13:43 UTC), so that its registered copies run as
+	// pinned ones.
 	prof := BuiltinProfile()
 	prof.H2D = CopyCost{GBps: 50}
 	prof.D2H = CopyCost{GBps: 50}
+	prof.H2DRegistered, prof.D2HRegistered = CopyCost{}, CopyCost{}
 	base := stages(prof)
 	prof.H2DRegistered = CopyCost{GBps: 25}
 	prof.D2HRegistered = CopyCost{FixedNs: 5000, GBps: 50}
