@@ -63,7 +63,10 @@ type Profile struct {
 	// stream). `overlap profile` measures it as a chain of dependent
 	// copies and kernels that hop between three streams, timed on the
 	// device, less the simulator's time for the same chain without it, per
-	// hop. Profiles from before it was measured lack it; it is then 0.
+	// hop, plus WaitNs (which that simulated time already charges at each
+	// hop, and DepNs overlaps). The built-in profile was measured before
+	// WaitNs was added back, so its DepNs is WaitNs (24 ns) short. Profiles
+	// from before it was measured lack it; it is then 0.
 	DepNs float64 `json:"dep_ns,omitempty"`
 	// PageableH2DGBps and PageableD2HGBps are the blocking copies from and
 	// to pageable memory that the synchronous baseline uses.

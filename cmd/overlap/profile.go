@@ -444,42 +444,91 @@ func measureLink(b pipeline.Backend, in, out pipeline.PinnedMem, size int, p *pi
 	return nil
 }
 
+// callRig is what measureIssue and measureBusy time calls on: a stream,
+// an event, two 4-byte device buffers, 4 bytes of pinned memory, and
+// registered Go memory of whole pages of its own (Go gives an allocation
+// this large a span of its own), so that it shares no page with memory
+// registered later.
+type callRig struct {
+	st     pipeline.Stream
+	ev     pipeline.Event
+	dev    pipeline.DeviceMem
+	dev2   pipeline.DeviceMem
+	host   pipeline.PinnedMem
+	regMem []byte
+	reg    pipeline.PinnedMem
+}
+
+func newCallRig(b pipeline.Backend) (*callRig, error) {
+	r := &callRig{regMem: make([]byte, 64<<10)}
+	fail := func(err error) (*callRig, error) {
+		r.close()
+		return nil, err
+	}
+	var err error
+	if r.st, err = b.NewStream(); err != nil {
+		r.st = nil
+		return fail(err)
+	}
+	if r.ev, err = b.NewEvent(false); err != nil {
+		r.ev = nil
+		return fail(err)
+	}
+	if r.dev, err = b.AllocDevice(4096); err != nil {
+		r.dev = nil
+		return fail(err)
+	}
+	if r.dev2, err = b.AllocDevice(4096); err != nil {
+		r.dev2 = nil
+		return fail(err)
+	}
+	if r.host, err = b.AllocPinned(4096); err != nil {
+		r.host = nil
+		return fail(err)
+	}
+	if r.reg, err = b.Register(r.regMem); err != nil {
+		r.reg = nil
+		return fail(err)
+	}
+	return r, nil
+}
+
+// chunk is a one-element chunk from dev to dev2, for a launch.
+func (r *callRig) chunk() pipeline.Chunk {
+	return pipeline.Chunk{N: 1, Inputs: []driver.DevicePtr{r.dev.Ptr()}, InBytes: []int{4}, Outputs: []driver.DevicePtr{r.dev2.Ptr()}, OutBytes: []int{4}}
+}
+
+// close releases what was made, registration first.
+func (r *callRig) close() {
+	if r.reg != nil {
+		r.reg.Close()
+	}
+	if r.host != nil {
+		r.host.Close()
+	}
+	if r.dev2 != nil {
+		r.dev2.Close()
+	}
+	if r.dev != nil {
+		r.dev.Close()
+	}
+	if r.ev != nil {
+		r.ev.Close()
+	}
+	if r.st != nil {
+		r.st.Close()
+	}
+	runtime.KeepAlive(r.regMem)
+}
+
 // measureIssue times the host's cost of each kind of driver call.
 func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
-	st, err := b.NewStream()
+	rig, err := newCallRig(b)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	ev, err := b.NewEvent(false)
-	if err != nil {
-		return err
-	}
-	defer ev.Close()
-	dev, err := b.AllocDevice(4096)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	dev2, err := b.AllocDevice(4096)
-	if err != nil {
-		return err
-	}
-	defer dev2.Close()
-	host, err := b.AllocPinned(4096)
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	// Registered memory of whole pages of its own (Go gives an allocation
-	// this large a span of its own), so that it shares no page with
-	// memory registered later.
-	regMem := make([]byte, 64<<10)
-	reg, err := b.Register(regMem)
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
+	defer rig.close()
+	st, ev, dev, host, reg := rig.st, rig.ev, rig.dev, rig.host, rig.reg
 	iss, err := b.Issuer()
 	if err != nil {
 		return err
@@ -487,7 +536,7 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 	defer iss.Release()
 	const calls = 400
 	k := ks.kernel(kernels.Seed, 0)
-	chunk := pipeline.Chunk{N: 1, Inputs: []driver.DevicePtr{dev.Ptr()}, InBytes: []int{4}, Outputs: []driver.DevicePtr{dev2.Ptr()}, OutBytes: []int{4}}
+	chunk := rig.chunk()
 	kinds := []struct {
 		kind string
 		call func() error
@@ -533,7 +582,6 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 	}
 	p.SyncNs = max(0, float64(best)/calls-p.IssueNs["record"])
 	p.Notes["issue"] = fmt.Sprintf("best of 3 rounds of %d calls of each kind from one goroutine (copy_registered: from registered Go memory); sync: an event recorded on an idle stream and waited for, less the record", calls)
-	runtime.KeepAlive(regMem)
 	return measureSequence(b, iss, k, p)
 }
 

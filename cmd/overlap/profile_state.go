@@ -99,47 +99,22 @@ func measureBusy(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 		return err
 	}
 	defer bl.close()
-	st, err := b.NewStream()
+	rig, err := newCallRig(b)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer rig.close()
+	st, ev, dev, host, reg := rig.st, rig.ev, rig.dev, rig.host, rig.reg
 	other, err := b.NewStream()
 	if err != nil {
 		return err
 	}
 	defer other.Close()
-	ev, err := b.NewEvent(false)
-	if err != nil {
-		return err
-	}
-	defer ev.Close()
 	done, err := b.NewEvent(false)
 	if err != nil {
 		return err
 	}
 	defer done.Close()
-	dev, err := b.AllocDevice(4096)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	dev2, err := b.AllocDevice(4096)
-	if err != nil {
-		return err
-	}
-	defer dev2.Close()
-	host, err := b.AllocPinned(4096)
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	regMem := make([]byte, 64<<10)
-	reg, err := b.Register(regMem)
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
 	// done: an event of another stream, complete before the loops.
 	if err := iss.Record(done, other); err != nil {
 		return err
@@ -149,7 +124,7 @@ func measureBusy(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 	}
 	const calls = 400
 	k := ks.kernel(kernels.Seed, 0)
-	chunk := pipeline.Chunk{N: 1, Inputs: []driver.DevicePtr{dev.Ptr()}, InBytes: []int{4}, Outputs: []driver.DevicePtr{dev2.Ptr()}, OutBytes: []int{4}}
+	chunk := rig.chunk()
 	kinds := []struct {
 		kind string
 		call func() error
