@@ -5,10 +5,11 @@
 #	sh bench/stream.sh [DIR]
 #
 # DIR (default /tmp/overlap-stream) needs about 26 GiB free; it is removed
-# at the end. Every run checks every output element read back from the
-# file written (--verify) and measures its bound in the same run (--bound),
-# and prints the peak resident memory; the 1 GiB and 8 GiB page-cached
-# runs have the same flags, so their peaks compare.
+# at the end. Every run but the last loop's checks every output element
+# read back from the file written (--verify) and measures its bound in the
+# same run (--bound), and prints the peak resident memory; the 1 GiB and
+# 8 GiB page-cached runs have the same flags, so their peaks compare. The
+# last loop compares numbers of writers, by their rates only.
 set -u
 O=${OVERLAP:-.gpu/overlap}
 D=${1:-/tmp/overlap-stream}

@@ -12,8 +12,8 @@
 // The first six arguments go in DI, SI, DX, CX, R8, R9, the other five on
 // the stack; AX is 0 (no vector registers used, for variadic callees).
 // Only caller-saved registers are used. Frame: 40 bytes of outgoing
-// arguments and 8 for the saved frame pointer, 48 in all, which with the
-// assembler's BP save keeps SP 16-byte aligned at the call.
+// arguments and 8 to keep the scratch pointer across the call, 48 in all,
+// which with the assembler's BP save keeps SP 16-byte aligned at the call.
 GLOBL ·ccallTrampoline(SB), NOPTR|RODATA, $8
 DATA ·ccallTrampoline(SB)/8, $overlap_driver_ccall(SB)
 

@@ -317,7 +317,7 @@ func measureDep(b pipeline.Backend, ks kernelSet, p *pipeline.Profile, n int) er
 	// replaces rather than adds to (issue 11: without this, dep_ns came
 	// out short by wait_ns).
 	p.DepNs = max(0, float64(measured-predicted)/float64(hops)+p.WaitNs)
-	p.Notes["dep"] = fmt.Sprintf("%d rounds of an H2D copy, a kernel and a D2H copy of %d float32s, each on its own stream waiting for the one before, took %v on the device; the rest of this profile predicts %v; the difference over %d dependencies", rounds, n, measured, predicted, hops)
+	p.Notes["dep"] = fmt.Sprintf("%d rounds of an H2D copy, a kernel and a D2H copy of %d float32s, each on its own stream waiting for the one before, took %v on the device; the rest of this profile predicts %v; the difference over %d dependencies, plus wait_ns (which that prediction charges at each dependency)", rounds, n, measured, predicted, hops)
 	return nil
 }
 

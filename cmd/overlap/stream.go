@@ -79,7 +79,7 @@ func parseStreamFlags(args []string, stdout io.Writer) (*streamOptions, error) {
 	fs.Var(sizeFlag{v: &o.piece}, "piece", "bytes per pread or pwrite")
 	fs.BoolVar(&o.direct, "direct", false, "open input files with O_DIRECT (Linux; chunks must be whole 4 KiB pages)")
 	fs.BoolVar(&o.verify, "verify", false, "read the inputs and the output file back and check every element against the CPU reference")
-	fs.BoolVar(&o.bound, "bound", false, "measure the bound in the same run: reading the inputs and writing as much output alone (to a scratch file beside a regular output file), and the in-memory pinned pipeline for the same N (allocates N elements of pinned memory per input and output)")
+	fs.BoolVar(&o.bound, "bound", false, "measure the bound in the same run: reading the inputs and writing as much output alone (to a scratch file beside a regular output file; each twice, the faster kept), and the in-memory pinned pipeline for the same N (allocates N elements of pinned memory per input and output)")
 	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
@@ -174,7 +174,8 @@ type streamResult struct {
 	PeakRSS        int64         `json:"peak_rss_bytes,omitempty"`
 	// PinnedBytes is the page-locked host memory of the run's slots (a
 	// slot per input and output of each of Slots chunks), which the driver
-	// maps into the process; it is fixed by --chunk and --slots.
+	// maps into the process; it is fixed by --chunk, --slots and the number
+	// of inputs and outputs, whatever the length of the streams.
 	PinnedBytes int64        `json:"pinned_slot_bytes"`
 	Bound       *streamBound `json:"bound,omitempty"`
 	Verified    string       `json:"verified"`
