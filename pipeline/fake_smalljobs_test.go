@@ -28,14 +28,11 @@ func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
 	mods := new(kernels.Modules)
 	defer mods.Close()
 	const n = 4 << 10
-	cfg := Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
-	p, err := New(GPU(ctx), cfg)
-	require.NoError(t, err)
+	p := smallJobPipeline(t, ctx, n)
 	defer p.Close()
 	hin, hout := pinnedCopy(t, ctx, make([]float32, n)), pinnedCopy(t, ctx, make([]float32, n))
 	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
-	_, err = p.Run(context.Background(), job)
+	_, err := p.Run(context.Background(), job)
 	require.NoError(t, err)
 	allocs := testing.AllocsPerRun(100, func() {
 		if _, err := p.Run(context.Background(), job); err != nil {
@@ -71,14 +68,11 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 	mods := new(kernels.Modules)
 	defer mods.Close()
 	const n = 4 << 10
-	cfg := Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
-	p, err := New(GPU(ctx), cfg)
-	require.NoError(t, err)
+	p := smallJobPipeline(t, ctx, n)
 	defer p.Close()
 	hin, hout := pinnedCopy(t, ctx, make([]float32, 2*n)), pinnedCopy(t, ctx, make([]float32, 2*n))
 	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
-	_, err = p.Run(context.Background(), job) // loads the kernel
+	_, err := p.Run(context.Background(), job) // loads the kernel
 	require.NoError(t, err)
 	calls := []string{"cuMemcpyHtoDAsync_v2", "cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize"}
 	count := func() map[string]int {

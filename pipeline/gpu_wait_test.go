@@ -29,10 +29,7 @@ func TestGPUWaitModes(t *testing.T) {
 			mods := new(kernels.Modules)
 			defer mods.Close()
 			for _, n := range []int{4 << 10, 1 << 20} {
-				cfg := Float32Config(1, 1)
-				cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
-				p, err := New(GPU(ctx), cfg)
-				require.NoError(t, err)
+				p := smallJobPipeline(t, ctx, n)
 				in := make([]float32, n)
 				kernels.FillPattern(in, 0)
 				hin, hout := pinnedCopy(t, ctx, in), pinnedCopy(t, ctx, make([]float32, n))
@@ -58,10 +55,7 @@ func BenchmarkGPUSmallJob(b *testing.B) {
 	mods := new(kernels.Modules)
 	defer mods.Close()
 	const n = 4 << 10
-	cfg := Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
-	p, err := New(GPU(ctx), cfg)
-	require.NoError(b, err)
+	p := smallJobPipeline(b, ctx, n)
 	defer p.Close()
 	in := make([]float32, n)
 	kernels.FillPattern(in, 0)
@@ -84,4 +78,16 @@ func BenchmarkGPUSmallJob(b *testing.B) {
 	}
 	b.StopTimer()
 	require.NoError(b, verifySeed(in, hout.Float32s()[:n], 100))
+}
+
+// smallJobPipeline is the pipeline that overlap bench --small-jobs runs a
+// job of n elements on: one chunk of n, two slots, one compute stream, on
+// ctx. The caller closes it.
+func smallJobPipeline(t testing.TB, ctx *driver.Context, n int) *Pipeline {
+	t.Helper()
+	cfg := Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
+	p, err := New(GPU(ctx), cfg)
+	require.NoError(t, err)
+	return p
 }
