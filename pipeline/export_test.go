@@ -22,3 +22,7 @@ func ProfileStagingRate(p *Profile, n int) (alone, pair float64) { return p.stag
 
 // LocalSubset exposes localSubset to the tests.
 var LocalSubset = localSubset
+
+// ProfileStagingDMA is the share of their rate that staging copies of n
+// bytes keep while DMA copies run in the directions given.
+func ProfileStagingDMA(p *Profile, n int, h2d, d2h bool) float64 { return p.stagingDMA(n, h2d, d2h) }

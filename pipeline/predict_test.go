@@ -165,6 +165,42 @@ func TestPredictsH200(t *testing.T) {
 	assert.LessOrEqual(t, worst, 0.17, "worst |error|")
 }
 
+// TestPredictsH200Run1531 replays the table that `overlap profile
+// --validate` measured with the command as it is now (the engine's own
+// issue loop sets issue_scale; staging under DMA by size and direction),
+// predicted from the profile of that same run. The built-in profile
+// stays the one of 13:43 (TestPredictsH200), whose table came out
+// better; this one shows where the model stands with the newer
+// measurements on another machine.
+func TestPredictsH200Run1531(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
+	}
+	prof, err := ReadProfile("testdata/h200-1531.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, prof.StagingDMABySize, "measured by size and direction")
+	require.Len(t, prof.IssueLoops, 3)
+	rows := readValidation(t, "testdata/h200-1531-validation.md")
+	require.Len(t, rows, 26)
+	median, worst := predictTable(t, prof, rows, func(r run4Row, e float64) {
+		// Where neither the host's issue rate nor staging sets the pace
+		// (seed from pinned or registered memory at 256K and larger
+		// chunks), every row is within 6%.
+		if r.kernel == "seed" && r.host != HostStaged && r.chunk >= 256<<10 {
+			assert.InDelta(t, 0, e, 0.06, "%+v", r)
+		}
+	})
+	assert.LessOrEqual(t, median, 0.05, "median |error| (issue 11's target)")
+	// Issue 11's target for the worst row is 15%; this run reaches 22.7%
+	// (saxpy from pinned memory in 64K chunks: measured 8.94 ms,
+	// predicted 6.92), where the host's issue rate sets the pace. On the
+	// H200 hosts of that day the issue loop per chunk measured from 8.4
+	// to 15.3 µs from one machine to the next, and 10.1 against 12.9 µs
+	// at two shapes in this one run (bench/RESULTS.md). This bound keeps
+	// the model from getting worse.
+	assert.LessOrEqual(t, worst, 0.23, "worst |error|")
+}
+
 // predictTable predicts every row from prof, logs each beside its
 // measurement, calls check (when not nil) with each row's relative error,
 // and returns the median and worst absolute error.

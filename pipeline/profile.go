@@ -127,6 +127,14 @@ type Profile struct {
 	// both directions on the device. Profiles from before it was measured
 	// lack it (0): staging keeps its whole rate.
 	StagingDMA float64 `json:"staging_dma,omitempty"`
+	// StagingDMABySize is StagingDMA measured at several copy sizes, by
+	// which DMA runs (H2D alone, D2H alone, both ways): in a staged run the
+	// stage-in of one chunk often runs while only an H2D copy does, and a
+	// large chunk's slots no longer fit the host's caches, so the DMA takes
+	// more of the memory bandwidth. Shares between two sizes are
+	// interpolated on a log scale. Profiles from before it was measured lack
+	// it, and StagingDMA applies whenever any DMA copy is in flight.
+	StagingDMABySize []StagingDMAShare `json:"staging_dma_by_size,omitempty"`
 	// RegisterMsPerGiB is the cost of page-locking Go memory.
 	RegisterMsPerGiB float64 `json:"register_ms_per_gib"`
 
@@ -138,8 +146,12 @@ type Profile struct {
 // Slots slots and Streams compute streams: measured, and as the simulator
 // predicts it from the profile's per-call costs (before IssueScale).
 type IssueLoop struct {
-	Slots       int     `json:"slots"`
-	Streams     int     `json:"streams"`
+	Slots   int `json:"slots"`
+	Streams int `json:"streams"`
+	// Inputs is the number of H2D copies per chunk (0 in older profiles:
+	// one). Only the one-input loops set IssueScale; a loop with two, as
+	// saxpy's, shows whether the scale holds for a chunk with more copies.
+	Inputs      int     `json:"inputs,omitempty"`
 	Ns          float64 `json:"ns"`
 	PredictedNs float64 `json:"predicted_ns"`
 }
@@ -166,6 +178,16 @@ type StagingRate struct {
 	Bytes    int     `json:"bytes"`
 	GBps     float64 `json:"gbps"`
 	PairGBps float64 `json:"pair_gbps"`
+}
+
+// StagingDMAShare is the share of their rate that two staging copies of
+// Bytes each (one in, one out) keep while the device copies only host to
+// device, only device to host, or both ways at once.
+type StagingDMAShare struct {
+	Bytes int     `json:"bytes"`
+	H2D   float64 `json:"h2d"`
+	D2H   float64 `json:"d2h"`
+	Both  float64 `json:"both"`
 }
 
 //go:embed profiles/h200.json
@@ -253,6 +275,19 @@ func (p *Profile) Check() error {
 		}
 		errs = append(errs, pos(fmt.Sprintf("staging gbps at %d bytes", r.Bytes), r.GBps),
 			pos(fmt.Sprintf("staging pair_gbps at %d bytes", r.Bytes), r.PairGBps))
+	}
+	for _, r := range p.StagingDMABySize {
+		if r.Bytes < 1 {
+			errs = append(errs, fmt.Errorf("pipeline: profile: staging_dma_by_size has a size of %d bytes", r.Bytes))
+		}
+		for _, v := range []struct {
+			what  string
+			share float64
+		}{{"h2d", r.H2D}, {"d2h", r.D2H}, {"both", r.Both}} {
+			if !(v.share > 0 && v.share <= 1) {
+				errs = append(errs, fmt.Errorf("pipeline: profile: staging_dma_by_size %s at %d bytes is %v; it must be above 0 and at most 1", v.what, r.Bytes, v.share))
+			}
+		}
 	}
 	for _, kind := range issueKinds {
 		errs = append(errs, nonNeg("issue_ns."+kind, p.IssueNs[kind]))
@@ -411,6 +446,43 @@ func (p *Profile) kernel(k *Kernel, n int) (fixed, work time.Duration, err error
 
 // stagingRate is the host's staging rate in bytes per nanosecond for
 // copies of n bytes: alone, and in total for two at once.
+// stagingDMA returns the share of their rate that staging copies of n
+// bytes keep while DMA copies run host to device (h2d), device to host
+// (d2h), or both; 1 while none runs.
+func (p *Profile) stagingDMA(n int, h2d, d2h bool) float64 {
+	if !h2d && !d2h {
+		return 1
+	}
+	if len(p.StagingDMABySize) == 0 {
+		if p.StagingDMA > 0 {
+			return p.StagingDMA
+		}
+		return 1
+	}
+	pick := func(r StagingDMAShare) float64 {
+		switch {
+		case h2d && d2h:
+			return r.Both
+		case h2d:
+			return r.H2D
+		}
+		return r.D2H
+	}
+	rs := append([]StagingDMAShare(nil), p.StagingDMABySize...)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Bytes < rs[j].Bytes })
+	if n <= rs[0].Bytes {
+		return pick(rs[0])
+	}
+	for i := 1; i < len(rs); i++ {
+		if n <= rs[i].Bytes {
+			a, b := rs[i-1], rs[i]
+			f := math.Log(float64(n)/float64(a.Bytes)) / math.Log(float64(b.Bytes)/float64(a.Bytes))
+			return pick(a) + f*(pick(b)-pick(a))
+		}
+	}
+	return pick(rs[len(rs)-1])
+}
+
 func (p *Profile) stagingRate(n int) (alone, pair float64) {
 	rs := append([]StagingRate(nil), p.Staging...)
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Bytes < rs[j].Bytes })

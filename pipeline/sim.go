@@ -510,7 +510,7 @@ func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int
 	defer h.mu.Unlock()
 	solo, pair := s.prof.stagingRate(n)
 	finished := false
-	act := &activity{class: actMemcpy, dev: s, remaining: float64(n), solo: solo, pair: pair, done: func() { finished = true }}
+	act := &activity{class: actMemcpy, dev: s, remaining: float64(n), solo: solo, pair: pair, bytes: n, done: func() { finished = true }}
 	h.at(a.now, func() { h.start(act) })
 	h.blockUntil(a, 0, func() bool { return finished })
 	return nil

@@ -83,6 +83,7 @@ type activity struct {
 	remaining float64
 	solo      float64 // rate alone: bytes/ns, or 1 for kernel work
 	pair      float64 // memcpy: the total rate of two such copies at once
+	bytes     int     // memcpy: the copy's size, for its share under DMA
 	rate      float64
 	done      func()
 }
@@ -130,10 +131,11 @@ func (h *SimHost) rates() {
 		}
 	}
 	// DMA copies in flight on any device of the host take host memory
-	// bandwidth from staging copies (Profile.StagingDMA).
-	dma := false
+	// bandwidth from staging copies (Profile.StagingDMA), by direction.
+	var h2d, d2h bool
 	for _, d := range perDev {
-		dma = dma || d.n[actH2D]+d.n[actD2H] > 0
+		h2d = h2d || d.n[actH2D] > 0
+		d2h = d2h || d.n[actD2H] > 0
 	}
 	var linkTotal, soloMem float64
 	for _, a := range h.acts {
@@ -176,10 +178,7 @@ func (h *SimHost) rates() {
 		case actH2D, actD2H:
 			a.rate *= linkScale
 		case actMemcpy:
-			a.rate *= memScale
-			if f := a.dev.prof.StagingDMA; dma && f > 0 {
-				a.rate *= f
-			}
+			a.rate *= memScale * a.dev.prof.stagingDMA(a.bytes, h2d, d2h)
 		}
 	}
 }

@@ -180,7 +180,7 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 	if len(p.IssueLoops) > 0 {
 		fmt.Fprint(w, "host: the engine's issue loop per chunk (measured / from the calls above):")
 		for _, l := range p.IssueLoops {
-			fmt.Fprintf(w, " %d slots %d streams %.2f / %.2f us;", l.Slots, l.Streams, l.Ns/1e3, l.PredictedNs/1e3)
+			fmt.Fprintf(w, " %d slots %d streams %d input(s) %.2f / %.2f us;", l.Slots, l.Streams, max(l.Inputs, 1), l.Ns/1e3, l.PredictedNs/1e3)
 		}
 		fmt.Fprintf(w, " scale %.3f\n", p.IssueScale)
 	}
@@ -189,7 +189,13 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 	for _, r := range p.Staging {
 		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
 	}
-	if p.StagingDMA > 0 {
+	switch {
+	case len(p.StagingDMABySize) > 0:
+		fmt.Fprint(w, " two at once keep, while the device copies H2D / D2H / both ways:")
+		for _, r := range p.StagingDMABySize {
+			fmt.Fprintf(w, " %s %.0f/%.0f/%.0f%%;", humanBytes(int64(r.Bytes)), 100*r.H2D, 100*r.D2H, 100*r.Both)
+		}
+	case p.StagingDMA > 0:
 		fmt.Fprintf(w, " while the device copies both ways, %.0f%% of that rate", 100*p.StagingDMA)
 	}
 	fmt.Fprintln(w)
@@ -322,7 +328,7 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 	if err := measureWait(b, ks, p); err != nil {
 		return nil, err
 	}
-	if err := measureHost(b, p); err != nil {
+	if err := measureHost(b, p, 128<<20); err != nil {
 		return nil, err
 	}
 	if err := measureBusy(b, ks, p); err != nil {
@@ -592,7 +598,7 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 // launch and its record; a wait for the kernel, the D2H copy and its
 // record.
 func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, p *pipeline.Profile) error {
-	ns, err := issueLoop(b, iss, k, 2, 1)
+	ns, err := issueLoop(b, iss, k, 2, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -608,7 +614,7 @@ const loopChunks, loopWarm = 200, 2
 // one-element buffers with a one-element kernel, so that the host sets
 // the pace: best of 3 rounds of loopChunks-loopWarm chunks after loopWarm
 // untimed, each round drained before the next.
-func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slots, nComp int) (float64, error) {
+func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slots, nComp, inputs int) (float64, error) {
 	var closers []func() error
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -625,7 +631,7 @@ func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slot
 		streams[i] = st
 	}
 	var events [3][]pipeline.Event // H2D done, kernel done, D2H done
-	din, dout := make([]pipeline.DeviceMem, slots), make([]pipeline.DeviceMem, slots)
+	din, dout := make([][]pipeline.DeviceMem, slots), make([]pipeline.DeviceMem, slots)
 	for e := range events {
 		events[e] = make([]pipeline.Event, slots)
 	}
@@ -638,13 +644,18 @@ func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slot
 			closers = append(closers, ev.Close)
 			events[e][s] = ev
 		}
-		for _, d := range []*pipeline.DeviceMem{&din[s], &dout[s]} {
+		din[s] = make([]pipeline.DeviceMem, inputs)
+		for i := 0; i <= inputs; i++ {
 			m, err := b.AllocDevice(4)
 			if err != nil {
 				return 0, err
 			}
 			closers = append(closers, m.Close)
-			*d = m
+			if i < inputs {
+				din[s][i] = m
+			} else {
+				dout[s] = m
+			}
 		}
 	}
 	in, err := b.AllocPinned(4)
@@ -659,6 +670,14 @@ func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slot
 	closers = append(closers, out.Close)
 	h2d, d2h, comps := streams[0], streams[1], streams[2:]
 	h2dDone, compDone, d2hDone := events[0], events[1], events[2]
+	chunks := make([]pipeline.Chunk, slots) // each slot's, made before the timing
+	for s := range chunks {
+		chunks[s] = pipeline.Chunk{N: 1, Outputs: []driver.DevicePtr{dout[s].Ptr()}, OutBytes: []int{4}}
+		for _, d := range din[s] {
+			chunks[s].Inputs = append(chunks[s].Inputs, d.Ptr())
+			chunks[s].InBytes = append(chunks[s].InBytes, 4)
+		}
+	}
 	chunk := func(i int) error {
 		s, comp := i%slots, comps[i%nComp]
 		if i >= slots {
@@ -666,9 +685,13 @@ func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slot
 				return err
 			}
 		}
-		if err := iss.CopyToDevice(h2d, din[s], 0, in, 0, 4); err != nil {
-			return err
+		for _, d := range din[s] {
+			if err := iss.CopyToDevice(h2d, d, 0, in, 0, 4); err != nil {
+				return err
+			}
 		}
+		c := chunks[s]
+		c.Index = i
 		if err := iss.Record(h2dDone[s], h2d); err != nil {
 			return err
 		}
@@ -680,7 +703,6 @@ func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slot
 				return err
 			}
 		}
-		c := pipeline.Chunk{Index: i, N: 1, Inputs: []driver.DevicePtr{din[s].Ptr()}, InBytes: []int{4}, Outputs: []driver.DevicePtr{dout[s].Ptr()}, OutBytes: []int{4}}
 		if err := iss.Launch(comp, k, c); err != nil {
 			return err
 		}
@@ -831,9 +853,24 @@ func both(b pipeline.Backend, f, g func() error) error {
 	return errors.Join(e1, e2)
 }
 
-// measureHost times staging copies, registration and pageable copies.
-func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
-	const big = 128 << 20
+// stagingReps is how many times each staging measurement is repeated.
+const stagingReps = 5
+
+// measureHost times staging copies over big bytes of Go memory, and
+// registration and pageable copies.
+//
+// Staging copies go into and out of a pinned region as large as the Go
+// memory, a fresh part of it for each copy. A staged run uses its few
+// pinned slots again and again, but between two uses its DMA copies read
+// or write them, so they are not in the host's caches as a region used
+// only by the CPU would be: timed into reused slots without DMA, staging
+// made a staged run of 64K-element chunks look 1.4 times as fast as it
+// was on the H200 host (2026-11-30, bench/RESULTS.md).
+func measureHost(b pipeline.Backend, p *pipeline.Profile, big int) error {
+	const top = 128 << 20 // the largest copy size timed
+	if big < top {
+		return fmt.Errorf("measureHost: %d bytes of Go memory, less than the largest copy (%d)", big, top)
+	}
 	src := make([]byte, big)
 	dst := make([]byte, big)
 	for i := range src {
@@ -850,9 +887,14 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
 		return err
 	}
 	defer pinOut.Close()
+	// Host memory bandwidth on the H200 host varies from one moment to
+	// the next (a 4 MiB pair measured 26 to 42 GB/s on three machines):
+	// best of stagingReps, with the heap collected first so that the
+	// collector does not run beside the copies.
+	runtime.GC()
 	timeIt := func(fn func() error) (time.Duration, error) {
 		best := time.Duration(math.MaxInt64)
-		for rep := 0; rep < 3; rep++ {
+		for rep := 0; rep < stagingReps; rep++ {
 			t0 := pipeline.Now(b)
 			if err := fn(); err != nil {
 				return 0, err
@@ -864,7 +906,7 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
 	// Copies of each size over all of big, in and out, alone and at once.
 	in := func(each int) func() error {
 		return func() error {
-			for off := 0; off < big; off += each {
+			for off := 0; off+each <= big; off += each {
 				if err := b.StageIn(pinIn, off, src[off:off+each]); err != nil {
 					return err
 				}
@@ -874,7 +916,7 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
 	}
 	out := func(each int) func() error {
 		return func() error {
-			for off := 0; off < big; off += each {
+			for off := 0; off+each <= big; off += each {
 				if err := b.StageOut(dst[off:off+each], pinOut, off); err != nil {
 					return err
 				}
@@ -882,10 +924,10 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
 			return nil
 		}
 	}
-	if _, err := timeIt(in(big)); err != nil { // warm both sides
+	if _, err := timeIt(in(top)); err != nil { // warm both sides
 		return err
 	}
-	for _, each := range []int{256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, big} {
+	for _, each := range []int{256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, top} {
 		alone, err := timeIt(in(each))
 		if err != nil {
 			return err
@@ -896,14 +938,14 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
 		}
 		p.Staging = append(p.Staging, pipeline.StagingRate{Bytes: each, GBps: float64(big) / float64(alone), PairGBps: float64(2*big) / float64(pair)})
 	}
-	if err := measureStagingDMA(b, p, in(4<<20), out(4<<20), big); err != nil {
+	if err := measureStagingDMA(b, p, in, out, big); err != nil {
 		return err
 	}
-	p.Notes["staging"] = fmt.Sprintf("%d MiB of Go memory staged through pinned memory in copies of each size: alone (in), and in and out at once on two goroutines (total), best of 3; %d host threads", big>>20, runtime.GOMAXPROCS(0))
+	p.Notes["staging"] = fmt.Sprintf("%d MiB of Go memory staged through as much pinned memory in copies of each size: alone (in), and in and out at once on two goroutines (total), best of %d; %d host threads", big>>20, stagingReps, runtime.GOMAXPROCS(0))
 
 	// Registration of fresh memory (touched first, so page faults are not
 	// counted).
-	regMem := make([]byte, big)
+	regMem := make([]byte, top)
 	for i := 0; i < len(regMem); i += 4096 {
 		regMem[i] = 1
 	}
@@ -917,26 +959,26 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile) error {
 		return err
 	}
 	runtime.KeepAlive(regMem)
-	p.RegisterMsPerGiB = float64(took) / 1e6 * float64(1<<30) / float64(big)
-	p.Notes["register"] = fmt.Sprintf("one registration of %d MiB of touched Go memory", big>>20)
+	p.RegisterMsPerGiB = float64(took) / 1e6 * float64(1<<30) / float64(top)
+	p.Notes["register"] = fmt.Sprintf("one registration of %d MiB of touched Go memory", top>>20)
 
 	// Blocking copies from and to pageable memory.
-	dev, err := b.AllocDevice(big)
+	dev, err := b.AllocDevice(top)
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
-	h2d, err := timeIt(func() error { return b.CopyToDeviceSync(dev, 0, src) })
+	h2d, err := timeIt(func() error { return b.CopyToDeviceSync(dev, 0, src[:top]) })
 	if err != nil {
 		return err
 	}
-	d2h, err := timeIt(func() error { return b.CopyToHostSync(src, dev, 0) })
+	d2h, err := timeIt(func() error { return b.CopyToHostSync(src[:top], dev, 0) })
 	if err != nil {
 		return err
 	}
-	p.PageableH2DGBps = float64(big) / float64(h2d)
-	p.PageableD2HGBps = float64(big) / float64(d2h)
-	p.Notes["pageable"] = fmt.Sprintf("blocking copies of %d MiB of Go memory, best of 3", big>>20)
+	p.PageableH2DGBps = float64(top) / float64(h2d)
+	p.PageableD2HGBps = float64(top) / float64(d2h)
+	p.Notes["pageable"] = fmt.Sprintf("blocking copies of %d MiB of Go memory, best of 3", top>>20)
 	return nil
 }
 

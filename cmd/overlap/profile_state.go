@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -321,49 +323,113 @@ func measureDep(b pipeline.Backend, ks kernelSet, p *pipeline.Profile, n int) er
 	return nil
 }
 
-// loopShapes are the issue loop's shapes that `overlap profile` times.
-var loopShapes = [][2]int{{2, 1}, {6, 4}}
+// loopShapes are the issue loop's shapes that `overlap profile` times:
+// slots, compute streams and inputs (H2D copies per chunk).
+var loopShapes = [][3]int{{2, 1, 1}, {6, 4, 1}, {6, 4, 2}}
 
-// measureLoops times the engine's issue loop (issueLoop) on b at each of
+// measureLoops times the engine's issue loop (engineLoop) on b at each of
 // loopShapes and predicts it on a simulator of p without IssueScale, and
-// sets IssueScale to the ratio of their totals.
+// sets IssueScale to the ratio of their totals over the one-input shapes
+// (the two-input one, saxpy's, is kept beside them as a check).
 func measureLoops(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 	q := p.Clone()
 	q.IssueScale, q.IssueSequenceNs = 0, 0 // per-call costs as measured
 	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q)
-	k := ks.kernel(kernels.Seed, 0)
 	p.IssueLoops = nil
 	var sumM, sumP float64
 	for _, sh := range loopShapes {
+		k := ks.kernel(kernels.Seed, 0)
+		if sh[2] == 2 {
+			k = ks.kernel(kernels.Saxpy, 2.5)
+		}
 		var ns [2]float64
 		for i, bk := range []pipeline.Backend{b, sim} {
-			iss, err := bk.Issuer()
-			if err != nil {
-				return err
-			}
-			ns[i], err = issueLoop(bk, iss, k, sh[0], sh[1])
-			iss.Release()
-			if err != nil {
+			var err error
+			if ns[i], err = engineLoop(bk, k, sh[0], sh[1], sh[2]); err != nil {
 				return err
 			}
 		}
-		p.IssueLoops = append(p.IssueLoops, pipeline.IssueLoop{Slots: sh[0], Streams: sh[1], Ns: ns[0], PredictedNs: ns[1]})
-		sumM += ns[0]
-		sumP += ns[1]
+		p.IssueLoops = append(p.IssueLoops, pipeline.IssueLoop{Slots: sh[0], Streams: sh[1], Inputs: sh[2], Ns: ns[0], PredictedNs: ns[1]})
+		if sh[2] == 1 {
+			sumM += ns[0]
+			sumP += ns[1]
+		}
 	}
 	p.IssueScale = 0
 	if sumM > 0 && sumP > 0 {
 		p.IssueScale = sumM / sumP
 	}
-	p.Notes["issue_loops"] = fmt.Sprintf("the engine's issue loop on one-element buffers and kernels, best of 3 rounds of %d chunks, at %v (slots, compute streams), beside the simulator's prediction from the per-call costs by state; issue_scale is measured over predicted, in total", loopChunks-loopWarm, loopShapes)
+	p.Notes["issue_loops"] = fmt.Sprintf("the engine's own issue loop: Runs of %d and %d one-element chunks from pinned memory, best of 3 each, the difference per chunk, at %v (slots, compute streams, inputs), beside the simulator's prediction of the same Runs from the per-call costs by state; issue_scale is measured over predicted, in total over the one-input shapes", engineShort, engineLong, loopShapes)
 	return nil
 }
 
-// measureStagingDMA measures Profile.StagingDMA: two staging copies at
-// once (stageIn and stageOut, over total bytes each), alone and while the
-// device copies pinned memory both ways on two streams, best of 3 each.
-func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOut func() error, total int) error {
-	const dmaBytes = 32 << 20
+// engineShort and engineLong are the chunks of engineLoop's two Runs.
+const engineShort, engineLong = 50, 250
+
+// engineLoop times the engine's own issue loop on b: Pipeline.Run of jobs
+// whose chunks are one element each, so that the host sets the pace, with
+// engineShort and engineLong chunks, best of 3 each; the difference per
+// chunk, which leaves out a Run's fixed cost. It is what the engine
+// spends per chunk beside the driver calls (its bookkeeping, the events
+// it waits on, the goroutine that issues), which an imitation of its calls
+// did not see: on one H200 host that imitation took 8.4 µs a chunk while
+// the engine issued 64K-element chunks at 10.2 µs at best.
+func engineLoop(b pipeline.Backend, k *pipeline.Kernel, slots, streams, inputs int) (float64, error) {
+	cfg := pipeline.Float32Config(inputs, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = 1, slots, streams, pipeline.HostPinned
+	p, err := pipeline.New(b, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	var bufs []pipeline.Buffer
+	for i := 0; i <= inputs; i++ {
+		h, err := b.AllocPinned(4 * engineLong)
+		if err != nil {
+			return 0, err
+		}
+		defer h.Close()
+		bufs = append(bufs, pipeline.Pinned(h))
+	}
+	job := pipeline.Job{Kernel: k, Inputs: bufs[:inputs], Outputs: bufs[inputs:]}
+	timeRuns := func(n int) (time.Duration, error) {
+		job.N = n
+		best := time.Duration(math.MaxInt64)
+		for rep := 0; rep < 3; rep++ {
+			r, err := p.Run(context.Background(), job)
+			if err != nil {
+				return 0, fmt.Errorf("timing the engine's issue loop: %w", err)
+			}
+			best = min(best, r.Elapsed)
+		}
+		return best, nil
+	}
+	short, err := timeRuns(engineShort)
+	if err != nil {
+		return 0, err
+	}
+	long, err := timeRuns(engineLong)
+	if err != nil {
+		return 0, err
+	}
+	return max(0, float64(long-short)) / (engineLong - engineShort), nil
+}
+
+// stagingDMASizes are the copy sizes at which measureStagingDMA measures:
+// the chunks of 1M and 16M float32s, the smallest and largest that the
+// validation stages.
+var stagingDMASizes = []int{4 << 20, 64 << 20}
+
+// measureStagingDMA measures Profile.StagingDMABySize and StagingDMA: two
+// staging copies at once (stageIn(each) and stageOut(each), over total
+// bytes each) alone, and while the device copies pinned memory host to
+// device, device to host, or both ways on two streams throughout, best of
+// stagingReps each. StagingDMA, which older simulators read, is the share at 4 MiB
+// both ways.
+func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOut func(each int) func() error, total int) error {
+	// Larger than a chunk of the validation's largest staged row, so that
+	// the DMA's memory does not stay in the host's caches either.
+	const dmaBytes = 64 << 20
 	iss, err := b.Issuer()
 	if err != nil {
 		return err
@@ -411,21 +477,27 @@ func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOu
 		return err
 	}
 	per := pipeline.Now(b) - t0
-	pair := func(hold time.Duration) (time.Duration, error) {
+	// pair times the two staging copies while the device copies for hold
+	// (none when 0) in the directions asked.
+	pair := func(each int, hold time.Duration, h2d, d2h bool) (time.Duration, error) {
 		best := time.Duration(math.MaxInt64)
-		for rep := 0; rep < 3; rep++ {
+		for rep := 0; rep < stagingReps; rep++ {
 			if hold > 0 {
 				for i := 0; i <= int(hold/max(per, 1)); i++ {
-					if err := iss.CopyToDevice(sts[0], din, 0, hin, 0, dmaBytes); err != nil {
-						return 0, err
+					if h2d {
+						if err := iss.CopyToDevice(sts[0], din, 0, hin, 0, dmaBytes); err != nil {
+							return 0, err
+						}
 					}
-					if err := iss.CopyToHost(sts[1], hout, 0, dout, 0, dmaBytes); err != nil {
-						return 0, err
+					if d2h {
+						if err := iss.CopyToHost(sts[1], hout, 0, dout, 0, dmaBytes); err != nil {
+							return 0, err
+						}
 					}
 				}
 			}
 			t0 := pipeline.Now(b)
-			if err := both(b, stageIn, stageOut); err != nil {
+			if err := both(b, stageIn(each), stageOut(each)); err != nil {
 				return 0, err
 			}
 			best = min(best, pipeline.Now(b)-t0)
@@ -437,17 +509,33 @@ func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOu
 		}
 		return best, nil
 	}
-	alone, err := pair(0)
-	if err != nil {
-		return err
+	var notes []string
+	p.StagingDMABySize = nil
+	for _, each := range stagingDMASizes {
+		alone, err := pair(each, 0, false, false)
+		if err != nil {
+			return err
+		}
+		// The device copies for 4 times the pair alone (at least 20 ms),
+		// so that it outlasts the pair slowed down.
+		hold := max(20*time.Millisecond, 4*alone)
+		share := pipeline.StagingDMAShare{Bytes: each}
+		for _, m := range []struct {
+			h2d, d2h bool
+			to       *float64
+		}{{true, false, &share.H2D}, {false, true, &share.D2H}, {true, true, &share.Both}} {
+			with, err := pair(each, hold, m.h2d, m.d2h)
+			if err != nil {
+				return err
+			}
+			*m.to = min(1, float64(alone)/float64(with))
+		}
+		p.StagingDMABySize = append(p.StagingDMABySize, share)
+		if each == 4<<20 {
+			p.StagingDMA = share.Both
+		}
+		notes = append(notes, fmt.Sprintf("%s: %v alone", humanBytes(int64(each)), alone))
 	}
-	// The device copies for 4 times the pair alone (at least 20 ms) each
-	// way, so that it outlasts the pair slowed down.
-	withDMA, err := pair(max(20*time.Millisecond, 4*alone))
-	if err != nil {
-		return err
-	}
-	p.StagingDMA = min(1, float64(alone)/float64(withDMA))
-	p.Notes["staging_dma"] = fmt.Sprintf("staging in and out at once in copies of 4 MiB over %d MiB each: %v alone, %v while the device copies %d MiB of pinned memory both ways on two streams throughout; the ratio", total>>20, alone, withDMA, dmaBytes>>20)
+	p.Notes["staging_dma"] = fmt.Sprintf("staging in and out at once over %d MiB each, in copies of each size, alone and while the device copies %d MiB of pinned memory host to device, device to host, or both ways on two streams throughout, best of %d; the ratios (%s); staging_dma is the both-ways share at 4 MiB", total>>20, dmaBytes>>20, stagingReps, strings.Join(notes, "; "))
 	return nil
 }

@@ -117,7 +117,7 @@ func TestProfileSimEndToEnd(t *testing.T) {
 		near("issue_ns."+k+"_busy", got.IssueNs[k+"_busy"], want.IssueNs[k])
 	}
 	near("issue_ns.wait_pending", got.IssueNs["wait_pending"], want.IssueNs["wait"])
-	require.Len(t, got.IssueLoops, 2)
+	require.Len(t, got.IssueLoops, len(loopShapes))
 	near("issue_scale", got.IssueScale, 1)
 	near("run_ns", got.RunNs, want.RunNs)
 	near("register_ms_per_gib", got.RegisterMsPerGiB, want.RegisterMsPerGiB)
@@ -276,7 +276,7 @@ func TestMeasureStateCosts(t *testing.T) {
 	require.NoError(t, measureDep(sim, kernelSet{}, got, 32<<10))
 	assert.InDelta(t, truth.DepNs, got.DepNs, 5, "dep_ns")
 	require.NoError(t, measureLoops(sim, kernelSet{}, got))
-	require.Len(t, got.IssueLoops, 2)
+	require.Len(t, got.IssueLoops, len(loopShapes))
 	for _, l := range got.IssueLoops {
 		assert.InDelta(t, l.Ns, l.PredictedNs, 1, "%+v", l)
 	}
@@ -285,17 +285,29 @@ func TestMeasureStateCosts(t *testing.T) {
 
 // TestMeasureStagingDMA guards issue 11's staging under DMA: overlap
 // profile gives back the share of their rate that staging copies keep
-// while the simulated device copies both ways (TestProfileSimEndToEnd:
-// all of it when the profile says nothing, as the built-in one).
+// while the simulated device copies one way or both, at each size it
+// measures (TestProfileSimEndToEnd: all of it when the profile says
+// nothing).
 func TestMeasureStagingDMA(t *testing.T) {
 	if raceEnabled {
 		t.Skip("copies hundreds of MiB on the CPU")
 	}
 	truth := pipeline.BuiltinProfile()
-	truth.StagingDMA = 0.6
+	truth.StagingDMABySize = []pipeline.StagingDMAShare{
+		{Bytes: 4 << 20, H2D: 0.9, D2H: 0.8, Both: 0.6},
+		{Bytes: 64 << 20, H2D: 0.7, D2H: 0.65, Both: 0.5},
+	}
 	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
 	got := &pipeline.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
-	require.NoError(t, measureHost(sim, got))
-	assert.InDelta(t, 0.6, got.StagingDMA, 0.01, "staging_dma")
+	require.NoError(t, measureHost(sim, got, 128<<20))
+	require.Len(t, got.StagingDMABySize, len(truth.StagingDMABySize))
+	for i, w := range truth.StagingDMABySize {
+		g := got.StagingDMABySize[i]
+		assert.Equal(t, w.Bytes, g.Bytes)
+		assert.InDelta(t, w.H2D, g.H2D, 0.01, "h2d share at %d bytes", w.Bytes)
+		assert.InDelta(t, w.D2H, g.D2H, 0.01, "d2h share at %d bytes", w.Bytes)
+		assert.InDelta(t, w.Both, g.Both, 0.01, "both-ways share at %d bytes", w.Bytes)
+	}
+	assert.InDelta(t, 0.6, got.StagingDMA, 0.01, "staging_dma: the both-ways share at 4 MiB")
 	assert.Contains(t, got.Notes["staging_dma"], "both ways")
 }
