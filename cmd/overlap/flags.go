@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
@@ -42,6 +43,8 @@ type runOptions struct {
 	noBaseline bool
 	// wait is how the host waits for the GPU (--wait).
 	wait driver.Wait
+	// warm is the untimed GPU work before each timed part (--warm).
+	warm time.Duration
 }
 
 // simDefaultElems is --sim's job when --elems is not given: the CPU
@@ -78,6 +81,28 @@ func parseSize(s string) (int, error) {
 }
 
 // sizeFlag is a flag.Value for sizes.
+// warmFlag reads --warm: a duration such as 50ms, or 0.
+type warmFlag struct{ v *time.Duration }
+
+func (f warmFlag) String() string {
+	if f.v == nil {
+		return "0s"
+	}
+	return f.v.String()
+}
+
+func (f warmFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 50ms or 0, not %q", s)
+	}
+	if d < 0 {
+		return fmt.Errorf("want 0 or more, not %v", d)
+	}
+	*f.v = d
+	return nil
+}
+
 type sizeFlag struct {
 	v    *int
 	auto *bool // when non-nil, "auto" is accepted
@@ -129,7 +154,7 @@ func addJobFlags(fs *flag.FlagSet, o *runOptions, host *string) {
 }
 
 func defaultRunOptions() *runOptions {
-	return &runOptions{elems: 128 << 20, chunk: -1, iters: 100, kernel: "seed", repeat: 3, computeStreams: pipeline.DefaultComputeStreams}
+	return &runOptions{elems: 128 << 20, chunk: -1, iters: 100, kernel: "seed", repeat: 3, computeStreams: pipeline.DefaultComputeStreams, warm: defaultWarm}
 }
 
 // parseRunFlags parses and checks overlap run's flags; -h prints its help
@@ -163,6 +188,7 @@ func runFlags(o *runOptions, host *string) *flag.FlagSet {
 	fs.StringVar(&o.profile, "profile", "", "with --sim: the device profile (JSON from overlap profile) to predict times from (default: the built-in H200 profile)")
 	fs.Var(devicesFlag{o}, "devices", "GPUs that share the job: all, or indexes such as 0,1 (with --sim: how many simulated H200s, as 0,1,2)")
 	fs.Var(runWaitFlag{o}, "wait", "how the host waits for the GPU: spin, yield, block, auto, or default (the driver's as left)")
+	fs.Var(warmFlag{&o.warm}, "warm", "untimed GPU work right before each timed part, so that an idle GPU reaches its clocks; 0 turns it off")
 	return fs
 }
 
@@ -238,6 +264,9 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	}
 	if o.profile != "" && !o.sim {
 		return errors.New("--profile needs --sim: a GPU measures its own times")
+	}
+	if o.sim && isSet(fs, "warm") {
+		return errors.New("--warm needs a GPU: the simulator's profile describes a warm device")
 	}
 	if o.sim && isSet(fs, "wait") {
 		return errors.New("--wait needs a GPU: the simulator has no host thread waiting on a driver")

@@ -316,11 +316,14 @@ func (p *progress) done() {
 	}
 }
 
-// warmFor is how long `overlap run` keeps the GPU busy before each timed
-// part. On an H200 the README's 4M-element job ran at its back-to-back
-// speed after a few milliseconds of work; 50 ms leaves room, and costs
-// nothing beside a run's verification.
-const warmFor = 50 * time.Millisecond
+// defaultWarm is how long `overlap run` keeps the GPU busy before each
+// timed part unless --warm says otherwise. On the H200 host (2026-11-30,
+// bench/RESULTS.md) the README's 4M-element job took 0.72-0.82 ms with no
+// warm-up, 0.63-0.76 ms after 50 ms, 0.66-0.70 ms after 200 ms and
+// 0.63-0.66 ms after 500 ms, against 0.60-0.62 ms back to back: an idle
+// GPU and host take a few hundred milliseconds of work to reach their
+// clocks. Five warm-ups add 2.5 s to a run; --warm 0 skips them.
+const defaultWarm = 500 * time.Millisecond
 
 func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*result, error) {
 	e, err := openEnv(o)
@@ -378,14 +381,14 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	// starts on devices at their working clocks (Group.Warm says why). The
 	// simulator's profile describes a warm device: it skips them.
 	if !o.sim {
-		res.WarmUpMs = ms(warmFor)
+		res.WarmUpMs = ms(o.warm)
 	}
 	warm := func() error {
-		if o.sim {
+		if o.sim || o.warm == 0 {
 			return nil
 		}
 		prog.say("warming up the GPU…")
-		return p.Warm(ctx, job, warmFor)
+		return p.Warm(ctx, job, o.warm)
 	}
 	var baseline time.Duration
 	if !o.noBaseline {

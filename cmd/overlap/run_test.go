@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -419,4 +420,25 @@ func TestBenchSimDevicesDefaultSize(t *testing.T) {
 	o, err = parseBenchFlags([]string{"--devices", "all"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, []int{128 << 20}, o.sizes, "on a GPU, 128M")
+}
+
+// TestRunWarmFlag: --warm defaults to defaultWarm, takes a duration or 0,
+// and the printed table says how long the warm-up was only when there was
+// one.
+func TestRunWarmFlag(t *testing.T) {
+	o, err := parseRunFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, defaultWarm, o.warm)
+	o, err = parseRunFlags([]string{"--warm", "200ms"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 200*time.Millisecond, o.warm)
+	o, err = parseRunFlags([]string{"--warm", "0"}, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, o.warm)
+	var b strings.Builder
+	printTable(&b, &result{Backend: "gpu", Kernel: "seed", Elems: 1 << 20, WarmUpMs: 200})
+	assert.Contains(t, b.String(), "after 200 ms of untimed work")
+	b.Reset()
+	printTable(&b, &result{Backend: "gpu", Kernel: "seed", Elems: 1 << 20})
+	assert.NotContains(t, b.String(), "untimed work")
 }
