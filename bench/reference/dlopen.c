@@ -11,7 +11,11 @@
 // A second argument sets the primary context's wait mode before it is
 // retained (cuDevicePrimaryCtxSetFlags_v2), as the Go benchmarks'
 // NewContextWith does; without it the context keeps the driver's default.
-// The PTX's `empty` kernel is the one the Go benchmarks launch.
+// The PTX's `empty` kernel is the one the Go benchmarks launch. Last, it
+// runs cloops.c's loops (the ones a Go process calls in
+// BenchmarkLaunchLoopInC and BenchmarkCopyLoopInC), so that the same code
+// is timed in both processes.
+#include "cloops.c"
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -188,5 +192,17 @@ int main(int argc, char **argv) {
         printf("%s_%s_wall_GBps=%.2f %s_%s_gpu_GBps=%.2f\n", how, dn, (double)bytes * copies / sec / 1e9, how, dn,
                (double)bytes * copies / (gpu_ms / 1e3) / 1e9);
     }
+
+    // cloops.c's loops, as the Go process calls them.
+    int64_t ns = launch_loop((void *)cuLaunchKernel, (void *)cuStreamSynchronize, fn, s, N, 0);
+    int64_t issue_ns = launch_loop((void *)cuLaunchKernel, (void *)cuStreamSynchronize, fn, s, N, 128);
+    int64_t h2d_ns = copy_loop((void *)cuMemcpyHtoDAsync, (void *)cuStreamSynchronize, d, (uint64_t)(uintptr_t)h, bytes, s, copies);
+    int64_t d2h_ns = copy_loop((void *)cuMemcpyDtoHAsync, (void *)cuStreamSynchronize, (uint64_t)(uintptr_t)h, d, bytes, s, copies);
+    if (ns < 0 || issue_ns < 0 || h2d_ns < 0 || d2h_ns < 0) {
+        fprintf(stderr, "cloops.c: a loop failed\n");
+        return 1;
+    }
+    printf("cloop_launch_ns_per_op=%.1f cloop_launch_batch128_issue_ns=%.1f\n", (double)ns / N, (double)issue_ns / N);
+    printf("cloop_h2d_GBps=%.2f cloop_d2h_GBps=%.2f\n", (double)bytes * copies / h2d_ns, (double)bytes * copies / d2h_ns);
     return 0;
 }

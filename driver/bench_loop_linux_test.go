@@ -1,0 +1,215 @@
+//go:build linux
+
+package driver
+
+import (
+	"os"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// BenchmarkLaunchLoopInC and BenchmarkLaunchLoopInCBatch run
+// bench/reference/cloops.c's loop of empty-kernel launches inside this Go
+// process, entered once; BenchmarkCopyLoopInCH2D and ...D2H its loop of 64
+// MiB pinned copies, each followed by a synchronisation. Beside
+// BenchmarkLaunchRawC and BenchmarkCopy*Raw (a transition from Go for each
+// call) and dlopen.c (the same loops in a C process) they tell whether a
+// call from Go costs more for the transition or for the process it runs in
+// (issue 14). They need cloops.c built as a shared library and named by
+// OVERLAP_CLOOPS, and skip without it.
+func BenchmarkLaunchLoopInC(b *testing.B)      { benchLaunchLoop(b, 0) }
+func BenchmarkLaunchLoopInCBatch(b *testing.B) { benchLaunchLoop(b, launchBatch) }
+func BenchmarkCopyLoopInCH2D(b *testing.B)     { benchCopyLoop(b, true, copyLoop) }
+func BenchmarkCopyLoopInCD2H(b *testing.B)     { benchCopyLoop(b, false, copyLoop) }
+
+// BenchmarkCopyOnceInCH2D calls cloops.c's copy_sync_once from a Go loop:
+// one transition from Go per copy and synchronisation, where
+// BenchmarkCopyH2DRaw makes two. BenchmarkCopyPollH2D copies as
+// BenchmarkCopyH2DRaw does and waits by polling cuStreamQuery from Go:
+// many short calls instead of one that lasts the copy.
+func BenchmarkCopyOnceInCH2D(b *testing.B) { benchCopyLoop(b, true, copyOnce) }
+func BenchmarkCopyPollH2D(b *testing.B)    { benchCopyLoop(b, true, copyPoll) }
+
+// More of the bisection, each a copy from Go and a wait: BenchmarkCopyTwoCallsH2D
+// calls cuStreamSynchronize from Go (BenchmarkCopyH2DRaw in this harness);
+// BenchmarkCopySyncViaCH2D calls it through cloops.c's sync_call, from a C
+// frame; BenchmarkCopyQuerySyncH2D makes one cuStreamQuery first;
+// BenchmarkCopyGapSyncH2D spins 20 µs in Go first.
+func BenchmarkCopyTwoCallsH2D(b *testing.B)  { benchCopyLoop(b, true, copyTwoCalls) }
+func BenchmarkCopySyncViaCH2D(b *testing.B)  { benchCopyLoop(b, true, copySyncViaC) }
+func BenchmarkCopyQuerySyncH2D(b *testing.B) { benchCopyLoop(b, true, copyQuerySync) }
+func BenchmarkCopyGapSyncH2D(b *testing.B)   { benchCopyLoop(b, true, copyGapSync) }
+
+// cloop finds cloops.c's function name in the library OVERLAP_CLOOPS names.
+func cloop(b *testing.B, name string) uintptr {
+	b.Helper()
+	path := os.Getenv("OVERLAP_CLOOPS")
+	if path == "" {
+		b.Skip("skipping: OVERLAP_CLOOPS names no cloops.so (bench/reference/cloops.c says how to build it)")
+	}
+	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		b.Fatalf("dlopen %s: %v", path, err)
+	}
+	p, err := purego.Dlsym(lib, name)
+	if err != nil {
+		b.Fatalf("dlsym %s: %v", name, err)
+	}
+	return p
+}
+
+// loopResult fails b on a loop's negative result (minus a CUresult of sym).
+func loopResult(b *testing.B, r uintptr, sym symID) int64 {
+	b.Helper()
+	ns := int64(r)
+	if ns < 0 {
+		b.Fatal(newError(sym, Result(int32(-ns))))
+	}
+	return ns
+}
+
+func benchLaunchLoop(b *testing.B, batch int) {
+	loop := cloop(b, "launch_loop")
+	ctx := requireGPU(b)
+	m := loadTestKernels(b, ctx)
+	defer m.Close()
+	f, err := m.Function("empty")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := ctx.NewStream(StreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	launch, sync := mustProc(b, symLaunchKernel), mustProc(b, symStreamSynchronize)
+	bd, err := ctx.Bind() // the context current on this thread, as the loop needs
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bd.Release()
+	run := func(n, batch int) int64 {
+		r, _, _ := purego.SyscallN(loop, launch, sync, f.handle, s.Handle(), uintptr(n), uintptr(batch))
+		return loopResult(b, r, symLaunchKernel)
+	}
+	run(1000, 0) // warm, as benchLaunch
+	b.ResetTimer()
+	ns := run(b.N, batch)
+	b.StopTimer()
+	if batch > 0 {
+		b.ReportMetric(float64(ns)/float64(b.N), "issue-ns/op")
+	}
+}
+
+// How benchCopyLoop loops: all in C, a C copy and synchronisation per
+// step, or a copy and polls from Go.
+const (
+	copyLoop = iota
+	copyOnce
+	copyPoll
+	copyTwoCalls
+	copySyncViaC
+	copyQuerySync
+	copyGapSync
+)
+
+func benchCopyLoop(b *testing.B, toDevice bool, how int) {
+	var loop uintptr
+	switch how {
+	case copyLoop:
+		loop = cloop(b, "copy_loop")
+	case copyOnce:
+		loop = cloop(b, "copy_sync_once")
+	case copySyncViaC:
+		loop = cloop(b, "sync_call")
+	}
+	ctx := requireGPU(b)
+	const n = 64 << 20
+	h, err := ctx.AllocHost(n, HostAllocOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	d, err := ctx.Alloc(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	s, err := ctx.NewStream(StreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	id, dst, src := symMemcpyDtoHAsync, uintptr(unsafe.Pointer(&h.Bytes()[0])), uintptr(d.Ptr())
+	if toDevice {
+		id, dst, src = symMemcpyHtoDAsync, src, dst
+	}
+	cp, sync := mustProc(b, id), mustProc(b, symStreamSynchronize)
+	bd, err := ctx.Bind()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bd.Release()
+	query := mustProc(b, symStreamQuery)
+	b.SetBytes(n)
+	b.ResetTimer()
+	switch how {
+	case copyLoop:
+		r, _, _ := purego.SyscallN(loop, cp, sync, dst, src, n, s.Handle(), uintptr(b.N))
+		loopResult(b, r, id)
+	case copyOnce:
+		for i := 0; i < b.N; i++ {
+			r, _, _ := purego.SyscallN(loop, cp, sync, dst, src, n, s.Handle())
+			loopResult(b, r, id)
+		}
+	case copyTwoCalls, copySyncViaC, copyQuerySync, copyGapSync:
+		for i := 0; i < b.N; i++ {
+			if r, _, _ := purego.SyscallN(cp, dst, src, n, s.Handle()); r != 0 {
+				b.Fatal(newError(id, Result(int32(r))))
+			}
+			switch how {
+			case copyQuerySync:
+				purego.SyscallN(query, s.Handle())
+			case copyGapSync:
+				for t0 := time.Now(); time.Since(t0) < 20*time.Microsecond; {
+				}
+			}
+			var r uintptr
+			if how == copySyncViaC {
+				r, _, _ = purego.SyscallN(loop, sync, s.Handle())
+				loopResult(b, r, symStreamSynchronize)
+			} else if r, _, _ = purego.SyscallN(sync, s.Handle()); r != 0 {
+				b.Fatal(newError(symStreamSynchronize, Result(int32(r))))
+			}
+		}
+	case copyPoll:
+		for i := 0; i < b.N; i++ {
+			if r, _, _ := purego.SyscallN(cp, dst, src, n, s.Handle()); r != 0 {
+				b.Fatal(newError(id, Result(int32(r))))
+			}
+			for {
+				r, _, _ := purego.SyscallN(query, s.Handle())
+				if Result(int32(r)) == ErrNotReady {
+					continue
+				}
+				if r != 0 {
+					b.Fatal(newError(symStreamQuery, Result(int32(r))))
+				}
+				break
+			}
+		}
+	}
+	b.StopTimer()
+}
+
+func mustProc(b *testing.B, s symID) uintptr {
+	b.Helper()
+	p, err := proc(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
