@@ -628,7 +628,7 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 // launch and its record; a wait for the kernel, the D2H copy and its
 // record.
 func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, p *pipeline.Profile) error {
-	ns, err := issueLoop(b, iss, k, 2, 1, 1)
+	ns, err := issueLoop(b, iss, k, 2, 1)
 	if err != nil {
 		return err
 	}
@@ -644,7 +644,8 @@ const loopChunks, loopWarm = 200, 2
 // one-element buffers with a one-element kernel, so that the host sets
 // the pace: best of 3 rounds of loopChunks-loopWarm chunks after loopWarm
 // untimed, each round drained before the next.
-func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slots, nComp, inputs int) (float64, error) {
+func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slots, nComp int) (float64, error) {
+	const inputs = 1 // the seed's one input, as measureSequence times it
 	var closers []func() error
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
