@@ -18,8 +18,8 @@ import (
 // BenchmarkLaunchRawC and BenchmarkCopy*Raw (a transition from Go for each
 // call) and dlopen.c (the same loops in a C process) they tell whether a
 // call from Go costs more for the transition or for the process it runs in
-// (issue 14). They need cloops.c built as a shared library and named by
-// OVERLAP_CLOOPS, and skip without it.
+// (issue 14). Those that call into cloops.c need it built as a shared
+// library and named by OVERLAP_CLOOPS, and skip without it.
 func BenchmarkLaunchLoopInC(b *testing.B)      { benchLaunchLoop(b, 0) }
 func BenchmarkLaunchLoopInCBatch(b *testing.B) { benchLaunchLoop(b, launchBatch) }
 func BenchmarkCopyLoopInCH2D(b *testing.B)     { benchCopyLoop(b, true, copyLoop) }

@@ -1,6 +1,6 @@
 // cloops.c is dlopen.c's launch and copy loops as a shared library, for a
 // Go process to call once (driver's BenchmarkLaunchLoopInC and
-// BenchmarkCopyLoopInC): each loop runs in C, inside the Go process, with
+// BenchmarkCopyLoopInCH2D / D2H): each loop runs in C, inside the Go process, with
 // one transition from Go for all of its calls. Beside dlopen.c (the same
 // loops in a C process) and BenchmarkLaunchRawC / BenchmarkCopyH2DRaw (a
 // transition from Go for each call), they tell whether what a call costs

@@ -13,7 +13,7 @@
 // NewContextWith does; without it the context keeps the driver's default.
 // The PTX's `empty` kernel is the one the Go benchmarks launch. Last, it
 // runs cloops.c's loops (the ones a Go process calls in
-// BenchmarkLaunchLoopInC and BenchmarkCopyLoopInC), so that the same code
+// BenchmarkLaunchLoopInC and BenchmarkCopyLoopInCH2D / D2H), so that the same code
 // is timed in both processes.
 #include "cloops.c"
 #include <dlfcn.h>

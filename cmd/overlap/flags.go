@@ -80,7 +80,6 @@ func parseSize(s string) (int, error) {
 	return int(v) * mult, nil
 }
 
-// sizeFlag is a flag.Value for sizes.
 // warmFlag reads --warm: a duration such as 50ms, or 0.
 type warmFlag struct{ v *time.Duration }
 
@@ -103,6 +102,7 @@ func (f warmFlag) Set(s string) error {
 	return nil
 }
 
+// sizeFlag is a flag.Value for sizes.
 type sizeFlag struct {
 	v    *int
 	auto *bool // when non-nil, "auto" is accepted
@@ -188,7 +188,7 @@ func runFlags(o *runOptions, host *string) *flag.FlagSet {
 	fs.StringVar(&o.profile, "profile", "", "with --sim: the device profile (JSON from overlap profile) to predict times from (default: the built-in H200 profile)")
 	fs.Var(devicesFlag{o}, "devices", "GPUs that share the job: all, or indexes such as 0,1 (with --sim: how many simulated H200s, as 0,1,2)")
 	fs.Var(runWaitFlag{o}, "wait", "how the host waits for the GPU: spin, yield, block, auto, or default (the driver's as left)")
-	fs.Var(warmFlag{&o.warm}, "warm", "untimed GPU work right before each timed part, so that an idle GPU reaches its clocks; 0 turns it off")
+	fs.Var(warmFlag{&o.warm}, "warm", "untimed GPU work right before each timed part, so that an idle GPU and host reach their clocks; 0 turns it off")
 	return fs
 }
 
@@ -265,7 +265,7 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	if o.profile != "" && !o.sim {
 		return errors.New("--profile needs --sim: a GPU measures its own times")
 	}
-	if o.sim && isSet(fs, "warm") {
+	if o.sim && o.warm > 0 && isSet(fs, "warm") {
 		return errors.New("--warm needs a GPU: the simulator's profile describes a warm device")
 	}
 	if o.sim && isSet(fs, "wait") {

@@ -219,7 +219,6 @@ const stageReps = 3
 // A stage's time alone over k chunks is a fixed overhead (the first call,
 // the final synchronisation) plus k times its cost per chunk, so each cost
 // per chunk is the difference between 16 and 4 chunks, over 12.
-
 func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small, large int) (*pipeline.Profile, error) {
 	p := &pipeline.Profile{CopyEngines: 1, IssueNs: map[string]float64{}, Kernels: map[string]pipeline.KernelCost{}, Notes: map[string]string{}}
 	const k1, k2 = 4, 16

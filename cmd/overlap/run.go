@@ -37,7 +37,7 @@ type result struct {
 	Devices  []groupDeviceRow `json:"devices,omitempty"`
 	Verified string           `json:"verified"`
 	// WarmUpMs is the untimed GPU work before each timed part (0 on the
-	// simulator).
+	// simulator and with --warm 0).
 	WarmUpMs float64 `json:"warm_up_ms,omitempty"`
 }
 
@@ -322,7 +322,8 @@ func (p *progress) done() {
 // warm-up, 0.63-0.76 ms after 50 ms, 0.66-0.70 ms after 200 ms and
 // 0.63-0.66 ms after 500 ms, against 0.60-0.62 ms back to back: an idle
 // GPU and host take a few hundred milliseconds of work to reach their
-// clocks. Five warm-ups add 2.5 s to a run; --warm 0 skips them.
+// clocks. A run warms up --repeat + 2 times (five by default: 2.5 s);
+// --warm 0 skips them.
 const defaultWarm = 500 * time.Millisecond
 
 func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*result, error) {

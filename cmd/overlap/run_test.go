@@ -435,6 +435,10 @@ func TestRunWarmFlag(t *testing.T) {
 	o, err = parseRunFlags([]string{"--warm", "0"}, io.Discard)
 	require.NoError(t, err)
 	assert.Zero(t, o.warm)
+	_, err = parseRunFlags([]string{"--sim", "--warm", "0"}, io.Discard)
+	assert.NoError(t, err, "--warm 0 asks the simulator for nothing")
+	_, err = parseRunFlags([]string{"--sim", "--warm", "1s"}, io.Discard)
+	assert.ErrorContains(t, err, "--warm needs a GPU")
 	var b strings.Builder
 	printTable(&b, &result{Backend: "gpu", Kernel: "seed", Elems: 1 << 20, WarmUpMs: 200})
 	assert.Contains(t, b.String(), "after 200 ms of untimed work")
