@@ -373,6 +373,39 @@ type GroupStageTimes struct {
 	Shares map[Stage][]int
 }
 
+// exclusive is what StageTimes and Warm do before they time stages of
+// job: it checks job, takes the group's lock, begins a tracked run on the
+// simulator, and resolves the job's plans on every device. On success the
+// caller must call release, which evicts what the job registered, ends
+// the tracked run and lets the lock go, in that order.
+func (g *Group) exclusive(job Job) (plans []*plan, release func(), err error) {
+	if err := g.validate(job); err != nil {
+		return nil, nil, err
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, nil, g.closedErr()
+	}
+	lead := g.pipes[0]
+	t := trackerOf(lead.b)
+	if t != nil {
+		lead.runBegin(t)
+	}
+	release = func() {
+		lead.evict()
+		if t != nil {
+			lead.runEnd(t)
+		}
+		g.mu.Unlock()
+	}
+	if plans, err = g.begin(job); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return plans, release, nil
+}
+
 // StageTimes measures the group's stage bound for job. A group of one
 // device measures what Pipeline.StageTimes does. Each stage runs
 // alone, as Pipeline.StageTimes runs it, with every device running it at
@@ -390,24 +423,11 @@ func (g *Group) StageTimes(ctx context.Context, job Job) (GroupStageTimes, error
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := g.validate(job); err != nil {
-		return gst, err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return gst, g.closedErr()
-	}
-	lead := g.pipes[0]
-	if t := trackerOf(lead.b); t != nil {
-		lead.runBegin(t)
-		defer lead.runEnd(t)
-	}
-	defer lead.evict()
-	plans, err := g.begin(job)
+	plans, release, err := g.exclusive(job)
 	if err != nil {
 		return gst, err
 	}
+	defer release()
 	k := len(g.pipes)
 	gst.Devices = make([]StageTimes, k)
 	chunks := plans[0].chunks

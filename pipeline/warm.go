@@ -32,24 +32,12 @@ func (g *Group) Warm(ctx context.Context, job Job, d time.Duration) error {
 	if job.Host == HostAuto {
 		job.Host = HostStaged
 	}
-	if err := g.validate(job); err != nil {
-		return err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return g.closedErr()
-	}
-	lead := g.pipes[0]
-	if t := trackerOf(lead.b); t != nil {
-		lead.runBegin(t)
-		defer lead.runEnd(t)
-	}
-	defer lead.evict()
-	plans, err := g.begin(job)
+	plans, release, err := g.exclusive(job)
 	if err != nil {
 		return err
 	}
+	defer release()
+	lead := g.pipes[0]
 	chunks := plans[0].chunks
 	if chunks == 0 {
 		return nil
