@@ -128,21 +128,7 @@ func benchCopyLoop(b *testing.B, toDevice bool, how int) {
 	}
 	ctx := requireGPU(b)
 	const n = 64 << 20
-	h, err := ctx.AllocHost(n, HostAllocOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
-	d, err := ctx.Alloc(n)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
-	s, err := ctx.NewStream(StreamOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	h, d, s := copyRig(b, ctx, n)
 	id, dst, src := symMemcpyDtoHAsync, uintptr(unsafe.Pointer(&h.Bytes()[0])), uintptr(d.Ptr())
 	if toDevice {
 		id, dst, src = symMemcpyHtoDAsync, src, dst

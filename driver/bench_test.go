@@ -147,7 +147,7 @@ func benchLaunch(b *testing.B, mode launchMode, batch int) {
 		if err := s.Synchronize(); err != nil {
 			b.Fatal(err)
 		}
-		b.StopTimer() // the deferred closes are not launches (see benchCopy)
+		b.StopTimer() // the closes after the loop are not launches (see benchCopy)
 		return
 	}
 	var issue time.Duration
@@ -178,6 +178,28 @@ type copyMode struct {
 	wait     Wait // the context's wait mode (WaitDefault: as the driver has it)
 }
 
+// copyRig makes what the copy benchmarks copy between and on: n bytes of
+// pinned host memory, as many of device memory, and a stream, closed when
+// b's run ends.
+func copyRig(b *testing.B, ctx *Context, n int) (*HostBuffer, *DeviceBuffer, *Stream) {
+	h, err := ctx.AllocHost(n, HostAllocOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close() })
+	d, err := ctx.Alloc(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	s, err := ctx.NewStream(StreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return h, d, s
+}
+
 func benchCopy(b *testing.B, mode copyMode) {
 	var ctx *Context
 	if mode.wait == WaitDefault {
@@ -187,21 +209,8 @@ func benchCopy(b *testing.B, mode copyMode) {
 		ctx = requireGPUWith(b, ContextOptions{Wait: mode.wait})
 	}
 	const n = 64 << 20
-	h, err := ctx.AllocHost(n, HostAllocOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
-	d, err := ctx.Alloc(n)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
-	s, err := ctx.NewStream(StreamOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	h, d, s := copyRig(b, ctx, n)
+	var err error
 	var e0, e1 *Event
 	if mode.timed {
 		if e0, err = ctx.NewEvent(EventOptions{Timing: true}); err != nil {
@@ -288,9 +297,10 @@ func benchCopy(b *testing.B, mode copyMode) {
 		}
 		done += k
 	}
-	// The deferred closes below are not copies: freeing 64 MiB of pinned
-	// memory takes milliseconds, which counted in the time made the copies
-	// look 4% slower than C's on the H200 (2026-11-30, bench/RESULTS.md).
+	// The closes after the loop (deferred, and copyRig's cleanups) are not
+	// copies: freeing 64 MiB of pinned memory takes milliseconds, which
+	// counted in the time made the copies look 4% slower than C's on the
+	// H200 (2026-11-30, bench/RESULTS.md).
 	b.StopTimer()
 	if mode.timed && gpu > 0 {
 		b.ReportMetric(float64(n)*float64(b.N)/gpu.Seconds()/1e6, "gpu-MB/s")
