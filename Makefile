@@ -70,11 +70,13 @@ gpu-bundle:
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -o $(GPU_DIR)/cmd.test ./cmd/overlap
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -o $(GPU_DIR)/overlap ./cmd/overlap
 
-# bench-fake runs package driver's BenchmarkFake: the binding's own host
-# cost per hot call (launch, copy, record, wait), against the fake driver in
-# its no-op mode, so that the driver's cost is removed (issue 14). Built
-# without cgo, as the GPU binaries are. It needs a C compiler, to build the
-# fake. BENCH picks sub-benchmarks, COUNT the repetitions:
+# bench-fake runs package driver's BenchmarkFake, the binding's own host
+# cost per hot call (launch, copy, record, wait), and package pipeline's
+# BenchmarkFakeSmallJob, the engine's own cost per small job, against the
+# fake driver in its no-op mode, so that the driver's cost is removed
+# (issue 14). Built without cgo, as the GPU binaries are. It needs a C
+# compiler, to build the fake. BENCH picks sub-benchmarks, COUNT the
+# repetitions:
 #   make bench-fake BENCH=Launch COUNT=10
 BENCH ?= .
 COUNT ?= 10
@@ -83,7 +85,7 @@ bench-fake:
 	cc=$$(command -v $(CC) || command -v gcc || command -v clang) && \
 	$$cc -shared -fPIC -O2 -o $$dir/libcuda.so.1 internal/fakecuda/src/libcuda.c -lpthread && \
 	OVERLAP_FAKECUDA_CHILD=1 OVERLAP_CUDA_LIBRARY=$$dir/libcuda.so.1 CGO_ENABLED=0 \
-		$(GO) test -run '^$$' -bench 'Fake/$(BENCH)' -benchmem -count $(COUNT) ./driver; \
+		$(GO) test -run '^$$' -bench 'Fake/$(BENCH)' -benchmem -count $(COUNT) ./driver ./pipeline; \
 	rc=$$?; rm -rf $$dir; exit $$rc
 
 # ptx regenerates ptx/kernels/*.ptx; it needs nvcc (the GPU machine has it).

@@ -154,14 +154,37 @@ type Bound struct {
 // Bind locks the calling goroutine to its OS thread and makes c current
 // there. Call Release, from the same goroutine, when done.
 func (c *Context) Bind() (*Bound, error) {
-	k, err := c.begin("Bind")
-	if err != nil {
+	b := new(Bound)
+	if err := c.bind("Bind", b); err != nil {
 		return nil, err
+	}
+	return b, nil
+}
+
+// BindInto is [Context.Bind] into b, a zero or released Bound, and
+// allocates nothing: a caller that binds once per small job (the
+// pipeline's issuer) keeps its Bound and binds it again. A Bound that is
+// still bound is refused, and stays as it was.
+func (c *Context) BindInto(b *Bound) error {
+	if b == nil {
+		return argError("BindInto", "nil *Bound")
+	}
+	if b.ctx != nil {
+		return argError("BindInto", "the Bound is still bound; Release it first")
+	}
+	return c.bind("BindInto", b)
+}
+
+func (c *Context) bind(op string, b *Bound) error {
+	k, err := c.begin(op)
+	if err != nil {
+		return err
 	}
 	// Keep the thread locked past end: lock once more before end unlocks.
 	runtime.LockOSThread()
 	k.end()
-	return &Bound{ctx: c}, nil
+	b.ctx = c
+	return nil
 }
 
 // Release unlocks the goroutine from its thread. A second Release does

@@ -205,6 +205,43 @@ var fakeCases = []fakeCase{
 		}
 	}},
 
+	// BindInto binds a Bound that the caller keeps, without allocating,
+	// and refuses one that is still bound, nil, or a closed context's.
+	{"BindInto", func(t *testing.T, f *fakecuda.Fake) {
+		c := fakeContext(t, 0)
+		s, err := c.NewStream(driver.StreamOptions{})
+		require.NoError(t, err)
+		e, err := c.NewEvent(driver.EventOptions{})
+		require.NoError(t, err)
+		var b driver.Bound
+		require.NoError(t, c.BindInto(&b))
+		require.NoError(t, b.Record(e, s), "a Bound bound in place issues")
+		err = c.BindInto(&b)
+		assert.ErrorIs(t, err, driver.ErrInvalidArgument)
+		assert.ErrorContains(t, err, "the Bound is still bound")
+		require.NoError(t, b.Record(e, s), "a refused BindInto leaves the Bound bound")
+		b.Release()
+		assert.ErrorIs(t, c.BindInto(nil), driver.ErrInvalidArgument)
+
+		round := func() {
+			if err := c.BindInto(&b); err != nil {
+				t.Fatal(err)
+			}
+			b.Release()
+		}
+		if allocs := testing.AllocsPerRun(100, round); !raceEnabled {
+			assert.Zero(t, allocs, "allocations per BindInto and Release")
+		}
+
+		closed := fakeContext(t, 1)
+		require.NoError(t, closed.Close())
+		assert.ErrorIs(t, closed.BindInto(&b), driver.ErrClosed)
+		require.NoError(t, c.BindInto(&b), "a failed BindInto leaves the Bound unbound")
+		require.NoError(t, b.Record(e, s))
+		b.Release()
+		require.NoError(t, s.Synchronize())
+	}},
+
 	{"RoundTrip", func(t *testing.T, f *fakecuda.Fake) {
 		c := fakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})

@@ -19,8 +19,9 @@ type gpuBackend struct {
 	// where a run's issuing thread runs; nil when unknown, or when every
 	// CPU the process may use is local, so that no run pays for pinning.
 	pin []int
-	// args holds argument slabs between runs, so that a run allocates none.
-	args sync.Pool
+	// issuers holds issuers between runs, each with its Bound and its
+	// argument slab, so that a run allocates none (issue 14).
+	issuers sync.Pool
 }
 
 // GPU returns the backend for a driver context. The context stays owned by
@@ -160,25 +161,28 @@ func (g *gpuBackend) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
 type gpuIssuer struct {
 	g    *gpuBackend
 	ctx  *driver.Context
-	b    *driver.Bound
+	b    driver.Bound
 	args *driver.Args
 	// k and fn remember the last kernel's function on ctx.
 	k  *Kernel
 	fn *driver.Function
 	// restore is the thread's CPUs before the issuer pinned it.
 	restore []int
+	// bound is set from Issuer to Release: a second Release must not put
+	// the issuer back in the pool twice.
+	bound bool
 }
 
 func (g *gpuBackend) Issuer() (Issuer, error) {
-	b, err := g.ctx.Bind()
-	if err != nil {
+	i, _ := g.issuers.Get().(*gpuIssuer)
+	if i == nil {
+		i = &gpuIssuer{g: g, ctx: g.ctx, args: driver.NewArgs()}
+	}
+	if err := g.ctx.BindInto(&i.b); err != nil {
+		g.issuers.Put(i)
 		return nil, err
 	}
-	args, _ := g.args.Get().(*driver.Args)
-	if args == nil {
-		args = driver.NewArgs()
-	}
-	i := &gpuIssuer{g: g, ctx: g.ctx, b: b, args: args}
+	i.bound = true
 	i.restore = pinToLocal(g.pin)
 	return i, nil
 }
@@ -249,18 +253,22 @@ func (i *gpuIssuer) Wait(s Stream, e Event) error {
 }
 
 func (i *gpuIssuer) Release() {
+	if !i.bound {
+		return
+	}
+	i.bound = false
 	if i.restore != nil {
 		// The thread goes back to the runtime as it came.
 		hostcpu.PinThread(i.restore)
 		i.restore = nil
 	}
 	i.b.Release()
-	if i.args != nil {
-		// Every launch has copied its arguments (cuLaunchKernel does).
-		i.args.Reset()
-		i.g.args.Put(i.args)
-		i.args = nil
-	}
+	// Every launch has copied its arguments (cuLaunchKernel does). The
+	// next run looks its kernel's function up again: a module may have
+	// been closed and loaded anew in between.
+	i.args.Reset()
+	i.k, i.fn = nil, nil
+	i.g.issuers.Put(i)
 }
 
 // parallelCopy copies src into dst with up to GOMAXPROCS goroutines, each

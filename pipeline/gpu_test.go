@@ -16,7 +16,7 @@ import (
 )
 
 // pinnedCopy returns a pinned buffer holding a copy of data.
-func pinnedCopy(t *testing.T, ctx *driver.Context, data []float32) *driver.HostBuffer {
+func pinnedCopy(t testing.TB, ctx *driver.Context, data []float32) *driver.HostBuffer {
 	h, err := ctx.AllocHost(max(len(data), 1)*4, driver.HostAllocOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Close() })

@@ -114,6 +114,10 @@ type Pipeline struct {
 	// chunk describes the chunk being launched; issue reuses its slices
 	// from run to run. p.mu held.
 	chunk Chunk
+	// runPlan and runState are Run's, reused from run to run (see
+	// resolveInto and runStateFor). p.mu held.
+	runPlan  plan
+	runState runState
 
 	regs     map[regKey]*regEntry
 	regBytes int64

@@ -80,11 +80,24 @@ func (p *Pipeline) validate(job Job) error {
 
 // resolve decides the host mode and builds the plan.
 func (p *Pipeline) resolve(job Job) (*plan, error) {
+	pl := new(plan)
+	if err := p.resolveInto(pl, job, new(Report)); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// resolveInto is resolve into pl, whose source lists it reuses, with rep
+// as the plan's report: Run resolves into the pipeline's own plan, so
+// that a small job allocates nothing but its report, and RunInto not even
+// that (issue 14).
+func (p *Pipeline) resolveInto(pl *plan, job Job, rep *Report) error {
 	mode := job.Host
 	if mode == HostAuto {
 		mode = p.cfg.Host
 	}
-	pl := &plan{job: job, mode: mode, report: &Report{Backend: p.b.Name(), N: job.N, ChunkElems: p.cfg.ChunkElems}}
+	*rep = Report{Backend: p.b.Name(), N: job.N, ChunkElems: p.cfg.ChunkElems}
+	*pl = plan{job: job, mode: mode, ins: pl.ins[:0], outs: pl.outs[:0], report: rep}
 	pl.chunks = (job.N + p.cfg.ChunkElems - 1) / p.cfg.ChunkElems
 	pl.report.Chunks = pl.chunks
 	allPinned := true
@@ -94,7 +107,7 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 		}
 	}
 	if mode == HostPinned && !allPinned {
-		return nil, errors.New("pipeline: host mode pinned needs every buffer in pinned memory; use staged or registered for Go slices")
+		return errors.New("pipeline: host mode pinned needs every buffer in pinned memory; use staged or registered for Go slices")
 	}
 	auto := mode == HostAuto
 	if auto {
@@ -124,21 +137,29 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 	for i, b := range job.Inputs {
 		s, err := mk(b, p.cfg.Inputs[i])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		pl.ins = append(pl.ins, s)
 	}
 	for i, b := range job.Outputs {
 		s, err := mk(b, p.cfg.Outputs[i])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		pl.outs = append(pl.outs, s)
 	}
 	if mode == HostRegistered && pl.staging {
 		pl.mode, pl.report.Mode = HostStaged, HostStaged // auto fell back
 	}
-	return pl, nil
+	return nil
+}
+
+// forget drops what a plan of Run holds of the job, so that the pipeline
+// keeps no caller's memory alive between runs; its lists keep their room.
+func (pl *plan) forget() {
+	clear(pl.ins)
+	clear(pl.outs)
+	*pl = plan{ins: pl.ins[:0], outs: pl.outs[:0]}
 }
 
 // autoMode picks the host mode for Go slices: registered when they are
@@ -186,16 +207,43 @@ func (p *Pipeline) autoMode(job Job, allPinned bool) HostMode {
 // (*StageError); the pipeline stays usable unless draining itself failed,
 // in which case it closes itself.
 func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
+	rep := new(Report)
+	ok, err := p.run(ctx, job, rep)
+	if !ok {
+		return nil, err
+	}
+	return rep, err
+}
+
+// RunInto is Run writing its report into rep, which it overwrites: for a
+// caller that runs many small jobs and keeps no report, a job of one
+// chunk on pinned memory then allocates nothing (issue 14). On error rep
+// holds no more than the job's shape.
+func (p *Pipeline) RunInto(ctx context.Context, job Job, rep *Report) error {
+	if rep == nil {
+		return errors.New("pipeline: RunInto: nil *Report")
+	}
+	ok, err := p.run(ctx, job, rep)
+	if !ok {
+		*rep = Report{Backend: p.b.Name(), N: job.N, ChunkElems: p.cfg.ChunkElems}
+	}
+	return err
+}
+
+// run is Run into rep. It returns whether rep holds the run's report,
+// which it does with a nil error, and for a job of no elements with
+// ctx.Err() too, as Run returns them.
+func (p *Pipeline) run(ctx context.Context, job Job, rep *Report) (bool, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if err := p.validate(job); err != nil {
-		return nil, err
+		return false, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil, p.closedErr()
+		return false, p.closedErr()
 	}
 	start := p.now()
 	if t := trackerOf(p.b); t != nil {
@@ -203,31 +251,34 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 		defer p.runEnd(t)
 	}
 	if job.N == 0 {
-		return &Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: p.now() - start}, ctx.Err()
+		*rep = Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: p.now() - start}
+		return true, ctx.Err()
 	}
-	pl, err := p.resolve(job)
-	if err != nil {
+	pl := &p.runPlan
+	if err := p.resolveInto(pl, job, rep); err != nil {
+		pl.forget()
 		p.evict()
-		return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+		return false, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
 	defer func() {
+		pl.forget()
 		if err := p.evict(); err != nil && p.broken == nil {
 			p.broken = err
 		}
 	}()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return false, err
 	}
 	if pl.staging {
 		if err := p.allocStaging(); err != nil {
-			return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+			return false, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 		}
 	}
 	if err := p.execute(ctx, pl); err != nil {
-		return nil, err
+		return false, err
 	}
-	pl.report.Elapsed = p.now() - start
-	return pl.report, nil
+	rep.Elapsed = p.now() - start
+	return true, nil
 }
 
 // closedErr says why a closed pipeline refuses work; p.mu held.
@@ -243,7 +294,7 @@ func (p *Pipeline) closedErr() error {
 // is also reported to it (hostsync.go).
 type runState struct {
 	mu        sync.Mutex
-	cond      *sync.Cond
+	cond      sync.Cond // on mu
 	stop      bool
 	err       error // first failure
 	staged    int   // chunks whose inputs are in their pinned slots
@@ -269,7 +320,31 @@ func newRunState(p *Pipeline) *runState {
 	if rs.hs != nil {
 		rs.toks = map[*int][]hostToken{}
 	}
-	rs.cond = sync.NewCond(&rs.mu)
+	rs.cond.L = &rs.mu
+	return rs
+}
+
+// runStateFor returns the state of a run of p. A GPU run without a
+// cancellation watch reuses the pipeline's own, reset, so that a small
+// job allocates none (issue 14): nothing can reach it once the run
+// returns. A watched run gets a new one, since the watch may still be
+// running when the run returns, and so does a run on the simulator, whose
+// host clocks hold on to it. p.mu held.
+func (p *Pipeline) runStateFor(watched bool) *runState {
+	if watched || trackerOf(p.b) != nil {
+		return newRunState(p)
+	}
+	rs := &p.runState
+	if rs.clock == nil {
+		rs.clock = p.now
+		rs.cond.L = &rs.mu
+	}
+	rs.stop, rs.err = false, nil
+	rs.staged, rs.h2dIssued, rs.d2hIssued, rs.unstaged = 0, 0, 0, 0
+	rs.chunkOf = rs.chunkOf[:0]
+	rs.spawned, rs.exited = 0, 0
+	rs.hostSpans = rs.hostSpans[:0]
+	rs.hostOrigin = 0
 	return rs
 }
 
@@ -368,8 +443,21 @@ func (p *Pipeline) chunkBounds(pl *plan, c int) (off, n int) {
 // execute runs the schedule. The calling goroutine issues; staged runs add
 // a stage-in and a stage-out goroutine.
 func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
-	rs := newRunState(p)
-	if ctx.Done() != nil { // else it is never cancelled
+	stagedIn, stagedOut := false, false
+	for _, s := range pl.ins {
+		stagedIn = stagedIn || s.staged()
+	}
+	for _, s := range pl.outs {
+		stagedOut = stagedOut || s.staged()
+	}
+	// A job of one chunk with nothing staged and nothing timed goes on
+	// one stream (issueSingle), and the drain waits for that stream only.
+	// Its host never waits before the drain, so a cancellation has nobody
+	// to wake: it needs no watch (Run checked ctx before it got here).
+	single := pl.chunks == 1 && pl.queue == nil && !stagedIn && !stagedOut && !p.cfg.Timing && !p.skipWAR
+	watch := ctx.Done() != nil && !single // else it is never cancelled while it runs
+	rs := p.runStateFor(watch)
+	if watch {
 		stopWatch := context.AfterFunc(ctx, func() { rs.fail(ctx.Err()) })
 		defer stopWatch()
 	}
@@ -389,13 +477,6 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		pl.origin = timers.hostOrigin
 	}
 
-	stagedIn, stagedOut := false, false
-	for _, s := range pl.ins {
-		stagedIn = stagedIn || s.staged()
-	}
-	for _, s := range pl.outs {
-		stagedOut = stagedOut || s.staged()
-	}
 	if stagedIn {
 		rs.spawn("stage-in goroutine", func() { p.stageIn(pl, rs) })
 	}
@@ -403,9 +484,6 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
 
-	// A job of one chunk with nothing staged and nothing timed goes on
-	// one stream (issueSingle), and the drain waits for that stream only.
-	single := pl.chunks == 1 && pl.queue == nil && !stagedIn && !stagedOut && timers == nil && !p.skipWAR
 	var issued int
 	var issueErr error
 	if single {

@@ -247,6 +247,45 @@ func TestSimZeroAndSingle(t *testing.T) {
 	assert.NoError(t, verifySeed(in, out, 1))
 }
 
+// TestRunInto: RunInto writes what Run returns into the caller's report,
+// overwriting the last one, and refuses a nil report or a bad job with
+// Run's errors, leaving only the job's shape.
+func TestRunInto(t *testing.T) {
+	sim := NewSim(1, 0)
+	cfg := Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Timing = 100, true
+	p, err := New(sim, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	in, out := make([]float32, 250), make([]float32, 250)
+	kernels.FillPattern(in, 0)
+	job := Job{N: 250, Kernel: seedKernel(nil, 1), Host: HostStaged, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	want, err := p.Run(context.Background(), job)
+	require.NoError(t, err)
+	rep := Report{N: -1, Chunks: 99, Devices: []DeviceReport{{}}}
+	require.NoError(t, p.RunInto(context.Background(), job, &rep))
+	require.NoError(t, verifySeed(in, out, 1))
+	assert.Equal(t, want.Chunks, rep.Chunks)
+	assert.Equal(t, want.Mode, rep.Mode)
+	assert.Equal(t, want.Backend, rep.Backend)
+	assert.Equal(t, 250, rep.N)
+	assert.Nil(t, rep.Devices, "the last report is overwritten")
+	assert.Len(t, rep.Spans, len(want.Spans), "a timed run's spans")
+	assert.Positive(t, rep.Elapsed)
+
+	assert.EqualError(t, p.RunInto(context.Background(), job, nil), "pipeline: RunInto: nil *Report")
+	bad := job
+	bad.Outputs = nil
+	err = p.RunInto(context.Background(), bad, &rep)
+	assert.EqualError(t, err, "pipeline: job has 0 outputs, the pipeline was built for 1")
+	assert.Equal(t, Report{Backend: want.Backend, N: 250, ChunkElems: 100}, rep, "a failed run leaves the job's shape")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, p.RunInto(ctx, job, &rep), context.Canceled)
+	assert.Zero(t, rep.Chunks)
+}
+
 func TestConfigErrors(t *testing.T) {
 	sim := NewSim(1, 0)
 	cases := []struct {

@@ -1,0 +1,62 @@
+//go:build linux
+
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+)
+
+// BenchmarkFakeSmallJob measures the engine's own host cost for one small
+// job (4K elements, one chunk, pinned buffers, a reused pipeline, as
+// overlap bench --small-jobs runs it; under a context that cannot be
+// cancelled and one that can), with the driver's cost removed: it
+// runs against the fake driver in its no-op mode (`make bench-fake`; it
+// skips otherwise). What it reports is what Pipeline.Run adds on top of
+// the five driver calls that a hand-written C++ job makes too (issue 14).
+func BenchmarkFakeSmallJob(b *testing.B) {
+	f := fakecuda.Benchmark(b)
+	f.Reset()
+	ctx := gputest.Context(b)
+	mods := new(kernels.Modules)
+	defer mods.Close()
+	const n = 4 << 10
+	p := smallJobPipeline(b, ctx, n)
+	defer p.Close()
+	hin, hout := pinnedCopy(b, ctx, make([]float32, n)), pinnedCopy(b, ctx, make([]float32, n))
+	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	if _, err := p.Run(context.Background(), job); err != nil { // loads the kernel
+		b.Fatal(err)
+	}
+	f.Noop(true)
+	defer f.Reset()
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{{"Background", context.Background()}, {"WithCancel", cancellable}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := p.Run(c.ctx, job); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/RunInto", func(b *testing.B) {
+			b.ReportAllocs()
+			var rep Report
+			for i := 0; i < b.N; i++ {
+				if err := p.RunInto(c.ctx, job, &rep); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
