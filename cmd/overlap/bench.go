@@ -93,7 +93,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.BoolVar(&o.smallJobs, "small-jobs", false, "print the small-jobs table instead of the sweep: jobs of --elems (default 4K,64K,1M) elements from --workers goroutines")
-	fs.Var(waitFlag{w: &o.small.waits, all: true}, "wait", "with --small-jobs: how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), or all for spin, yield and block")
+	fs.Var(waitFlag{w: &o.small.waits, all: true}, "wait", "with --small-jobs: how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), or all for spin, yield and block (unset: yield, the mode with the shortest tail measured)")
 	workers := fs.String("workers", "1,4,16", "with --small-jobs: comma-separated goroutine counts")
 	fs.Float64Var(&o.small.seconds, "seconds", smallJobsSeconds, "with --small-jobs: seconds per cell")
 	fs.IntVar(&o.small.jobs, "jobs", 0, "with --small-jobs: jobs per goroutine instead of --seconds (default 3 on --sim)")

@@ -28,6 +28,13 @@ var (
 	smallJobsWorkers = []int{1, 4, 16}
 )
 
+// smallJobsWait is how the host waits on a GPU unless --wait says: yield.
+// On the H200 host (bench/RESULTS.md, "Wait modes side by side") it kept
+// every p99 within 0.92-1.21x of the C++ twin's, where spin and the
+// driver's default (which spins there) let 16 goroutines reach 1.4-2.8x,
+// at the same jobs per second and CPU time per job.
+const smallJobsWait = driver.WaitYield
+
 const (
 	// smallJobsSeconds is each cell's run on a GPU: 3 sizes × 3 worker
 	// counts × 3 wait modes, in Go and C++, stay near 30 s.
@@ -135,7 +142,10 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 		s.jobs = smallJobsSimJobs
 	}
 	if len(s.waits) == 0 {
-		s.waits = []driver.Wait{driver.WaitDefault}
+		s.waits = []driver.Wait{smallJobsWait}
+		if o.sim {
+			s.waits = []driver.Wait{driver.WaitDefault} // nothing waits on a driver
+		}
 	}
 	return nil
 }

@@ -13,15 +13,16 @@ import (
 )
 
 // TestSmallJobsFlags guards issue 14: --small-jobs's defaults are the
-// issue's sweep, --wait all is the three modes, and flags of the sweep
-// that do not apply are refused.
+// issue's sweep with yield on a GPU (nothing waits on the simulator),
+// --wait all is the three modes, and flags of the sweep that do not apply
+// are refused.
 func TestSmallJobsFlags(t *testing.T) {
 	o, err := parseBenchFlags([]string{"--small-jobs"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int{4 << 10, 64 << 10, 1 << 20}, o.sizes)
 	assert.Equal(t, []int{1, 4, 16}, o.small.workers)
 	assert.Equal(t, []int{100}, o.iters)
-	assert.Equal(t, []driver.Wait{driver.WaitDefault}, o.small.waits)
+	assert.Equal(t, []driver.Wait{driver.WaitYield}, o.small.waits)
 	assert.Equal(t, 0.5, o.small.seconds)
 	assert.Equal(t, 0, o.small.jobs)
 
@@ -36,6 +37,7 @@ func TestSmallJobsFlags(t *testing.T) {
 	o, err = parseBenchFlags([]string{"--small-jobs", "--sim"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, smallJobsSimJobs, o.small.jobs, "the simulator runs a few jobs, not seconds")
+	assert.Equal(t, []driver.Wait{driver.WaitDefault}, o.small.waits, "nothing waits on a driver")
 
 	for _, tc := range []struct {
 		args []string
