@@ -203,7 +203,9 @@ func (p *Pipeline) autoMode(job Job, allPinned bool) HostMode {
 // each chunk's H2D copy, kernel and D2H copy on their own streams, ordered
 // only by events, and waits on the host only to refill a staging slot and
 // at the end. When ctx ends it stops issuing, lets work in flight drain,
-// and returns ctx.Err(). A failure names its chunk and stage
+// and returns ctx.Err(); a job of one chunk that stages nothing and is not
+// timed is issued all at once, so it can be cancelled only before it
+// starts. A failure names its chunk and stage
 // (*StageError); the pipeline stays usable unless draining itself failed,
 // in which case it closes itself.
 func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
