@@ -145,8 +145,8 @@ func (k *ctxCore) end() {
 // loops that issue many calls in a row (the pipeline's issue loop). Its
 // methods skip the per-call context check for objects of that context, and
 // refuse objects of any other context with ErrWrongContext, leaving the
-// bound context current. A Bound belongs to the goroutine that made it:
-// never share it.
+// bound context current. A Bound belongs to the goroutine that bound it,
+// until Release: never share it.
 type Bound struct {
 	ctx *Context
 }

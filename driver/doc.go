@@ -59,7 +59,7 @@
 // overlap bench --small-jobs --wait all measures the trade-off. For many
 // goroutines that each wait for small jobs, ask for WaitYield: on an
 // H200 host with 16 CPUs, 16 goroutines that spun saw their p99 latency
-// reach 1.4-2.8x a C++ program's, while yielding kept it within 1.21x at
+// reach up to 2.8x a C++ program's, while yielding kept it within 1.21x at
 // the same throughput (threads spinning on every CPU likely starve the
 // Go runtime's own threads). The zero value stays the driver's choice,
 // since the mode is the whole process's.

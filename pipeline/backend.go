@@ -81,7 +81,9 @@ type Event interface {
 }
 
 // Issuer queues work without blocking the host. It belongs to one
-// goroutine (the GPU backend locks it to its OS thread).
+// goroutine (the GPU backend locks it to its OS thread), which calls
+// Release once when done and does not use it after: the GPU backend hands
+// the same issuer to its next caller.
 type Issuer interface {
 	CopyToDevice(s Stream, dst DeviceMem, dstOff int, src HostMemory, srcOff, n int) error
 	CopyToHost(s Stream, dst HostMemory, dstOff int, src DeviceMem, srcOff, n int) error

@@ -97,7 +97,9 @@
 // reachable, until it is evicted (Config.MaxRegistered), unregistered
 // (Pipeline.Unregister) or the pipeline is closed. A Group holds one
 // pipeline's slots per device and one registration cache for all of them.
-// A run reuses the pipeline's own bookkeeping: a job of one chunk on
-// pinned memory allocates only the Report that Run returns, and nothing
-// through RunInto, so a loop of small jobs leaves the collector idle.
+// A run reuses the pipeline's own bookkeeping: on a GPU, a job of one
+// chunk on pinned memory, untimed, allocates only the Report that Run
+// returns, and nothing through RunInto, so a loop of small jobs leaves
+// the collector idle (on a host where the issuing thread is pinned to the
+// GPU's CPUs, reading the thread's CPUs back allocates).
 package pipeline

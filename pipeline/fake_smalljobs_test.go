@@ -4,8 +4,11 @@ package pipeline_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
+	"time"
 
+	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	. "github.com/purecuda/overlap/pipeline"
@@ -120,4 +123,154 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 	assert.Equal(t, 2, two["cuLaunchKernel"])
 	assert.Equal(t, 6, two["cuEventRecord"], "two chunks: an event per stage per chunk")
 	assert.Equal(t, 3, two["cuStreamSynchronize"], "the drain waits for the H2D, D2H and compute streams")
+}
+
+// TestSmallJobCancelOnFakeDriver: a one-chunk job runs without a
+// cancellation watch, yet a cancellation while it runs still returns
+// ctx.Err() once its work has drained, from Run and RunInto alike, and the
+// pipeline runs the next job.
+func TestSmallJobCancelOnFakeDriver(t *testing.T) {
+	f := fakecuda.Run(t)
+	if f == nil {
+		return
+	}
+	f.Reset()
+	defer f.Reset()
+	ctx := gputest.Context(t)
+	mods := new(kernels.Modules)
+	defer mods.Close()
+	const n = 4 << 10
+	p := smallJobPipeline(t, ctx, n)
+	defer p.Close()
+	hin, hout := pinnedCopy(t, ctx, make([]float32, n)), pinnedCopy(t, ctx, make([]float32, n))
+	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	_, err := p.Run(context.Background(), job) // loads the kernel
+	require.NoError(t, err)
+
+	const step = 20 * time.Millisecond // each of the job's three operations
+	f.ExecDelay(step)
+	for _, into := range []bool{false, true} {
+		runCtx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(step/2, cancel)
+		start := time.Now()
+		var rep Report
+		if into {
+			err = p.RunInto(runCtx, job, &rep)
+			assert.Zero(t, rep.Chunks, "RunInto: a cancelled run leaves only the job's shape")
+		} else {
+			var r *Report
+			r, err = p.Run(runCtx, job)
+			assert.Nil(t, r, "Run: no report for a cancelled run")
+		}
+		assert.ErrorIs(t, err, context.Canceled, "into %v", into)
+		assert.GreaterOrEqual(t, time.Since(start), 3*step-step/2, "into %v: the job's work drained first", into)
+	}
+	f.ExecDelay(0)
+	rep, err := p.Run(context.Background(), job)
+	require.NoError(t, err, "the next job")
+	assert.Equal(t, 1, rep.Chunks)
+	n2, msg := f.Violations()
+	assert.Zero(t, n2, msg)
+}
+
+// TestIssuerReleaseTwiceOnFakeDriver: the GPU backend pools its issuers;
+// a second Release of one must not put it in the pool twice, which would
+// hand one issuer (and its bound thread and argument slab) to two callers.
+func TestIssuerReleaseTwiceOnFakeDriver(t *testing.T) {
+	f := fakecuda.Run(t)
+	if f == nil {
+		return
+	}
+	f.Reset()
+	b := GPU(gputest.Context(t))
+	iss, err := b.Issuer()
+	require.NoError(t, err)
+	iss.Release()
+	iss.Release()
+	a, err := b.Issuer()
+	require.NoError(t, err)
+	c, err := b.Issuer()
+	require.NoError(t, err, "a second issuer while the first is held")
+	assert.True(t, a != c, "two callers hold one issuer")
+	c.Release()
+	a.Release()
+}
+
+// fakeCopyKernel is the fake driver's one working kernel (fake_copy: out
+// = in, float32) as a pipeline kernel, loaded on ctx; it sets the fake's
+// parameter sizes, which the caller's f.Reset clears.
+func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *Kernel {
+	t.Helper()
+	m, err := ctx.LoadModule([]byte("// fake"), driver.ModuleOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	f.SetParams(8, 8, 4)
+	fn, err := m.Function("fake_copy")
+	require.NoError(t, err)
+	return &Kernel{
+		Name:     "fake_copy",
+		Function: func(*driver.Context) (*driver.Function, error) { return fn, nil },
+		Args: func(a *driver.Args, c Chunk) {
+			a.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Uint32(uint32(c.N))
+		},
+	}
+}
+
+// TestRunStateReuseOnFakeDriver runs multi-chunk staged jobs, whose
+// stage-in and stage-out goroutines share the run's state, under a context
+// that cannot be cancelled (so the pipeline reuses its plan and run state,
+// and every output element is checked), between runs cancelled at random
+// points (which get their own state), with one-chunk jobs in between;
+// under the race detector in make test.
+func TestRunStateReuseOnFakeDriver(t *testing.T) {
+	f := fakecuda.Run(t)
+	if f == nil {
+		return
+	}
+	f.Reset()
+	defer f.Reset()
+	ctx := gputest.Context(t)
+	k := fakeCopyKernel(t, f, ctx)
+	cfg := Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 1<<10, 2, 1
+	p, err := New(GPU(ctx), cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	const n = 5<<10 + 7 // six chunks, the last short
+	in, out := make([]float32, n), make([]float32, n)
+	staged := Job{N: n, Kernel: k, Host: HostStaged, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	hin, hout := pinnedCopy(t, ctx, make([]float32, 1<<10)), pinnedCopy(t, ctx, make([]float32, 1<<10))
+	small := Job{N: 1 << 10, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	f.ExecDelay(20 * time.Microsecond)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 60 {
+		for j := range in {
+			in[j] = float32(i*n + j)
+		}
+		clear(out)
+		switch i % 3 {
+		case 0:
+			rep, err := p.Run(context.Background(), staged)
+			require.NoError(t, err, "run %d", i)
+			require.Equal(t, 6, rep.Chunks)
+			require.Equal(t, in, out, "run %d: every element", i)
+		case 1:
+			runCtx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(time.Duration(rng.IntN(600))*time.Microsecond, cancel)
+			if _, err := p.Run(runCtx, staged); err != nil {
+				require.ErrorIs(t, err, context.Canceled, "run %d", i)
+			} else {
+				require.Equal(t, in, out, "run %d: every element", i)
+			}
+			cancel()
+		default:
+			copy(hin.Float32s(), in)
+			var rep Report
+			require.NoError(t, p.RunInto(context.Background(), small, &rep), "run %d", i)
+			require.Equal(t, 1, rep.Chunks)
+			require.Equal(t, in[:1<<10], hout.Float32s()[:1<<10], "run %d: every element", i)
+		}
+	}
+	n2, msg := f.Violations()
+	assert.Zero(t, n2, msg)
 }

@@ -168,9 +168,9 @@ type gpuIssuer struct {
 	fn *driver.Function
 	// restore is the thread's CPUs before the issuer pinned it.
 	restore []int
-	// bound is set from Issuer to Release: a second Release must not put
+	// held is set from Issuer to Release: a second Release must not put
 	// the issuer back in the pool twice.
-	bound bool
+	held bool
 }
 
 func (g *gpuBackend) Issuer() (Issuer, error) {
@@ -182,7 +182,7 @@ func (g *gpuBackend) Issuer() (Issuer, error) {
 		g.issuers.Put(i)
 		return nil, err
 	}
-	i.bound = true
+	i.held = true
 	i.restore = pinToLocal(g.pin)
 	return i, nil
 }
@@ -253,10 +253,10 @@ func (i *gpuIssuer) Wait(s Stream, e Event) error {
 }
 
 func (i *gpuIssuer) Release() {
-	if !i.bound {
+	if !i.held {
 		return
 	}
-	i.bound = false
+	i.held = false
 	if i.restore != nil {
 		// The thread goes back to the runtime as it came.
 		hostcpu.PinThread(i.restore)

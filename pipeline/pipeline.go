@@ -115,7 +115,8 @@ type Pipeline struct {
 	// from run to run. p.mu held.
 	chunk Chunk
 	// runPlan and runState are Run's, reused from run to run (see
-	// resolveInto and runStateFor). p.mu held.
+	// resolveInto and runStateFor). p.mu held, or a group's mu for its
+	// pipelines.
 	runPlan  plan
 	runState runState
 

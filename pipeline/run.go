@@ -203,9 +203,7 @@ func (p *Pipeline) autoMode(job Job, allPinned bool) HostMode {
 // each chunk's H2D copy, kernel and D2H copy on their own streams, ordered
 // only by events, and waits on the host only to refill a staging slot and
 // at the end. When ctx ends it stops issuing, lets work in flight drain,
-// and returns ctx.Err(); a job of one chunk that stages nothing and is not
-// timed is issued all at once, so it can be cancelled only before it
-// starts. A failure names its chunk and stage
+// and returns ctx.Err(). A failure names its chunk and stage
 // (*StageError); the pipeline stays usable unless draining itself failed,
 // in which case it closes itself.
 func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
@@ -219,8 +217,11 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 
 // RunInto is Run writing its report into rep, which it overwrites: for a
 // caller that runs many small jobs and keeps no report, a job of one
-// chunk on pinned memory then allocates nothing (issue 14). On error rep
-// holds no more than the job's shape.
+// chunk on pinned memory then allocates nothing on a GPU (issue 14),
+// unless the pipeline pins its issuing thread to the GPU's CPUs (see
+// GPU). When Run would return no report, rep holds only the job's shape;
+// a job of no elements under a cancelled ctx gets its report and
+// ctx.Err(), as from Run.
 func (p *Pipeline) RunInto(ctx context.Context, job Job, rep *Report) error {
 	if rep == nil {
 		return errors.New("pipeline: RunInto: nil *Report")
@@ -331,7 +332,8 @@ func newRunState(p *Pipeline) *runState {
 // job allocates none (issue 14): nothing can reach it once the run
 // returns. A watched run gets a new one, since the watch may still be
 // running when the run returns, and so does a run on the simulator, whose
-// host clocks hold on to it. p.mu held.
+// host clocks hold on to it. p.mu held (or, for a group's pipeline, the
+// group's mu, which orders its runs).
 func (p *Pipeline) runStateFor(watched bool) *runState {
 	if watched || trackerOf(p.b) != nil {
 		return newRunState(p)
@@ -455,7 +457,8 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	// A job of one chunk with nothing staged and nothing timed goes on
 	// one stream (issueSingle), and the drain waits for that stream only.
 	// Its host never waits before the drain, so a cancellation has nobody
-	// to wake: it needs no watch (Run checked ctx before it got here).
+	// to wake: it needs no watch, and ctx is read once more after the
+	// drain (Run checked it before it got here).
 	single := pl.chunks == 1 && pl.queue == nil && !stagedIn && !stagedOut && !p.cfg.Timing && !p.skipWAR
 	watch := ctx.Done() != nil && !single // else it is never cancelled while it runs
 	rs := p.runStateFor(watch)
@@ -527,6 +530,13 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 			return ctxErr
 		}
 		return firstErr
+	}
+	if single {
+		// No watch ran (see above): a cancellation while the job ran is
+		// reported now, as a watched run reports it.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	if timers != nil {
 		spans, err := timers.collect()

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -284,6 +285,28 @@ func TestRunInto(t *testing.T) {
 	cancel()
 	assert.ErrorIs(t, p.RunInto(ctx, job, &rep), context.Canceled)
 	assert.Zero(t, rep.Chunks)
+}
+
+// TestRunKeepsNoJobMemory: the plan that Run reuses from run to run
+// forgets the job when the run ends, so that a pipeline keeps no caller's
+// slices alive between runs (staged, so that no registration holds them).
+func TestRunKeepsNoJobMemory(t *testing.T) {
+	p, err := New(NewSim(1, 0), Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
+	require.NoError(t, err)
+	defer p.Close()
+	var freed atomic.Int32
+	func() {
+		in, out := make([]float32, 250), make([]float32, 250)
+		runtime.AddCleanup(&in[0], func(int) { freed.Add(1) }, 0)
+		runtime.AddCleanup(&out[0], func(int) { freed.Add(1) }, 0)
+		_, err := p.Run(context.Background(), Job{N: 250, Kernel: seedKernel(nil, 1), Host: HostStaged, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		require.NoError(t, err)
+	}()
+	for end := time.Now().Add(2 * time.Second); freed.Load() < 2 && time.Now().Before(end); {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	assert.Equal(t, int32(2), freed.Load(), "the job's input and output were freed after the run")
 }
 
 func TestConfigErrors(t *testing.T) {

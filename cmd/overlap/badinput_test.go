@@ -150,6 +150,7 @@ func badInputs(tmp string) []badInput {
 			return err
 		})},
 		{"driver API", "a zero `Device`", apiErr(func() error { _, err := driver.NewContext(driver.Device{}); return err })},
+		{"driver API", "`BindInto` a nil `*Bound`", apiErr(func() error { return (*driver.Context)(nil).BindInto(nil) })},
 		{"loader", "no library at the paths tried", apiErr(func() error {
 			_, err := loader.OpenFirst([]string{"/nonexistent/libcuda.so.1"})
 			return err
@@ -181,6 +182,14 @@ func badInputs(tmp string) []badInput {
 			p.Close()
 			_, err = p.Run(context.Background(), job)
 			return err
+		})},
+		{"pipeline API", "`RunInto` with a nil `*Report`", apiErr(func() error {
+			p, err := pipeline.New(sim, cfg)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			return p.RunInto(context.Background(), job, nil)
 		})},
 		{"pipeline API", "an unknown host mode name", apiErr(func() error { _, err := pipeline.ParseHostMode("sometimes"); return err })},
 	}

@@ -31,7 +31,7 @@ var (
 // smallJobsWait is how the host waits on a GPU unless --wait says: yield.
 // On the H200 host (bench/RESULTS.md, "Wait modes side by side") it kept
 // every p99 within 0.92-1.21x of the C++ twin's, where spin and the
-// driver's default (which spins there) let 16 goroutines reach 1.4-2.8x,
+// driver's default (which spins there) let 16 goroutines reach up to 2.8x,
 // at the same jobs per second and CPU time per job.
 const smallJobsWait = driver.WaitYield
 

@@ -10,7 +10,11 @@
 // asynchronously on a worker thread, and checks that every handle and host
 // range it is given is live: misuse becomes a recorded violation with a
 // message instead of a crash. Test code reads the violations, the live
-// object counts and the calls through [Fake].
+// object counts and the calls through [Fake]. Kernels do nothing, but for
+// one: a function named "fake_copy" with parameters (out, in *float32, n
+// uint32), launched after [Fake.SetParams](8, 8, 4), copies n floats of
+// device memory, so that a test of the engine can check that its data
+// arrived.
 //
 // It needs a C compiler (the one the race detector needs: $CC, cc, gcc or
 // clang). Without one, [Run] skips the test with a one-line reason. The

@@ -307,6 +307,29 @@ static long issued_seq, done_seq;
 static pthread_t worker;
 static int worker_started;
 
+/* run_kernel runs the one kernel the fake can: a function named
+ * "fake_copy" with parameters (float *out, const float *in, unsigned n)
+ * copies n floats of device memory, so that tests of the engine's paths
+ * see their data arrive. Every other kernel does nothing. mu held. */
+static void run_kernel(struct op *op) {
+    if (!op->func || strcmp(op->func->name, "fake_copy") != 0) return;
+    if (op->nparams < 3) {
+        violation("fake_copy launched with %d recorded parameters; set the sizes (8, 8, 4) first", op->nparams);
+        return;
+    }
+    char *dst, *src;
+    unsigned n;
+    memcpy(&dst, op->params[0], sizeof dst);
+    memcpy(&src, op->params[1], sizeof src);
+    memcpy(&n, op->params[2], sizeof n);
+    size_t bytes = (size_t)n * 4;
+    if (!find_mem((uintptr_t)dst, bytes, K_DEVMEM) || !find_mem((uintptr_t)src, bytes, K_DEVMEM)) {
+        violation("fake_copy of %u floats outside live device memory", n);
+        return;
+    }
+    memmove(dst, src, bytes);
+}
+
 static void *work(void *arg) {
     (void)arg;
     pthread_mutex_lock(&mu);
@@ -334,6 +357,9 @@ static void *work(void *arg) {
             break;
         case OP_MEMSET:
             memset(op->dst, op->value, op->n);
+            break;
+        case OP_LAUNCH:
+            run_kernel(op);
             break;
         case OP_RECORD:
             op->event->done_at = now_ms();
