@@ -4,14 +4,20 @@ package loader
 
 import (
 	"errors"
+	"runtime"
 
 	"github.com/ebitengine/purego"
 )
 
 const platformSupported = true
 
+// dlopen opens path. dlerror's message is the calling thread's: purego
+// calls dlopen and then dlerror, so the goroutine stays on its thread
+// between them, or the message can come back empty (seen once in CI).
 func dlopen(path string) (uintptr, error) {
+	runtime.LockOSThread()
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	runtime.UnlockOSThread()
 	if err != nil {
 		return 0, err
 	}
@@ -21,6 +27,11 @@ func dlopen(path string) (uintptr, error) {
 	return h, nil
 }
 
-func dlsym(h uintptr, name string) (uintptr, error) { return purego.Dlsym(h, name) }
+// dlsym looks name up in h, on one thread for dlerror as dlopen does.
+func dlsym(h uintptr, name string) (uintptr, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return purego.Dlsym(h, name)
+}
 
 func dlclose(h uintptr) { _ = purego.Dlclose(h) }

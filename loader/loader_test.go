@@ -2,10 +2,12 @@ package loader
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,6 +91,55 @@ func TestOpenFirstListsEveryAttempt(t *testing.T) {
 	msg := err.Error()
 	assert.True(t, strings.HasPrefix(msg, "loader: no NVIDIA driver found; tried 2 path(s):\n\t"+missing+": "), msg)
 	assert.Contains(t, msg, "\n\t"+junk+": ")
+}
+
+// TestOpenErrorNamesItsCause: dlerror's message belongs to the thread
+// that called dlopen, so the goroutine must not move between the two
+// calls. Many goroutines open a missing library at once, with others
+// keeping the scheduler busy; every error must still say why (an empty
+// reason came up once in CI before dlopen locked its thread).
+func TestOpenErrorNamesItsCause(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("dlopen's messages are glibc's; this test runs on linux")
+	}
+	missing := filepath.Join(t.TempDir(), "nope", "libcuda.so.1")
+	stop := make(chan struct{})
+	var busy sync.WaitGroup
+	for range 4 {
+		busy.Add(1)
+		go func() {
+			defer busy.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					runtime.Gosched()
+				}
+			}
+		}()
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var empty []string
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 300 {
+				_, err := openPath(missing)
+				if err == nil || !strings.Contains(err.Error(), "No such file or directory") {
+					mu.Lock()
+					empty = append(empty, fmt.Sprintf("%v", err))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	busy.Wait()
+	assert.Empty(t, empty, "opens of a missing library whose error does not say why")
 }
 
 func TestOpenFirstRejectsNonCUDALibrary(t *testing.T) {
