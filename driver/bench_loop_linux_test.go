@@ -74,17 +74,7 @@ func loopResult(b *testing.B, r uintptr, sym symID) int64 {
 func benchLaunchLoop(b *testing.B, batch int) {
 	loop := cloop(b, "launch_loop")
 	ctx := requireGPU(b)
-	m := loadTestKernels(b, ctx)
-	defer m.Close()
-	f, err := m.Function("empty")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := ctx.NewStream(StreamOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	f, s := launchRig(b, ctx)
 	launch, sync := mustProc(b, symLaunchKernel), mustProc(b, symStreamSynchronize)
 	bd, err := ctx.Bind() // the context current on this thread, as the loop needs
 	if err != nil {

@@ -86,10 +86,11 @@ const (
 	launchRawC
 )
 
-func benchLaunch(b *testing.B, mode launchMode, batch int) {
-	ctx := requireGPU(b)
+// launchRig makes what the launch benchmarks launch: the test kernels'
+// empty kernel, and a stream, closed when b's run ends.
+func launchRig(b *testing.B, ctx *Context) (*Function, *Stream) {
 	m := loadTestKernels(b, ctx)
-	defer m.Close()
+	b.Cleanup(func() { m.Close() })
 	f, err := m.Function("empty")
 	if err != nil {
 		b.Fatal(err)
@@ -98,7 +99,13 @@ func benchLaunch(b *testing.B, mode launchMode, batch int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
+	return f, s
+}
+
+func benchLaunch(b *testing.B, mode launchMode, batch int) {
+	ctx := requireGPU(b)
+	f, s := launchRig(b, ctx)
 	args := NewArgs()
 	cfg := LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: 1}}
 	bd, err := ctx.Bind()

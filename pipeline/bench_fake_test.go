@@ -9,7 +9,6 @@ import (
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	. "github.com/purecuda/overlap/pipeline"
-	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // BenchmarkFakeSmallJob measures the engine's own host cost for one small
@@ -22,14 +21,7 @@ import (
 func BenchmarkFakeSmallJob(b *testing.B) {
 	f := fakecuda.Benchmark(b)
 	f.Reset()
-	ctx := gputest.Context(b)
-	mods := new(kernels.Modules)
-	defer mods.Close()
-	const n = 4 << 10
-	p := smallJobPipeline(b, ctx, n)
-	defer p.Close()
-	hin, hout := pinnedCopy(b, ctx, make([]float32, n)), pinnedCopy(b, ctx, make([]float32, n))
-	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	p, job, _, _ := smallJob(b, gputest.Context(b), 4<<10, 4<<10, 1)
 	if _, err := p.Run(context.Background(), job); err != nil { // loads the kernel
 		b.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	. "github.com/purecuda/overlap/pipeline"
-	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,14 +28,7 @@ func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
 		return
 	}
 	f.Reset()
-	ctx := gputest.Context(t)
-	mods := new(kernels.Modules)
-	defer mods.Close()
-	const n = 4 << 10
-	p := smallJobPipeline(t, ctx, n)
-	defer p.Close()
-	hin, hout := pinnedCopy(t, ctx, make([]float32, n)), pinnedCopy(t, ctx, make([]float32, n))
-	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	p, job, _, _ := smallJob(t, gputest.Context(t), 4<<10, 4<<10, 1)
 	cancellable, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, c := range []struct {
@@ -88,14 +80,9 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 		return
 	}
 	f.Reset()
-	ctx := gputest.Context(t)
-	mods := new(kernels.Modules)
-	defer mods.Close()
 	const n = 4 << 10
-	p := smallJobPipeline(t, ctx, n)
-	defer p.Close()
-	hin, hout := pinnedCopy(t, ctx, make([]float32, 2*n)), pinnedCopy(t, ctx, make([]float32, 2*n))
-	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	// Room for the two-chunk job below.
+	p, job, _, _ := smallJob(t, gputest.Context(t), n, 2*n, 1)
 	_, err := p.Run(context.Background(), job) // loads the kernel
 	require.NoError(t, err)
 	calls := []string{"cuMemcpyHtoDAsync_v2", "cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize"}
@@ -136,14 +123,7 @@ func TestSmallJobCancelOnFakeDriver(t *testing.T) {
 	}
 	f.Reset()
 	defer f.Reset()
-	ctx := gputest.Context(t)
-	mods := new(kernels.Modules)
-	defer mods.Close()
-	const n = 4 << 10
-	p := smallJobPipeline(t, ctx, n)
-	defer p.Close()
-	hin, hout := pinnedCopy(t, ctx, make([]float32, n)), pinnedCopy(t, ctx, make([]float32, n))
-	job := Job{N: n, Kernel: seedKernel(mods, 1), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	p, job, _, _ := smallJob(t, gputest.Context(t), 4<<10, 4<<10, 1)
 	_, err := p.Run(context.Background(), job) // loads the kernel
 	require.NoError(t, err)
 

@@ -26,14 +26,8 @@ func TestGPUWaitModes(t *testing.T) {
 			got, err := ctx.Wait()
 			require.NoError(t, err)
 			require.Equal(t, w, got)
-			mods := new(kernels.Modules)
-			defer mods.Close()
 			for _, n := range []int{4 << 10, 1 << 20} {
-				p := smallJobPipeline(t, ctx, n)
-				in := make([]float32, n)
-				kernels.FillPattern(in, 0)
-				hin, hout := pinnedCopy(t, ctx, in), pinnedCopy(t, ctx, make([]float32, n))
-				job := Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+				p, job, in, hout := smallJob(t, ctx, n, n, 100)
 				for i := 0; i < 20; i++ {
 					rep, err := p.Run(context.Background(), job)
 					require.NoError(t, err, "%s, %d elements, job %d", w, n, i)
@@ -51,23 +45,9 @@ func TestGPUWaitModes(t *testing.T) {
 // unit of overlap bench --small-jobs, so that a CPU profile shows where the
 // host's time per job goes (issue 14). The last job's output is checked.
 func BenchmarkGPUSmallJob(b *testing.B) {
-	ctx := gputest.Context(b)
-	mods := new(kernels.Modules)
-	defer mods.Close()
 	const n = 4 << 10
-	p := smallJobPipeline(b, ctx, n)
-	defer p.Close()
-	in := make([]float32, n)
-	kernels.FillPattern(in, 0)
-	hin, err := ctx.AllocHost(4*n, driver.HostAllocOptions{})
-	require.NoError(b, err)
-	defer hin.Close()
-	copy(hin.Float32s(), in)
-	hout, err := ctx.AllocHost(4*n, driver.HostAllocOptions{})
-	require.NoError(b, err)
-	defer hout.Close()
-	job := Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
-	_, err = p.Run(context.Background(), job)
+	p, job, in, hout := smallJob(b, gputest.Context(b), n, n, 100)
+	_, err := p.Run(context.Background(), job)
 	require.NoError(b, err)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -78,6 +58,24 @@ func BenchmarkGPUSmallJob(b *testing.B) {
 	}
 	b.StopTimer()
 	require.NoError(b, verifySeed(in, hout.Float32s()[:n], 100))
+}
+
+// smallJob is one job of n elements as overlap bench --small-jobs runs it:
+// on a smallJobPipeline, with pinned input and output buffers of room
+// elements (the input holding the standard pattern, which it returns too)
+// and the seed kernel at iters iterations. Everything is closed when t
+// ends, the pipeline first.
+func smallJob(t testing.TB, ctx *driver.Context, n, room, iters int) (*Pipeline, Job, []float32, *driver.HostBuffer) {
+	t.Helper()
+	mods := new(kernels.Modules)
+	t.Cleanup(func() { mods.Close() })
+	in := make([]float32, room)
+	kernels.FillPattern(in, 0)
+	hin, hout := pinnedCopy(t, ctx, in), pinnedCopy(t, ctx, make([]float32, room))
+	p := smallJobPipeline(t, ctx, n)
+	t.Cleanup(func() { p.Close() })
+	job := Job{N: n, Kernel: seedKernel(mods, iters), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	return p, job, in, hout
 }
 
 // smallJobPipeline is the pipeline that overlap bench --small-jobs runs a
