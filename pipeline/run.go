@@ -96,7 +96,7 @@ func (p *Pipeline) resolveInto(pl *plan, job Job, rep *Report) error {
 	if mode == HostAuto {
 		mode = p.cfg.Host
 	}
-	*rep = Report{Backend: p.b.Name(), N: job.N, ChunkElems: p.cfg.ChunkElems}
+	*rep = p.shapeOf(job)
 	*pl = plan{job: job, mode: mode, ins: pl.ins[:0], outs: pl.outs[:0], report: rep}
 	pl.chunks = (job.N + p.cfg.ChunkElems - 1) / p.cfg.ChunkElems
 	pl.report.Chunks = pl.chunks
@@ -228,9 +228,14 @@ func (p *Pipeline) RunInto(ctx context.Context, job Job, rep *Report) error {
 	}
 	ok, err := p.run(ctx, job, rep)
 	if !ok {
-		*rep = Report{Backend: p.b.Name(), N: job.N, ChunkElems: p.cfg.ChunkElems}
+		*rep = p.shapeOf(job)
 	}
 	return err
+}
+
+// shapeOf is the part of job's report known before it runs.
+func (p *Pipeline) shapeOf(job Job) Report {
+	return Report{Backend: p.b.Name(), N: job.N, ChunkElems: p.cfg.ChunkElems}
 }
 
 // run is Run into rep. It returns whether rep holds the run's report,
