@@ -33,6 +33,12 @@ type hostTracker interface {
 	// hostTimeKernels, while on, has the caller's kernels take their time
 	// without computing: StageTimes' outputs are never read.
 	hostTimeKernels(on bool)
+	// hostStager marks the caller as a run's staging goroutine, whose
+	// copies take a staged run's own rate (Profile.StagingInRun).
+	hostStager()
+	// hostStagingChunk charges a staging goroutine its time per chunk
+	// besides the copies (Profile.StagingChunkNs).
+	hostStagingChunk()
 }
 
 func trackerOf(b Backend) hostTracker {

@@ -135,6 +135,38 @@ type Profile struct {
 	// interpolated on a log scale. Profiles from before it was measured lack
 	// it, and StagingDMA applies whenever any DMA copy is in flight.
 	StagingDMABySize []StagingDMAShare `json:"staging_dma_by_size,omitempty"`
+	// StagingInRun is the rate of each staging copy inside a staged run of
+	// the engine, by copy size and direction, while the run's other
+	// staging goroutine copies too: `overlap profile` times the stage-in
+	// and stage-out spans of staged runs of its own. A run copies from Go
+	// memory too large for the host's caches into a few pinned slots that
+	// its DMA copies read and write between two uses; neither copies over
+	// fresh memory (Staging) nor copies into reused slots without DMA came
+	// within 15% of such a run on the H200 host (bench/RESULTS.md). When
+	// set, a run's staging goroutines copy at this rate while another
+	// staging copy runs (shared further when more than two do, as a
+	// group's devices make), and faster by Staging's ratio of one copy
+	// alone to each of two at once while none does, as the profile
+	// reckons its spans; copies timed alone (StageTimes) or made outside a
+	// run keep Staging's rates. Rates between two sizes are interpolated on
+	// a log scale. Profiles from before it was measured lack it.
+	StagingInRun []StagingInRun `json:"staging_in_run,omitempty"`
+	// StagingChunkNs is a run's staging goroutines' time per chunk besides
+	// their copies (their waits, synchronisations and handoffs): on the
+	// H200 host their copies filled only 77–81% of a staged run of
+	// 64K-element chunks that they set the pace of (bench/RESULTS.md).
+	// `overlap profile` times such a run, with more slots than --validate
+	// uses, against the simulator's prediction of it at two values.
+	// Profiles from before it was measured lack it (0).
+	StagingChunkNs float64 `json:"staging_chunk_ns,omitempty"`
+	// KernelFixedSerial is the share of a kernel's fixed cost that does not
+	// overlap other kernels on other streams: the simulator lets the rest
+	// of it (launch and tail) overlap them, and runs this share with the
+	// kernel's work, which has the SMs to itself. `overlap profile` times
+	// small seed kernels spread over four streams and interpolates between
+	// the simulator's times at 0 and 1. Profiles from before it was
+	// measured lack it (0: the whole fixed cost overlaps).
+	KernelFixedSerial float64 `json:"kernel_fixed_serial,omitempty"`
 	// RegisterMsPerGiB is the cost of page-locking Go memory.
 	RegisterMsPerGiB float64 `json:"register_ms_per_gib"`
 
@@ -188,6 +220,15 @@ type StagingDMAShare struct {
 	H2D   float64 `json:"h2d"`
 	D2H   float64 `json:"d2h"`
 	Both  float64 `json:"both"`
+}
+
+// StagingInRun is the rate of one staging copy of Bytes bytes inside a
+// staged run: into pinned memory (In, as the stage-in goroutine copies)
+// and out of it (Out).
+type StagingInRun struct {
+	Bytes   int     `json:"bytes"`
+	InGBps  float64 `json:"in_gbps"`
+	OutGBps float64 `json:"out_gbps"`
 }
 
 //go:embed profiles/h200.json
@@ -261,7 +302,10 @@ func (p *Profile) Check() error {
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
 		nonNeg("h2d_registered.fixed_ns", p.H2DRegistered.FixedNs), nonNeg("d2h_registered.fixed_ns", p.D2HRegistered.FixedNs),
 		nonNeg("h2d_registered.gbps", p.H2DRegistered.GBps), nonNeg("d2h_registered.gbps", p.D2HRegistered.GBps),
-		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("staging_dma", p.StagingDMA), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("staging_dma", p.StagingDMA), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("staging_chunk_ns", p.StagingChunkNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+	}
+	if !(p.KernelFixedSerial >= 0 && p.KernelFixedSerial <= 1) {
+		errs = append(errs, fmt.Errorf("pipeline: profile: kernel_fixed_serial is %v; want 0 to 1", p.KernelFixedSerial))
 	}
 	if p.CopyEngines < 1 {
 		errs = append(errs, fmt.Errorf("pipeline: profile: copy_engines is %d; at least 1", p.CopyEngines))
@@ -288,6 +332,13 @@ func (p *Profile) Check() error {
 				errs = append(errs, fmt.Errorf("pipeline: profile: staging_dma_by_size %s at %d bytes is %v; it must be above 0 and at most 1", v.what, r.Bytes, v.share))
 			}
 		}
+	}
+	for _, r := range p.StagingInRun {
+		if r.Bytes < 1 {
+			errs = append(errs, fmt.Errorf("pipeline: profile: staging_in_run has a size of %d bytes", r.Bytes))
+		}
+		errs = append(errs, pos(fmt.Sprintf("staging_in_run in_gbps at %d bytes", r.Bytes), r.InGBps),
+			pos(fmt.Sprintf("staging_in_run out_gbps at %d bytes", r.Bytes), r.OutGBps))
 	}
 	for _, kind := range issueKinds {
 		errs = append(errs, nonNeg("issue_ns."+kind, p.IssueNs[kind]))
@@ -399,6 +450,8 @@ func (p *Profile) Clone() *Profile {
 	}
 	q.Staging = append([]StagingRate(nil), p.Staging...)
 	q.IssueLoops = append([]IssueLoop(nil), p.IssueLoops...)
+	q.StagingDMABySize = append([]StagingDMAShare(nil), p.StagingDMABySize...)
+	q.StagingInRun = append([]StagingInRun(nil), p.StagingInRun...)
 	return &q
 }
 
@@ -444,8 +497,25 @@ func (p *Profile) kernel(k *Kernel, n int) (fixed, work time.Duration, err error
 	return time.Duration(c.FixedNs), time.Duration(per * float64(n)), nil
 }
 
-// stagingRate is the host's staging rate in bytes per nanosecond for
-// copies of n bytes: alone, and in total for two at once.
+// bySize is the value that val gives a table measured at several sizes,
+// for size n: exact at a size measured, interpolated on a log scale of
+// size between two, and the nearest entry's outside them.
+func bySize[T any](rows []T, size func(T) int, val func(T) float64, n int) float64 {
+	rs := append([]T(nil), rows...)
+	sort.Slice(rs, func(i, j int) bool { return size(rs[i]) < size(rs[j]) })
+	if n <= size(rs[0]) {
+		return val(rs[0])
+	}
+	for i := 1; i < len(rs); i++ {
+		if n <= size(rs[i]) {
+			a, b := rs[i-1], rs[i]
+			f := math.Log(float64(n)/float64(size(a))) / math.Log(float64(size(b))/float64(size(a)))
+			return val(a) + f*(val(b)-val(a))
+		}
+	}
+	return val(rs[len(rs)-1])
+}
+
 // stagingDMA returns the share of their rate that staging copies of n
 // bytes keep while DMA copies run host to device (h2d), device to host
 // (d2h), or both; 1 while none runs.
@@ -459,7 +529,7 @@ func (p *Profile) stagingDMA(n int, h2d, d2h bool) float64 {
 		}
 		return 1
 	}
-	pick := func(r StagingDMAShare) float64 {
+	return bySize(p.StagingDMABySize, func(r StagingDMAShare) int { return r.Bytes }, func(r StagingDMAShare) float64 {
 		switch {
 		case h2d && d2h:
 			return r.Both
@@ -467,35 +537,43 @@ func (p *Profile) stagingDMA(n int, h2d, d2h bool) float64 {
 			return r.H2D
 		}
 		return r.D2H
-	}
-	rs := append([]StagingDMAShare(nil), p.StagingDMABySize...)
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Bytes < rs[j].Bytes })
-	if n <= rs[0].Bytes {
-		return pick(rs[0])
-	}
-	for i := 1; i < len(rs); i++ {
-		if n <= rs[i].Bytes {
-			a, b := rs[i-1], rs[i]
-			f := math.Log(float64(n)/float64(a.Bytes)) / math.Log(float64(b.Bytes)/float64(a.Bytes))
-			return pick(a) + f*(pick(b)-pick(a))
-		}
-	}
-	return pick(rs[len(rs)-1])
+	}, n)
 }
 
-func (p *Profile) stagingRate(n int) (alone, pair float64) {
-	rs := append([]StagingRate(nil), p.Staging...)
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Bytes < rs[j].Bytes })
-	if n <= rs[0].Bytes {
-		return rs[0].GBps, rs[0].PairGBps
+// stagingInRun is StagingInRun's rate, in bytes per nanosecond, for a
+// copy of n bytes into pinned memory (in) or out of it; 0 without it.
+func (p *Profile) stagingInRun(n int, in bool) float64 {
+	if len(p.StagingInRun) == 0 {
+		return 0
 	}
-	for i := 1; i < len(rs); i++ {
-		if n <= rs[i].Bytes {
-			a, b := rs[i-1], rs[i]
-			f := math.Log(float64(n)/float64(a.Bytes)) / math.Log(float64(b.Bytes)/float64(a.Bytes))
-			return a.GBps + f*(b.GBps-a.GBps), a.PairGBps + f*(b.PairGBps-a.PairGBps)
+	return bySize(p.StagingInRun, func(r StagingInRun) int { return r.Bytes }, func(r StagingInRun) float64 {
+		if in {
+			return r.InGBps
 		}
+		return r.OutGBps
+	}, n)
+}
+
+// StagingAloneBoost is how much faster a staging copy of n bytes runs
+// alone than each of two at once, by the Staging table (at least 1, and
+// 1 without one): the
+// speed-up that the simulator gives StagingInRun's rates, which hold
+// while the run's other staging goroutine copies too, while it does not.
+func (p *Profile) StagingAloneBoost(n int) float64 {
+	if len(p.Staging) == 0 {
+		return 1
 	}
-	last := rs[len(rs)-1]
-	return last.GBps, last.PairGBps
+	alone, pair := p.stagingRate(n)
+	if pair <= 0 {
+		return 1
+	}
+	return max(1, 2*alone/pair)
+}
+
+// stagingRate is the host's staging rate in bytes per nanosecond for
+// copies of n bytes: alone, and in total for two at once.
+func (p *Profile) stagingRate(n int) (alone, pair float64) {
+	size := func(r StagingRate) int { return r.Bytes }
+	return bySize(p.Staging, size, func(r StagingRate) float64 { return r.GBps }, n),
+		bySize(p.Staging, size, func(r StagingRate) float64 { return r.PairGBps }, n)
 }

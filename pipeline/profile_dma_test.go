@@ -1,10 +1,13 @@
 package pipeline_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -55,5 +58,112 @@ func TestStagingDMASharesValidated(t *testing.T) {
 		_, err = ParseProfile(b)
 		require.Error(t, err, "%+v", c.share)
 		assert.Contains(t, err.Error(), c.want)
+	}
+}
+
+// TestStagingInRunRates: the in-run staging rate by direction, exact at the
+// sizes measured, log-interpolated between them, the nearest outside, and
+// 0 for a profile without it; and bad entries refused by name.
+func TestStagingInRunRates(t *testing.T) {
+	p := BuiltinProfile()
+	p.StagingInRun = nil
+	assert.Zero(t, ProfileStagingInRun(p, 4<<20, true), "a profile without it")
+	p.StagingInRun = []StagingInRun{{Bytes: 64 << 20, InGBps: 30, OutGBps: 20}, {Bytes: 4 << 20, InGBps: 10, OutGBps: 8}}
+	assert.Equal(t, 10.0, ProfileStagingInRun(p, 4<<20, true))
+	assert.Equal(t, 8.0, ProfileStagingInRun(p, 4<<20, false))
+	assert.Equal(t, 30.0, ProfileStagingInRun(p, 64<<20, true))
+	assert.Equal(t, 8.0, ProfileStagingInRun(p, 1<<20, false), "below the smallest size measured")
+	assert.Equal(t, 20.0, ProfileStagingInRun(p, 1<<30, false), "above the largest")
+	assert.InDelta(t, 20.0, ProfileStagingInRun(p, 16<<20, true), 1e-9, "halfway on a log scale")
+	assert.InDelta(t, 14.0, ProfileStagingInRun(p, 16<<20, false), 1e-9)
+
+	for _, c := range []struct {
+		r    StagingInRun
+		want string
+	}{
+		{StagingInRun{Bytes: 4 << 20, InGBps: 0, OutGBps: 5}, "staging_in_run in_gbps at 4194304 bytes"},
+		{StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: -1}, "staging_in_run out_gbps at 4194304 bytes"},
+		{StagingInRun{Bytes: 0, InGBps: 5, OutGBps: 5}, "staging_in_run has a size of 0 bytes"},
+	} {
+		q := BuiltinProfile()
+		q.StagingInRun = []StagingInRun{c.r}
+		b, err := json.Marshal(q)
+		require.NoError(t, err)
+		_, err = ParseProfile(b)
+		require.Error(t, err, "%+v", c.r)
+		assert.Contains(t, err.Error(), c.want)
+	}
+}
+
+// TestSimStagingInRun: with Profile.StagingInRun, the simulator runs a
+// staged run's staging copies at the in-run rate of their direction while
+// the other staging goroutine copies, faster by the profile's boost while
+// it does not, and the staging stages timed alone (StageTimes) at the rate
+// alone; without it, the run's copies at neither in-run rate. On real
+// data, every element checked.
+func TestSimStagingInRun(t *testing.T) {
+	const chunk, chunks = 256 << 10, 10 // 1 MiB copies
+	const n = chunk * chunks
+	const bytes = 4 * chunk
+	run := func(p *Profile) (in, out map[int]time.Duration, alone StageTimes) {
+		sim := NewSimHost(SimHostOptions{}).NewDevice(p)
+		pp, err := New(sim, Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 1, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: HostStaged})
+		require.NoError(t, err)
+		defer pp.Close()
+		src, dst := make([]float32, n), make([]float32, n)
+		kernels.FillPattern(src, 0)
+		job := Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(src)}, Outputs: []Buffer{Slice(dst)}}
+		rep, err := pp.Run(context.Background(), job)
+		require.NoError(t, err)
+		require.NoError(t, verifySeed(src, dst, 1))
+		in, out = map[int]time.Duration{}, map[int]time.Duration{}
+		for _, s := range rep.Spans {
+			switch s.Stage {
+			case StageIn:
+				in[s.Chunk] = s.End - s.Start
+			case StageOut:
+				out[s.Chunk] = s.End - s.Start
+			}
+		}
+		require.Len(t, in, chunks)
+		require.Len(t, out, chunks)
+		alone, err = pp.StageTimes(context.Background(), job)
+		require.NoError(t, err)
+		return in, out, alone
+	}
+	p := testProfile(t)
+	// Rates no profile has, far below the host's: the copies set the pace,
+	// stage-in and stage-out side by side.
+	p.StagingInRun = []StagingInRun{{Bytes: 1 << 20, InGBps: 0.5, OutGBps: 0.5}}
+	boost := p.StagingAloneBoost(bytes)
+	require.Greater(t, boost, 1.05, "the test profile's copies go faster alone")
+	in, out, alone := run(p)
+	assert.InEpsilon(t, float64(bytes)/(0.5*boost), float64(in[0]), 0.01, "the first stage-in, alone: faster by the boost")
+	assert.InEpsilon(t, float64(bytes)/(0.5*boost), float64(out[chunks-1]), 0.01, "the last stage-out, alone")
+	for c := 1; c < chunks; c++ {
+		assert.InEpsilon(t, float64(bytes)/0.5, float64(in[c]), 0.02, "stage-in of chunk %d beside a stage-out: the in-run rate", c)
+		assert.InEpsilon(t, float64(bytes)/0.5, float64(out[c-1]), 0.02, "stage-out of chunk %d beside a stage-in", c-1)
+	}
+	solo, _ := ProfileStagingRate(p, bytes)
+	assert.InEpsilon(t, chunks*float64(bytes)/solo, float64(alone.In), 0.02, "staging in timed alone: at the rate alone")
+	assert.InEpsilon(t, chunks*float64(bytes)/solo, float64(alone.Out), 0.02, "staging out timed alone: at the rate alone")
+	p.StagingInRun = nil
+	in, out, _ = run(p)
+	for c := 0; c < chunks; c++ {
+		assert.Less(t, float64(in[c]), 0.5*float64(bytes)/0.5, "chunk %d: without StagingInRun, the profile's other rates", c)
+		assert.Less(t, float64(out[c]), 0.5*float64(bytes)/0.5, "chunk %d", c)
+	}
+}
+
+// TestKernelFixedSerialValidated: a share outside 0..1 is refused by name
+// when a profile is read.
+func TestKernelFixedSerialValidated(t *testing.T) {
+	for _, share := range []float64{-0.1, 1.5} {
+		p := BuiltinProfile()
+		p.KernelFixedSerial = share
+		b, err := json.Marshal(p)
+		require.NoError(t, err)
+		_, err = ParseProfile(b)
+		assert.ErrorContains(t, err, "kernel_fixed_serial is")
 	}
 }

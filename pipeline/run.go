@@ -776,6 +776,9 @@ func (p *Pipeline) fillChunk(chunk *Chunk, c, s, off, n int) {
 // device of a group it takes the chunks from the queue, as it is the first
 // to need them, and ends the device's run with the queue.
 func (p *Pipeline) stageIn(pl *plan, rs *runState) {
+	if rs.hs != nil {
+		rs.hs.hostStager()
+	}
 	S := p.cfg.Slots
 	for i := 0; pl.queue != nil || i < pl.chunks; i++ {
 		s := i % S
@@ -796,6 +799,9 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 		if c < 0 {
 			rs.advance(&rs.staged, i+1) // the issuer reads the end
 			return
+		}
+		if rs.hs != nil {
+			rs.hs.hostStagingChunk()
 		}
 		t0 := rs.clock()
 		off, n := p.chunkBounds(pl, c)
@@ -818,6 +824,9 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 // stageOut copies each chunk's outputs from its slot's pinned buffers into
 // the Go slices, once its D2H has completed.
 func (p *Pipeline) stageOut(pl *plan, rs *runState) {
+	if rs.hs != nil {
+		rs.hs.hostStager()
+	}
 	S := p.cfg.Slots
 	for i := 0; ; i++ {
 		s := i % S
@@ -831,6 +840,9 @@ func (p *Pipeline) stageOut(pl *plan, rs *runState) {
 		if err := p.d2hDone[s].Synchronize(); err != nil {
 			rs.fail(&StageError{Chunk: c, Stage: StageOut, Err: err})
 			return
+		}
+		if rs.hs != nil {
+			rs.hs.hostStagingChunk()
 		}
 		t0 := rs.clock()
 		off, n := p.chunkBounds(pl, c)

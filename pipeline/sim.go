@@ -491,7 +491,8 @@ func (s *Sim) StageOut(dst []byte, src HostMemory, srcOff int) error {
 // hostCopy is a staging copy by the calling goroutine: it records the
 // access, moves the bytes, and takes the virtual time of n bytes at the
 // profile's staging rate, shared with other staging copies at the same
-// time.
+// time; by a run's staging goroutine, at the profile's in-run rate where
+// it has one.
 func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int, write bool, do func(mem []byte)) error {
 	if off < 0 || n < 0 || n > len(data)-off {
 		return fmt.Errorf("pipeline: sim: %s of %d bytes at %d does not fit %d", what, n, off, len(data))
@@ -511,6 +512,9 @@ func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int
 	solo, pair := s.prof.stagingRate(n)
 	finished := false
 	act := &activity{class: actMemcpy, dev: s, remaining: float64(n), solo: solo, pair: pair, bytes: n, done: func() { finished = true }}
+	if a.stager {
+		act.inRun = s.prof.stagingInRun(n, write)
+	}
 	h.at(a.now, func() { h.start(act) })
 	h.blockUntil(a, 0, func() bool { return finished })
 	return nil
@@ -1027,13 +1031,15 @@ func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 			k.CPU(hc)
 			h.dataMu.Unlock()
 		}
-		// The fixed part (launch and tail) overlaps other kernels; the
-		// work has the SMs to itself, kernels in the order they reach them
-		// (the block scheduler fills the SMs with one grid's blocks before
-		// the next grid's).
-		h.at(h.now+fixed, func() {
+		// The fixed part (launch and tail) overlaps other kernels, but for
+		// the profile's serial share of it; the work, and that share, have
+		// the SMs to themselves, kernels in the order they reach them (the
+		// block scheduler fills the SMs with one grid's blocks before the
+		// next grid's).
+		serial := time.Duration(float64(fixed) * s.prof.KernelFixedSerial)
+		h.at(h.now+fixed-serial, func() {
 			s.acquire(actKernel, func() {
-				h.start(&activity{class: actKernel, dev: s, remaining: float64(work), solo: 1, done: func() {
+				h.start(&activity{class: actKernel, dev: s, remaining: float64(work + serial), solo: 1, done: func() {
 					s.release(actKernel)
 					finish()
 				}})
@@ -1290,6 +1296,23 @@ func (h *SimHost) Go(name string, fn func()) (wait func()) {
 			h.cond.Wait()
 		}
 	}
+}
+
+// hostStager marks the caller as a run's staging goroutine.
+func (s *Sim) hostStager() {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.self().stager = true
+}
+
+// hostStagingChunk charges a run's staging goroutine its time per chunk
+// besides the copies.
+func (s *Sim) hostStagingChunk() {
+	h := s.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.self().now += time.Duration(s.prof.StagingChunkNs)
 }
 
 // hostTimeKernels has the caller's kernels timed but not computed while on.

@@ -40,6 +40,8 @@ type actor struct {
 	wake  time.Duration
 	// timeOnly: its kernels are timed, not computed (StageTimes).
 	timeOnly bool
+	// stager: a run's staging goroutine (hostStager).
+	stager bool
 }
 
 // timer is a callback at a virtual time.
@@ -84,6 +86,7 @@ type activity struct {
 	solo      float64 // rate alone: bytes/ns, or 1 for kernel work
 	pair      float64 // memcpy: the total rate of two such copies at once
 	bytes     int     // memcpy: the copy's size, for its share under DMA
+	inRun     float64 // memcpy: its rate in a staged run (Profile.StagingInRun), or 0
 	rate      float64
 	done      func()
 }
@@ -108,7 +111,9 @@ func (h *SimHost) start(a *activity) {
 }
 
 // rates shares each resource between the activities that use it; staging
-// copies also give up host memory bandwidth to DMA copies in flight.
+// copies also give up host memory bandwidth to DMA copies in flight, or,
+// made by a run's staging goroutine with a profile that has StagingInRun,
+// run at the rate measured in staged runs.
 // h.mu held.
 func (h *SimHost) rates() {
 	type dirs struct{ n [2]int }
@@ -178,6 +183,17 @@ func (h *SimHost) rates() {
 		case actH2D, actD2H:
 			a.rate *= linkScale
 		case actMemcpy:
+			if a.inRun > 0 {
+				// Measured in runs, beside the run's other staging
+				// goroutine and its DMA: alone, it runs faster; more than
+				// two staging copies at once (a group's devices) share it.
+				if len(mems) == 1 {
+					a.rate = a.inRun * a.dev.prof.StagingAloneBoost(a.bytes)
+				} else {
+					a.rate = a.inRun * min(1, 2/float64(len(mems)))
+				}
+				continue
+			}
 			a.rate *= memScale * a.dev.prof.stagingDMA(a.bytes, h2d, d2h)
 		}
 	}
