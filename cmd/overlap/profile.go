@@ -41,7 +41,7 @@ func parseProfileFlags(args []string, stderr io.Writer) (*profileOptions, error)
 	fs.StringVar(&o.truth, "profile", "", "with --sim: the profile the measured simulator runs on (default: built-in)")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.Var(sizeFlag{v: &o.elems}, "elems", "--validate's seed job size (128M); chunk sizes scale with it, saxpy runs a quarter of it")
-	fs.IntVar(&o.repeat, "repeat", 3, "--validate: runs per configuration (the best counts, on both sides)")
+	fs.IntVar(&o.repeat, "repeat", 3, "--validate: rounds, each timing every configuration once after an untimed run; each takes its median round")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "usage: overlap profile [--out FILE] [--validate] [--sim [--profile FILE]] [--device N] [--elems N] [--repeat N]")
@@ -130,6 +130,12 @@ func profileCommand(ctx context.Context, o *profileOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := measureStagingInRun(ctx, e.backend, stagingKernel(o, ks), prof, o.elems/2); err != nil {
+		return err
+	}
+	if err := prof.Check(); err != nil {
+		return fmt.Errorf("the measured profile is unusable: %w", err)
+	}
 	if e.ctx != nil {
 		prof.Device, _ = e.ctx.Device().Name()
 	} else {
@@ -154,6 +160,17 @@ func profileCommand(ctx context.Context, o *profileOptions, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "took %.1f s of wall time\n", time.Since(start).Seconds())
 	return nil
+}
+
+// stagingKernel is the kernel of measureStagingInRun's staged runs, over
+// half the validation's seed job: the validation's, on a GPU; on the
+// simulator, which computes every element on the CPU, one that loops no
+// more.
+func stagingKernel(o *profileOptions, ks kernelSet) *pipeline.Kernel {
+	if o.sim {
+		return ks.kernel(kernels.Seed, 0)
+	}
+	return ks.kernel(kernels.Seed, 100)
 }
 
 func printProfile(w io.Writer, p *pipeline.Profile) {
@@ -184,7 +201,7 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 		}
 		fmt.Fprintf(w, " scale %.3f\n", p.IssueScale)
 	}
-	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us; a dependency between streams %.2f us\n", p.WaitNs/1e3, p.DepNs/1e3)
+	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us; a dependency between streams %.2f us; kernels on other streams overlap all but %.0f%% of a kernel's fixed cost\n", p.WaitNs/1e3, p.DepNs/1e3, 100*p.KernelFixedSerial)
 	fmt.Fprint(w, "staging copies (alone / two at once in total):")
 	for _, r := range p.Staging {
 		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
@@ -199,6 +216,19 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 		fmt.Fprintf(w, " while the device copies both ways, %.0f%% of that rate", 100*p.StagingDMA)
 	}
 	fmt.Fprintln(w)
+	printStagingInRun(w, p, "")
+}
+
+// printStagingInRun prints p's in-run staging rates, if it has them.
+func printStagingInRun(w io.Writer, p *pipeline.Profile, which string) {
+	if len(p.StagingInRun) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "staging copies in a staged run%s (in / out, each):", which)
+	for _, r := range p.StagingInRun {
+		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.InGBps, r.OutGBps)
+	}
+	fmt.Fprintf(w, " and %.2f us a chunk besides the copies\n", p.StagingChunkNs/1e3)
 }
 
 // linear fits t = fixed + slope·x through two points, the small one for
@@ -354,6 +384,9 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 		return nil, fmt.Errorf("the measured profile is unusable: %w", err)
 	}
 	if err := measureDep(b, ks, p, small); err != nil {
+		return nil, err
+	}
+	if err := measureKernelSerial(b, ks, p, small); err != nil {
 		return nil, err
 	}
 	if err := measureLoops(b, ks, p); err != nil {
@@ -1064,9 +1097,7 @@ func validateProfile(ctx context.Context, o *profileOptions, e *env, ks kernelSe
 	if o.sim {
 		what += " [simulated]"
 	}
-	fmt.Fprintf(w, "\nvalidation: %d configurations, best of %d runs each, %s; predicted by the simulator from the profile above\n\n", len(cfgs), o.repeat, what)
-	fmt.Fprintf(w, "| %-5s | %-10s | %6s | %5s | %7s | %11s | %11s | %7s |\n", "KERNEL", "HOST", "CHUNK", "SLOTS", "STREAMS", "MEASURED", "PREDICTED", "ERROR")
-	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 7), strings.Repeat("-", 12), strings.Repeat("-", 8), strings.Repeat("-", 7), strings.Repeat("-", 9), strings.Repeat("-", 13), strings.Repeat("-", 13), strings.Repeat("-", 9))
+	fmt.Fprintf(w, "\nvalidation: %d configurations, each the median of %d rounds (a round times every configuration once, each after an untimed run of its own), %s; predicted by the simulator from the profile above\n", len(cfgs), o.repeat, what)
 	var rows []valRow
 	// One workload per kernel, host mode and size, reused across chunkings.
 	type wkey struct {
@@ -1080,33 +1111,88 @@ func validateProfile(ctx context.Context, o *profileOptions, e *env, ks kernelSe
 			wl.close()
 		}
 	}()
-	for _, c := range cfgs {
+	wls := make([]*workload, len(cfgs))
+	for i, c := range cfgs {
 		k := wkey{c.kernel, c.host, c.n}
-		wl := loads[k]
-		if wl == nil {
-			var err error
+		if loads[k] == nil {
 			ro := &runOptions{elems: c.n, kernel: c.kernel, iters: 100, host: c.host}
-			if wl, err = newWorkload(ro, e); err != nil {
+			wl, err := newWorkload(ro, e)
+			if err != nil {
 				return err
 			}
 			loads[k] = wl
 		}
-		measured, err := bestOf(ctx, e.backend, wl, c, o.repeat)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c, err)
+		wls[i] = loads[k]
+	}
+	// The configurations are measured in rounds, each timing every one of
+	// them once, and each takes the median of its rounds. The host's speed
+	// on the H200 host drifts within a process: two rows of the same
+	// host-bound work measured 20.3 and 29.9 ms in one validation when
+	// each was the best of runs back to back
+	// (pipeline/testdata/h200-run4-validation.md). In rounds, a slow spell
+	// costs every row one run, not one row all. Each round times the
+	// profile's host figures again too (hostSamples), which take their
+	// medians over the same rounds: a best of many short timings is faster
+	// than a best of a few long ones, so the best on both sides is not the
+	// same speed, and the median is.
+	samples, err := newHostSamples(prof)
+	if err != nil {
+		return err
+	}
+	times := make([][]time.Duration, len(cfgs))
+	var stageIn, stageOut []float32
+	if len(prof.StagingInRun) > 0 {
+		stageIn, stageOut = stagingMemory(o.elems / 2)
+	}
+	for round := 0; round < o.repeat; round++ {
+		last := round == o.repeat-1
+		if err := samples.round(ctx, e.backend, ks, stagingKernel(o, ks), prof, stageIn, stageOut); err != nil {
+			return fmt.Errorf("timing the host again: %w", err)
 		}
-		if err := wl.verify(wl.outputs[0]); err != nil {
-			return fmt.Errorf("%s: %w", c, err)
+		for i, c := range cfgs {
+			wl := wls[i]
+			if last {
+				clear(wl.outputs[0])
+			}
+			d, err := timedRun(ctx, e.backend, wl, c)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c, err)
+			}
+			times[i] = append(times[i], d)
+			if last {
+				// This run wrote the output last: every element checked.
+				if err := wl.verify(wl.outputs[0]); err != nil {
+					return fmt.Errorf("%s: %w", c, err)
+				}
+			}
 		}
-		clear(wl.outputs[0])
-		predicted, err := predict(ctx, prof, c, o.repeat)
+	}
+	scale := prof.IssueScale
+	samples.apply(prof)
+	fmt.Fprint(w, "host: the engine's issue loop per chunk, the median of the profile's and the rounds':")
+	for _, l := range prof.IssueLoops {
+		fmt.Fprintf(w, " %d slots %d streams %d input(s) %.2f us;", l.Slots, l.Streams, max(l.Inputs, 1), l.Ns/1e3)
+	}
+	fmt.Fprintf(w, " scale %.3f (the profile above: %.3f)\n", prof.IssueScale, scale)
+	printStagingInRun(w, prof, ", the median of the profile's and the rounds'")
+	if o.out != "" {
+		if err := prof.Write(o.out); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s again, with those loops and staging rates\n", o.out)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "| %-5s | %-10s | %6s | %5s | %7s | %11s | %11s | %7s |\n", "KERNEL", "HOST", "CHUNK", "SLOTS", "STREAMS", "MEASURED", "PREDICTED", "ERROR")
+	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 7), strings.Repeat("-", 12), strings.Repeat("-", 8), strings.Repeat("-", 7), strings.Repeat("-", 9), strings.Repeat("-", 13), strings.Repeat("-", 13), strings.Repeat("-", 9))
+	for i, c := range cfgs {
+		predicted, err := predict(ctx, prof, c)
 		if err != nil {
 			return fmt.Errorf("predicting %s: %w", c, err)
 		}
-		r := valRow{c, measured, predicted}
+		r := valRow{c, median(times[i]), predicted}
 		rows = append(rows, r)
 		fmt.Fprintf(w, "| %-6s | %-10s | %6s | %5d | %7d | %8.3f ms | %8.3f ms | %+6.1f%% |\n",
-			c.kernel, c.host, humanElems(c.chunk), c.slots, c.streams, ms(measured), ms(predicted), 100*r.err())
+			c.kernel, c.host, humanElems(c.chunk), c.slots, c.streams, ms(r.measured), ms(predicted), 100*r.err())
 	}
 	errs := make([]float64, len(rows))
 	worst := rows[0]
@@ -1116,12 +1202,7 @@ func validateProfile(ctx context.Context, o *profileOptions, e *env, ks kernelSe
 			worst = r
 		}
 	}
-	sort.Float64s(errs)
-	median := errs[len(errs)/2]
-	if len(errs)%2 == 0 {
-		median = (errs[len(errs)/2-1] + errs[len(errs)/2]) / 2
-	}
-	fmt.Fprintf(w, "\nmedian |error| %.1f%%, worst %.1f%% (%s); every element of every configuration verified%s\n", 100*median, 100*math.Abs(worst.err()), worst.cfg, label(o.sim))
+	fmt.Fprintf(w, "\nmedian |error| %.1f%%, worst %.1f%% (%s); every element of every configuration verified%s\n", 100*median(errs), 100*math.Abs(worst.err()), worst.cfg, label(o.sim))
 	return nil
 }
 
@@ -1132,8 +1213,10 @@ func label(sim bool) string {
 	return ""
 }
 
-// bestOf runs c on b repeat times and returns the best time.
-func bestOf(ctx context.Context, b pipeline.Backend, wl *workload, c valConfig, repeat int) (time.Duration, error) {
+// timedRun runs c on b on a pipeline of its own: once untimed (which
+// registers a registered job's memory and allocates a staged one's
+// slots, as a caller's first run does), then once timed.
+func timedRun(ctx context.Context, b pipeline.Backend, wl *workload, c valConfig) (time.Duration, error) {
 	cfg := wl.cfg
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = c.chunk, c.slots, c.streams, c.host
 	p, err := pipeline.New(b, cfg)
@@ -1141,19 +1224,19 @@ func bestOf(ctx context.Context, b pipeline.Backend, wl *workload, c valConfig, 
 		return 0, err
 	}
 	defer p.Close()
-	best := time.Duration(math.MaxInt64)
-	for r := 0; r < repeat; r++ {
-		rep, err := p.Run(ctx, wl.job)
-		if err != nil {
-			return 0, err
-		}
-		best = min(best, rep.Elapsed)
+	if _, err := p.Run(ctx, wl.job); err != nil {
+		return 0, err
 	}
-	return best, nil
+	rep, err := p.Run(ctx, wl.job)
+	if err != nil {
+		return 0, err
+	}
+	return rep.Elapsed, nil
 }
 
-// predict runs c on a timing-only simulator of prof.
-func predict(ctx context.Context, prof *pipeline.Profile, c valConfig, repeat int) (time.Duration, error) {
+// predict runs c on a timing-only simulator of prof, as timedRun does:
+// the simulator's clock does not drift, so one round is all of them.
+func predict(ctx context.Context, prof *pipeline.Profile, c valConfig) (time.Duration, error) {
 	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(prof)
 	ins := 1
 	k := kernelSet{}.kernel(kernels.Seed, 100)
@@ -1185,5 +1268,5 @@ func predict(ctx context.Context, prof *pipeline.Profile, c valConfig, repeat in
 		return 0, err
 	}
 	wl.job.Outputs = []pipeline.Buffer{b}
-	return bestOf(ctx, sim, wl, c, repeat)
+	return timedRun(ctx, sim, wl, c)
 }

@@ -336,31 +336,44 @@ func measureLoops(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 	q.IssueScale, q.IssueSequenceNs = 0, 0 // per-call costs as measured
 	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q)
 	p.IssueLoops = nil
-	var sumM, sumP float64
 	for _, sh := range loopShapes {
-		k := ks.kernel(kernels.Seed, 0)
-		if sh[2] == 2 {
-			k = ks.kernel(kernels.Saxpy, 2.5)
-		}
 		var ns [2]float64
 		for i, bk := range []pipeline.Backend{b, sim} {
 			var err error
-			if ns[i], err = engineLoop(bk, k, sh[0], sh[1], sh[2]); err != nil {
+			if ns[i], err = engineLoop(bk, loopKernel(ks, sh), sh[0], sh[1], sh[2]); err != nil {
 				return err
 			}
 		}
 		p.IssueLoops = append(p.IssueLoops, pipeline.IssueLoop{Slots: sh[0], Streams: sh[1], Inputs: sh[2], Ns: ns[0], PredictedNs: ns[1]})
-		if sh[2] == 1 {
-			sumM += ns[0]
-			sumP += ns[1]
-		}
 	}
-	p.IssueScale = 0
-	if sumM > 0 && sumP > 0 {
-		p.IssueScale = sumM / sumP
-	}
+	p.IssueScale = loopScale(p.IssueLoops)
 	p.Notes["issue_loops"] = fmt.Sprintf("the engine's own issue loop: Runs of %d and %d one-element chunks from pinned memory, best of 3 each, the difference per chunk, at %v (slots, compute streams, inputs), beside the simulator's prediction of the same Runs from the per-call costs by state; issue_scale is measured over predicted, in total over the one-input shapes", engineShort, engineLong, loopShapes)
 	return nil
+}
+
+// loopKernel is the kernel of an issue loop of shape sh: the seed's, or
+// saxpy's for two inputs.
+func loopKernel(ks kernelSet, sh [3]int) *pipeline.Kernel {
+	if sh[2] == 2 {
+		return ks.kernel(kernels.Saxpy, 2.5)
+	}
+	return ks.kernel(kernels.Seed, 0)
+}
+
+// loopScale is IssueScale from issue loops: their measured time over their
+// predicted time, in total over the one-input loops; 0 without them.
+func loopScale(loops []pipeline.IssueLoop) float64 {
+	var sumM, sumP float64
+	for _, l := range loops {
+		if l.Inputs <= 1 {
+			sumM += l.Ns
+			sumP += l.PredictedNs
+		}
+	}
+	if sumM > 0 && sumP > 0 {
+		return sumM / sumP
+	}
+	return 0
 }
 
 // engineShort and engineLong are the chunks of engineLoop's two Runs.
@@ -394,15 +407,15 @@ func engineLoop(b pipeline.Backend, k *pipeline.Kernel, slots, streams, inputs i
 	job := pipeline.Job{Kernel: k, Inputs: bufs[:inputs], Outputs: bufs[inputs:]}
 	timeRuns := func(n int) (time.Duration, error) {
 		job.N = n
-		best := time.Duration(math.MaxInt64)
-		for rep := 0; rep < 3; rep++ {
+		var took [3]time.Duration
+		for rep := range took {
 			r, err := p.Run(context.Background(), job)
 			if err != nil {
 				return 0, fmt.Errorf("timing the engine's issue loop: %w", err)
 			}
-			best = min(best, r.Elapsed)
+			took[rep] = r.Elapsed
 		}
-		return best, nil
+		return median(took[:]), nil
 	}
 	short, err := timeRuns(engineShort)
 	if err != nil {

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -310,4 +313,128 @@ func TestMeasureStagingDMA(t *testing.T) {
 	}
 	assert.InDelta(t, 0.6, got.StagingDMA, 0.01, "staging_dma: the both-ways share at 4 MiB")
 	assert.Contains(t, got.Notes["staging_dma"], "both ways")
+}
+
+// TestMeasureStagingInRun: measureStagingInRun recovers the in-run staging
+// rates that a simulated host runs on, at each chunk size, by direction
+// (the time each copy ran alone, faster by the boost, reckoned back), and
+// the staging goroutines' time per chunk besides the copies.
+func TestMeasureStagingInRun(t *testing.T) {
+	const n = 1 << 20
+	truth := pipeline.BuiltinProfile()
+	truth.StagingInRun = nil
+	for i, chunk := range stagingRunChunks(n) {
+		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i))})
+	}
+	// Rates so low that the staging goroutines set the pace even at the
+	// smallest chunk, as on the H200 host.
+	truth.StagingChunkNs = 3000
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+	got := truth.Clone()
+	got.StagingInRun, got.StagingChunkNs = nil, 0
+	seed := kernelSet{}.kernel(kernels.Seed, 0)
+	require.NoError(t, measureStagingInRun(context.Background(), sim, seed, got, n))
+	assert.InEpsilon(t, 3000, got.StagingChunkNs, 0.03, "the staging goroutines' time per chunk besides the copies")
+	require.Len(t, got.StagingInRun, len(truth.StagingInRun))
+	for i, w := range truth.StagingInRun {
+		g := got.StagingInRun[i]
+		assert.Equal(t, w.Bytes, g.Bytes)
+		assert.InEpsilon(t, w.InGBps, g.InGBps, 0.01, "in, %d bytes", w.Bytes)
+		assert.InEpsilon(t, w.OutGBps, g.OutGBps, 0.01, "out, %d bytes", w.Bytes)
+	}
+	assert.Contains(t, got.Notes["staging_in_run"], "stage-in and stage-out spans")
+	assert.ErrorContains(t, measureStagingInRun(context.Background(), sim, seed, got, 0), "0 elements")
+	got.Staging = nil
+	assert.ErrorContains(t, measureStagingInRun(context.Background(), sim, seed, got, n), "staging table")
+}
+
+// TestMeasureKernelSerial: measureKernelSerial recovers the share of the
+// kernels' fixed cost that a simulated device runs apart from other
+// kernels, and the simulator's kernels on several streams take longer as
+// that share grows.
+func TestMeasureKernelSerial(t *testing.T) {
+	const n = 64 << 10
+	var last time.Duration
+	for _, share := range []float64{0, 0.3, 0.6, 1} {
+		truth := pipeline.BuiltinProfile()
+		truth.KernelFixedSerial = share
+		sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+		took, err := kernelsOnStreams(sim, kernelSet{}, n, 40)
+		require.NoError(t, err)
+		assert.Greater(t, took, last, "share %v", share)
+		last = took
+		got := truth.Clone()
+		got.KernelFixedSerial = 0.5
+		require.NoError(t, measureKernelSerial(sim, kernelSet{}, got, n))
+		assert.InDelta(t, share, got.KernelFixedSerial, 0.02)
+		assert.Contains(t, got.Notes["kernel_fixed_serial"], "round robin on 4 streams")
+	}
+}
+
+// TestHostSamples: --validate's rounds time the profile's host figures
+// again, and the profile takes the median of each over its own figure and
+// the rounds': a slow spell when the profile was measured is undone, and
+// a profile whose figures do not match what a round times is refused.
+func TestHostSamples(t *testing.T) {
+	const n = 1 << 20
+	truth := pipeline.BuiltinProfile()
+	truth.StagingInRun = nil
+	for _, chunk := range stagingRunChunks(n) {
+		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 6, OutGBps: 4})
+	}
+	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+	seed := kernelSet{}.kernel(kernels.Seed, 0)
+	in, out := stagingMemory(n)
+	p := truth.Clone()
+	require.NoError(t, measureLoops(sim, kernelSet{}, p))
+	want := append([]pipeline.IssueLoop(nil), p.IssueLoops...)
+	wantScale := p.IssueScale
+	require.Positive(t, wantScale)
+	// A slow spell when the profile was measured.
+	for i := range p.IssueLoops {
+		p.IssueLoops[i].Ns *= 1.5
+	}
+	p.IssueScale *= 1.5
+	p.StagingInRun[0].InGBps, p.StagingInRun[1].OutGBps = 3, 2
+	s, err := newHostSamples(p)
+	require.NoError(t, err)
+	for round := 0; round < 2; round++ {
+		require.NoError(t, s.round(context.Background(), sim, kernelSet{}, seed, p, in, out))
+	}
+	s.apply(p)
+	for i, w := range want {
+		assert.InEpsilon(t, w.Ns, p.IssueLoops[i].Ns, 1e-9, "loop %d: the median of one slow timing and two", i)
+		assert.Equal(t, w.PredictedNs, p.IssueLoops[i].PredictedNs, "loop %d: the prediction stays", i)
+	}
+	assert.InEpsilon(t, wantScale, p.IssueScale, 1e-9)
+	for i, r := range p.StagingInRun {
+		assert.InEpsilon(t, 6, r.InGBps, 0.01, "staging in, rate %d", i)
+		assert.InEpsilon(t, 4, r.OutGBps, 0.01, "staging out, rate %d", i)
+	}
+
+	q := truth.Clone()
+	q.IssueLoops = nil
+	_, err = newHostSamples(q)
+	assert.ErrorContains(t, err, "0 issue loops")
+	require.NoError(t, measureLoops(sim, kernelSet{}, q))
+	q.StagingInRun = q.StagingInRun[1:]
+	s, err = newHostSamples(q)
+	require.NoError(t, err)
+	assert.ErrorContains(t, s.round(context.Background(), sim, kernelSet{}, seed, q, in, out), "in-run staging rates timed")
+	q.StagingInRun = append([]pipeline.StagingInRun(nil), truth.StagingInRun...)
+	q.StagingInRun[2].Bytes++
+	s, err = newHostSamples(q)
+	require.NoError(t, err)
+	assert.ErrorContains(t, s.round(context.Background(), sim, kernelSet{}, seed, q, in, out), "rate 2 timed at")
+}
+
+// TestMedian: the middle value, or the mean of the two middle ones, of
+// values in any order, which it leaves in place.
+func TestMedian(t *testing.T) {
+	xs := []float64{5, 1, 3}
+	assert.Equal(t, 3.0, median(xs))
+	assert.Equal(t, []float64{5, 1, 3}, xs)
+	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+	assert.Equal(t, 7*time.Millisecond, median([]time.Duration{9 * time.Millisecond, 7 * time.Millisecond, 1 * time.Millisecond}))
+	assert.Zero(t, median([]float64(nil)))
 }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/purecuda/overlap/pipeline"
+)
+
+// median is the middle value of xs, or the mean of the two middle ones
+// for an even count; 0 for none. xs is left as it was.
+func median[T ~int64 | ~float64](xs []T) T {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]T(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// hostSamples are the host's speed figures of a profile that --validate
+// times again in each of its rounds: the engine's issue loops
+// (IssueLoops) and the staging copies in a staged run (StagingInRun,
+// StagingChunkNs). The
+// host's speed on the H200 host drifts by a fifth and more within a
+// process, so a figure timed once, before the rows, can be far from the
+// speed the rows ran at; the profile takes the median of each figure over
+// the same rounds in which each row takes its median.
+type hostSamples struct {
+	loops   [][]float64 // ns per chunk, by loopShapes
+	in, out [][]float64 // GB/s, by StagingInRun entry
+	chunkNs []float64   // StagingChunkNs
+}
+
+// newHostSamples starts the samples with p's own figures.
+func newHostSamples(p *pipeline.Profile) (*hostSamples, error) {
+	if len(p.IssueLoops) != len(loopShapes) {
+		return nil, fmt.Errorf("the profile has %d issue loops, not %d", len(p.IssueLoops), len(loopShapes))
+	}
+	s := &hostSamples{}
+	for _, l := range p.IssueLoops {
+		s.loops = append(s.loops, []float64{l.Ns})
+	}
+	for _, r := range p.StagingInRun {
+		s.in = append(s.in, []float64{r.InGBps})
+		s.out = append(s.out, []float64{r.OutGBps})
+	}
+	s.chunkNs = []float64{p.StagingChunkNs}
+	return s, nil
+}
+
+// round times the figures again on b: the issue loops, and, if p has
+// in-run staging rates, staged runs of k over in and out.
+func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSet, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32) error {
+	for i, sh := range loopShapes {
+		ns, err := engineLoop(b, loopKernel(ks, sh), sh[0], sh[1], sh[2])
+		if err != nil {
+			return err
+		}
+		s.loops[i] = append(s.loops[i], ns)
+	}
+	if len(s.in) == 0 {
+		return nil
+	}
+	rates, err := stagingInRunRates(ctx, b, k, p, in, out)
+	if err != nil {
+		return err
+	}
+	if len(rates) != len(s.in) {
+		return fmt.Errorf("%d in-run staging rates timed, and the profile has %d", len(rates), len(s.in))
+	}
+	for i, r := range rates {
+		if r.Bytes != p.StagingInRun[i].Bytes {
+			return fmt.Errorf("in-run staging rate %d timed at %d bytes, and the profile's is at %d", i, r.Bytes, p.StagingInRun[i].Bytes)
+		}
+		s.in[i] = append(s.in[i], r.InGBps)
+		s.out[i] = append(s.out[i], r.OutGBps)
+	}
+	chunkNs, err := stagingChunkNs(ctx, b, k, p, in, out)
+	if err != nil {
+		return err
+	}
+	s.chunkNs = append(s.chunkNs, chunkNs)
+	return nil
+}
+
+// apply sets p's figures to the medians of their samples, and IssueScale
+// from the loops.
+func (s *hostSamples) apply(p *pipeline.Profile) {
+	for i := range p.IssueLoops {
+		p.IssueLoops[i].Ns = median(s.loops[i])
+	}
+	p.IssueScale = loopScale(p.IssueLoops)
+	for i := range p.StagingInRun {
+		p.StagingInRun[i].InGBps, p.StagingInRun[i].OutGBps = median(s.in[i]), median(s.out[i])
+	}
+	if len(p.StagingInRun) > 0 {
+		p.StagingChunkNs = median(s.chunkNs)
+	}
+}
