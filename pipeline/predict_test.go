@@ -22,11 +22,13 @@ type run4Row struct {
 	host                  HostMode
 	chunk, slots, streams int
 	measured              time.Duration
+	predicted             time.Duration // as the table printed it
 }
 
 func readRun4(t *testing.T) []run4Row { return readValidation(t, "testdata/h200-run4-validation.md") }
 
-// readValidation reads the MEASURED column of a validation table.
+// readValidation reads the MEASURED and PREDICTED columns of a validation
+// table.
 func readValidation(t *testing.T, path string) []run4Row {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -62,6 +64,9 @@ func readValidation(t *testing.T, path string) []run4Row {
 		ms, err := strconv.ParseFloat(strings.TrimSuffix(f[6], " ms"), 64)
 		require.NoError(t, err, line)
 		r.measured = time.Duration(ms * 1e6)
+		ms, err = strconv.ParseFloat(strings.TrimSuffix(f[7], " ms"), 64)
+		require.NoError(t, err, line)
+		r.predicted = time.Duration(ms * 1e6)
 		rows = append(rows, r)
 	}
 	return rows
@@ -199,6 +204,43 @@ func TestPredictsH200Run1531(t *testing.T) {
 	// at two shapes in this one run (bench/RESULTS.md). This bound keeps
 	// the model from getting worse.
 	assert.LessOrEqual(t, worst, 0.23, "worst |error|")
+}
+
+// TestPredictsH200Run2108 replays the table that `overlap profile
+// --validate` measured with the command as it is now: every row the median
+// of 5 rounds, the host's figures (issue loops, staging in staged runs)
+// the medians of the same rounds, staging at the rates timed inside
+// staged runs. The simulator must give back the table's own predictions
+// (to 0.1%, the table's rounding), so that a change to the model shows
+// here; and the errors stay where they were.
+func TestPredictsH200Run2108(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
+	}
+	prof, err := ReadProfile("testdata/h200-2108.json")
+	require.NoError(t, err)
+	require.Len(t, prof.StagingInRun, 5, "staging timed in staged runs")
+	rows := readValidation(t, "testdata/h200-2108-validation.md")
+	require.Len(t, rows, 26)
+	median, worst := predictTable(t, prof, rows, func(r run4Row, e float64) {
+		pred := r.measured + time.Duration(e*float64(r.measured))
+		assert.InEpsilon(t, float64(r.predicted), float64(pred), 0.001, "%+v: the table's prediction", r)
+		if r.host == HostStaged {
+			// Staging at the rates of staged runs: every staged row
+			// within 14% (saxpy, two inputs staged a chunk, +13.9%; the
+			// seed within 10%), where staging timed over fresh memory
+			// was up to 94% off at 64K chunks.
+			assert.InDelta(t, 0, e, 0.14, "%+v", r)
+		}
+	})
+	assert.LessOrEqual(t, median, 0.05, "median |error| (issue 11's target)")
+	// Issue 11's target for the worst row is 15%; this run reaches 20.7%:
+	// seed from registered memory in 64K chunks, 6 slots, 4 streams,
+	// measured 22.5 ms against 22.6 ms for the same work from pinned
+	// memory in the same rounds; in the next validation on the same
+	// machine the two measured 27.9 and 21.9 ms (bench/RESULTS.md). This
+	// bound keeps the model from getting worse.
+	assert.LessOrEqual(t, worst, 0.21, "worst |error|")
 }
 
 // predictTable predicts every row from prof, logs each beside its
