@@ -513,7 +513,7 @@ func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int
 	finished := false
 	act := &activity{class: actMemcpy, dev: s, remaining: float64(n), solo: solo, pair: pair, bytes: n, done: func() { finished = true }}
 	if a.stager {
-		act.inRun = s.prof.stagingInRun(n, write)
+		act.inRun, act.boost = s.prof.stagingInRun(n, write), s.prof.StagingAloneBoost(n)
 	}
 	h.at(a.now, func() { h.start(act) })
 	h.blockUntil(a, 0, func() bool { return finished })
@@ -1312,7 +1312,7 @@ func (s *Sim) hostStagingChunk() {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.self().now += time.Duration(s.prof.StagingChunkNs)
+	h.spend(h.self(), time.Duration(s.prof.StagingChunkNs))
 }
 
 // hostTimeKernels has the caller's kernels timed but not computed while on.

@@ -87,6 +87,7 @@ type activity struct {
 	pair      float64 // memcpy: the total rate of two such copies at once
 	bytes     int     // memcpy: the copy's size, for its share under DMA
 	inRun     float64 // memcpy: its rate in a staged run (Profile.StagingInRun), or 0
+	boost     float64 // memcpy with inRun: how much faster alone (Profile.StagingAloneBoost)
 	rate      float64
 	done      func()
 }
@@ -188,7 +189,7 @@ func (h *SimHost) rates() {
 				// goroutine and its DMA: alone, it runs faster; more than
 				// two staging copies at once (a group's devices) share it.
 				if len(mems) == 1 {
-					a.rate = a.inRun * a.dev.prof.StagingAloneBoost(a.bytes)
+					a.rate = a.inRun * a.boost
 				} else {
 					a.rate = a.inRun * min(1, 2/float64(len(mems)))
 				}

@@ -40,7 +40,7 @@ func parseProfileFlags(args []string, stderr io.Writer) (*profileOptions, error)
 	fs.BoolVar(&o.sim, "sim", false, "measure the simulator instead of a GPU (a self-test of the command)")
 	fs.StringVar(&o.truth, "profile", "", "with --sim: the profile the measured simulator runs on (default: built-in)")
 	fs.IntVar(&o.device, "device", 0, "GPU index")
-	fs.Var(sizeFlag{v: &o.elems}, "elems", "--validate's seed job size (128M); chunk sizes scale with it, saxpy runs a quarter of it")
+	fs.Var(sizeFlag{v: &o.elems}, "elems", "--validate's seed job size (128M); chunk sizes scale with it, saxpy runs a quarter of it, and the staged runs that time staging run half of it")
 	fs.IntVar(&o.repeat, "repeat", 3, "--validate: rounds, each timing every configuration once after an untimed run; each takes its median round")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -18,22 +18,12 @@ const kernelStreams = 4
 // stream with buffers of its own. A blocker holds the streams while the
 // host issues them, so that the device, not the host, sets their pace.
 func kernelsOnStreams(b pipeline.Backend, ks kernelSet, n, count int) (time.Duration, error) {
-	iss, err := b.Issuer()
+	r, err := newHeldRig(b)
 	if err != nil {
 		return 0, err
 	}
-	defer iss.Release()
-	bl, err := newBlocker(b, iss, 8<<20)
-	if err != nil {
-		return 0, err
-	}
-	defer bl.close()
-	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}()
+	defer r.close()
+	iss, bl := r.iss, r.bl
 	var sts [kernelStreams]pipeline.Stream
 	var ends [kernelStreams]pipeline.Event
 	var chunks [kernelStreams]pipeline.Chunk
@@ -41,17 +31,19 @@ func kernelsOnStreams(b pipeline.Backend, ks kernelSet, n, count int) (time.Dura
 		if sts[i], err = b.NewStream(); err != nil {
 			return 0, err
 		}
-		closers = append(closers, sts[i].Close)
-		if ends[i], err = b.NewEvent(false); err != nil {
-			return 0, err
+		r.closers = append(r.closers, sts[i].Close)
+		if i > 0 { // stream 0 waits for the others' ends
+			if ends[i], err = b.NewEvent(false); err != nil {
+				return 0, err
+			}
+			r.closers = append(r.closers, ends[i].Close)
 		}
-		closers = append(closers, ends[i].Close)
 		var bufs [2]pipeline.DeviceMem
 		for j := range bufs {
 			if bufs[j], err = b.AllocDevice(n * 4); err != nil {
 				return 0, err
 			}
-			closers = append(closers, bufs[j].Close)
+			r.closers = append(r.closers, bufs[j].Close)
 		}
 		chunks[i] = pipeline.Chunk{N: n, Inputs: []driver.DevicePtr{bufs[0].Ptr()}, InBytes: []int{n * 4}, Outputs: []driver.DevicePtr{bufs[1].Ptr()}, OutBytes: []int{n * 4}}
 	}
@@ -60,50 +52,25 @@ func kernelsOnStreams(b pipeline.Backend, ks kernelSet, n, count int) (time.Dura
 		if marks[i], err = b.NewEvent(true); err != nil {
 			return 0, err
 		}
-		closers = append(closers, marks[i].Close)
+		r.closers = append(r.closers, marks[i].Close)
 	}
 	k := ks.kernel(kernels.Seed, 100)
-	hold := 20 * time.Millisecond
-	for try := 0; ; try++ {
-		if err := bl.hold(hold); err != nil {
-			return 0, err
-		}
-		for _, st := range sts {
-			if err := iss.Wait(st, bl.ev); err != nil {
-				return 0, err
-			}
-		}
-		t0 := pipeline.Now(b)
-		if err := iss.Record(marks[0], sts[0]); err != nil {
-			return 0, err
-		}
+	return bl.timeHeld(sts[:], sts[0], marks, func() error {
 		for i := 0; i < count; i++ {
 			if err := iss.Launch(sts[i%kernelStreams], k, chunks[i%kernelStreams]); err != nil {
-				return 0, err
+				return err
 			}
 		}
 		for i := 1; i < kernelStreams; i++ {
 			if err := iss.Record(ends[i], sts[i]); err != nil {
-				return 0, err
+				return err
 			}
 			if err := iss.Wait(sts[0], ends[i]); err != nil {
-				return 0, err
+				return err
 			}
 		}
-		if err := iss.Record(marks[1], sts[0]); err != nil {
-			return 0, err
-		}
-		issued := pipeline.Now(b) - t0
-		for _, st := range sts {
-			if err := st.Synchronize(); err != nil {
-				return 0, err
-			}
-		}
-		if issued < hold/2 || try == 3 {
-			return marks[0].Elapsed(marks[1])
-		}
-		hold *= 2
-	}
+		return nil
+	})
 }
 
 // measureKernelSerial measures Profile.KernelFixedSerial: kernelsOnStreams

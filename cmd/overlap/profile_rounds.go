@@ -42,7 +42,10 @@ func newHostSamples(p *pipeline.Profile) (*hostSamples, error) {
 		return nil, fmt.Errorf("the profile has %d issue loops, not %d", len(p.IssueLoops), len(loopShapes))
 	}
 	s := &hostSamples{}
-	for _, l := range p.IssueLoops {
+	for i, l := range p.IssueLoops {
+		if sh := loopShapes[i]; l.Slots != sh[0] || l.Streams != sh[1] || max(l.Inputs, 1) != sh[2] {
+			return nil, fmt.Errorf("the profile's issue loop %d has %d slots, %d streams and %d inputs, not %v", i, l.Slots, l.Streams, max(l.Inputs, 1), sh)
+		}
 		s.loops = append(s.loops, []float64{l.Ns})
 	}
 	for _, r := range p.StagingInRun {
@@ -54,51 +57,69 @@ func newHostSamples(p *pipeline.Profile) (*hostSamples, error) {
 }
 
 // round times the figures again on b: the issue loops, and, if p has
-// in-run staging rates, staged runs of k over in and out.
+// in-run staging rates, staged runs of k over in and out. The staging
+// goroutines' time per chunk is reckoned against this round's other
+// figures, so that a drift in them is not taken for it. It adds the
+// samples only once all are timed.
 func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSet, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32) error {
+	q := p.Clone() // this round's figures
 	for i, sh := range loopShapes {
 		ns, err := engineLoop(b, loopKernel(ks, sh), sh[0], sh[1], sh[2])
 		if err != nil {
 			return err
 		}
-		s.loops[i] = append(s.loops[i], ns)
+		q.IssueLoops[i].Ns = ns
 	}
-	if len(s.in) == 0 {
-		return nil
-	}
-	rates, err := stagingInRunRates(ctx, b, k, p, in, out)
-	if err != nil {
-		return err
-	}
-	if len(rates) != len(s.in) {
-		return fmt.Errorf("%d in-run staging rates timed, and the profile has %d", len(rates), len(s.in))
-	}
-	for i, r := range rates {
-		if r.Bytes != p.StagingInRun[i].Bytes {
-			return fmt.Errorf("in-run staging rate %d timed at %d bytes, and the profile's is at %d", i, r.Bytes, p.StagingInRun[i].Bytes)
+	q.IssueScale = loopScale(q.IssueLoops)
+	var chunkNs float64
+	if len(s.in) > 0 {
+		rates, err := stagingInRunRates(ctx, b, k, p, in, out)
+		if err != nil {
+			return err
 		}
-		s.in[i] = append(s.in[i], r.InGBps)
-		s.out[i] = append(s.out[i], r.OutGBps)
+		if len(rates) != len(s.in) {
+			return fmt.Errorf("%d in-run staging rates timed, and the profile has %d", len(rates), len(s.in))
+		}
+		for i, r := range rates {
+			if r.Bytes != p.StagingInRun[i].Bytes {
+				return fmt.Errorf("in-run staging rate %d timed at %d bytes, and the profile's is at %d", i, r.Bytes, p.StagingInRun[i].Bytes)
+			}
+		}
+		q.StagingInRun = rates
+		if chunkNs, err = stagingChunkNs(ctx, b, k, q, in, out); err != nil {
+			return err
+		}
 	}
-	chunkNs, err := stagingChunkNs(ctx, b, k, p, in, out)
-	if err != nil {
-		return err
+	for i, l := range q.IssueLoops {
+		s.loops[i] = append(s.loops[i], l.Ns)
 	}
-	s.chunkNs = append(s.chunkNs, chunkNs)
+	if len(s.in) > 0 {
+		for i, r := range q.StagingInRun {
+			s.in[i] = append(s.in[i], r.InGBps)
+			s.out[i] = append(s.out[i], r.OutGBps)
+		}
+		s.chunkNs = append(s.chunkNs, chunkNs)
+	}
 	return nil
 }
 
 // apply sets p's figures to the medians of their samples, and IssueScale
-// from the loops.
+// from the loops, and says so in p's notes.
 func (s *hostSamples) apply(p *pipeline.Profile) {
 	for i := range p.IssueLoops {
 		p.IssueLoops[i].Ns = median(s.loops[i])
 	}
 	p.IssueScale = loopScale(p.IssueLoops)
+	rounds := len(s.loops[0]) - 1
+	then := fmt.Sprintf("; then, in --validate, the median of that and %d rounds' timings", rounds)
+	p.Notes["issue_loops"] += then
+	if len(p.StagingInRun) == 0 {
+		return
+	}
 	for i := range p.StagingInRun {
 		p.StagingInRun[i].InGBps, p.StagingInRun[i].OutGBps = median(s.in[i]), median(s.out[i])
 	}
-	if len(p.StagingInRun) > 0 {
-		p.StagingChunkNs = median(s.chunkNs)
-	}
+	p.StagingChunkNs = median(s.chunkNs)
+	p.Notes["staging_in_run"] += then
+	p.Notes["staging_chunk_ns"] += then
 }

@@ -109,14 +109,14 @@ func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel
 		}
 	}
 	sort.Slice(reps, func(i, j int) bool { return reps[i].Elapsed < reps[j].Elapsed })
-	best := reps[len(reps)/2] // the median run
+	mid := reps[len(reps)/2] // the median run
 	// Each span counts its time beside a span of the other direction
 	// whole, and its time alone as that much longer as the copy would have
 	// taken beside one: the simulator runs a copy alone faster by
 	// StagingAloneBoost.
 	boost := p.StagingAloneBoost(4 * chunk)
 	var ins, outs []pipeline.Span
-	for _, s := range best.Spans {
+	for _, s := range mid.Spans {
 		switch s.Stage {
 		case pipeline.StageIn:
 			ins = append(ins, s)

@@ -79,6 +79,75 @@ func (bl *blocker) hold(d time.Duration) error {
 	return bl.iss.Record(bl.ev, bl.st)
 }
 
+// timeHeld times on the device the work that issue queues, behind the
+// blocker, so that the device, not the host, sets its pace. Each try holds
+// the blocker's stream for a while, has the streams of held wait for it,
+// records marks[0] on held[0], lets issue queue the work, and records
+// marks[1] on last; it doubles the hold until the host issued within half
+// of it (four tries at most).
+func (bl *blocker) timeHeld(held []pipeline.Stream, last pipeline.Stream, marks [2]pipeline.Event, issue func() error) (time.Duration, error) {
+	hold := 20 * time.Millisecond
+	for try := 0; ; try++ {
+		if err := bl.hold(hold); err != nil {
+			return 0, err
+		}
+		for _, st := range held {
+			if err := bl.iss.Wait(st, bl.ev); err != nil {
+				return 0, err
+			}
+		}
+		t0 := pipeline.Now(bl.b)
+		if err := bl.iss.Record(marks[0], held[0]); err != nil {
+			return 0, err
+		}
+		if err := issue(); err != nil {
+			return 0, err
+		}
+		if err := bl.iss.Record(marks[1], last); err != nil {
+			return 0, err
+		}
+		issued := pipeline.Now(bl.b) - t0
+		for _, st := range append(held[:len(held):len(held)], last) {
+			if err := st.Synchronize(); err != nil {
+				return 0, err
+			}
+		}
+		if issued < hold/2 || try == 3 {
+			return marks[0].Elapsed(marks[1])
+		}
+		hold *= 2
+	}
+}
+
+// heldRig is what a timing behind a blocker needs: an issuer, a blocker
+// of 8 MiB copies, and what else the timing makes, closed last first.
+type heldRig struct {
+	iss     pipeline.Issuer
+	bl      *blocker
+	closers []func() error
+}
+
+func newHeldRig(b pipeline.Backend) (*heldRig, error) {
+	iss, err := b.Issuer()
+	if err != nil {
+		return nil, err
+	}
+	bl, err := newBlocker(b, iss, 8<<20)
+	if err != nil {
+		iss.Release()
+		return nil, err
+	}
+	return &heldRig{iss: iss, bl: bl}, nil
+}
+
+func (r *heldRig) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+	r.bl.close()
+	r.iss.Release()
+}
+
 func (bl *blocker) close() {
 	for _, c := range []interface{ Close() error }{bl.dev, bl.host, bl.ev, bl.st} {
 		if c != nil {
@@ -183,56 +252,46 @@ func measureBusy(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 // dependency between streams. A blocker holds the first stream while the
 // host issues the chain, so that the device, not the host, sets its pace.
 func depChain(b pipeline.Backend, ks kernelSet, n, rounds int) (time.Duration, error) {
-	iss, err := b.Issuer()
+	r, err := newHeldRig(b)
 	if err != nil {
 		return 0, err
 	}
-	defer iss.Release()
-	bl, err := newBlocker(b, iss, 8<<20)
-	if err != nil {
-		return 0, err
-	}
-	defer bl.close()
-	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}()
+	defer r.close()
+	iss, bl := r.iss, r.bl
 	var sts [3]pipeline.Stream
 	var evs [3]pipeline.Event
 	for i := range sts {
 		if sts[i], err = b.NewStream(); err != nil {
 			return 0, err
 		}
-		closers = append(closers, sts[i].Close)
+		r.closers = append(r.closers, sts[i].Close)
 		if evs[i], err = b.NewEvent(false); err != nil {
 			return 0, err
 		}
-		closers = append(closers, evs[i].Close)
+		r.closers = append(r.closers, evs[i].Close)
 	}
 	var marks [2]pipeline.Event
 	for i := range marks {
 		if marks[i], err = b.NewEvent(true); err != nil {
 			return 0, err
 		}
-		closers = append(closers, marks[i].Close)
+		r.closers = append(r.closers, marks[i].Close)
 	}
 	host, err := b.AllocPinned(n * 4)
 	if err != nil {
 		return 0, err
 	}
-	closers = append(closers, host.Close)
+	r.closers = append(r.closers, host.Close)
 	din, err := b.AllocDevice(n * 4)
 	if err != nil {
 		return 0, err
 	}
-	closers = append(closers, din.Close)
+	r.closers = append(r.closers, din.Close)
 	dout, err := b.AllocDevice(n * 4)
 	if err != nil {
 		return 0, err
 	}
-	closers = append(closers, dout.Close)
+	r.closers = append(r.closers, dout.Close)
 	// The seed kernel at 100 iterations and copies of n float32s are the
 	// profile's own small points: the fits pass through them, so the
 	// simulator's chain differs from the device's only by the
@@ -240,61 +299,40 @@ func depChain(b pipeline.Backend, ks kernelSet, n, rounds int) (time.Duration, e
 	k := ks.kernel(kernels.Seed, 100)
 	chunk := pipeline.Chunk{N: n, Inputs: []driver.DevicePtr{din.Ptr()}, InBytes: []int{n * 4}, Outputs: []driver.DevicePtr{dout.Ptr()}, OutBytes: []int{n * 4}}
 	h2d, comp, d2h := sts[0], sts[1], sts[2]
-	hold := 20 * time.Millisecond
-	for try := 0; ; try++ {
-		if err := bl.hold(hold); err != nil {
-			return 0, err
-		}
-		if err := iss.Wait(h2d, bl.ev); err != nil {
-			return 0, err
-		}
-		t0 := pipeline.Now(b)
-		if err := iss.Record(marks[0], h2d); err != nil {
-			return 0, err
-		}
+	return bl.timeHeld([]pipeline.Stream{h2d}, d2h, marks, func() error {
 		for r := 0; r < rounds; r++ {
 			if r > 0 {
 				if err := iss.Wait(h2d, evs[2]); err != nil {
-					return 0, err
+					return err
 				}
 			}
 			if err := iss.CopyToDevice(h2d, din, 0, host, 0, n*4); err != nil {
-				return 0, err
+				return err
 			}
 			if err := iss.Record(evs[0], h2d); err != nil {
-				return 0, err
+				return err
 			}
 			if err := iss.Wait(comp, evs[0]); err != nil {
-				return 0, err
+				return err
 			}
 			if err := iss.Launch(comp, k, chunk); err != nil {
-				return 0, err
+				return err
 			}
 			if err := iss.Record(evs[1], comp); err != nil {
-				return 0, err
+				return err
 			}
 			if err := iss.Wait(d2h, evs[1]); err != nil {
-				return 0, err
+				return err
 			}
 			if err := iss.CopyToHost(d2h, host, 0, dout, 0, n*4); err != nil {
-				return 0, err
+				return err
 			}
 			if err := iss.Record(evs[2], d2h); err != nil {
-				return 0, err
+				return err
 			}
 		}
-		if err := iss.Record(marks[1], d2h); err != nil {
-			return 0, err
-		}
-		issued := pipeline.Now(b) - t0
-		if err := d2h.Synchronize(); err != nil {
-			return 0, err
-		}
-		if issued < hold/2 || try == 3 {
-			return marks[0].Elapsed(marks[1])
-		}
-		hold *= 2
-	}
+		return nil
+	})
 }
 
 // measureDep measures Profile.DepNs: the chain of depChain on b, less the
@@ -347,7 +385,7 @@ func measureLoops(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 		p.IssueLoops = append(p.IssueLoops, pipeline.IssueLoop{Slots: sh[0], Streams: sh[1], Inputs: sh[2], Ns: ns[0], PredictedNs: ns[1]})
 	}
 	p.IssueScale = loopScale(p.IssueLoops)
-	p.Notes["issue_loops"] = fmt.Sprintf("the engine's own issue loop: Runs of %d and %d one-element chunks from pinned memory, best of 3 each, the difference per chunk, at %v (slots, compute streams, inputs), beside the simulator's prediction of the same Runs from the per-call costs by state; issue_scale is measured over predicted, in total over the one-input shapes", engineShort, engineLong, loopShapes)
+	p.Notes["issue_loops"] = fmt.Sprintf("the engine's own issue loop: Runs of %d and %d one-element chunks from pinned memory, the median of 3 each, the difference per chunk, at %v (slots, compute streams, inputs), beside the simulator's prediction of the same Runs from the per-call costs by state; issue_scale is measured over predicted, in total over the one-input shapes", engineShort, engineLong, loopShapes)
 	return nil
 }
 
@@ -381,7 +419,7 @@ const engineShort, engineLong = 50, 250
 
 // engineLoop times the engine's own issue loop on b: Pipeline.Run of jobs
 // whose chunks are one element each, so that the host sets the pace, with
-// engineShort and engineLong chunks, best of 3 each; the difference per
+// engineShort and engineLong chunks, the median of 3 each; the difference per
 // chunk, which leaves out a Run's fixed cost. It is what the engine
 // spends per chunk beside the driver calls (its bookkeeping, the events
 // it waits on, the goroutine that issues), which an imitation of its calls

@@ -111,6 +111,10 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	}
 	near("issue_sequence_ns", got.IssueSequenceNs, seq)
 	near("sync_ns", got.SyncNs, want.SyncNs)
+	// The simulator's kernels overlap their fixed costs whole, and its
+	// staging goroutines take no time beside their copies: so measured.
+	assert.InDelta(t, 0, got.KernelFixedSerial, 0.02, "kernel_fixed_serial")
+	assert.Len(t, got.StagingInRun, len(stagingRunChunks(32<<10)), "staging timed in staged runs of half the 64K validation job")
 	near("wait_ns", got.WaitNs, want.WaitNs)
 	near("dep_ns", got.DepNs, want.DepNs)
 	near("staging_dma", got.StagingDMA, want.StagingDMA)
@@ -373,15 +377,18 @@ func TestMeasureKernelSerial(t *testing.T) {
 
 // TestHostSamples: --validate's rounds time the profile's host figures
 // again, and the profile takes the median of each over its own figure and
-// the rounds': a slow spell when the profile was measured is undone, and
+// the rounds': a slow spell when the profile was measured is undone, the
+// staging time per chunk is reckoned against each round's own rates, and
 // a profile whose figures do not match what a round times is refused.
 func TestHostSamples(t *testing.T) {
 	const n = 1 << 20
 	truth := pipeline.BuiltinProfile()
 	truth.StagingInRun = nil
-	for _, chunk := range stagingRunChunks(n) {
-		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 6, OutGBps: 4})
+	for i, chunk := range stagingRunChunks(n) {
+		// Rates so low that the staging goroutines set the pace.
+		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + float64(i))})
 	}
+	truth.StagingChunkNs = 3000
 	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
 	seed := kernelSet{}.kernel(kernels.Seed, 0)
 	in, out := stagingMemory(n)
@@ -395,7 +402,11 @@ func TestHostSamples(t *testing.T) {
 		p.IssueLoops[i].Ns *= 1.5
 	}
 	p.IssueScale *= 1.5
-	p.StagingInRun[0].InGBps, p.StagingInRun[1].OutGBps = 3, 2
+	for i := range p.StagingInRun {
+		p.StagingInRun[i].InGBps /= 2
+		p.StagingInRun[i].OutGBps /= 2
+	}
+	p.StagingChunkNs = 0
 	s, err := newHostSamples(p)
 	require.NoError(t, err)
 	for round := 0; round < 2; round++ {
@@ -408,8 +419,12 @@ func TestHostSamples(t *testing.T) {
 	}
 	assert.InEpsilon(t, wantScale, p.IssueScale, 1e-9)
 	for i, r := range p.StagingInRun {
-		assert.InEpsilon(t, 6, r.InGBps, 0.01, "staging in, rate %d", i)
-		assert.InEpsilon(t, 4, r.OutGBps, 0.01, "staging out, rate %d", i)
+		assert.InEpsilon(t, truth.StagingInRun[i].InGBps, r.InGBps, 0.01, "staging in, rate %d", i)
+		assert.InEpsilon(t, truth.StagingInRun[i].OutGBps, r.OutGBps, 0.01, "staging out, rate %d", i)
+	}
+	assert.InEpsilon(t, 3000, p.StagingChunkNs, 0.03, "each round's time per chunk, against that round's rates")
+	for _, k := range []string{"issue_loops", "staging_in_run", "staging_chunk_ns"} {
+		assert.Contains(t, p.Notes[k], "the median of that and 2 rounds' timings", k)
 	}
 
 	q := truth.Clone()
@@ -417,10 +432,15 @@ func TestHostSamples(t *testing.T) {
 	_, err = newHostSamples(q)
 	assert.ErrorContains(t, err, "0 issue loops")
 	require.NoError(t, measureLoops(sim, kernelSet{}, q))
+	q.IssueLoops[1].Slots++
+	_, err = newHostSamples(q)
+	assert.ErrorContains(t, err, "issue loop 1 has 7 slots")
+	q.IssueLoops[1].Slots--
 	q.StagingInRun = q.StagingInRun[1:]
 	s, err = newHostSamples(q)
 	require.NoError(t, err)
 	assert.ErrorContains(t, s.round(context.Background(), sim, kernelSet{}, seed, q, in, out), "in-run staging rates timed")
+	assert.Len(t, s.loops[0], 1, "a round that fails adds no sample")
 	q.StagingInRun = append([]pipeline.StagingInRun(nil), truth.StagingInRun...)
 	q.StagingInRun[2].Bytes++
 	s, err = newHostSamples(q)
