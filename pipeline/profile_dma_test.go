@@ -53,11 +53,7 @@ func TestStagingDMASharesValidated(t *testing.T) {
 	} {
 		p := BuiltinProfile()
 		p.StagingDMABySize = []StagingDMAShare{c.share}
-		b, err := json.Marshal(p)
-		require.NoError(t, err)
-		_, err = ParseProfile(b)
-		require.Error(t, err, "%+v", c.share)
-		assert.Contains(t, err.Error(), c.want)
+		refused(t, p, c.want)
 	}
 }
 
@@ -87,11 +83,7 @@ func TestStagingInRunRates(t *testing.T) {
 	} {
 		q := BuiltinProfile()
 		q.StagingInRun = []StagingInRun{c.r}
-		b, err := json.Marshal(q)
-		require.NoError(t, err)
-		_, err = ParseProfile(b)
-		require.Error(t, err, "%+v", c.r)
-		assert.Contains(t, err.Error(), c.want)
+		refused(t, q, c.want)
 	}
 }
 
@@ -161,9 +153,16 @@ func TestKernelFixedSerialValidated(t *testing.T) {
 	for _, share := range []float64{-0.1, 1.5} {
 		p := BuiltinProfile()
 		p.KernelFixedSerial = share
-		b, err := json.Marshal(p)
-		require.NoError(t, err)
-		_, err = ParseProfile(b)
-		assert.ErrorContains(t, err, "kernel_fixed_serial is")
+		refused(t, p, "kernel_fixed_serial is")
 	}
+}
+
+// refused checks that p, written as JSON and read back, is refused with
+// an error that says want.
+func refused(t *testing.T, p *Profile, want string) {
+	t.Helper()
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	_, err = ParseProfile(b)
+	assert.ErrorContains(t, err, want)
 }

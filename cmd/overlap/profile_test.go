@@ -319,21 +319,28 @@ func TestMeasureStagingDMA(t *testing.T) {
 	assert.Contains(t, got.Notes["staging_dma"], "both ways")
 }
 
+// stagingTruth is the built-in profile with in-run staging rates at each
+// of stagingRunChunks(n), different by size and direction, so low that
+// the staging goroutines set the pace even at the smallest chunk (as on
+// the H200 host), and 3 µs a chunk besides the copies; and a timing-only
+// simulator of it.
+func stagingTruth(n int) (*pipeline.Profile, *pipeline.Sim) {
+	truth := pipeline.BuiltinProfile()
+	truth.StagingInRun = nil
+	for i, chunk := range stagingRunChunks(n) {
+		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i))})
+	}
+	truth.StagingChunkNs = 3000
+	return truth, pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+}
+
 // TestMeasureStagingInRun: measureStagingInRun recovers the in-run staging
 // rates that a simulated host runs on, at each chunk size, by direction
 // (the time each copy ran alone, faster by the boost, reckoned back), and
 // the staging goroutines' time per chunk besides the copies.
 func TestMeasureStagingInRun(t *testing.T) {
 	const n = 1 << 20
-	truth := pipeline.BuiltinProfile()
-	truth.StagingInRun = nil
-	for i, chunk := range stagingRunChunks(n) {
-		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i))})
-	}
-	// Rates so low that the staging goroutines set the pace even at the
-	// smallest chunk, as on the H200 host.
-	truth.StagingChunkNs = 3000
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+	truth, sim := stagingTruth(n)
 	got := truth.Clone()
 	got.StagingInRun, got.StagingChunkNs = nil, 0
 	seed := kernelSet{}.kernel(kernels.Seed, 0)
@@ -382,14 +389,7 @@ func TestMeasureKernelSerial(t *testing.T) {
 // a profile whose figures do not match what a round times is refused.
 func TestHostSamples(t *testing.T) {
 	const n = 1 << 20
-	truth := pipeline.BuiltinProfile()
-	truth.StagingInRun = nil
-	for i, chunk := range stagingRunChunks(n) {
-		// Rates so low that the staging goroutines set the pace.
-		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + float64(i))})
-	}
-	truth.StagingChunkNs = 3000
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+	truth, sim := stagingTruth(n)
 	seed := kernelSet{}.kernel(kernels.Seed, 0)
 	in, out := stagingMemory(n)
 	p := truth.Clone()
