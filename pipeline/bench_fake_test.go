@@ -27,12 +27,7 @@ func BenchmarkFakeSmallJob(b *testing.B) {
 	}
 	f.Noop(true)
 	defer f.Reset()
-	cancellable, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-	}{{"Background", context.Background()}, {"WithCancel", cancellable}} {
+	for _, c := range jobContexts(b) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {

@@ -16,6 +16,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// namedContext is a context to run a job under, and its name.
+type namedContext struct {
+	name string
+	ctx  context.Context
+}
+
+// jobContexts are the two kinds of context whose cost to a job differs: one
+// that cannot be cancelled, and one that can (a service's request
+// context), cancelled when tb ends.
+func jobContexts(tb testing.TB) []namedContext {
+	cancellable, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	return []namedContext{{"Background", context.Background()}, {"WithCancel", cancellable}}
+}
+
 // TestSmallJobAllocsOnFakeDriver measures, through package driver on the
 // fake driver, the allocations of one small job: one chunk, pinned
 // buffers, on a pipeline reused for every job, as overlap bench
@@ -29,12 +44,7 @@ func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
 	}
 	f.Reset()
 	p, job, _, _ := smallJob(t, gputest.Context(t), 4<<10, 4<<10, 1)
-	cancellable, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-	}{{"Background", context.Background()}, {"WithCancel", cancellable}} {
+	for _, c := range jobContexts(t) {
 		_, err := p.Run(c.ctx, job)
 		require.NoError(t, err)
 		allocs := testing.AllocsPerRun(100, func() {
