@@ -44,6 +44,17 @@ type Profile struct {
 	D2HRegistered CopyCost `json:"d2h_registered,omitempty"`
 	// BothGBps is the rate of both directions at once, in total.
 	BothGBps float64 `json:"both_gbps"`
+	// BothFixedNs is what a copy's fixed cost grows by when it starts
+	// while a copy in the other direction runs. On the H200, 256 KiB
+	// copies both ways at once took 9.5 µs a pair where each direction
+	// alone took 7.3 and 6.3 µs and the shared rate predicted 7.5; at
+	// 1 MiB the excess was the same 1.6–1.9 µs, so it is a cost per copy,
+	// not a rate (bench/RESULTS.md, issue 11). It is what set the pace of
+	// the engine at 64K-element chunks. `overlap profile` times copies
+	// both ways at once behind a blocker and interpolates between the
+	// simulator's times at two values. Profiles from before it was
+	// measured lack it (0).
+	BothFixedNs float64 `json:"both_fixed_ns,omitempty"`
 	// CopyEngines is how many copies run at once in each direction.
 	CopyEngines int `json:"copy_engines"`
 	// WaitNs is the device time that a stream spends on a wait for an
@@ -302,7 +313,7 @@ func (p *Profile) Check() error {
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
 		nonNeg("h2d_registered.fixed_ns", p.H2DRegistered.FixedNs), nonNeg("d2h_registered.fixed_ns", p.D2HRegistered.FixedNs),
 		nonNeg("h2d_registered.gbps", p.H2DRegistered.GBps), nonNeg("d2h_registered.gbps", p.D2HRegistered.GBps),
-		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("staging_dma", p.StagingDMA), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("staging_chunk_ns", p.StagingChunkNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
+		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("staging_dma", p.StagingDMA), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("staging_chunk_ns", p.StagingChunkNs), nonNeg("both_fixed_ns", p.BothFixedNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
 	}
 	if !(p.KernelFixedSerial >= 0 && p.KernelFixedSerial <= 1) {
 		errs = append(errs, fmt.Errorf("pipeline: profile: kernel_fixed_serial is %v; want 0 to 1", p.KernelFixedSerial))

@@ -166,3 +166,98 @@ func refused(t *testing.T, p *Profile, want string) {
 	_, err = ParseProfile(b)
 	assert.ErrorContains(t, err, want)
 }
+
+// TestSimBothFixed: a copy that starts while the other direction copies
+// pays Profile.BothFixedNs more; a copy alone does not. It fails if the
+// extra cost is dropped, charged to copies alone, or charged to only one
+// direction.
+func TestSimBothFixed(t *testing.T) {
+	const bytes, count = 256 << 10, 20
+	// copies times toDev copies of bytes to the device on one stream and
+	// toHost back on another, issued in turns: each stream's time on the
+	// device, from timing events around its copies.
+	copies := func(p *Profile, toDev, toHost int) (h2d, d2h time.Duration) {
+		sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(p)
+		iss, err := sim.Issuer()
+		require.NoError(t, err)
+		defer iss.Release()
+		host, err := sim.AllocPinned(2 * bytes)
+		require.NoError(t, err)
+		defer host.Close()
+		var devs [2]DeviceMem
+		var sts [2]Stream
+		var evs [4]Event
+		for i := range devs {
+			devs[i], err = sim.AllocDevice(bytes)
+			require.NoError(t, err)
+			defer devs[i].Close()
+			sts[i], err = sim.NewStream()
+			require.NoError(t, err)
+			defer sts[i].Close()
+		}
+		for i := range evs {
+			evs[i], err = sim.NewEvent(true)
+			require.NoError(t, err)
+			defer evs[i].Close()
+		}
+		require.NoError(t, iss.Record(evs[0], sts[0]))
+		require.NoError(t, iss.Record(evs[2], sts[1]))
+		for i := 0; i < max(toDev, toHost); i++ {
+			if i < toDev {
+				require.NoError(t, iss.CopyToDevice(sts[0], devs[0], 0, host, 0, bytes))
+			}
+			if i < toHost {
+				require.NoError(t, iss.CopyToHost(sts[1], host, bytes, devs[1], 0, bytes))
+			}
+		}
+		require.NoError(t, iss.Record(evs[1], sts[0]))
+		require.NoError(t, iss.Record(evs[3], sts[1]))
+		for _, st := range sts {
+			require.NoError(t, st.Synchronize())
+		}
+		h2d, err = evs[0].Elapsed(evs[1])
+		require.NoError(t, err)
+		d2h, err = evs[2].Elapsed(evs[3])
+		require.NoError(t, err)
+		return h2d, d2h
+	}
+	const extra = 1500
+	for _, shared := range []bool{false, true} {
+		p := testProfile(t)
+		p.IssueNs = map[string]float64{} // the host issues at once: the device sets the pace
+		if !shared {
+			// The directions do not share the link, so that a copy's
+			// time is its fixed cost, any extra, and its bytes at its
+			// own rate.
+			p.BothGBps = p.H2D.GBps + p.D2H.GBps
+		}
+		type times struct{ alone, h2d, d2h time.Duration }
+		measure := func(both float64) (r times) {
+			p.BothFixedNs = both
+			r.alone, _ = copies(p, count, 0)
+			// Each direction's copies, with more the other way, so
+			// that every one of them has the other direction beside it.
+			r.h2d, _ = copies(p, count, count+5)
+			_, r.d2h = copies(p, count+5, count)
+			return r
+		}
+		without, with := measure(0), measure(extra)
+		assert.Equal(t, without.alone, with.alone, "copies in one direction pay nothing more")
+		for _, c := range []struct {
+			what        string
+			with, witho time.Duration
+		}{{"H2D", with.h2d, without.h2d}, {"D2H", with.d2h, without.d2h}} {
+			grew := float64(c.with - c.witho)
+			if shared {
+				// The bytes overlap less while the other direction is in
+				// its fixed part: they take longer, by less.
+				assert.Greater(t, grew, float64(count*extra)/4, "%s copies, link shared: the extra shows", c.what)
+				assert.Less(t, grew, float64(count*extra)*1.02, "%s copies, link shared", c.what)
+				continue
+			}
+			// The first copy may start before the other direction's.
+			assert.GreaterOrEqual(t, grew, float64((count-1)*extra)*0.99, "%s copies beside the other direction: each pays both_fixed_ns", c.what)
+			assert.LessOrEqual(t, grew, float64(count*extra)*1.01, "%s copies: no more than once each", c.what)
+		}
+	}
+}

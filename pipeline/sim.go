@@ -949,7 +949,13 @@ func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, ho
 				}
 				h.dataMu.Unlock()
 			}
-			h.at(h.now+time.Duration(cost.FixedNs), func() {
+			// A copy that starts while the other direction copies pays
+			// the profile's BothFixedNs more (Profile.BothFixedNs).
+			fixed := cost.FixedNs
+			if s.engines[1-dir].busy > 0 {
+				fixed += s.prof.BothFixedNs
+			}
+			h.at(h.now+time.Duration(fixed), func() {
 				h.start(&activity{class: dir, dev: s, remaining: float64(n), solo: cost.GBps, done: func() {
 					s.release(dir)
 					finish()

@@ -201,7 +201,7 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 		}
 		fmt.Fprintf(w, " scale %.3f\n", p.IssueScale)
 	}
-	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us; a dependency between streams %.2f us; kernels on other streams overlap all but %.0f%% of a kernel's fixed cost\n", p.WaitNs/1e3, p.DepNs/1e3, 100*p.KernelFixedSerial)
+	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us; a dependency between streams %.2f us; kernels on other streams overlap all but %.0f%% of a kernel's fixed cost; a copy started while the other direction copies costs %.2f us more\n", p.WaitNs/1e3, p.DepNs/1e3, 100*p.KernelFixedSerial, p.BothFixedNs/1e3)
 	fmt.Fprint(w, "staging copies (alone / two at once in total):")
 	for _, r := range p.Staging {
 		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
@@ -384,6 +384,9 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 		return nil, fmt.Errorf("the measured profile is unusable: %w", err)
 	}
 	if err := measureDep(b, ks, p, small); err != nil {
+		return nil, err
+	}
+	if err := measureBothFixed(b, p, small*4); err != nil {
 		return nil, err
 	}
 	if err := measureKernelSerial(b, ks, p, small); err != nil {

@@ -458,3 +458,25 @@ func TestMedian(t *testing.T) {
 	assert.Equal(t, 7*time.Millisecond, median([]time.Duration{9 * time.Millisecond, 7 * time.Millisecond, 1 * time.Millisecond}))
 	assert.Zero(t, median([]float64(nil)))
 }
+
+// TestMeasureBothFixed: measureBothFixed recovers the extra fixed cost of
+// a copy beside the other direction that a simulated device charges, and
+// the copies both ways take longer as it grows.
+func TestMeasureBothFixed(t *testing.T) {
+	const bytes = 256 << 10
+	var last time.Duration
+	for _, extra := range []float64{0, 900, 1900, 4000} {
+		truth := pipeline.BuiltinProfile()
+		truth.BothFixedNs = extra
+		sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+		took, err := bothCopies(sim, bytes, bothCopyCount)
+		require.NoError(t, err)
+		assert.Greater(t, took, last, "both_fixed_ns %v", extra)
+		last = took
+		got := truth.Clone()
+		got.BothFixedNs = 777
+		require.NoError(t, measureBothFixed(sim, got, bytes))
+		assert.InDelta(t, extra, got.BothFixedNs, 0.05*max(extra, 200), "both_fixed_ns %v", extra)
+		assert.Contains(t, got.Notes["both_fixed"], "each way")
+	}
+}
