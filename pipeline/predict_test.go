@@ -143,30 +143,51 @@ func TestPredictsH200Run4(t *testing.T) {
 	assert.LessOrEqual(t, worst, 0.40, "worst |error|")
 }
 
-// TestPredictsH200 guards issue 11's prediction target on the latest
-// validation run: from the profile that `overlap profile` measured on the
-// H200 (the one built in as profiles/h200.json), the simulator predicts the
-// 26 configurations measured in that same run. The profile has every field
-// the simulator uses (dependency latency, calls by their stream's state,
-// the engine's issue loop, registered copies, staging under DMA).
+// TestPredictsH200 guards issue 11's prediction target on the validation
+// that the built-in profile (profiles/h200.json) comes from: `overlap
+// profile --validate` on the H200, every row the median of 5 rounds, the
+// simulator predicting the 26 configurations from the profile measured in
+// that same run. The simulator must give back the table's own predictions
+// (to 0.1%, the table's rounding), so that any change to the model shows
+// here, and the table must meet the issue's bounds: median |error| 5% or
+// less, worst 15% or less.
 func TestPredictsH200(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
+	}
+	prof, err := ReadProfile("testdata/h200-2251.json")
+	require.NoError(t, err)
+	builtin, err := ReadProfile("profiles/h200.json")
+	require.NoError(t, err)
+	assert.Equal(t, prof, builtin, "the built-in profile is the one validated here")
+	assert.Greater(t, prof.BothFixedNs, 0.0, "measured: copies both ways at once")
+	require.Len(t, prof.StagingInRun, 5, "staging timed in staged runs")
+	rows := readValidation(t, "testdata/h200-2251-validation.md")
+	require.Len(t, rows, 26)
+	median, worst := predictTable(t, prof, rows, func(r run4Row, e float64) {
+		pred := r.measured + time.Duration(e*float64(r.measured))
+		assert.InEpsilon(t, float64(r.predicted), float64(pred), 0.001, "%+v: the table's prediction", r)
+	})
+	assert.LessOrEqual(t, median, 0.05, "median |error| (issue 11's target)")
+	assert.LessOrEqual(t, worst, 0.15, "worst |error| (issue 11's target)")
+}
+
+// TestPredictsH200Run1343 replays the validation of the profile that was
+// built in before (13:43, before the rounds and before copies both ways
+// were timed), which lacks both_fixed_ns: its predictions do not move.
+func TestPredictsH200Run1343(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
 	}
 	prof, err := ReadProfile("testdata/h200-1343.json")
 	require.NoError(t, err)
-	builtin, err := ReadProfile("profiles/h200.json")
-	require.NoError(t, err)
-	assert.Equal(t, prof, builtin, "the built-in profile is the one validated here")
 	rows := readValidation(t, "testdata/h200-1343-validation.md")
 	require.Len(t, rows, 26)
 	median, worst := predictTable(t, prof, rows, nil)
 	assert.LessOrEqual(t, median, 0.05, "median |error| (issue 11's target)")
-	// Issue 11's target for the worst row is 15%. On this run the model
-	// reaches 16.4%: staged 16M chunks, 3 slots, 2 streams, measured 31.8
-	// ms, predicted 26.6 (the same row measured 30.0 and 23.5 ms in two
-	// earlier runs), and saxpy at 64K chunks is 15.9% short. This bound
-	// keeps it from getting worse.
+	// It reached 16.4%: staged 16M chunks, 3 slots, 2 streams, measured
+	// 31.8 ms, predicted 26.6, and saxpy at 64K chunks is 15.9% short.
+	// This bound keeps it from getting worse.
 	assert.LessOrEqual(t, worst, 0.17, "worst |error|")
 }
 
