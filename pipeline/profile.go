@@ -16,7 +16,9 @@ import (
 // one on a real GPU, and [BuiltinProfile] is the one measured on an H200.
 //
 // Copies take Fixed + bytes / rate on their direction's copy engine; when
-// both directions move at once they share BothGBps. A kernel takes its
+// both directions move at once they share BothGBps, and a copy that
+// starts while the other direction's engine is held (by a copy in its
+// fixed or its data part) pays BothFixedNs more. A kernel takes its
 // fixed cost (launch and tail, which overlaps other kernels) plus its
 // per-element work, which kernels in flight on one device share. A wait
 // for another stream's event holds its stream for WaitNs, and reaches it
@@ -240,6 +242,15 @@ type StagingInRun struct {
 	Bytes   int     `json:"bytes"`
 	InGBps  float64 `json:"in_gbps"`
 	OutGBps float64 `json:"out_gbps"`
+	// AloneBoost is how much faster such a copy runs while the run's
+	// other staging goroutine does not copy, fitted to the same runs'
+	// spans. Profiles from before it was measured lack it (0): the
+	// Staging table's ratio of one copy alone to each of two at once
+	// stands in, which over fresh pinned memory came out at 1.5–2.2 for
+	// 16 and 64 MiB copies, and put staged rows of 4M-element chunks
+	// 10–14% short and of 16M-element chunks 5–15% long in six
+	// validations on the H200 (bench/RESULTS.md).
+	AloneBoost float64 `json:"alone_boost,omitempty"`
 }
 
 //go:embed profiles/h200.json
@@ -349,7 +360,8 @@ func (p *Profile) Check() error {
 			errs = append(errs, fmt.Errorf("pipeline: profile: staging_in_run has a size of %d bytes", r.Bytes))
 		}
 		errs = append(errs, pos(fmt.Sprintf("staging_in_run in_gbps at %d bytes", r.Bytes), r.InGBps),
-			pos(fmt.Sprintf("staging_in_run out_gbps at %d bytes", r.Bytes), r.OutGBps))
+			pos(fmt.Sprintf("staging_in_run out_gbps at %d bytes", r.Bytes), r.OutGBps),
+			nonNeg(fmt.Sprintf("staging_in_run alone_boost at %d bytes", r.Bytes), r.AloneBoost))
 	}
 	for _, kind := range issueKinds {
 		errs = append(errs, nonNeg("issue_ns."+kind, p.IssueNs[kind]))
@@ -565,12 +577,22 @@ func (p *Profile) stagingInRun(n int, in bool) float64 {
 	}, n)
 }
 
-// StagingAloneBoost is how much faster a staging copy of n bytes runs
-// alone than each of two at once, by the Staging table (at least 1, and
-// 1 without one): the
-// speed-up that the simulator gives StagingInRun's rates, which hold
-// while the run's other staging goroutine copies too, while it does not.
+// StagingAloneBoost is how much faster a staging copy of n bytes in a
+// staged run goes while the run's other staging goroutine does not copy:
+// the speed-up that the simulator gives StagingInRun's rates, which hold
+// while both copy. It is StagingInRun's AloneBoost where measured, else
+// StagingTableBoost.
 func (p *Profile) StagingAloneBoost(n int) float64 {
+	if len(p.StagingInRun) > 0 && p.StagingInRun[0].AloneBoost > 0 {
+		return bySize(p.StagingInRun, func(r StagingInRun) int { return r.Bytes }, func(r StagingInRun) float64 { return max(1, r.AloneBoost) }, n)
+	}
+	return p.StagingTableBoost(n)
+}
+
+// StagingTableBoost is how much faster a staging copy of n bytes runs
+// alone than each of two at once, by the Staging table (at least 1, and 1
+// without one).
+func (p *Profile) StagingTableBoost(n int) float64 {
 	if len(p.Staging) == 0 {
 		return 1
 	}

@@ -72,6 +72,10 @@ func TestStagingInRunRates(t *testing.T) {
 	assert.Equal(t, 20.0, ProfileStagingInRun(p, 1<<30, false), "above the largest")
 	assert.InDelta(t, 20.0, ProfileStagingInRun(p, 16<<20, true), 1e-9, "halfway on a log scale")
 	assert.InDelta(t, 14.0, ProfileStagingInRun(p, 16<<20, false), 1e-9)
+	assert.Equal(t, p.StagingTableBoost(16<<20), p.StagingAloneBoost(16<<20), "no boost fitted: the staging table's")
+	p.StagingInRun[0].AloneBoost, p.StagingInRun[1].AloneBoost = 1.2, 1.6
+	assert.InDelta(t, 1.4, p.StagingAloneBoost(16<<20), 1e-9, "fitted boosts, halfway on a log scale")
+	assert.Equal(t, 1.6, p.StagingAloneBoost(1<<20), "below the smallest size measured")
 
 	for _, c := range []struct {
 		r    StagingInRun
@@ -80,6 +84,7 @@ func TestStagingInRunRates(t *testing.T) {
 		{StagingInRun{Bytes: 4 << 20, InGBps: 0, OutGBps: 5}, "staging_in_run in_gbps at 4194304 bytes"},
 		{StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: -1}, "staging_in_run out_gbps at 4194304 bytes"},
 		{StagingInRun{Bytes: 0, InGBps: 5, OutGBps: 5}, "staging_in_run has a size of 0 bytes"},
+		{StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: 5, AloneBoost: -1}, "staging_in_run alone_boost at 4194304 bytes is -1"},
 	} {
 		q := BuiltinProfile()
 		q.StagingInRun = []StagingInRun{c.r}
@@ -139,6 +144,13 @@ func TestSimStagingInRun(t *testing.T) {
 	solo, _ := ProfileStagingRate(p, bytes)
 	assert.InEpsilon(t, chunks*float64(bytes)/solo, float64(alone.In), 0.02, "staging in timed alone: at the rate alone")
 	assert.InEpsilon(t, chunks*float64(bytes)/solo, float64(alone.Out), 0.02, "staging out timed alone: at the rate alone")
+	// A boost fitted in staged runs replaces the staging table's.
+	p.StagingInRun[0].AloneBoost = 1.4
+	require.Equal(t, 1.4, p.StagingAloneBoost(bytes))
+	in, out, _ = run(p)
+	assert.InEpsilon(t, float64(bytes)/(0.5*1.4), float64(in[0]), 0.01, "the first stage-in, alone: faster by the fitted boost")
+	assert.InEpsilon(t, float64(bytes)/(0.5*1.4), float64(out[chunks-1]), 0.01, "the last stage-out, alone")
+	assert.InEpsilon(t, float64(bytes)/0.5, float64(in[chunks/2]), 0.02, "beside a stage-out: the in-run rate")
 	p.StagingInRun = nil
 	in, out, _ = run(p)
 	for c := 0; c < chunks; c++ {

@@ -224,9 +224,9 @@ func printStagingInRun(w io.Writer, p *pipeline.Profile, which string) {
 	if len(p.StagingInRun) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "staging copies in a staged run%s (in / out, each):", which)
+	fmt.Fprintf(w, "staging copies in a staged run%s (in / out, each; alone faster by):", which)
 	for _, r := range p.StagingInRun {
-		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.InGBps, r.OutGBps)
+		fmt.Fprintf(w, " %s %.1f/%.1f GB/s x%.2f;", humanBytes(int64(r.Bytes)), r.InGBps, r.OutGBps, p.StagingAloneBoost(r.Bytes))
 	}
 	fmt.Fprintf(w, " and %.2f us a chunk besides the copies\n", p.StagingChunkNs/1e3)
 }
@@ -665,7 +665,7 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 		bestSync = min(bestSync, pipeline.Now(b)-t0)
 	}
 	p.SyncNs = max(0, float64(bestSync)/calls-p.IssueNs["record"])
-	p.Notes["issue"] = fmt.Sprintf("best of %d rounds of %d calls of each kind from one goroutine, the kinds in turn within each round (copy_registered: from registered Go memory); sync: an event recorded on an idle stream and waited for, less the record", callReps, calls)
+	p.Notes["issue"] = fmt.Sprintf("best of %d rounds of %d calls of each kind from one goroutine, the kinds in turn within each round (copy_registered: from registered Go memory); sync: an event recorded on an idle stream and waited for, less the record, best of 3", callReps, calls)
 	return measureSequence(b, iss, k, p)
 }
 

@@ -80,7 +80,7 @@ const bothFixedTrial = 2000.0
 
 // measureBothFixed measures Profile.BothFixedNs: bothCopies of bytes on b,
 // against the simulator's prediction of them from p with BothFixedNs at 0
-// and at bothFixedTrial, interpolated. The copies' costs alone and
+// and at bothFixedTrial, linear between them, then one secant step. The copies' costs alone and
 // BothGBps must be measured.
 func measureBothFixed(b pipeline.Backend, p *pipeline.Profile, bytes int) error {
 	p.BothFixedNs = 0
@@ -88,18 +88,43 @@ func measureBothFixed(b pipeline.Backend, p *pipeline.Profile, bytes int) error 
 	if err != nil {
 		return fmt.Errorf("timing copies both ways at once: %w", err)
 	}
-	var predicted [2]time.Duration
-	for i, v := range []float64{0, bothFixedTrial} {
+	predict := func(v float64) (time.Duration, error) {
 		q := p.Clone()
 		q.BothFixedNs = v
-		if predicted[i], err = bothCopies(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q), bytes, bothCopyCount); err != nil {
+		d, err := bothCopies(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q), bytes, bothCopyCount)
+		if err != nil {
+			return 0, fmt.Errorf("predicting copies both ways at once: %w", err)
+		}
+		return d, nil
+	}
+	var predicted [2]time.Duration
+	for i, v := range []float64{0, bothFixedTrial} {
+		if predicted[i], err = predict(v); err != nil {
 			return err
 		}
 	}
 	if predicted[1] <= predicted[0] {
 		return fmt.Errorf("measuring both_fixed_ns: the simulator's copies both ways took %v at %v ns and %v at 0; they must grow with it", predicted[1], bothFixedTrial, predicted[0])
 	}
-	p.BothFixedNs = max(0, bothFixedTrial*float64(measured-predicted[0])/float64(predicted[1]-predicted[0]))
-	p.Notes["both_fixed"] = fmt.Sprintf("%d copies of %d bytes each way, host to device and device to host on two streams, issued in turns behind a blocker, took %v on the device; the rest of this profile predicts %v, and %v with both_fixed_ns at %.0f: interpolated", bothCopyCount, bytes, measured, predicted[0], predicted[1], bothFixedTrial)
+	x := max(0, bothFixedTrial*float64(measured-predicted[0])/float64(predicted[1]-predicted[0]))
+	// One secant step from there, against the nearer trial on the other
+	// side: the copies' time grows a little faster than linearly with
+	// the value (the fixed parts of the two directions overlap each
+	// other's bytes less), a few percent off at 500 or 4000 ns.
+	var atX time.Duration
+	if x > 0 {
+		if atX, err = predict(x); err != nil {
+			return err
+		}
+		other, atOther := 0.0, predicted[0]
+		if atX < measured {
+			other, atOther = bothFixedTrial, predicted[1]
+		}
+		if atX != atOther {
+			x = max(0, x+(other-x)*float64(measured-atX)/float64(atOther-atX))
+		}
+	}
+	p.BothFixedNs = x
+	p.Notes["both_fixed"] = fmt.Sprintf("%d copies of %d bytes each way, host to device and device to host on two streams, issued in turns behind a blocker, took %v on the device; the rest of this profile predicts %v, and %v with both_fixed_ns at %.0f: linear between the two, then one secant step (%v there)", bothCopyCount, bytes, measured, predicted[0], predicted[1], bothFixedTrial, atX)
 	return nil
 }

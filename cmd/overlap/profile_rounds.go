@@ -33,6 +33,7 @@ func median[T ~int64 | ~float64](xs []T) T {
 type hostSamples struct {
 	loops   [][]float64 // ns per chunk, by loopShapes
 	in, out [][]float64 // GB/s, by StagingInRun entry
+	boost   [][]float64 // AloneBoost, by StagingInRun entry
 	chunkNs []float64   // StagingChunkNs
 }
 
@@ -51,6 +52,7 @@ func newHostSamples(p *pipeline.Profile) (*hostSamples, error) {
 	for _, r := range p.StagingInRun {
 		s.in = append(s.in, []float64{r.InGBps})
 		s.out = append(s.out, []float64{r.OutGBps})
+		s.boost = append(s.boost, []float64{r.AloneBoost})
 	}
 	s.chunkNs = []float64{p.StagingChunkNs}
 	return s, nil
@@ -97,6 +99,7 @@ func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSe
 		for i, r := range q.StagingInRun {
 			s.in[i] = append(s.in[i], r.InGBps)
 			s.out[i] = append(s.out[i], r.OutGBps)
+			s.boost[i] = append(s.boost[i], r.AloneBoost)
 		}
 		s.chunkNs = append(s.chunkNs, chunkNs)
 	}
@@ -118,6 +121,7 @@ func (s *hostSamples) apply(p *pipeline.Profile) {
 	}
 	for i := range p.StagingInRun {
 		p.StagingInRun[i].InGBps, p.StagingInRun[i].OutGBps = median(s.in[i]), median(s.out[i])
+		p.StagingInRun[i].AloneBoost = median(s.boost[i])
 	}
 	p.StagingChunkNs = median(s.chunkNs)
 	p.Notes["staging_in_run"] += then

@@ -58,8 +58,8 @@ func measureStagingInRun(ctx context.Context, b pipeline.Backend, k *pipeline.Ke
 	if p.StagingChunkNs, err = stagingChunkNs(ctx, b, k, p, in, out); err != nil {
 		return err
 	}
-	p.Notes["staging_chunk_ns"] = fmt.Sprintf("a staged Run of %d float32s in chunks of %d, %d slots and %d compute streams, the median of %d after an untimed one, against the simulator's prediction of it with staging_chunk_ns 0 and %v, interpolated", len(in), stagingRunChunks(len(in))[0], chunkSlots, kernelStreams, stagingRunReps, chunkProbe)
-	p.Notes["staging_in_run"] = fmt.Sprintf("the stage-in and stage-out spans of staged Runs of %d float32s of Go memory (3 slots, 1 compute stream, kernel %s), per chunk size: each direction's bytes over its spans' total time (the time a span ran with no span of the other direction beside it counted staging's ratio of one copy alone to each of two at once times), from the median of %d runs after an untimed one", n, k.Name, stagingRunReps)
+	p.Notes["staging_chunk_ns"] = fmt.Sprintf("a staged Run of %d float32s in chunks of %d, %d slots and %d compute streams, the median of %d after an untimed one, against the simulator's prediction of it with staging_chunk_ns 0 and %v, interpolated, then one secant step", len(in), stagingRunChunks(len(in))[0], chunkSlots, kernelStreams, stagingRunReps, chunkProbe)
+	p.Notes["staging_in_run"] = fmt.Sprintf("the stage-in and stage-out spans of staged Runs of %d float32s of Go memory (3 slots, 1 compute stream, kernel %s), per chunk size: each direction's bytes over its spans' total time, the time a span ran with no span of the other direction beside it counted alone_boost times: fitted to the spans (a span that ran b beside the other direction and a alone moved r·b + q·a bytes, boost q/r, by least squares, the mean over the directions that determine it), or the staging table's ratio of one copy alone to each of two at once where they do not, from the median of %d runs after an untimed one", n, k.Name, stagingRunReps)
 	return nil
 }
 
@@ -110,11 +110,6 @@ func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel
 	}
 	sort.Slice(reps, func(i, j int) bool { return reps[i].Elapsed < reps[j].Elapsed })
 	mid := reps[len(reps)/2] // the median run
-	// Each span counts its time beside a span of the other direction
-	// whole, and its time alone as that much longer as the copy would have
-	// taken beside one: the simulator runs a copy alone faster by
-	// StagingAloneBoost.
-	boost := p.StagingAloneBoost(4 * chunk)
 	var ins, outs []pipeline.Span
 	for _, s := range mid.Spans {
 		switch s.Stage {
@@ -124,15 +119,28 @@ func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel
 			outs = append(outs, s)
 		}
 	}
+	spanBytes := func(s pipeline.Span) int { return 4 * min(chunk, n-s.Chunk*chunk) }
+	// beside is how long span s ran beside a span of others.
+	beside := func(s pipeline.Span, others []pipeline.Span) time.Duration {
+		var d time.Duration
+		for _, o := range others {
+			d += max(0, min(s.End, o.End)-max(s.Start, o.Start))
+		}
+		return min(d, s.End-s.Start)
+	}
+	boost := aloneBoost(ins, outs, spanBytes, beside)
+	if boost == 0 {
+		boost = p.StagingTableBoost(4 * chunk)
+	}
+	// Each span counts its time beside a span of the other direction
+	// whole, and its time alone as that much longer as the copy would have
+	// taken beside one: the simulator runs a copy alone faster by
+	// the boost.
 	reckon := func(spans, others []pipeline.Span) (bytes int, took time.Duration) {
 		for _, s := range spans {
-			bytes += 4 * min(chunk, n-s.Chunk*chunk)
-			var beside time.Duration
-			for _, o := range others {
-				beside += max(0, min(s.End, o.End)-max(s.Start, o.Start))
-			}
-			beside = min(beside, s.End-s.Start)
-			took += beside + time.Duration(boost*float64(s.End-s.Start-beside))
+			bytes += spanBytes(s)
+			b := beside(s, others)
+			took += b + time.Duration(boost*float64(s.End-s.Start-b))
 		}
 		return bytes, took
 	}
@@ -142,8 +150,49 @@ func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel
 		return pipeline.StagingInRun{}, fmt.Errorf("the run gave no staging spans to time (in %v, out %v)", inTime, outTime)
 	}
 	rate := func(bytes int, d time.Duration) float64 { return math.Max(float64(bytes)/float64(d), 1e-6) }
-	return pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: rate(inBytes, inTime), OutGBps: rate(outBytes, outTime)}, nil
+	return pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: rate(inBytes, inTime), OutGBps: rate(outBytes, outTime), AloneBoost: boost}, nil
 }
+
+// aloneBoost fits how much faster a staging copy goes while the other
+// direction's staging goroutine does not copy, to a run's spans: a span
+// that ran for b beside the other direction and a alone moved r·b + q·a
+// bytes, with r and q fitted by least squares for each direction and the
+// boost q/r. It is the mean of the directions' boosts that the spans
+// determine (both kinds of time present, the fit not degenerate), at
+// least 1 and at most maxAloneBoost; 0 if neither direction's spans
+// determine one.
+func aloneBoost(ins, outs []pipeline.Span, bytes func(pipeline.Span) int, beside func(pipeline.Span, []pipeline.Span) time.Duration) float64 {
+	var sum float64
+	var fits int
+	for _, d := range [][2][]pipeline.Span{{ins, outs}, {outs, ins}} {
+		var bb, ba, aa, yb, ya float64
+		for _, s := range d[0] {
+			b := float64(beside(s, d[1]))
+			a := float64(s.End-s.Start) - b
+			y := float64(bytes(s))
+			bb, ba, aa, yb, ya = bb+b*b, ba+b*a, aa+a*a, yb+y*b, ya+y*a
+		}
+		det := bb*aa - ba*ba
+		if bb == 0 || aa == 0 || det < 1e-3*bb*aa {
+			continue // only one kind of time, or both in the same proportion
+		}
+		r, q := (yb*aa-ya*ba)/det, (ya*bb-yb*ba)/det
+		if r <= 0 || q <= 0 {
+			continue
+		}
+		sum += min(maxAloneBoost, max(1, q/r))
+		fits++
+	}
+	if fits == 0 {
+		return 0
+	}
+	return sum / float64(fits)
+}
+
+// maxAloneBoost bounds a fitted alone boost: two copies at once never
+// took less than half of the host's memory bandwidth each on the H200
+// host, so alone one goes at most about twice as fast; 3 leaves room.
+const maxAloneBoost = 3.0
 
 // chunkSlots and chunkProbe are stagingChunkNs's run's slots (more than
 // --validate uses, so that the staging goroutines set the pace) and the
@@ -158,7 +207,7 @@ const (
 // stagingRunChunks, with chunkSlots slots and kernelStreams compute
 // streams, the median of stagingRunReps runs after an untimed one, against
 // the simulator's prediction of the same run at 0 and chunkProbe,
-// interpolated, and at least 0; 0 if the simulator's staging goroutines do
+// interpolated and refined by one secant step, and at least 0; 0 if the simulator's staging goroutines do
 // not set that run's pace.
 func stagingChunkNs(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32) (float64, error) {
 	cfg := pipeline.Float32Config(1, 1)
@@ -199,5 +248,26 @@ func stagingChunkNs(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel,
 	if chunks := (len(in) + cfg.ChunkElems - 1) / cfg.ChunkElems; at[1]-at[0] < time.Duration(chunks)*chunkProbe/2 {
 		return 0, nil
 	}
-	return max(0, float64(chunkProbe)*float64(measured-at[0])/float64(at[1]-at[0])), nil
+	x := max(0, float64(chunkProbe)*float64(measured-at[0])/float64(at[1]-at[0]))
+	if x == 0 {
+		return 0, nil
+	}
+	// One secant step from the interpolated value, against whichever
+	// probe lies on the measured run's other side: the run's time is not
+	// linear in the time per chunk where the staging goroutines set its
+	// pace only for part of it (copies alone faster by more than 1.2, say).
+	q := p.Clone()
+	q.StagingChunkNs = x
+	atX, err := timed(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q))
+	if err != nil {
+		return 0, err
+	}
+	other, atOther := 0.0, at[0]
+	if atX < measured {
+		other, atOther = float64(chunkProbe), at[1]
+	}
+	if atX == atOther {
+		return x, nil
+	}
+	return max(0, x+(other-x)*float64(measured-atX)/float64(atOther-atX)), nil
 }
