@@ -92,7 +92,11 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	f, per = fit(want.IssueNs["copy_registered"], want.D2HRegistered.FixedNs, 4/want.D2HRegistered.GBps)
 	near("d2h_registered.fixed_ns", got.D2HRegistered.FixedNs, f)
 	near("d2h_registered.gbps", got.D2HRegistered.GBps, 4/per)
-	near("both_gbps", got.BothGBps, want.BothGBps)
+	// Copies both ways at once pay both_fixed_ns too, which measureLink
+	// takes for rate: 1.3% of its 8 MiB copies on the simulator at the
+	// built-in 2.1 µs (0.08% of the GPU's 128 MiB ones).
+	assert.InEpsilon(t, want.BothGBps, got.BothGBps, 0.02, "both_gbps")
+	assert.LessOrEqual(t, got.BothGBps, want.BothGBps, "both_gbps: both_fixed_ns slows the copies, never speeds them")
 	near("pageable_h2d_gbps", got.PageableH2DGBps, want.PageableH2DGBps)
 	near("pageable_d2h_gbps", got.PageableD2HGBps, want.PageableD2HGBps)
 	for _, k := range []string{"seed", "saxpy", "lerp"} {
