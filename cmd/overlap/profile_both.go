@@ -106,23 +106,12 @@ func measureBothFixed(b pipeline.Backend, p *pipeline.Profile, bytes int) error 
 	if predicted[1] <= predicted[0] {
 		return fmt.Errorf("measuring both_fixed_ns: the simulator's copies both ways took %v at %v ns and %v at 0; they must grow with it", predicted[1], bothFixedTrial, predicted[0])
 	}
-	x := max(0, bothFixedTrial*float64(measured-predicted[0])/float64(predicted[1]-predicted[0]))
-	// One secant step from there, against the nearer trial on the other
-	// side: the copies' time grows a little faster than linearly with
-	// the value (the fixed parts of the two directions overlap each
-	// other's bytes less), a few percent off at 500 or 4000 ns.
-	var atX time.Duration
-	if x > 0 {
-		if atX, err = predict(x); err != nil {
-			return err
-		}
-		other, atOther := 0.0, predicted[0]
-		if atX < measured {
-			other, atOther = bothFixedTrial, predicted[1]
-		}
-		if atX != atOther {
-			x = max(0, x+(other-x)*float64(measured-atX)/float64(atOther-atX))
-		}
+	// The copies' time grows a little faster than linearly with the
+	// value (the fixed parts of the two directions overlap each other's
+	// bytes less): linear alone was a few percent off at 500 or 4000 ns.
+	x, atX, err := solveFrom(measured, bothFixedTrial, predicted, predict)
+	if err != nil {
+		return err
 	}
 	p.BothFixedNs = x
 	p.Notes["both_fixed"] = fmt.Sprintf("%d copies of %d bytes each way, host to device and device to host on two streams, issued in turns behind a blocker, took %v on the device; the rest of this profile predicts %v, and %v with both_fixed_ns at %.0f: linear between the two, then one secant step (%v there)", bothCopyCount, bytes, measured, predicted[0], predicted[1], bothFixedTrial, atX)

@@ -207,8 +207,8 @@ const (
 // stagingRunChunks, with chunkSlots slots and kernelStreams compute
 // streams, the median of stagingRunReps runs after an untimed one, against
 // the simulator's prediction of the same run at 0 and chunkProbe,
-// interpolated and refined by one secant step, and at least 0; 0 if the simulator's staging goroutines do
-// not set that run's pace.
+// solved by solveFrom; 0 if the simulator's staging goroutines do not set
+// that run's pace.
 func stagingChunkNs(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32) (float64, error) {
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = stagingRunChunks(len(in))[0], chunkSlots, kernelStreams, pipeline.HostStaged
@@ -248,26 +248,13 @@ func stagingChunkNs(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel,
 	if chunks := (len(in) + cfg.ChunkElems - 1) / cfg.ChunkElems; at[1]-at[0] < time.Duration(chunks)*chunkProbe/2 {
 		return 0, nil
 	}
-	x := max(0, float64(chunkProbe)*float64(measured-at[0])/float64(at[1]-at[0]))
-	if x == 0 {
-		return 0, nil
-	}
-	// One secant step from the interpolated value, against whichever
-	// probe lies on the measured run's other side: the run's time is not
-	// linear in the time per chunk where the staging goroutines set its
-	// pace only for part of it (copies alone faster by more than 1.2, say).
-	q := p.Clone()
-	q.StagingChunkNs = x
-	atX, err := timed(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q))
-	if err != nil {
-		return 0, err
-	}
-	other, atOther := 0.0, at[0]
-	if atX < measured {
-		other, atOther = float64(chunkProbe), at[1]
-	}
-	if atX == atOther {
-		return x, nil
-	}
-	return max(0, x+(other-x)*float64(measured-atX)/float64(atOther-atX)), nil
+	// The run's time is not linear in the time per chunk where the
+	// staging goroutines set its pace only for part of it (copies alone
+	// faster by more than 1.2, say): solveFrom takes a secant step.
+	x, _, err := solveFrom(measured, float64(chunkProbe), at, func(v float64) (time.Duration, error) {
+		q := p.Clone()
+		q.StagingChunkNs = v
+		return timed(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q))
+	})
+	return x, err
 }
