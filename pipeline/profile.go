@@ -47,15 +47,15 @@ type Profile struct {
 	// BothGBps is the rate of both directions at once, in total.
 	BothGBps float64 `json:"both_gbps"`
 	// BothFixedNs is what a copy's fixed cost grows by when it starts
-	// while a copy in the other direction runs. On the H200, 256 KiB
+	// while the other direction's copy engine is held. On the H200, 256 KiB
 	// copies both ways at once took 9.5 µs a pair where each direction
 	// alone took 7.3 and 6.3 µs and the shared rate predicted 7.5; at
 	// 1 MiB the excess was the same 1.6–1.9 µs, so it is a cost per copy,
 	// not a rate (bench/RESULTS.md, issue 11). It is what set the pace of
 	// the engine at 64K-element chunks. `overlap profile` times copies
-	// both ways at once behind a blocker and interpolates between the
-	// simulator's times at two values. Profiles from before it was
-	// measured lack it (0).
+	// both ways at once behind a blocker and solves for it from the
+	// simulator's times at two values and a secant step. Profiles from
+	// before it was measured lack it (0).
 	BothFixedNs float64 `json:"both_fixed_ns,omitempty"`
 	// CopyEngines is how many copies run at once in each direction.
 	CopyEngines int `json:"copy_engines"`
@@ -246,10 +246,9 @@ type StagingInRun struct {
 	// other staging goroutine does not copy, fitted to the same runs'
 	// spans. Profiles from before it was measured lack it (0): the
 	// Staging table's ratio of one copy alone to each of two at once
-	// stands in, which over fresh pinned memory came out at 1.5–2.2 for
-	// 16 and 64 MiB copies, and put staged rows of 4M-element chunks
-	// 10–14% short and of 16M-element chunks 5–15% long in six
-	// validations on the H200 (bench/RESULTS.md).
+	// stands in, measured over fresh pinned memory with nothing else
+	// running (1.5–2.2 at 16 and 64 MiB on the H200 host). Fitted in
+	// staged runs it came out at 1.0–1.95 (bench/RESULTS.md).
 	AloneBoost float64 `json:"alone_boost,omitempty"`
 }
 

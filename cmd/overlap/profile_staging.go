@@ -189,9 +189,10 @@ func aloneBoost(ins, outs []pipeline.Span, bytes func(pipeline.Span) int, beside
 	return sum / float64(fits)
 }
 
-// maxAloneBoost bounds a fitted alone boost: two copies at once never
-// took less than half of the host's memory bandwidth each on the H200
-// host, so alone one goes at most about twice as fast; 3 leaves room.
+// maxAloneBoost bounds a fitted alone boost, against spans too few or
+// too noisy to fit: the staging tables of the H200 host put one copy
+// alone at up to 2.7 times each of two at once (128 MiB), and the fits in
+// staged runs at up to 1.95.
 const maxAloneBoost = 3.0
 
 // chunkSlots and chunkProbe are stagingChunkNs's run's slots (more than
