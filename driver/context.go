@@ -211,6 +211,11 @@ func (b *Bound) CopyToHost(s *Stream, dst HostMemory, dstOff int, src *DeviceBuf
 	return s.copyToHost(b.core(), dst, dstOff, src, srcOff, n)
 }
 
+// Synchronize is [Stream.Synchronize] without the context check: a
+// caller that issued a small job through b waits for it without making
+// its context current once more (issue 14).
+func (b *Bound) Synchronize(s *Stream) error { return s.synchronize("Bound.Synchronize", b.core()) }
+
 // Record is [Event.Record] without the context check.
 func (b *Bound) Record(e *Event, s *Stream) error { return e.record(b.core(), s) }
 

@@ -196,12 +196,13 @@ var fakeCases = []fakeCase{
 			assert.NoError(t, b.CopyToHost(s, h, 0, d, 0, 64))
 			assert.NoError(t, b.Record(e, s))
 			assert.NoError(t, e.Synchronize())
+			assert.NoError(t, b.Synchronize(s))
 		}
 		for range 10 {
 			round()
 		}
 		if allocs := testing.AllocsPerRun(200, round); !raceEnabled {
-			assert.Zero(t, allocs, "allocations per round of copy, launch, copy, record, wait")
+			assert.Zero(t, allocs, "allocations per round of copy, launch, copy, record, wait, synchronise")
 		}
 	}},
 
@@ -240,6 +241,40 @@ var fakeCases = []fakeCase{
 		require.NoError(t, b.Record(e, s))
 		b.Release()
 		require.NoError(t, s.Synchronize())
+	}},
+
+	// Bound.Synchronize waits for the stream on the bound thread without
+	// checking the context again, and lets go of the host memory that the
+	// stream's copies held, as Stream.Synchronize does; after Release it
+	// checks the context as Stream.Synchronize does.
+	{"BoundSynchronize", func(t *testing.T, f *fakecuda.Fake) {
+		c := fakeContext(t, 0)
+		s, err := c.NewStream(driver.StreamOptions{})
+		require.NoError(t, err)
+		const n = 1 << 16
+		d, err := c.Alloc(n)
+		require.NoError(t, err)
+		h, err := c.AllocHost(n, driver.HostAllocOptions{})
+		require.NoError(t, err)
+		b, err := c.Bind()
+		require.NoError(t, err)
+		f.ExecDelay(50 * time.Millisecond)
+		require.NoError(t, b.CopyToDevice(s, d, 0, h, 0, n))
+		checks := f.Calls("cuCtxGetCurrent")
+		start := time.Now()
+		require.NoError(t, b.Synchronize(s))
+		assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond, "Bound.Synchronize returned before the copy ran")
+		assert.Equal(t, checks, f.Calls("cuCtxGetCurrent"), "a bound wait checks no context")
+		start = time.Now()
+		require.NoError(t, h.Close())
+		assert.Less(t, time.Since(start), 25*time.Millisecond, "the copy was seen done: Close has nothing to wait for")
+		f.ExecDelay(0)
+		b.Release()
+		checks = f.Calls("cuCtxGetCurrent")
+		require.NoError(t, b.Synchronize(s), "released, it waits as Stream.Synchronize does")
+		assert.Equal(t, checks+1, f.Calls("cuCtxGetCurrent"), "released, it checks the context")
+		require.NoError(t, s.Close())
+		assert.ErrorIs(t, b.Synchronize(s), driver.ErrClosed)
 	}},
 
 	{"RoundTrip", func(t *testing.T, f *fakecuda.Fake) {
@@ -606,6 +641,7 @@ var fakeCases = []fakeCase{
 		assert.ErrorIs(t, b.Launch(fn0, s1, driver.GridFor(1, 1), driver.NewArgs()), driver.ErrWrongContext)
 		assert.ErrorIs(t, b.CopyToDevice(s1, d1, 0, hp, 0, 16), driver.ErrWrongContext)
 		assert.ErrorIs(t, b.Record(e1, s1), driver.ErrWrongContext)
+		assert.ErrorIs(t, b.Synchronize(s1), driver.ErrWrongContext)
 		assert.Equal(t, 0, f.CurrentDevice(), "a refused call must leave the bound context current")
 		assert.NoError(t, b.CopyToDevice(s0, d0, 0, h0, 0, 16))
 		b.Release()

@@ -83,19 +83,29 @@ func (s *Stream) lock(op string) (uintptr, error) {
 }
 
 // blocking runs a call that may wait on the stream, with its context
-// current, and returns the stream's host-memory mark taken before it.
-func (s *Stream) blocking(op string, id symID) (uint64, error) {
+// current, and returns the stream's host-memory mark taken before it. It
+// makes the context current first unless the caller is bound to it (see
+// [Context.Bind]); bound to another context, it refuses.
+func (s *Stream) blocking(op string, bound *ctxCore, id symID) (uint64, error) {
 	h, err := s.lock(op)
 	if err != nil {
 		return 0, err
 	}
 	defer s.done()
+	k := s.res.core
+	if bound != nil && bound != k {
+		return 0, sameContext(op+" (bound)", bound, k)
+	}
 	mark := s.res.uses.mark()
-	if err := s.res.core.enter(op); err != nil {
-		return 0, err
+	if bound == nil {
+		if err := k.enter(op); err != nil {
+			return 0, err
+		}
 	}
 	err = hot(id, 1, h, 0, 0, 0)
-	leave()
+	if bound == nil {
+		leave()
+	}
 	return mark, err
 }
 
@@ -125,8 +135,10 @@ func (s *Stream) issue(op string, bound *ctxCore, id symID, n int, a0, a1, a2, a
 }
 
 // Synchronize blocks until all work queued on s is done (cuStreamSynchronize).
-func (s *Stream) Synchronize() error {
-	mark, err := s.blocking("Stream.Synchronize", symStreamSynchronize)
+func (s *Stream) Synchronize() error { return s.synchronize("Stream.Synchronize", nil) }
+
+func (s *Stream) synchronize(op string, bound *ctxCore) error {
+	mark, err := s.blocking(op, bound, symStreamSynchronize)
 	if err == nil {
 		s.res.uses.complete(mark)
 	}
@@ -136,7 +148,7 @@ func (s *Stream) Synchronize() error {
 // Done reports whether all work queued on s is done (cuStreamQuery).
 // Work still running is (false, nil), not an error.
 func (s *Stream) Done() (bool, error) {
-	mark, err := s.blocking("Stream.Done", symStreamQuery)
+	mark, err := s.blocking("Stream.Done", nil, symStreamQuery)
 	done, err := readiness(err)
 	if done {
 		s.res.uses.complete(mark)

@@ -95,7 +95,8 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 	p, job, _, _ := smallJob(t, gputest.Context(t), n, 2*n, 1)
 	_, err := p.Run(context.Background(), job) // loads the kernel
 	require.NoError(t, err)
-	calls := []string{"cuMemcpyHtoDAsync_v2", "cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize"}
+	calls := []string{"cuMemcpyHtoDAsync_v2", "cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize",
+		"cuCtxGetCurrent", "cuCtxSetCurrent"}
 	count := func() map[string]int {
 		m := map[string]int{}
 		for _, c := range calls {
@@ -113,8 +114,10 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 		}
 		return after
 	}
+	// One context check: the issuer's, when it binds its thread. The
+	// stream is synchronised on that bound thread, without a second.
 	assert.Equal(t, map[string]int{"cuMemcpyHtoDAsync_v2": 1, "cuLaunchKernel": 1, "cuMemcpyDtoHAsync_v2": 1,
-		"cuEventRecord": 0, "cuStreamWaitEvent": 0, "cuStreamSynchronize": 1}, diff(job), "one chunk")
+		"cuEventRecord": 0, "cuStreamWaitEvent": 0, "cuStreamSynchronize": 1, "cuCtxGetCurrent": 1, "cuCtxSetCurrent": 0}, diff(job), "one chunk")
 	job.N = 2 * n
 	two := diff(job)
 	assert.Equal(t, 2, two["cuLaunchKernel"])

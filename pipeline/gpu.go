@@ -252,6 +252,11 @@ func (i *gpuIssuer) Wait(s Stream, e Event) error {
 	return i.b.WaitEvent(s.(gpuStream).Stream, e.(gpuEvent).Event)
 }
 
+// syncStream waits for s on the issuer's bound thread (streamSyncer).
+func (i *gpuIssuer) syncStream(s Stream) error {
+	return i.b.Synchronize(s.(gpuStream).Stream)
+}
+
 func (i *gpuIssuer) Release() {
 	if !i.held {
 		return

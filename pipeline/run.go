@@ -517,11 +517,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	rs.join()
 
 	// Drain: the host waits for the GPU once, at the end.
-	drain := p.drain
-	if single {
-		drain = p.comp[0].Synchronize
-	}
-	if err := drain(); err != nil {
+	if err := p.drainRun(iss, single); err != nil {
 		p.broken = err
 		p.closed = true
 		p.release()
@@ -579,6 +575,25 @@ func (p *Pipeline) issueSingle(pl *plan, iss Issuer) error {
 		}
 	}
 	return nil
+}
+
+// streamSyncer is an Issuer that can wait for a stream itself: the GPU
+// issuer, whose thread is bound to the context already, waits without
+// making it current once more.
+type streamSyncer interface {
+	syncStream(s Stream) error
+}
+
+// drainRun waits for the run's work: a job of one chunk (single) for its
+// one stream, through iss when it can, any other for every stream.
+func (p *Pipeline) drainRun(iss Issuer, single bool) error {
+	if !single {
+		return p.drain()
+	}
+	if ss, ok := iss.(streamSyncer); ok {
+		return ss.syncStream(p.comp[0])
+	}
+	return p.comp[0].Synchronize()
 }
 
 // drain waits for every stream and returns the first failure (a faulted

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/ptx"
@@ -15,13 +16,24 @@ import (
 // everything it loaded. It is safe for concurrent use.
 type Modules struct {
 	mu     sync.Mutex
-	progs  map[moduleKey]*ptx.Program
+	progs  map[moduleKey]*loaded
 	closed bool
+	// last is the entry that a lookup found last, read without the lock:
+	// a pipeline looks its kernel up twice in each job, once to check it
+	// and once to launch it, and many small jobs run the same kernel on
+	// the same context (issue 14). Close clears it before unloading.
+	last atomic.Pointer[loaded]
 }
 
 type moduleKey struct {
 	ctx  *driver.Context
 	name string
+}
+
+// loaded is one kernel's module on one context.
+type loaded struct {
+	key moduleKey
+	p   *ptx.Program
 }
 
 // Function returns k's function on ctx, loading (JIT-compiling) its PTX on
@@ -40,24 +52,29 @@ func (m *Modules) Program(ctx *driver.Context, k *Kernel) (*ptx.Program, error) 
 	if ctx == nil {
 		return nil, fmt.Errorf("ptx: kernel %s: nil context", k.Name)
 	}
+	if l := m.last.Load(); l != nil && l.key.ctx == ctx && l.key.name == k.Name {
+		return l.p, nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, fmt.Errorf("ptx: kernel %s: %w", k.Name, driver.ErrClosed)
 	}
 	key := moduleKey{ctx, k.Name}
-	if p, ok := m.progs[key]; ok {
-		return p, nil
+	l, ok := m.progs[key]
+	if !ok {
+		p, err := k.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if m.progs == nil {
+			m.progs = map[moduleKey]*loaded{}
+		}
+		l = &loaded{key: key, p: p}
+		m.progs[key] = l
 	}
-	p, err := k.Load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if m.progs == nil {
-		m.progs = map[moduleKey]*ptx.Program{}
-	}
-	m.progs[key] = p
-	return p, nil
+	m.last.Store(l)
+	return l.p, nil
 }
 
 // Close unloads every module m loaded. Later calls to Function fail with
@@ -66,9 +83,10 @@ func (m *Modules) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
+	m.last.Store(nil)
 	var errs []error
-	for key, p := range m.progs {
-		errs = append(errs, p.Close())
+	for key, l := range m.progs {
+		errs = append(errs, l.p.Close())
 		delete(m.progs, key)
 	}
 	return errors.Join(errs...)
