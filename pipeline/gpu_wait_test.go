@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
@@ -58,6 +59,86 @@ func BenchmarkGPUSmallJob(b *testing.B) {
 	}
 	b.StopTimer()
 	require.NoError(b, verifySeed(in, hout.Float32s()[:n], 100))
+}
+
+// BenchmarkGPUSmallJobPaired splits a small job's time on the GPU into the
+// driver's and the engine's: it alternates blocks of jobs through
+// Pipeline.RunInto with blocks of the same job's four calls made directly
+// through a driver.Bound (a copy in, the launch, a copy out, a stream
+// synchronisation: what bench/reference/smalljobs.cu makes), on buffers of
+// the same size, in one process, so that the machine's drift from run to
+// run falls on both alike (issue 14). It reports run-ns/job, bound-ns/job
+// and their difference, engine-ns/job, the pipeline's own cost per job.
+// Both outputs are checked.
+func BenchmarkGPUSmallJobPaired(b *testing.B) {
+	const n, iters, block = 4 << 10, 100, 256
+	ctx := gputest.Context(b)
+	p, job, in, hout := smallJob(b, ctx, n, n, iters)
+	var rep Report
+	require.NoError(b, p.RunInto(context.Background(), job, &rep))
+
+	mods := new(kernels.Modules)
+	b.Cleanup(func() { mods.Close() })
+	fn, err := mods.Function(ctx, kernels.Seed)
+	require.NoError(b, err)
+	hin, hout2 := pinnedCopy(b, ctx, in), pinnedCopy(b, ctx, make([]float32, n))
+	din, err := ctx.Alloc(4 * n)
+	require.NoError(b, err)
+	b.Cleanup(func() { din.Close() })
+	dout, err := ctx.Alloc(4 * n)
+	require.NoError(b, err)
+	b.Cleanup(func() { dout.Close() })
+	s, err := ctx.NewStream(driver.StreamOptions{})
+	require.NoError(b, err)
+	b.Cleanup(func() { s.Close() })
+	args := driver.NewArgs().Buffer(dout, 0).Buffer(din, 0).Uint32(n).Int32(iters)
+	cfg := driver.GridFor(n, 256)
+	bound := func(jobs int) time.Duration {
+		bd, err := ctx.Bind()
+		require.NoError(b, err)
+		defer bd.Release()
+		t0 := time.Now()
+		for range jobs {
+			err := bd.CopyToDevice(s, din, 0, hin, 0, 4*n)
+			if err == nil {
+				err = bd.Launch(fn, s, cfg, args)
+			}
+			if err == nil {
+				err = bd.CopyToHost(s, hout2, 0, dout, 0, 4*n)
+			}
+			if err == nil {
+				err = bd.Synchronize(s)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	run := func(jobs int) time.Duration {
+		t0 := time.Now()
+		for range jobs {
+			if err := p.RunInto(context.Background(), job, &rep); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	bound(block) // warm the second module
+	b.ResetTimer()
+	var tRun, tBound time.Duration
+	for done := 0; done < b.N; done += block {
+		k := min(block, b.N-done)
+		tRun += run(k)
+		tBound += bound(k)
+	}
+	b.StopTimer()
+	runNs, boundNs := float64(tRun.Nanoseconds())/float64(b.N), float64(tBound.Nanoseconds())/float64(b.N)
+	b.ReportMetric(runNs, "run-ns/job")
+	b.ReportMetric(boundNs, "bound-ns/job")
+	b.ReportMetric(runNs-boundNs, "engine-ns/job")
+	require.NoError(b, verifySeed(in, hout.Float32s()[:n], iters), "through the pipeline")
+	require.NoError(b, verifySeed(in, hout2.Float32s()[:n], iters), "through the Bound")
 }
 
 // smallJob is one job of n elements as overlap bench --small-jobs runs it:

@@ -89,3 +89,32 @@ int64_t sync_call(void *sync, void *s) {
     CUresult r = ((sync_fn)sync)(s);
     return r ? -(int64_t)r : 0;
 }
+
+// job_loop runs jobs small jobs as bench/reference/smalljobs.cu's job()
+// makes them, through the driver API: copy n floats from hin to din
+// (h2d: cuMemcpyHtoDAsync_v2), launch the seed kernel fn on them into dout
+// ((n + 255) / 256 blocks of 256 threads, iters iterations), copy dout
+// back to hout (d2h: cuMemcpyDtoHAsync_v2) and wait (sync:
+// cuStreamSynchronize), all on stream s. driver's BenchmarkSmallJobLoopInC
+// runs it inside the Go process, entered once, beside the same four calls
+// made from Go (issue 14). It returns the nanoseconds of all the jobs, or
+// minus the first failing CUresult.
+int64_t job_loop(void *h2d, void *launch, void *d2h, void *sync, void *fn, void *s, uint64_t din, uint64_t dout,
+                 uint64_t hin, uint64_t hout, int64_t n, int64_t iters, int64_t jobs) {
+    copy_fn in = (copy_fn)h2d, out = (copy_fn)d2h;
+    launch_fn l = (launch_fn)launch;
+    sync_fn y = (sync_fn)sync;
+    unsigned n32 = (unsigned)n;
+    int it32 = (int)iters;
+    void *params[4] = {&dout, &din, &n32, &it32};
+    unsigned grid = (unsigned)((n + 255) / 256);
+    CUresult r;
+    int64_t t0 = cloop_now_ns();
+    for (int64_t j = 0; j < jobs; ++j) {
+        if ((r = in(din, hin, (size_t)n * 4, s)) != 0) return -(int64_t)r;
+        if ((r = l(fn, grid, 1, 1, 256, 1, 1, 0, s, params, 0)) != 0) return -(int64_t)r;
+        if ((r = out(hout, dout, (size_t)n * 4, s)) != 0) return -(int64_t)r;
+        if ((r = y(s)) != 0) return -(int64_t)r;
+    }
+    return cloop_now_ns() - t0;
+}
