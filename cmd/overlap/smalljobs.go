@@ -37,7 +37,7 @@ const smallJobsWait = driver.WaitYield
 
 const (
 	// smallJobsSeconds is each cell's run on a GPU: 3 sizes × 3 worker
-	// counts × 3 wait modes, in Go and C++, stay near 30 s.
+	// counts, in Go and C++, take about 25 s a round of a wait mode.
 	smallJobsSeconds = 0.5
 	// smallJobsSimJobs is each simulated worker's job count: the CPU
 	// computes every element.
@@ -89,6 +89,9 @@ type smallJobsOptions struct {
 	workers []int
 	seconds float64
 	jobs    int // per worker; 0: run for seconds
+	// rounds is how many times each wait mode's cells run (--repeat), Go
+	// and the C++ twin taking turns; each cell reports the median.
+	rounds int
 }
 
 // checkSmallJobs finishes overlap bench --small-jobs's flags: --elems is a
@@ -116,7 +119,7 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 		}
 		o.iters = []int{n}
 	}
-	for _, f := range []string{"devices", "chunks", "slots", "host", "repeat", "compute-streams", "csv", "svg"} {
+	for _, f := range []string{"devices", "chunks", "slots", "host", "compute-streams", "csv", "svg"} {
 		if o.set[f] {
 			return fmt.Errorf("--%s does not apply to --small-jobs: each job is one chunk, pinned, on the pipeline's smallest shape", f)
 		}
@@ -140,6 +143,15 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 		return errors.New("--wait needs a GPU: the simulator has no host thread waiting on a driver")
 	case o.sim && !o.set["jobs"]:
 		s.jobs = smallJobsSimJobs
+	}
+	// --repeat's bench default (3) suits a GPU, whose cells drift from
+	// one run to the next; the simulator gives every round the same.
+	s.rounds = o.repeat
+	if o.sim && !o.set["repeat"] {
+		s.rounds = 1
+	}
+	if s.rounds < 1 || s.rounds > 100 {
+		return fmt.Errorf("--repeat %d: with --small-jobs, rounds from 1 to 100", s.rounds)
 	}
 	if len(s.waits) == 0 {
 		s.waits = []driver.Wait{smallJobsWait}
@@ -167,6 +179,12 @@ type smallJobsRow struct {
 	RateRatio float64             `json:"go_over_cpp_jobs_per_s,omitempty"`
 	P99Ratio  float64             `json:"go_over_cpp_p99,omitempty"`
 	CPURatio  float64             `json:"go_over_cpp_cpu,omitempty"`
+	// Rounds is how many rounds the figures above are the medians of
+	// (Jobs and Seconds are their sums), and RoundJobsPerSec and
+	// RoundRateRatios each round's own.
+	Rounds          int       `json:"rounds"`
+	RoundJobsPerSec []float64 `json:"round_jobs_per_s,omitempty"`
+	RoundRateRatios []float64 `json:"round_go_over_cpp_jobs_per_s,omitempty"`
 }
 
 // smallEnv is one wait mode's machine: a context (or a simulated device)
@@ -244,36 +262,31 @@ func runSmallJobs(ctx context.Context, o *benchOptions, stdout, stderr io.Writer
 	var rows []smallJobsRow
 	name := ""
 	for _, w := range s.waits {
-		e, err := openSmallEnv(o, w)
-		if err != nil {
-			return fmt.Errorf("wait mode %s: %w", w, err)
-		}
-		name = e.b.Name()
-		for _, n := range o.sizes {
-			for _, k := range s.workers {
-				prog.say("wait %s: %s-element jobs from %d goroutine(s)…", w, humanElems(n), k)
-				row, err := smallJobsCell(ctx, e, n, k, o.iters[0], s)
-				if err != nil {
-					e.close()
-					return fmt.Errorf("wait %s, %s-element jobs, %d goroutine(s): %w", w, humanElems(n), k, err)
-				}
-				row.Wait = w.String()
-				rows = append(rows, row)
+		// rounds[r] is round r's cells, in the table's order.
+		var rounds [][]smallJobsRow
+		for r := 0; r < s.rounds; r++ {
+			round, err := smallJobsRound(ctx, o, w, r, prog, &name)
+			if err != nil {
+				return err
 			}
+			if ref != nil {
+				prog.say("C++ reference, wait %s%s…", w, roundNote(r, s.rounds))
+				cpp, err := ref.RunSmallJobs(ctx, w.String(), o.iters[0], s.seconds, s.jobs, o.sizes, s.workers)
+				if err != nil {
+					return err
+				}
+				if err := attachCpp(round, cpp); err != nil {
+					return err
+				}
+			}
+			rounds = append(rounds, round)
 		}
-		// The context is released before the C++ twin runs, so that the
-		// next mode finds it inactive.
-		e.close()
-		if ref == nil {
-			continue
-		}
-		prog.say("C++ reference, wait %s…", w)
-		cpp, err := ref.RunSmallJobs(ctx, w.String(), o.iters[0], s.seconds, s.jobs, o.sizes, s.workers)
-		if err != nil {
-			return err
-		}
-		if err := attachCpp(rows, cpp); err != nil {
-			return err
+		for c := range rounds[0] {
+			cell := make([]smallJobsRow, len(rounds))
+			for r := range rounds {
+				cell[r] = rounds[r][c]
+			}
+			rows = append(rows, mergeRounds(cell))
 		}
 	}
 	prog.done()
@@ -284,6 +297,100 @@ func runSmallJobs(ctx context.Context, o *benchOptions, stdout, stderr io.Writer
 	}
 	printSmallJobs(stdout, rows, o, name)
 	return nil
+}
+
+// smallJobsRound runs one round of wait mode w's cells on a context of
+// its own, which it releases before it returns: the C++ twin runs next,
+// and the next mode must find the primary context inactive. It sets
+// *name to the backend's.
+func smallJobsRound(ctx context.Context, o *benchOptions, w driver.Wait, r int, prog *progress, name *string) ([]smallJobsRow, error) {
+	s := &o.small
+	e, err := openSmallEnv(o, w)
+	if err != nil {
+		return nil, fmt.Errorf("wait mode %s: %w", w, err)
+	}
+	defer e.close()
+	*name = e.b.Name()
+	var rows []smallJobsRow
+	for _, n := range o.sizes {
+		for _, k := range s.workers {
+			prog.say("wait %s%s: %s-element jobs from %d goroutine(s)…", w, roundNote(r, s.rounds), humanElems(n), k)
+			row, err := smallJobsCell(ctx, e, n, k, o.iters[0], s)
+			if err != nil {
+				return nil, fmt.Errorf("wait %s, %s-element jobs, %d goroutine(s): %w", w, humanElems(n), k, err)
+			}
+			row.Wait = w.String()
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// roundNote names round r of n for the progress line; nothing for one.
+func roundNote(r, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(", round %d of %d", r+1, n)
+}
+
+// mergeRounds makes one row of a cell's rounds: the median of each
+// figure, Jobs and Seconds summed, the C++ twin's figures the medians of
+// its rounds, and each ratio the median of the rounds' own ratios (each
+// round's Go and C++ ran next to each other, so the machine's drift from
+// round to round falls on both). A figure that a round lacks (CPU time,
+// the C++ twin) is left out of all.
+func mergeRounds(rs []smallJobsRow) smallJobsRow {
+	out := rs[0]
+	out.Rounds = len(rs)
+	if len(rs) == 1 {
+		return out
+	}
+	col := func(f func(smallJobsRow) float64) []float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		return v
+	}
+	out.Jobs, out.Seconds = 0, 0
+	for _, r := range rs {
+		out.Jobs += r.Jobs
+		out.Seconds += r.Seconds
+	}
+	out.RoundJobsPerSec = col(func(r smallJobsRow) float64 { return r.JobsPerSec })
+	out.JobsPerSec = median(out.RoundJobsPerSec)
+	out.P50us = median(col(func(r smallJobsRow) float64 { return r.P50us }))
+	out.P99us = median(col(func(r smallJobsRow) float64 { return r.P99us }))
+	cpu := col(func(r smallJobsRow) float64 { return r.CPUusPerJob })
+	out.CPUusPerJob = -1
+	if slices.Min(cpu) >= 0 {
+		out.CPUusPerJob = median(cpu)
+	}
+	out.Cpp, out.RateRatio, out.P99Ratio, out.CPURatio = nil, 0, 0, 0
+	for _, r := range rs {
+		if r.Cpp == nil {
+			return out
+		}
+	}
+	c := *rs[0].Cpp
+	c.Jobs, c.Seconds = 0, 0
+	for _, r := range rs {
+		c.Jobs += r.Cpp.Jobs
+		c.Seconds += r.Cpp.Seconds
+	}
+	c.JobsPerSec = median(col(func(r smallJobsRow) float64 { return r.Cpp.JobsPerSec }))
+	c.P50us = median(col(func(r smallJobsRow) float64 { return r.Cpp.P50us }))
+	c.P99us = median(col(func(r smallJobsRow) float64 { return r.Cpp.P99us }))
+	c.CPUusPerJob = median(col(func(r smallJobsRow) float64 { return r.Cpp.CPUusPerJob }))
+	out.Cpp = &c
+	out.RoundRateRatios = col(func(r smallJobsRow) float64 { return r.RateRatio })
+	out.RateRatio = median(out.RoundRateRatios)
+	out.P99Ratio = median(col(func(r smallJobsRow) float64 { return r.P99Ratio }))
+	if slices.Min(col(func(r smallJobsRow) float64 { return r.CPURatio })) > 0 {
+		out.CPURatio = median(col(func(r smallJobsRow) float64 { return r.CPURatio }))
+	}
+	return out
 }
 
 // attachCpp puts each C++ cell beside the Go row of the same wait mode,
@@ -469,11 +576,21 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name string) {
 	label, runs := "", fmt.Sprintf("%g s per cell", o.small.seconds)
+	rounds := 1
+	if len(rows) > 0 {
+		rounds = rows[0].Rounds
+	}
 	if o.sim {
 		label = " [simulated: H200 profile; latencies on the simulator's clock]"
 	}
 	if o.small.jobs > 0 {
 		runs = fmt.Sprintf("%d jobs per goroutine", o.small.jobs)
+	}
+	if rounds > 1 {
+		runs += fmt.Sprintf("; each cell the median of %d rounds", rounds)
+		if o.reference {
+			runs += ", Go and C++ taking turns"
+		}
 	}
 	fmt.Fprintf(w, "overlap bench --small-jobs: seed kernel (%d iterations) on %s; each job H2D, kernel, D2H, wait; a pipeline per goroutine, pinned buffers; %s%s\n\n",
 		o.iters[0], name, runs, label)
@@ -510,6 +627,9 @@ func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name stri
 	fmt.Fprintf(w, "\nGORS: goroutines, each with its own pipeline on one context; P50/P99: latency of one job; CPU/JOB: the process's CPU time over the jobs")
 	if cpp {
 		fmt.Fprintf(w, "; RATE: Go jobs/s over C++'s (≥ 1 is the target), P99 and CPU: Go's over C++'s")
+		if rounds > 1 {
+			fmt.Fprintf(w, " (the medians of the rounds' own)")
+		}
 	}
 	fmt.Fprintf(w, "; every element of each goroutine's last job verified%s\n", label)
 }

@@ -25,6 +25,7 @@ func TestSmallJobsFlags(t *testing.T) {
 	assert.Equal(t, []driver.Wait{driver.WaitYield}, o.small.waits)
 	assert.Equal(t, 0.5, o.small.seconds)
 	assert.Equal(t, 0, o.small.jobs)
+	assert.Equal(t, 3, o.small.rounds, "a GPU's cells drift: three rounds, each cell's median")
 
 	o, err = parseBenchFlags([]string{"--small-jobs", "--wait", "all", "--elems", "1K,2K", "--workers", "2", "--iters", "7", "--seconds", "0.25"}, nil)
 	require.NoError(t, err)
@@ -38,6 +39,10 @@ func TestSmallJobsFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, smallJobsSimJobs, o.small.jobs, "the simulator runs a few jobs, not seconds")
 	assert.Equal(t, []driver.Wait{driver.WaitDefault}, o.small.waits, "nothing waits on a driver")
+	assert.Equal(t, 1, o.small.rounds, "the simulator gives every round the same")
+	o, err = parseBenchFlags([]string{"--small-jobs", "--sim", "--repeat", "2"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 2, o.small.rounds)
 
 	for _, tc := range []struct {
 		args []string
@@ -53,6 +58,8 @@ func TestSmallJobsFlags(t *testing.T) {
 		{[]string{"--small-jobs", "--jobs", "-1"}, "--jobs -1: want 0 (run for --seconds) to 16777216"},
 		{[]string{"--small-jobs", "--chunks", "1M"}, "--chunks does not apply to --small-jobs: each job is one chunk, pinned, on the pipeline's smallest shape"},
 		{[]string{"--small-jobs", "--elems", "1G"}, "--elems 1073741824: with --small-jobs, at most 268435456 per job"},
+		{[]string{"--small-jobs", "--repeat", "0"}, "--repeat 0: with --small-jobs, rounds from 1 to 100"},
+		{[]string{"--small-jobs", "--sim", "--repeat", "101"}, "--repeat 101: with --small-jobs, rounds from 1 to 100"},
 		{[]string{"--wait", "spin"}, "--wait needs --small-jobs"},
 		{[]string{"--jobs", "5"}, "--jobs needs --small-jobs"},
 	} {
@@ -115,6 +122,80 @@ func TestSmallJobsOnSim(t *testing.T) {
 	f := strings.Fields(lines[3])
 	assert.Equal(t, []string{"default", "1K", "2", "2"}, f[:4])
 	assert.Equal(t, "n/a", f[len(f)-1])
+}
+
+// TestSmallJobsRoundsOnSim: with --repeat, every cell runs that many
+// rounds; the row sums their jobs and says how many rounds its medians
+// are of, with each round's rate.
+func TestSmallJobsRoundsOnSim(t *testing.T) {
+	code, out, errOut := runCLI("bench", "--small-jobs", "--sim", "--elems", "1K", "--workers", "1,3", "--jobs", "2", "--iters", "5", "--repeat", "3", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var res struct {
+		Results []smallJobsRow `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Len(t, res.Results, 2)
+	for i, k := range []int{1, 3} {
+		r := res.Results[i]
+		assert.Equal(t, k, r.Workers)
+		assert.Equal(t, 3, r.Rounds)
+		assert.Equal(t, 3*2*k, r.Jobs, "every round's jobs")
+		require.Len(t, r.RoundJobsPerSec, 3)
+		assert.Equal(t, median(r.RoundJobsPerSec), r.JobsPerSec)
+	}
+	code, out, errOut = runCLI("bench", "--small-jobs", "--sim", "--elems", "1K", "--workers", "1", "--jobs", "1", "--repeat", "2")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "1 jobs per goroutine; each cell the median of 2 rounds")
+}
+
+// TestMergeRounds: a cell's rounds make one row of medians, with Jobs and
+// Seconds summed, and each ratio the median of the rounds' own ratios,
+// not the ratio of the medians (a round's Go and C++ ran side by side).
+// A round without CPU time or without the C++ twin leaves that out.
+func TestMergeRounds(t *testing.T) {
+	cpp := func(rate, p99, cpu float64) *bench.RefSmallJobs {
+		return &bench.RefSmallJobs{Wait: "yield", Elems: 4096, Workers: 1, Jobs: 10, Seconds: 1, JobsPerSec: rate, P50us: 20, P99us: p99, CPUusPerJob: cpu}
+	}
+	row := func(rate, p99, cpu float64, c *bench.RefSmallJobs) smallJobsRow {
+		r := smallJobsRow{Wait: "yield", Elems: 4096, Workers: 1, Jobs: 100, Seconds: 0.5, JobsPerSec: rate, P50us: 10, P99us: p99, CPUusPerJob: cpu, Cpp: c}
+		if c != nil {
+			r.RateRatio, r.P99Ratio, r.CPURatio = rate/c.JobsPerSec, p99/c.P99us, cpu/c.CPUusPerJob
+		}
+		return r
+	}
+	// Go's rates 100, 90, 120 against C++'s 80, 100, 150: the rounds'
+	// ratios 1.25, 0.9, 0.8 have the median 0.9, where the ratio of the
+	// medians would be 100/100.
+	rs := []smallJobsRow{row(100, 30, 20, cpp(80, 30, 20)), row(90, 60, 22, cpp(100, 40, 20)), row(120, 33, 21, cpp(150, 30, 21))}
+	m := mergeRounds(rs)
+	assert.Equal(t, 3, m.Rounds)
+	assert.Equal(t, 300, m.Jobs)
+	assert.InDelta(t, 1.5, m.Seconds, 1e-12)
+	assert.Equal(t, 100.0, m.JobsPerSec)
+	assert.Equal(t, []float64{100, 90, 120}, m.RoundJobsPerSec)
+	assert.Equal(t, 33.0, m.P99us)
+	assert.Equal(t, 21.0, m.CPUusPerJob)
+	require.NotNil(t, m.Cpp)
+	assert.Equal(t, 100.0, m.Cpp.JobsPerSec)
+	assert.Equal(t, 30, m.Cpp.Jobs)
+	assert.InDelta(t, 0.9, m.RateRatio, 1e-12)
+	assert.Equal(t, []float64{1.25, 0.9, 0.8}, m.RoundRateRatios)
+	assert.InDelta(t, 1.1, m.P99Ratio, 1e-12, "p99 ratios 1, 1.5, 1.1")
+	assert.InDelta(t, 1.0, m.CPURatio, 1e-12, "CPU ratios 1, 1.1, 1")
+	assert.Equal(t, 30.0, rs[0].P99us, "the rounds are left as they were")
+
+	rs[1].CPUusPerJob, rs[1].CPURatio = -1, 0
+	rs[2].Cpp = nil
+	m = mergeRounds(rs)
+	assert.Equal(t, -1.0, m.CPUusPerJob, "a round without CPU time")
+	assert.Nil(t, m.Cpp, "a round without the C++ twin")
+	assert.Zero(t, m.RateRatio)
+	assert.Nil(t, m.RoundRateRatios)
+
+	one := mergeRounds(rs[:1])
+	assert.Equal(t, 1, one.Rounds)
+	assert.Equal(t, rs[0].JobsPerSec, one.JobsPerSec)
+	assert.Nil(t, one.RoundJobsPerSec)
 }
 
 // TestAttachCpp guards issue 14: the C++ cells stand beside the Go rows of
