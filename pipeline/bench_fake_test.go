@@ -21,12 +21,19 @@ import (
 func BenchmarkFakeSmallJob(b *testing.B) {
 	f := fakecuda.Benchmark(b)
 	f.Reset()
-	p, job, _, _ := smallJob(b, gputest.Context(b), 4<<10, 4<<10, 1)
+	ctx := gputest.Context(b)
+	p, job, in, _ := smallJob(b, ctx, 4<<10, 4<<10, 1)
+	bound, _ := boundJobs(b, ctx, in, 1, false)
 	if _, err := p.Run(context.Background(), job); err != nil { // loads the kernel
 		b.Fatal(err)
 	}
 	f.Noop(true)
 	defer f.Reset()
+	// The floor: the same four calls through a Bound, with no pipeline.
+	b.Run("Bound", func(b *testing.B) {
+		b.ReportAllocs()
+		bound(b.N)
+	})
 	for _, c := range jobContexts(b) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
