@@ -189,3 +189,79 @@ func mustProc(b *testing.B, s symID) uintptr {
 	}
 	return p
 }
+
+// BenchmarkLaunchPaired settles launch against C in one process (issue
+// 14): it alternates blocks of empty-kernel launches made by cloops.c's
+// launch_loop (C calling the driver API, entered once per block) with
+// blocks of the same launches through Bound.Launch, on one stream, so
+// that the host's drift from run to run, which is larger than the
+// difference sought, falls on both alike. Back to back, each block ends
+// with a stream synchronisation; it reports c-ns/launch, go-ns/launch and
+// go/c (the ratio of the two totals), and the same from an empty queue
+// (batches of 128 with a synchronisation between them, only the launches
+// timed) as c-issue-ns, go-issue-ns and go/c-issue. It needs OVERLAP_CLOOPS.
+func BenchmarkLaunchPaired(b *testing.B) {
+	loop := cloop(b, "launch_loop")
+	ctx := requireGPU(b)
+	f, s := launchRig(b, ctx)
+	launch, sync := mustProc(b, symLaunchKernel), mustProc(b, symStreamSynchronize)
+	bd, err := ctx.Bind()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bd.Release()
+	args := NewArgs()
+	cfg := LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: 1}}
+	inC := func(n, batch int) int64 {
+		r, _, _ := purego.SyscallN(loop, launch, sync, f.handle, s.Handle(), uintptr(n), uintptr(batch))
+		return loopResult(b, r, symLaunchKernel)
+	}
+	inGo := func(n, batch int) int64 {
+		var ns int64
+		for done := 0; done < n; {
+			k := n - done
+			if batch > 0 {
+				k = min(batch, k)
+			}
+			t0 := time.Now()
+			for i := 0; i < k; i++ {
+				if err := bd.Launch(f, s, cfg, args); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if batch == 0 {
+				if err := bd.Synchronize(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ns += time.Since(t0).Nanoseconds()
+			if batch > 0 {
+				if err := bd.Synchronize(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			done += k
+		}
+		return ns
+	}
+	const block = 4096
+	inC(block, 0) // warm both, as benchLaunch
+	inGo(block, 0)
+	b.ResetTimer()
+	var c, g, cIssue, gIssue int64
+	for done := 0; done < b.N; done += block {
+		k := min(block, b.N-done)
+		c += inC(k, 0)
+		g += inGo(k, 0)
+		cIssue += inC(k, launchBatch)
+		gIssue += inGo(k, launchBatch)
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(c)/n, "c-ns/launch")
+	b.ReportMetric(float64(g)/n, "go-ns/launch")
+	b.ReportMetric(float64(g)/float64(c), "go/c")
+	b.ReportMetric(float64(cIssue)/n, "c-issue-ns")
+	b.ReportMetric(float64(gIssue)/n, "go-issue-ns")
+	b.ReportMetric(float64(gIssue)/float64(cIssue), "go/c-issue")
+}
