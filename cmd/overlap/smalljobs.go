@@ -496,7 +496,22 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 	}
 	var ready, wg sync.WaitGroup
 	gate := make(chan struct{})
+	// On a GPU the job's own start time is checked against the deadline,
+	// as the C++ twin checks its t0: one clock read less per job. The
+	// simulator's clock is each goroutine's own, so there the deadline is
+	// the wall clock's.
+	sim := isSim(e.b)
 	var deadline time.Time
+	var gpuDeadline time.Duration
+	past := func(t0 time.Duration) bool {
+		if s.jobs > 0 {
+			return false
+		}
+		if sim {
+			return !time.Now().Before(deadline)
+		}
+		return t0 >= gpuDeadline
+	}
 	ready.Add(k)
 	for _, w := range ws {
 		wg.Add(1)
@@ -506,10 +521,10 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 			<-gate
 			w.start = pipeline.Now(e.b)
 			for len(w.lat) < cap(w.lat) {
-				if s.jobs == 0 && !time.Now().Before(deadline) {
+				t0 := pipeline.Now(e.b)
+				if past(t0) {
 					break
 				}
-				t0 := pipeline.Now(e.b)
 				if err := w.p.RunInto(ctx, w.job, &w.rep); err != nil {
 					w.err = err
 					break
@@ -521,7 +536,11 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 	}
 	ready.Wait()
 	cpu0, cpuOK := processCPU()
-	deadline = time.Now().Add(time.Duration(s.seconds * float64(time.Second)))
+	run := time.Duration(s.seconds * float64(time.Second))
+	deadline = time.Now().Add(run)
+	if !sim {
+		gpuDeadline = pipeline.Now(e.b) + run
+	}
 	close(gate)
 	wg.Wait()
 	cpu1, _ := processCPU()
