@@ -141,6 +141,15 @@ func BenchmarkFake(b *testing.B) {
 			}
 		}
 	}))
+	b.Run("CallCDirect", bound(func(b *testing.B, bd *Bound) {
+		p, args := rawLaunchArgs(b, empty, s)
+		sc := &scratch{args: *args}
+		for i := 0; i < b.N; i++ {
+			if r := callCDirect(p, sc); int32(r) != 0 {
+				b.Fatal(Result(int32(r)))
+			}
+		}
+	}))
 	b.Run("Launch", plain(func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if err := empty.Launch(s, cfg, noArgs); err != nil {

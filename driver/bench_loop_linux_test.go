@@ -193,13 +193,17 @@ func mustProc(b *testing.B, s symID) uintptr {
 // BenchmarkLaunchPaired settles launch against C in one process (issue
 // 14): it alternates blocks of empty-kernel launches made by cloops.c's
 // launch_loop (C calling the driver API, entered once per block) with
-// blocks of the same launches through Bound.Launch, on one stream, so
-// that the host's drift from run to run, which is larger than the
-// difference sought, falls on both alike. Back to back, each block ends
-// with a stream synchronisation; it reports c-ns/launch, go-ns/launch and
-// go/c (the ratio of the two totals), and the same from an empty queue
-// (batches of 128 with a synchronisation between them, only the launches
-// timed) as c-issue-ns, go-issue-ns and go/c-issue. It needs OVERLAP_CLOOPS.
+// blocks of the same launches through Bound.Launch, through a bare callC
+// (runtime.cgocall and the trampoline, no binding), and through a bare
+// callCDirect (the trampoline on the system stack without the scheduler's
+// system-call bookkeeping, which the binding does not use), on one stream,
+// so that the host's drift from run to run, which is larger than the
+// differences sought, falls on all alike. Back to back, each block ends
+// with a stream synchronisation; it reports each way's ns per launch (c,
+// go, cgocall, direct) and go/c, the ratio of the totals; then the same
+// from an empty queue (batches of 128 with a synchronisation between them,
+// only the launches timed) as *-issue-ns and go/c-issue. It needs
+// OVERLAP_CLOOPS.
 func BenchmarkLaunchPaired(b *testing.B) {
 	loop := cloop(b, "launch_loop")
 	ctx := requireGPU(b)
@@ -212,56 +216,77 @@ func BenchmarkLaunchPaired(b *testing.B) {
 	defer bd.Release()
 	args := NewArgs()
 	cfg := LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: 1}}
+	p, raw := rawLaunchArgs(b, f, s)
+	sc := &scratch{args: *raw}
 	inC := func(n, batch int) int64 {
 		r, _, _ := purego.SyscallN(loop, launch, sync, f.handle, s.Handle(), uintptr(n), uintptr(batch))
 		return loopResult(b, r, symLaunchKernel)
 	}
-	inGo := func(n, batch int) int64 {
-		var ns int64
-		for done := 0; done < n; {
-			k := n - done
-			if batch > 0 {
-				k = min(batch, k)
-			}
-			t0 := time.Now()
-			for i := 0; i < k; i++ {
-				if err := bd.Launch(f, s, cfg, args); err != nil {
-					b.Fatal(err)
+	// inGo times n launches by one, as launch_loop times its own.
+	inGo := func(one func() error) func(n, batch int) int64 {
+		return func(n, batch int) int64 {
+			var ns int64
+			for done := 0; done < n; {
+				k := n - done
+				if batch > 0 {
+					k = min(batch, k)
 				}
-			}
-			if batch == 0 {
-				if err := bd.Synchronize(s); err != nil {
-					b.Fatal(err)
+				t0 := time.Now()
+				for i := 0; i < k; i++ {
+					if err := one(); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			ns += time.Since(t0).Nanoseconds()
-			if batch > 0 {
-				if err := bd.Synchronize(s); err != nil {
-					b.Fatal(err)
+				if batch == 0 {
+					if err := bd.Synchronize(s); err != nil {
+						b.Fatal(err)
+					}
 				}
+				ns += time.Since(t0).Nanoseconds()
+				if batch > 0 {
+					if err := bd.Synchronize(s); err != nil {
+						b.Fatal(err)
+					}
+				}
+				done += k
 			}
-			done += k
+			return ns
 		}
-		return ns
+	}
+	rawResult := func(r uintptr) error {
+		if r := Result(int32(r)); r != 0 {
+			return newError(symLaunchKernel, r)
+		}
+		return nil
+	}
+	ways := []struct {
+		name string
+		run  func(n, batch int) int64
+	}{
+		{"c", inC},
+		{"go", inGo(func() error { return bd.Launch(f, s, cfg, args) })},
+		{"cgocall", inGo(func() error { return rawResult(callC(p, sc, 11)) })},
+		{"direct", inGo(func() error { return rawResult(callCDirect(p, sc)) })},
 	}
 	const block = 4096
-	inC(block, 0) // warm both, as benchLaunch
-	inGo(block, 0)
+	for _, w := range ways {
+		w.run(block, 0) // warm each, as benchLaunch
+	}
 	b.ResetTimer()
-	var c, g, cIssue, gIssue int64
+	back, issue := make([]int64, len(ways)), make([]int64, len(ways))
 	for done := 0; done < b.N; done += block {
 		k := min(block, b.N-done)
-		c += inC(k, 0)
-		g += inGo(k, 0)
-		cIssue += inC(k, launchBatch)
-		gIssue += inGo(k, launchBatch)
+		for i, w := range ways {
+			back[i] += w.run(k, 0)
+			issue[i] += w.run(k, launchBatch)
+		}
 	}
 	b.StopTimer()
 	n := float64(b.N)
-	b.ReportMetric(float64(c)/n, "c-ns/launch")
-	b.ReportMetric(float64(g)/n, "go-ns/launch")
-	b.ReportMetric(float64(g)/float64(c), "go/c")
-	b.ReportMetric(float64(cIssue)/n, "c-issue-ns")
-	b.ReportMetric(float64(gIssue)/n, "go-issue-ns")
-	b.ReportMetric(float64(gIssue)/float64(cIssue), "go/c-issue")
+	for i, w := range ways {
+		b.ReportMetric(float64(back[i])/n, w.name+"-ns/launch")
+		b.ReportMetric(float64(issue[i])/n, w.name+"-issue-ns")
+	}
+	b.ReportMetric(float64(back[1])/float64(back[0]), "go/c")
+	b.ReportMetric(float64(issue[1])/float64(issue[0]), "go/c-issue")
 }
