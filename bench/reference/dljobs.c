@@ -13,7 +13,7 @@
 // back on one stream, after a warm-up, the primary context in the
 // driver's default wait mode. It checks every element of the last job.
 #include "cloops.c"
-#include <dlfcn.h>
+#include "dlload.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,26 +27,6 @@ typedef CUresult (*screate_fn)(H *, unsigned);
 typedef CUresult (*hostalloc_fn)(void **, size_t, unsigned);
 typedef CUresult (*alloc_fn)(uint64_t *, size_t);
 
-static void *lib;
-
-static void *sym(const char *name) {
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "dljobs: dlsym %s: %s\n", name, dlerror());
-        exit(1);
-    }
-    return p;
-}
-
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        CUresult r_ = (x);                                                                      \
-        if (r_ != 0) {                                                                          \
-            fprintf(stderr, "dljobs: %s:%d: %s failed: CUresult %d\n", __FILE__, __LINE__, #x, r_); \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
-
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 5) {
         fprintf(stderr, "usage: %s seed.ptx [jobs] [rounds] [elems]\n", argv[0]);
@@ -59,27 +39,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dljobs: jobs and rounds must be positive, elems 1 to 2^28\n");
         return 2;
     }
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) {
-        perror(argv[1]);
-        return 1;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *ptx = malloc(size + 1);
-    if (!ptx || fread(ptx, 1, size, f) != (size_t)size) {
-        perror("read");
-        return 1;
-    }
-    ptx[size] = 0;
-    fclose(f);
-
-    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dljobs: dlopen libcuda.so.1: %s\n", dlerror());
-        return 1;
-    }
+    char *ptx = read_file(argv[1]);
+    dlopen_driver();
     H ctx, mod, fn, s;
     CK(((init_fn)sym("cuInit"))(0));
     CK(((retain_fn)sym("cuDevicePrimaryCtxRetain"))(&ctx, 0));

@@ -16,7 +16,7 @@
 // BenchmarkLaunchLoopInC and BenchmarkCopyLoopInCH2D / D2H), so that the same code
 // is timed in both processes.
 #include "cloops.c"
-#include <dlfcn.h>
+#include "dlload.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,26 +44,6 @@ static CUresult (*cuEventRecord)(H, H);
 static CUresult (*cuEventSynchronize)(H);
 static CUresult (*cuEventElapsedTime)(float *, H, H);
 
-#define CK(x)                                                                        \
-    do {                                                                             \
-        CUresult r_ = (x);                                                           \
-        if (r_ != 0) {                                                               \
-            fprintf(stderr, "%s:%d: %s failed: CUresult %d\n", __FILE__, __LINE__, #x, r_); \
-            exit(1);                                                                 \
-        }                                                                            \
-    } while (0)
-
-static void *lib;
-
-static void *sym(const char *name) {
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "dlsym %s: %s\n", name, dlerror());
-        exit(1);
-    }
-    return p;
-}
-
 static double now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -86,11 +66,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s kernels.ptx [spin|yield|block]\n", argv[0]);
         return 2;
     }
-    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "dlopen libcuda.so.1: %s\n", dlerror());
-        return 1;
-    }
+    dlopen_driver();
     *(void **)&cuInit = sym("cuInit");
     *(void **)&cuDevicePrimaryCtxRetain = sym("cuDevicePrimaryCtxRetain");
     *(void **)&cuDevicePrimaryCtxSetFlags = sym("cuDevicePrimaryCtxSetFlags_v2");
@@ -109,21 +85,7 @@ int main(int argc, char **argv) {
     *(void **)&cuEventSynchronize = sym("cuEventSynchronize");
     *(void **)&cuEventElapsedTime = sym("cuEventElapsedTime");
 
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) {
-        perror(argv[1]);
-        return 1;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *ptx = malloc(size + 1);
-    if (fread(ptx, 1, size, f) != (size_t)size) {
-        perror("read");
-        return 1;
-    }
-    ptx[size] = 0;
-    fclose(f);
+    char *ptx = read_file(argv[1]);
 
     H ctx, mod, fn, s;
     CK(cuInit(0));
