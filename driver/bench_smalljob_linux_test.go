@@ -5,6 +5,7 @@ package driver
 import (
 	"math"
 	"os"
+	"strconv"
 	"testing"
 	"unsafe"
 
@@ -30,7 +31,8 @@ import (
 // from Go (RawC) and the binding (Bound, Public). The kernel is
 // ptx/kernels/seed.ptx, JIT-compiled by the driver, or the image that
 // OVERLAP_SEED_IMAGE names (a cubin from nvcc -cubin, as the C++ twin's
-// kernel is compiled). Each checks every element of its last job.
+// kernel is compiled). OVERLAP_SMALLJOB_ELEMS sets the job's size (4096
+// unless set). Each checks every element of its last job.
 func BenchmarkSmallJobLoopInC(b *testing.B) { benchSmallJob(b, jobLoopInC) }
 func BenchmarkSmallJobRawC(b *testing.B)    { benchSmallJob(b, jobRawC) }
 func BenchmarkSmallJobBound(b *testing.B)   { benchSmallJob(b, jobBound) }
@@ -71,7 +73,13 @@ func benchSmallJob(b *testing.B, how int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const n, bytes = smallJobElems, 4 * smallJobElems
+	n := smallJobElems
+	if v := os.Getenv("OVERLAP_SMALLJOB_ELEMS"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 1<<28 {
+			b.Fatalf("OVERLAP_SMALLJOB_ELEMS=%q: want 1 to %d elements", v, 1<<28)
+		}
+	}
+	bytes := 4 * n
 	hin, din, s := copyRig(b, ctx, bytes)
 	hout, dout, _ := copyRig(b, ctx, bytes)
 	in := hin.Float32s()
@@ -98,7 +106,7 @@ func benchSmallJob(b *testing.B, how int) {
 	hinP, houtP := uintptr(unsafe.Pointer(&hin.Bytes()[0])), uintptr(unsafe.Pointer(&hout.Bytes()[0]))
 	grid := uintptr((n + 255) / 256)
 	args := NewArgs()
-	args.Buffer(dout, 0).Buffer(din, 0).Uint32(n).Int32(smallJobIters)
+	args.Buffer(dout, 0).Buffer(din, 0).Uint32(uint32(n)).Int32(smallJobIters)
 	cfg := GridFor(n, 256)
 
 	bd, err := ctx.Bind()
@@ -116,16 +124,16 @@ func benchSmallJob(b *testing.B, how int) {
 		switch how {
 		case jobLoopInC:
 			r, _, _ := purego.SyscallN(loop, h2d, launch, d2h, sync, fn.handle, s.Handle(), uintptr(din.Ptr()), uintptr(dout.Ptr()),
-				hinP, houtP, n, smallJobIters, uintptr(jobs))
+				hinP, houtP, uintptr(n), smallJobIters, uintptr(jobs))
 			loopResult(b, r, symLaunchKernel)
 		case jobRawC:
 			sh := s.Handle()
 			for j := 0; j < jobs; j++ {
-				sc.args[0], sc.args[1], sc.args[2], sc.args[3] = uintptr(din.Ptr()), hinP, bytes, sh
+				sc.args[0], sc.args[1], sc.args[2], sc.args[3] = uintptr(din.Ptr()), hinP, uintptr(bytes), sh
 				check(symMemcpyHtoDAsync, callC(h2d, sc, 4))
 				sc.args = [11]uintptr{fn.handle, grid, 1, 1, 256, 1, 1, 0, sh, base, 0}
 				check(symLaunchKernel, callC(launch, sc, 11))
-				sc.args[0], sc.args[1], sc.args[2], sc.args[3] = houtP, uintptr(dout.Ptr()), bytes, sh
+				sc.args[0], sc.args[1], sc.args[2], sc.args[3] = houtP, uintptr(dout.Ptr()), uintptr(bytes), sh
 				check(symMemcpyDtoHAsync, callC(d2h, sc, 4))
 				sc.args[0] = sh
 				check(symStreamSynchronize, callC(sync, sc, 1))
