@@ -142,6 +142,9 @@ func BenchmarkFake(b *testing.B) {
 		}
 	}))
 	b.Run("CallCDirect", bound(func(b *testing.B, bd *Bound) {
+		if !haveCallDirect {
+			b.Skip("skipping: no call path without runtime.cgocall on this platform")
+		}
 		p, args := rawLaunchArgs(b, empty, s)
 		sc := &scratch{args: *args}
 		for i := 0; i < b.N; i++ {

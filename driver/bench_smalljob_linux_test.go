@@ -22,7 +22,7 @@ import (
 //   - BenchmarkSmallJobRawC: the four calls from a Go loop through callC,
 //     the binding's call path, and nothing else;
 //   - BenchmarkSmallJobBound: through a Bound, as the pipeline's issuer
-//     makes them, then Stream.Synchronize;
+//     makes them, the wait too (Bound.Synchronize);
 //   - BenchmarkSmallJobPublic: through the public methods, each checking
 //     the thread's context.
 //
@@ -158,7 +158,9 @@ func benchSmallJob(b *testing.B, how int) {
 						err = s.CopyToHost(hout, 0, dout, 0, bytes)
 					}
 				}
-				if err == nil {
+				if err == nil && how == jobBound {
+					err = bd.Synchronize(s)
+				} else if err == nil {
 					err = s.Synchronize()
 				}
 				if err != nil {

@@ -15,6 +15,9 @@ import "unsafe"
 //go:linkname runtime_asmcgocall runtime.asmcgocall
 func runtime_asmcgocall(fn uintptr, arg unsafe.Pointer) int32
 
+// haveCallDirect: callCDirect skips runtime.cgocall here.
+const haveCallDirect = true
+
 // callCDirect is callC without runtime.cgocall: the trampoline on the
 // system stack, and nothing else.
 func callCDirect(p uintptr, s *scratch) uintptr {

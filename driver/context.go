@@ -214,7 +214,7 @@ func (b *Bound) CopyToHost(s *Stream, dst HostMemory, dstOff int, src *DeviceBuf
 // Synchronize is [Stream.Synchronize] without the context check: a
 // caller that issued a small job through b waits for it without making
 // its context current once more (issue 14).
-func (b *Bound) Synchronize(s *Stream) error { return s.synchronize("Bound.Synchronize", b.core()) }
+func (b *Bound) Synchronize(s *Stream) error { return s.synchronize("Stream.Synchronize", b.core()) }
 
 // Record is [Event.Record] without the context check.
 func (b *Bound) Record(e *Event, s *Stream) error { return e.record(b.core(), s) }

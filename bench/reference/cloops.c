@@ -1,10 +1,12 @@
-// cloops.c is dlopen.c's launch and copy loops as a shared library, for a
-// Go process to call once (driver's BenchmarkLaunchLoopInC and
-// BenchmarkCopyLoopInCH2D / D2H): each loop runs in C, inside the Go process, with
-// one transition from Go for all of its calls. Beside dlopen.c (the same
-// loops in a C process) and BenchmarkLaunchRawC / BenchmarkCopyH2DRaw (a
-// transition from Go for each call), they tell whether what a call costs
-// more from Go is the transition or the process (issue 14).
+// cloops.c is the C loops that dlopen.c and dljobs.c run, as a shared
+// library for a Go process to call too: launches (driver's
+// BenchmarkLaunchLoopInC and BenchmarkLaunchPaired), copies
+// (BenchmarkCopyLoopInCH2D / D2H) and small jobs (job_loop,
+// BenchmarkSmallJobLoopInC). Each loop runs in C, inside the Go process,
+// with one transition from Go for all of its calls. Beside the same loops
+// in a C process and the same calls made from Go one by one, they tell
+// whether what a call costs more from Go is the transition, the binding
+// or the process (issue 14).
 //
 //   cc -O2 -shared -fPIC -o cloops.so cloops.c
 //   OVERLAP_CLOOPS=$PWD/cloops.so driver.test -test.bench 'LoopInC'

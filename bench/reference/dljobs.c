@@ -7,7 +7,9 @@
 // job costs more from Go comes from the driver API, the process, or Go's
 // calls (issue 14). No CUDA header or nvcc is needed:
 //
-//   cc -O2 -o dljobs dljobs.c -ldl && ./dljobs ptx/kernels/seed.ptx [jobs] [rounds] [elems]
+// from the repository's root:
+//
+//   cc -O2 -o dljobs bench/reference/dljobs.c -ldl -lm && ./dljobs ptx/kernels/seed.ptx [jobs] [rounds] [elems]
 //
 // It prints one dljobs line per round: the nanoseconds per job, back to
 // back on one stream, after a warm-up, the primary context in the
@@ -17,6 +19,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef CUresult (*init_fn)(unsigned);
 typedef CUresult (*retain_fn)(H *, int);
@@ -60,6 +63,7 @@ int main(int argc, char **argv) {
 
     int64_t r = job_loop(h2d, launch, d2h, sync, fn, s, din, dout, (uint64_t)(uintptr_t)hin, (uint64_t)(uintptr_t)hout, n,
                          iters, 100); // warm-up
+    memset(hout, 0, n * 4);              // the check below sees the timed jobs' output
     for (long k = 0; k < rounds && r >= 0; ++k) {
         r = job_loop(h2d, launch, d2h, sync, fn, s, din, dout, (uint64_t)(uintptr_t)hin, (uint64_t)(uintptr_t)hout, n,
                      iters, jobs);

