@@ -84,7 +84,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	chunks := fs.String("chunks", "1M,4M,16M,32M", "comma-separated chunk sizes")
 	slots := fs.String("slots", "2,3", "comma-separated slot counts")
 	hosts := fs.String("host", "pinned", "comma-separated host modes: pinned, staged, registered")
-	fs.IntVar(&o.repeat, "repeat", 3, "runs per configuration (the best counts); with --small-jobs, rounds of every cell, Go and --reference's C++ taking turns (each cell's median counts; default 3, or 1 with --sim)")
+	fs.IntVar(&o.repeat, "repeat", 3, "runs per configuration (the best counts); with --small-jobs, rounds of every cell, Go and --reference's C++ taking turns, each cell's median counting (1 with --sim unless set)")
 	fs.IntVar(&o.computeStreams, "compute-streams", 1, "streams for kernels (1 matches the C++ reference's design)")
 	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ reference pipeline (needs nvcc)")
 	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to `FILE`")
