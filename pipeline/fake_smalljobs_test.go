@@ -115,9 +115,14 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 		return after
 	}
 	// One context check: the issuer's, when it binds its thread. The
-	// stream is synchronised on that bound thread, without a second.
+	// stream is synchronised on that bound thread, without a second. The
+	// check sets the context where the goroutine landed on a thread that
+	// did not have it current (under the race detector, now and then).
+	one := diff(job)
+	assert.LessOrEqual(t, one["cuCtxSetCurrent"], 1, "one chunk: the context set at most once")
+	delete(one, "cuCtxSetCurrent")
 	assert.Equal(t, map[string]int{"cuMemcpyHtoDAsync_v2": 1, "cuLaunchKernel": 1, "cuMemcpyDtoHAsync_v2": 1,
-		"cuEventRecord": 0, "cuStreamWaitEvent": 0, "cuStreamSynchronize": 1, "cuCtxGetCurrent": 1, "cuCtxSetCurrent": 0}, diff(job), "one chunk")
+		"cuEventRecord": 0, "cuStreamWaitEvent": 0, "cuStreamSynchronize": 1, "cuCtxGetCurrent": 1}, one, "one chunk")
 	job.N = 2 * n
 	two := diff(job)
 	assert.Equal(t, 2, two["cuLaunchKernel"])
