@@ -80,16 +80,21 @@ type Event interface {
 	Close() error
 }
 
-// Issuer queues work without blocking the host. It belongs to one
-// goroutine (the GPU backend locks it to its OS thread), which calls
-// Release once when done and does not use it after: the GPU backend hands
-// the same issuer to its next caller.
+// Issuer queues work without blocking the host, but for Synchronize. It
+// belongs to one goroutine (the GPU backend locks it to its OS thread),
+// which calls Release once when done and does not use it after: the GPU
+// backend hands the same issuer to its next caller.
 type Issuer interface {
 	CopyToDevice(s Stream, dst DeviceMem, dstOff int, src HostMemory, srcOff, n int) error
 	CopyToHost(s Stream, dst HostMemory, dstOff int, src DeviceMem, srcOff, n int) error
 	Launch(s Stream, k *Kernel, c Chunk) error
 	Record(e Event, s Stream) error
 	Wait(s Stream, e Event) error
+	// Synchronize blocks until the work queued on s is done, as
+	// s.Synchronize does; the GPU issuer waits on its bound thread
+	// without making the context current again (issue 14: a job of one
+	// chunk then checks the context once).
+	Synchronize(s Stream) error
 	Release()
 }
 

@@ -252,8 +252,8 @@ func (i *gpuIssuer) Wait(s Stream, e Event) error {
 	return i.b.WaitEvent(s.(gpuStream).Stream, e.(gpuEvent).Event)
 }
 
-// syncStream waits for s on the issuer's bound thread (streamSyncer).
-func (i *gpuIssuer) syncStream(s Stream) error {
+// Synchronize waits for s on the issuer's bound thread.
+func (i *gpuIssuer) Synchronize(s Stream) error {
 	return i.b.Synchronize(s.(gpuStream).Stream)
 }
 

@@ -577,23 +577,13 @@ func (p *Pipeline) issueSingle(pl *plan, iss Issuer) error {
 	return nil
 }
 
-// streamSyncer is an Issuer that can wait for a stream itself: the GPU
-// issuer, whose thread is bound to the context already, waits without
-// making it current once more.
-type streamSyncer interface {
-	syncStream(s Stream) error
-}
-
 // drainRun waits for the run's work: a job of one chunk (single) for its
-// one stream, through iss when it can, any other for every stream.
+// one stream, through the run's issuer, any other for every stream.
 func (p *Pipeline) drainRun(iss Issuer, single bool) error {
-	if !single {
-		return p.drain()
+	if single {
+		return iss.Synchronize(p.comp[0])
 	}
-	if ss, ok := iss.(streamSyncer); ok {
-		return ss.syncStream(p.comp[0])
-	}
-	return p.comp[0].Synchronize()
+	return p.drain()
 }
 
 // drain waits for every stream and returns the first failure (a faulted

@@ -854,6 +854,9 @@ func (s *Sim) Issuer() (Issuer, error) {
 	return &simIssuer{sim: s, a: a}, nil
 }
 
+// Synchronize is s.Synchronize: the simulator has no thread to bind.
+func (i *simIssuer) Synchronize(s Stream) error { return s.Synchronize() }
+
 func (i *simIssuer) Release() {
 	h := i.sim.host
 	h.mu.Lock()
