@@ -96,6 +96,19 @@ func BenchmarkFake(b *testing.B) {
 			fn(b, bd)
 		}
 	}
+	// boundDirect is bound with BindOptions.DirectCalls.
+	boundDirect := func(fn func(b *testing.B, bd *Bound)) func(b *testing.B) {
+		return func(b *testing.B) {
+			var bd Bound
+			if err := ctx.BindWith(&bd, BindOptions{DirectCalls: true}); err != nil {
+				b.Fatal(err)
+			}
+			defer bd.Release()
+			b.ReportAllocs()
+			b.ResetTimer()
+			fn(b, &bd)
+		}
+	}
 	plain := func(fn func(b *testing.B)) func(b *testing.B) {
 		return func(b *testing.B) {
 			b.ReportAllocs()
@@ -142,7 +155,7 @@ func BenchmarkFake(b *testing.B) {
 		}
 	}))
 	b.Run("CallCDirect", bound(func(b *testing.B, bd *Bound) {
-		if !haveCallDirect {
+		if !haveDirectCalls {
 			b.Skip("skipping: no call path without runtime.cgocall on this platform")
 		}
 		p, args := rawLaunchArgs(b, empty, s)
@@ -167,6 +180,13 @@ func BenchmarkFake(b *testing.B) {
 			}
 		}
 	}))
+	b.Run("LaunchBoundDirect", boundDirect(func(b *testing.B, bd *Bound) {
+		for i := 0; i < b.N; i++ {
+			if err := bd.Launch(empty, s, cfg, noArgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}))
 	b.Run("LaunchArgs", bound(func(b *testing.B, bd *Bound) {
 		for i := 0; i < b.N; i++ {
 			if err := bd.Launch(seed, s, cfg, seedArgs); err != nil {
@@ -176,6 +196,7 @@ func BenchmarkFake(b *testing.B) {
 	}))
 	b.Run("CopyH2D", plain(func(b *testing.B) { copies(b, nil) }))
 	b.Run("CopyH2DBound", bound(copies))
+	b.Run("CopyH2DBoundDirect", boundDirect(copies))
 	b.Run("Record", plain(func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if err := e.Record(s); err != nil {

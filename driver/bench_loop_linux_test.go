@@ -193,16 +193,18 @@ func mustProc(b *testing.B, s symID) uintptr {
 // BenchmarkLaunchPaired settles launch against C in one process (issue
 // 14): it alternates blocks of empty-kernel launches made by cloops.c's
 // launch_loop (C calling the driver API, entered once per block) with
-// blocks of the same launches through Bound.Launch, through a bare callC
-// (runtime.cgocall and the trampoline, no binding), and through a bare
-// callCDirect (the trampoline on the system stack without the scheduler's
-// system-call bookkeeping, which the binding does not use), on one stream,
-// so that the host's drift from run to run, which is larger than the
-// differences sought, falls on all alike. Back to back, each block ends
-// with a stream synchronisation; it reports each way's ns per launch (c,
-// go, cgocall, direct) and go/c, the ratio of the totals; then the same
-// from an empty queue (batches of 128 with a synchronisation between them,
-// only the launches timed) as *-issue-ns and go/c-issue. It needs
+// blocks of the same launches made four ways in Go: through Bound.Launch
+// (go); through a bare callC (cgocall: runtime.cgocall and the
+// trampoline, no binding); through a bare callCDirect (direct: the
+// trampoline on the system stack without the scheduler's system-call
+// bookkeeping); and through Bound.Launch of a Bound bound with
+// BindOptions.DirectCalls (godirect). All on one stream, so that the
+// host's drift from run to run, which is larger than the differences
+// sought, falls on all alike. Back to back, each block ends with a stream
+// synchronisation; it reports each way's ns per launch and go/c and
+// godirect/c, the ratios of the totals; then the same from an empty queue
+// (batches of 128 with a synchronisation between them, only the launches
+// timed) as *-issue-ns, go/c-issue and godirect/c-issue. It needs
 // OVERLAP_CLOOPS.
 func BenchmarkLaunchPaired(b *testing.B) {
 	loop := cloop(b, "launch_loop")
@@ -214,6 +216,11 @@ func BenchmarkLaunchPaired(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bd.Release()
+	var direct Bound // the same thread, bound again, with direct calls
+	if err := ctx.BindWith(&direct, BindOptions{DirectCalls: true}); err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Release()
 	args := NewArgs()
 	cfg := LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: 1}}
 	p, raw := rawLaunchArgs(b, f, s)
@@ -267,11 +274,14 @@ func BenchmarkLaunchPaired(b *testing.B) {
 		{"go", inGo(func() error { return bd.Launch(f, s, cfg, args) })},
 		{"cgocall", inGo(func() error { return rawResult(callC(p, sc, 11)) })},
 	}
-	if haveCallDirect { // linux/amd64; elsewhere it would be cgocall again
-		ways = append(ways, struct {
+	if haveDirectCalls { // linux/amd64; elsewhere they would be go and cgocall again
+		ways = append(ways, []struct {
 			name string
 			run  func(n, batch int) int64
-		}{"direct", inGo(func() error { return rawResult(callCDirect(p, sc)) })})
+		}{
+			{"direct", inGo(func() error { return rawResult(callCDirect(p, sc)) })},
+			{"godirect", inGo(func() error { return direct.Launch(f, s, cfg, args) })},
+		}...)
 	}
 	const block = 4096
 	for _, w := range ways {
@@ -294,4 +304,77 @@ func BenchmarkLaunchPaired(b *testing.B) {
 	}
 	b.ReportMetric(float64(back[1])/float64(back[0]), "go/c")
 	b.ReportMetric(float64(issue[1])/float64(issue[0]), "go/c-issue")
+	if haveDirectCalls {
+		b.ReportMetric(float64(back[4])/float64(back[0]), "godirect/c")
+		b.ReportMetric(float64(issue[4])/float64(issue[0]), "godirect/c-issue")
+	}
+}
+
+// BenchmarkLaunchBindingCold asks why a launch through the binding costs
+// 2–3 times more over C's on the GPU host than on the fake driver (issue
+// 14): whether the binding's own work is slower right after a real
+// launch, the driver having pushed the binding's data out of the core's
+// caches. In alternating blocks it times real launches made bare
+// (callCDirect, raw-ns), the same each followed by a Bound.Launch (direct
+// calls) whose driver entry is cloops.c's noop_call (after-real-ns: the
+// binding's work after a real launch is after-real-ns − raw-ns, reported
+// as cold-ns), and Bound.Launch into noop_call alone, back to back (warm-ns).
+// It needs OVERLAP_CLOOPS.
+func BenchmarkLaunchBindingCold(b *testing.B) {
+	noop := cloop(b, "noop_call")
+	ctx := requireGPU(b)
+	f, s := launchRig(b, ctx)
+	var bd Bound
+	if err := ctx.BindWith(&bd, BindOptions{DirectCalls: true}); err != nil {
+		b.Fatal(err)
+	}
+	defer bd.Release()
+	args := NewArgs()
+	cfg := LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: 1}}
+	real, raw := rawLaunchArgs(b, f, s)
+	sc := &scratch{args: *raw}
+	slot := &procs[symLaunchKernel]
+	rawLaunch := func() {
+		if r := Result(int32(callCDirect(real, sc))); r != 0 {
+			b.Fatal(newError(symLaunchKernel, r))
+		}
+	}
+	boundNoop := func() {
+		slot.Store(noop)
+		err := bd.Launch(f, s, cfg, args)
+		slot.Store(real)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	block := func(k int, one func()) int64 {
+		t0 := time.Now()
+		for i := 0; i < k; i++ {
+			one()
+		}
+		ns := time.Since(t0).Nanoseconds()
+		if err := bd.Synchronize(s); err != nil {
+			b.Fatal(err)
+		}
+		return ns
+	}
+	ways := []func(){rawLaunch, func() { rawLaunch(); boundNoop() }, boundNoop}
+	const size = 1024
+	for _, w := range ways {
+		block(size, w)
+	}
+	b.ResetTimer()
+	var t [3]int64
+	for done := 0; done < b.N; done += size {
+		k := min(size, b.N-done)
+		for i, w := range ways {
+			t[i] += block(k, w)
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(t[0])/n, "raw-ns")
+	b.ReportMetric(float64(t[1])/n, "after-real-ns")
+	b.ReportMetric(float64(t[1]-t[0])/n, "cold-ns")
+	b.ReportMetric(float64(t[2])/n, "warm-ns")
 }

@@ -243,6 +243,145 @@ var fakeCases = []fakeCase{
 		require.NoError(t, s.Synchronize())
 	}},
 
+	// BindOptions.DirectCalls: a Bound's non-blocking calls skip
+	// runtime.cgocall on linux/amd64 (runtime.NumCgoCall does not move),
+	// carry the same arguments and data, allocate nothing, and survive a
+	// collector that runs all the while; waits keep the safe path. A
+	// direct call that blocks holds up the collector's stop-the-world,
+	// the trade-off the option documents, which a safe call does not.
+	{"DirectCalls", func(t *testing.T, f *fakecuda.Fake) {
+		direct := runtime.GOARCH == "amd64" // linux only, as this file
+		c := fakeContext(t, 0)
+		s, err := c.NewStream(driver.StreamOptions{})
+		require.NoError(t, err)
+		const n = 4096
+		d, err := c.Alloc(n)
+		require.NoError(t, err)
+		hin, err := c.AllocHost(n, driver.HostAllocOptions{})
+		require.NoError(t, err)
+		hout, err := c.AllocHost(n, driver.HostAllocOptions{})
+		require.NoError(t, err)
+		e, err := c.NewEvent(driver.EventOptions{})
+		require.NoError(t, err)
+		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
+		require.NoError(t, err)
+		fn, err := m.Function("k")
+		require.NoError(t, err)
+		f.SetParams(8, 4)
+
+		var b driver.Bound
+		assert.ErrorIs(t, c.BindWith(nil, driver.BindOptions{DirectCalls: true}), driver.ErrInvalidArgument)
+		require.NoError(t, c.BindWith(&b, driver.BindOptions{DirectCalls: true}))
+		err = c.BindWith(&b, driver.BindOptions{})
+		assert.ErrorContains(t, err, "BindWith", "the error names the call")
+		assert.ErrorContains(t, err, "the Bound is still bound")
+
+		args := driver.NewArgs()
+		round := func(k int) {
+			in, out := hin.Bytes(), hout.Bytes()
+			for i := range in {
+				in[i] = byte(i*7 + k)
+			}
+			clear(out)
+			args.Reset().Pointer(d.Ptr()).Int32(int32(k))
+			require.NoError(t, b.CopyToDevice(s, d, 0, hin, 0, n))
+			require.NoError(t, b.Launch(fn, s, driver.GridFor(64, 32), args))
+			require.NoError(t, b.Record(e, s))
+			require.NoError(t, b.WaitEvent(s, e))
+			require.NoError(t, b.CopyToHost(s, hout, 0, d, 0, n))
+			require.NoError(t, b.Synchronize(s))
+			require.True(t, bytes.Equal(in, out), "round %d: the bytes through the device", k)
+			p1, ok := f.LastParam(1, 4)
+			require.True(t, ok)
+			require.Equal(t, binary.NativeEndian.AppendUint32(nil, uint32(k)), p1, "round %d: the launch's argument", k)
+		}
+
+		// Five non-blocking calls and one wait a round: only the wait goes
+		// through runtime.cgocall when calls are direct.
+		const rounds = 50
+		cgo := runtime.NumCgoCall()
+		for k := range rounds {
+			round(k)
+		}
+		made := runtime.NumCgoCall() - cgo
+		// A round's own cgocalls: the wait, and the fake's LastParam.
+		if direct {
+			assert.Less(t, made, int64(3*rounds), "direct: two cgocalls a round (the wait, LastParam), not seven")
+			assert.GreaterOrEqual(t, made, int64(2*rounds), "the waits keep runtime.cgocall")
+		} else {
+			assert.GreaterOrEqual(t, made, int64(7*rounds), "no direct path here: every call through runtime.cgocall")
+		}
+		whileCollecting(func() {
+			for k := range 500 {
+				round(k)
+			}
+		})
+		issue := func() {
+			for _, err := range []error{
+				b.CopyToDevice(s, d, 0, hin, 0, n),
+				b.Launch(fn, s, driver.GridFor(64, 32), args),
+				b.Record(e, s),
+				b.WaitEvent(s, e),
+				b.CopyToHost(s, hout, 0, d, 0, n),
+				b.Synchronize(s),
+			} {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if allocs := testing.AllocsPerRun(100, issue); !raceEnabled {
+			assert.Zero(t, allocs, "allocations per direct round")
+		}
+		b.Release()
+
+		// Released and bound again without the option: the safe path.
+		require.NoError(t, c.BindInto(&b))
+		cgo = runtime.NumCgoCall()
+		for k := range rounds {
+			round(k)
+		}
+		assert.GreaterOrEqual(t, runtime.NumCgoCall()-cgo, int64(7*rounds), "safe: every call through runtime.cgocall")
+		b.Release()
+
+		// The trade-off: a direct call that blocks in the driver holds up a
+		// stop-the-world (runtime.GC waits for it); a safe one does not.
+		const stall = 300 * time.Millisecond
+		gcDuring := func(opts driver.BindOptions) time.Duration {
+			started := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				var bd driver.Bound
+				if err := c.BindWith(&bd, opts); err != nil {
+					close(started)
+					done <- err
+					return
+				}
+				defer bd.Release()
+				close(started)
+				done <- bd.Record(e, s)
+			}()
+			<-started
+			time.Sleep(stall / 6) // let the call enter the driver's sleep
+			t0 := time.Now()
+			runtime.GC()
+			took := time.Since(t0)
+			require.NoError(t, <-done)
+			return took
+		}
+		f.Delay("cuEventRecord", stall)
+		safe := gcDuring(driver.BindOptions{})
+		held := gcDuring(driver.BindOptions{DirectCalls: true})
+		f.Delay("cuEventRecord", 0)
+		assert.Less(t, safe, stall/2, "a safe call in the driver does not hold up the collector")
+		if direct {
+			assert.Greater(t, held, stall/2, "a direct call that blocks holds up the collector")
+		} else {
+			assert.Less(t, held, stall/2, "no direct path here")
+		}
+		require.NoError(t, s.Synchronize())
+	}},
+
 	// Bound.Synchronize waits for the stream on the bound thread without
 	// checking the context again, and lets go of the host memory that the
 	// stream's copies held, as Stream.Synchronize does; after Release it

@@ -124,7 +124,7 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sameContext(op, bd.core(), s.res.core); err != nil {
+	if err := sameContext(op, bd.via().k, s.res.core); err != nil {
 		s.done()
 		return nil, err
 	}
@@ -277,12 +277,12 @@ func (e *GraphExec) setUses(uses []graphUse) {
 // must still be open, or Launch returns ErrClosed and queues nothing; the
 // host memory is then kept alive until the host sees the launch complete,
 // as for a copy queued on s. s must belong to the graph's context.
-func (e *GraphExec) Launch(s *Stream) error { return e.launch(nil, s) }
+func (e *GraphExec) Launch(s *Stream) error { return e.launch(via{}, s) }
 
 // LaunchGraph is [GraphExec.Launch] without the context check.
-func (b *Bound) LaunchGraph(e *GraphExec, s *Stream) error { return e.launch(b.core(), s) }
+func (b *Bound) LaunchGraph(e *GraphExec, s *Stream) error { return e.launch(b.via(), s) }
 
-func (e *GraphExec) launch(bound *ctxCore, s *Stream) error {
+func (e *GraphExec) launch(bound via, s *Stream) error {
 	const op = "GraphExec.Launch"
 	if e == nil {
 		return argError(op, "nil *GraphExec")

@@ -296,10 +296,10 @@ func (f *Function) checkArgs(a *Args) error {
 // first, and a mismatch never reaches the driver. The function and the
 // stream must belong to the same context. Launch allocates nothing.
 func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
-	return f.launch(nil, s, cfg, args)
+	return f.launch(via{}, s, cfg, args)
 }
 
-func (f *Function) launch(bound *ctxCore, s *Stream, cfg LaunchConfig, args *Args) error {
+func (f *Function) launch(bound via, s *Stream, cfg LaunchConfig, args *Args) error {
 	const op = "Launch"
 	if f == nil || f.mod == nil {
 		return argError(op, "nil *Function")
@@ -340,12 +340,12 @@ func (f *Function) launch(bound *ctxCore, s *Stream, cfg LaunchConfig, args *Arg
 
 // launchOn launches f on the stream whose handle is h and whose context is
 // k, with f's module and the stream locked by the caller.
-func (f *Function) launchOn(op string, bound, k *ctxCore, h uintptr, dims *[7]uintptr, args *Args) error {
+func (f *Function) launchOn(op string, bound via, k *ctxCore, h uintptr, dims *[7]uintptr, args *Args) error {
 	if err := sameContext(op, f.mod.res.core, k); err != nil {
 		return err
 	}
-	if bound != nil && bound != k {
-		return sameContext(op+" (bound)", bound, k)
+	if bound.k != nil && bound.k != k {
+		return sameContext(op+" (bound)", bound.k, k)
 	}
 	slab := getSlab()
 	copy(slab.vals[:(args.used+7)/8], args.vals[:])
@@ -354,7 +354,7 @@ func (f *Function) launchOn(op string, bound, k *ctxCore, h uintptr, dims *[7]ui
 		slab.ptrs[i] = unsafe.Add(base, args.offs[i])
 	}
 	sc := &slab.call
-	if bound == nil {
+	if bound.k == nil {
 		if err := k.enterWith(op, sc); err != nil {
 			putSlab(slab)
 			return err
@@ -362,8 +362,8 @@ func (f *Function) launchOn(op string, bound, k *ctxCore, h uintptr, dims *[7]ui
 	}
 	sc.args = [11]uintptr{f.handle, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], h,
 		uintptr(unsafe.Pointer(&slab.ptrs[0])), 0}
-	err := callScratch(symLaunchKernel, sc, 11)
-	if bound == nil {
+	err := bound.call(symLaunchKernel, sc, 11)
+	if bound.k == nil {
 		leave()
 	}
 	putSlab(slab)

@@ -153,6 +153,23 @@ func callScratch(id symID, s *scratch, n int) error {
 	return nil
 }
 
+// callScratchDirect is callScratch through callCDirect, without
+// runtime.cgocall: only for calls that do not block, of a Bound that asked
+// for it (BindOptions.DirectCalls).
+func callScratchDirect(id symID, s *scratch) error {
+	p := procs[id].Load()
+	if p == 0 {
+		var err error
+		if p, err = proc(id); err != nil {
+			return err
+		}
+	}
+	if r := Result(int32(callCDirect(p, s))); r != 0 {
+		return newError(id, r)
+	}
+	return nil
+}
+
 // hot calls id with up to four handle-sized arguments, none of them
 // pointers to Go memory, without allocating.
 func hot(id symID, n int, a0, a1, a2, a3 uintptr) error {

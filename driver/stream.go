@@ -86,24 +86,24 @@ func (s *Stream) lock(op string) (uintptr, error) {
 // current, and returns the stream's host-memory mark taken before it. It
 // makes the context current first unless the caller is bound to it (see
 // [Context.Bind]); bound to another context, it refuses.
-func (s *Stream) blocking(op string, bound *ctxCore, id symID) (uint64, error) {
+func (s *Stream) blocking(op string, bound via, id symID) (uint64, error) {
 	h, err := s.lock(op)
 	if err != nil {
 		return 0, err
 	}
 	defer s.done()
 	k := s.res.core
-	if bound != nil && bound != k {
-		return 0, sameContext(op+" (bound)", bound, k)
+	if bound.k != nil && bound.k != k {
+		return 0, sameContext(op+" (bound)", bound.k, k)
 	}
 	mark := s.res.uses.mark()
-	if bound == nil {
+	if bound.k == nil {
 		if err := k.enter(op); err != nil {
 			return 0, err
 		}
 	}
 	err = hot(id, 1, h, 0, 0, 0)
-	if bound == nil {
+	if bound.k == nil {
 		leave()
 	}
 	return mark, err
@@ -113,20 +113,20 @@ func (s *Stream) blocking(op string, bound *ctxCore, id symID) (uint64, error) {
 // the context current first unless the caller is bound to it (see
 // [Context.Bind]); bound to another context, it refuses. One scratch serves
 // the context check and the call.
-func (s *Stream) issue(op string, bound *ctxCore, id symID, n int, a0, a1, a2, a3 uintptr) error {
+func (s *Stream) issue(op string, bound via, id symID, n int, a0, a1, a2, a3 uintptr) error {
 	k := s.res.core
-	if bound != nil && bound != k {
-		return sameContext(op+" (bound)", bound, k)
+	if bound.k != nil && bound.k != k {
+		return sameContext(op+" (bound)", bound.k, k)
 	}
 	sc := scratchPool.Get().(*scratch)
 	var err error
-	if bound == nil {
+	if bound.k == nil {
 		err = k.enterWith(op, sc)
 	}
 	if err == nil {
 		sc.args[0], sc.args[1], sc.args[2], sc.args[3] = a0, a1, a2, a3
-		err = callScratch(id, sc, n)
-		if bound == nil {
+		err = bound.call(id, sc, n)
+		if bound.k == nil {
 			leave()
 		}
 	}
@@ -135,9 +135,9 @@ func (s *Stream) issue(op string, bound *ctxCore, id symID, n int, a0, a1, a2, a
 }
 
 // Synchronize blocks until all work queued on s is done (cuStreamSynchronize).
-func (s *Stream) Synchronize() error { return s.synchronize("Stream.Synchronize", nil) }
+func (s *Stream) Synchronize() error { return s.synchronize("Stream.Synchronize", via{}) }
 
-func (s *Stream) synchronize(op string, bound *ctxCore) error {
+func (s *Stream) synchronize(op string, bound via) error {
 	mark, err := s.blocking(op, bound, symStreamSynchronize)
 	if err == nil {
 		s.res.uses.complete(mark)
@@ -148,7 +148,7 @@ func (s *Stream) synchronize(op string, bound *ctxCore) error {
 // Done reports whether all work queued on s is done (cuStreamQuery).
 // Work still running is (false, nil), not an error.
 func (s *Stream) Done() (bool, error) {
-	mark, err := s.blocking("Stream.Done", nil, symStreamQuery)
+	mark, err := s.blocking("Stream.Done", via{}, symStreamQuery)
 	done, err := readiness(err)
 	if done {
 		s.res.uses.complete(mark)
@@ -158,9 +158,9 @@ func (s *Stream) Done() (bool, error) {
 
 // WaitEvent makes all later work on s wait until e completes
 // (cuStreamWaitEvent). The host does not block.
-func (s *Stream) WaitEvent(e *Event) error { return s.waitEvent(nil, e) }
+func (s *Stream) WaitEvent(e *Event) error { return s.waitEvent(via{}, e) }
 
-func (s *Stream) waitEvent(bound *ctxCore, e *Event) error {
+func (s *Stream) waitEvent(bound via, e *Event) error {
 	const op = "Stream.WaitEvent"
 	if e == nil {
 		return argError(op, "nil *Event")
@@ -184,7 +184,7 @@ func (s *Stream) waitEvent(bound *ctxCore, e *Event) error {
 
 // hostCopy queues an asynchronous copy between dev and host memory on s and
 // records the host memory as in use until the host sees the copy done.
-func (s *Stream) hostCopy(op string, bound *ctxCore, toDevice bool, dev *DeviceBuffer, devOff int, host HostMemory, hostOff, n int) error {
+func (s *Stream) hostCopy(op string, bound via, toDevice bool, dev *DeviceBuffer, devOff int, host HostMemory, hostOff, n int) error {
 	devRole, hostRole := "source", "destination"
 	if toDevice {
 		devRole, hostRole = "destination", "source"
@@ -218,7 +218,7 @@ func (s *Stream) hostCopy(op string, bound *ctxCore, toDevice bool, dev *DeviceB
 // hostCopyLocked is hostCopy's call, with dev (at address d), the host
 // memory mem (at address p, owned by keep) and the stream (handle h)
 // locked by the caller.
-func (s *Stream) hostCopyLocked(op string, bound *ctxCore, toDevice bool, dev *DeviceBuffer, d uintptr, mem *resource, keep any, p uintptr, n int, h uintptr) error {
+func (s *Stream) hostCopyLocked(op string, bound via, toDevice bool, dev *DeviceBuffer, d uintptr, mem *resource, keep any, p uintptr, n int, h uintptr) error {
 	k := s.res.core
 	if err := sameContext(op, dev.res.core, k); err != nil {
 		return err
@@ -249,10 +249,10 @@ func (s *Stream) hostCopyLocked(op string, bound *ctxCore, toDevice bool, dev *D
 // until the host has seen it complete (see [Stream]'s package notes on
 // memory), src is kept alive and its Close waits.
 func (s *Stream) CopyToDevice(dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
-	return s.copyToDevice(nil, dst, dstOff, src, srcOff, n)
+	return s.copyToDevice(via{}, dst, dstOff, src, srcOff, n)
 }
 
-func (s *Stream) copyToDevice(bound *ctxCore, dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
+func (s *Stream) copyToDevice(bound via, dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
 	return s.hostCopy("Stream.CopyToDevice", bound, true, dst, dstOff, src, srcOff, n)
 }
 
@@ -261,10 +261,10 @@ func (s *Stream) copyToDevice(bound *ctxCore, dst *DeviceBuffer, dstOff int, src
 // until the host has seen it complete, dst is kept alive and its Close
 // waits.
 func (s *Stream) CopyToHost(dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
-	return s.copyToHost(nil, dst, dstOff, src, srcOff, n)
+	return s.copyToHost(via{}, dst, dstOff, src, srcOff, n)
 }
 
-func (s *Stream) copyToHost(bound *ctxCore, dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
+func (s *Stream) copyToHost(bound via, dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
 	return s.hostCopy("Stream.CopyToHost", bound, false, src, srcOff, dst, dstOff, n)
 }
 
@@ -302,12 +302,12 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 	}
 	d := dst.liveHandle() + uintptr(dstOff)
 	if src == nil {
-		err = s.issue(op, nil, id, 4, d, uintptr(v), uintptr(n), h)
+		err = s.issue(op, via{}, id, 4, d, uintptr(v), uintptr(n), h)
 	} else {
 		if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
 			return err
 		}
-		err = s.issue(op, nil, id, 4, d, src.liveHandle()+uintptr(srcOff), uintptr(n), h)
+		err = s.issue(op, via{}, id, 4, d, src.liveHandle()+uintptr(srcOff), uintptr(n), h)
 	}
 	if c := s.capt.Load(); c != nil && err == nil {
 		c.add(dst.res, dst, false)
@@ -403,9 +403,9 @@ func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
 }
 
 // Record captures the work queued on s so far (cuEventRecord).
-func (e *Event) Record(s *Stream) error { return e.record(nil, s) }
+func (e *Event) Record(s *Stream) error { return e.record(via{}, s) }
 
-func (e *Event) record(bound *ctxCore, s *Stream) error {
+func (e *Event) record(bound via, s *Stream) error {
 	const op = "Event.Record"
 	if e == nil {
 		return argError(op, "nil *Event")

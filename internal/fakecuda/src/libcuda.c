@@ -30,6 +30,7 @@
  * not speed.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -120,6 +121,15 @@ static long live_count[K_NKINDS];
 static long violations;
 static char last_violation[512];
 
+/* sleep_us sleeps for usec microseconds in full: a signal (the Go
+ * runtime's preemption signal among them) does not cut it short, as it
+ * would cut usleep, so a delayed call blocks as a driver's wait would. */
+static void sleep_us(int usec) {
+    struct timespec left = {usec / 1000000, (long)(usec % 1000000) * 1000};
+    while (nanosleep(&left, &left) == -1 && errno == EINTR) {
+    }
+}
+
 /* Failure injection and delays, by export name. */
 struct plan { char name[64]; long calls; long fail_at; int fail_every; int code; int delay_us; };
 static struct plan plans[64];
@@ -180,7 +190,7 @@ static CUresult enter(const char *name) {
         delay = p->delay_us;
     }
     pthread_mutex_unlock(&mu);
-    if (delay) usleep(delay);
+    if (delay) sleep_us(delay);
     return r;
 }
 
@@ -338,7 +348,7 @@ static void *work(void *arg) {
         struct op *op = qhead;
         int delay = exec_delay_us;
         pthread_mutex_unlock(&mu);
-        if (delay) usleep(delay);
+        if (delay) sleep_us(delay);
         pthread_mutex_lock(&mu);
         /* Check the host side at the moment the DMA would touch it. */
         if (op->host) {
