@@ -34,6 +34,18 @@ func BenchmarkFakeSmallJob(b *testing.B) {
 		b.ReportAllocs()
 		bound(b.N)
 	})
+	// The same jobs on a backend whose issuers make direct calls.
+	pd := smallJobPipelineWith(b, ctx, 4<<10, GPUOptions{DirectCalls: true})
+	b.Cleanup(func() { pd.Close() })
+	b.Run("Direct/RunInto", func(b *testing.B) {
+		b.ReportAllocs()
+		var rep Report
+		for i := 0; i < b.N; i++ {
+			if err := pd.RunInto(context.Background(), job, &rep); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, c := range jobContexts(b) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -5,6 +5,7 @@ package pipeline_test
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -268,6 +269,92 @@ func TestRunStateReuseOnFakeDriver(t *testing.T) {
 			require.Equal(t, 1, rep.Chunks)
 			require.Equal(t, in[:1<<10], hout.Float32s()[:1<<10], "run %d: every element", i)
 		}
+	}
+	n2, msg := f.Violations()
+	assert.Zero(t, n2, msg)
+}
+
+// TestDirectCallsOnFakeDriver runs jobs on a backend whose issuers bind
+// with direct calls (GPUOptions.DirectCalls): one-chunk jobs, jobs of
+// several chunks with their events, and staged jobs, every element
+// checked, while the collector runs all the while. On linux/amd64 a
+// one-chunk job then makes two calls through runtime.cgocall (the
+// issuer's context check and the wait) instead of five.
+func TestDirectCallsOnFakeDriver(t *testing.T) {
+	f := fakecuda.Run(t)
+	if f == nil {
+		return
+	}
+	f.Reset()
+	defer f.Reset()
+	ctx := gputest.Context(t)
+	k := fakeCopyKernel(t, f, ctx)
+	const chunk = 1 << 10
+	hin, hout := pinnedCopy(t, ctx, make([]float32, 4*chunk)), pinnedCopy(t, ctx, make([]float32, 4*chunk))
+	in, out := make([]float32, 4*chunk+3), make([]float32, 4*chunk+3)
+	jobs := []struct {
+		name string
+		job  Job
+		got  func() []float32
+	}{
+		{"one chunk", Job{N: chunk, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}},
+			func() []float32 { return hout.Float32s()[:chunk] }},
+		{"four chunks", Job{N: 4 * chunk, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}},
+			func() []float32 { return hout.Float32s()[:4*chunk] }},
+		{"staged", Job{N: len(in), Kernel: k, Host: HostStaged, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}},
+			func() []float32 { return out }},
+	}
+	cgoPerJob := map[bool]float64{}
+	for _, direct := range []bool{false, true} {
+		cfg := Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
+		p, err := New(GPUWith(ctx, GPUOptions{DirectCalls: direct}), cfg)
+		require.NoError(t, err)
+		var rep Report
+		stop := make(chan struct{})
+		collected := make(chan struct{})
+		go func() {
+			defer close(collected)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					runtime.GC()
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		}()
+		for i := range 30 {
+			for _, j := range jobs {
+				for e := range in {
+					in[e] = float32(i*len(in) + e)
+				}
+				copy(hin.Float32s(), in)
+				clear(hout.Float32s())
+				clear(out)
+				require.NoError(t, p.RunInto(context.Background(), j.job, &rep), "direct %v, %s, run %d", direct, j.name, i)
+				require.Equal(t, in[:j.job.N], j.got(), "direct %v, %s, run %d: every element", direct, j.name, i)
+			}
+		}
+		close(stop)
+		<-collected
+		const n = 50
+		cgo := runtime.NumCgoCall()
+		for range n {
+			if err := p.RunInto(context.Background(), jobs[0].job, &rep); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cgoPerJob[direct] = float64(runtime.NumCgoCall()-cgo) / n
+		require.NoError(t, p.Close())
+	}
+	t.Logf("runtime.cgocall per one-chunk job: %.2f safe, %.2f direct", cgoPerJob[false], cgoPerJob[true])
+	assert.GreaterOrEqual(t, cgoPerJob[false], 5.0, "safe: the check, two copies, the launch and the wait")
+	if runtime.GOARCH == "amd64" {
+		assert.LessOrEqual(t, cgoPerJob[true], 3.0, "direct: the check and the wait (and at most one context set)")
+	} else {
+		assert.GreaterOrEqual(t, cgoPerJob[true], 5.0, "no direct path here")
 	}
 	n2, msg := f.Violations()
 	assert.Zero(t, n2, msg)

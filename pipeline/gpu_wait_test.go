@@ -2,6 +2,10 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -41,6 +45,87 @@ func TestGPUWaitModes(t *testing.T) {
 	}
 }
 
+// TestGPUDirectCalls runs jobs on a backend whose issuers make direct
+// calls (GPUOptions.DirectCalls, issue 14) from four goroutines at once,
+// each with its own pipeline on one context, while the garbage collector
+// runs all the while: small jobs of one chunk and a job of eight chunks
+// on pinned memory (its events and stream waits direct too) and a staged
+// one, every element of every job checked against the CPU.
+func TestGPUDirectCalls(t *testing.T) {
+	ctx := gputest.Context(t)
+	mods := new(kernels.Modules)
+	t.Cleanup(func() { mods.Close() })
+	const iters, chunk = 20, 64 << 10
+	stop := make(chan struct{})
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+				time.Sleep(200 * time.Microsecond)
+			}
+		}
+	}()
+	const big = 8*chunk - 5
+	ins, hins, houts := make([][]float32, 4), make([]*driver.HostBuffer, 4), make([]*driver.HostBuffer, 4)
+	for g := range 4 {
+		ins[g] = make([]float32, big)
+		kernels.FillPattern(ins[g], g)
+		hins[g], houts[g] = pinnedCopy(t, ctx, ins[g]), pinnedCopy(t, ctx, make([]float32, big))
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			errs <- func() error {
+				cfg := Float32Config(1, 1)
+				cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
+				p, err := New(GPUWith(ctx, GPUOptions{DirectCalls: true}), cfg)
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				in, hin, hout := ins[g], hins[g], houts[g]
+				out := make([]float32, big)
+				k := seedKernel(mods, iters)
+				var rep Report
+				for r := range 40 {
+					n := 4 << 10
+					job := Job{N: n, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+					got := func() []float32 { return hout.Float32s()[:n] }
+					switch r % 4 {
+					case 1:
+						job.N, n = chunk, chunk
+					case 2:
+						job.N, n = big, big
+					case 3:
+						job.N, n = big, big
+						job.Host, job.Inputs, job.Outputs = HostStaged, []Buffer{Slice(in)}, []Buffer{Slice(out)}
+						got = func() []float32 { return out }
+					}
+					clear(hout.Float32s())
+					clear(out)
+					if err := p.RunInto(context.Background(), job, &rep); err != nil {
+						return fmt.Errorf("goroutine %d, job %d (%d elements): %w", g, r, n, err)
+					}
+					if err := verifySeed(in[:n], got(), iters); err != nil {
+						return fmt.Errorf("goroutine %d, job %d (%d elements, %d chunks): %w", g, r, n, rep.Chunks, err)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range 4 {
+		assert.NoError(t, <-errs)
+	}
+	close(stop)
+	<-collected
+}
+
 // BenchmarkGPUSmallJob times one small job (4K elements, pinned, one
 // chunk, the seed kernel with 100 iterations) on a reused pipeline, the
 // unit of overlap bench --small-jobs, so that a CPU profile shows where the
@@ -72,24 +157,42 @@ func BenchmarkGPUSmallJob(b *testing.B) {
 // (binding its issuer's thread for each job included).
 // It also alternates blocks of the Bound's calls bound anew for each job,
 // as a run binds its issuer: bind-ns/job is what that costs, the part of
-// engine-ns/job that is binding. The outputs are checked.
+// engine-ns/job that is binding; and blocks of the same jobs on a pipeline
+// whose backend makes direct calls (GPUOptions.DirectCalls):
+// direct-run-ns/job, and direct-saves-ns/job, what that saves a job.
+// OVERLAP_SMALLJOB_ELEMS sets the job's size (4096 unless set). The
+// outputs are checked.
 func BenchmarkGPUSmallJobPaired(b *testing.B) {
-	const n, iters, block = 4 << 10, 100, 256
+	const iters, block = 100, 256
+	n := 4 << 10
+	if v := os.Getenv("OVERLAP_SMALLJOB_ELEMS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 1<<28 {
+			b.Fatalf("OVERLAP_SMALLJOB_ELEMS=%q: want 1 to %d elements", v, 1<<28)
+		}
+	}
 	ctx := gputest.Context(b)
 	p, job, in, hout := smallJob(b, ctx, n, n, iters)
 	var rep Report
 	require.NoError(b, p.RunInto(context.Background(), job, &rep))
+	pd := smallJobPipelineWith(b, ctx, n, GPUOptions{DirectCalls: true})
+	b.Cleanup(func() { pd.Close() })
+	hout3 := pinnedCopy(b, ctx, make([]float32, n))
+	jobd := job
+	jobd.Outputs = []Buffer{Pinned(hout3)}
+	require.NoError(b, pd.RunInto(context.Background(), jobd, &rep))
 	bound, hout2 := boundJobs(b, ctx, in, iters, false)
 	rebind, _ := boundJobs(b, ctx, in, iters, true)
-	run := func(jobs int) time.Duration {
-		t0 := time.Now()
-		for range jobs {
-			if err := p.RunInto(context.Background(), job, &rep); err != nil {
-				b.Fatal(err)
+	runOn := func(p *Pipeline, job Job) func(int) {
+		return func(jobs int) {
+			for range jobs {
+				if err := p.RunInto(context.Background(), job, &rep); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
-		return time.Since(t0)
 	}
+	run, runDirect := runOn(p, job), runOn(pd, jobd)
 	timed := func(f func(int), jobs int) time.Duration {
 		t0 := time.Now()
 		f(jobs)
@@ -97,15 +200,17 @@ func BenchmarkGPUSmallJobPaired(b *testing.B) {
 	}
 	bound(block) // warm the second module
 	rebind(block)
-	clear(hout.Bytes()) // the checks below see the timed jobs' output
-	clear(hout2.Bytes())
+	for _, h := range []*driver.HostBuffer{hout, hout2, hout3} {
+		clear(h.Bytes()) // the checks below see the timed jobs' output
+	}
 	b.ResetTimer()
-	var tRun, tBound, tRebind time.Duration
+	var tRun, tBound, tRebind, tDirect time.Duration
 	for done := 0; done < b.N; done += block {
 		k := min(block, b.N-done)
-		tRun += run(k)
+		tRun += timed(run, k)
 		tBound += timed(bound, k)
 		tRebind += timed(rebind, k)
+		tDirect += timed(runDirect, k)
 	}
 	b.StopTimer()
 	perJob := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
@@ -113,8 +218,11 @@ func BenchmarkGPUSmallJobPaired(b *testing.B) {
 	b.ReportMetric(perJob(tBound), "bound-ns/job")
 	b.ReportMetric(perJob(tRun-tBound), "engine-ns/job")
 	b.ReportMetric(perJob(tRebind-tBound), "bind-ns/job")
+	b.ReportMetric(perJob(tDirect), "direct-run-ns/job")
+	b.ReportMetric(perJob(tRun-tDirect), "direct-saves-ns/job")
 	require.NoError(b, verifySeed(in, hout.Float32s()[:n], iters), "through the pipeline")
 	require.NoError(b, verifySeed(in, hout2.Float32s()[:n], iters), "through the Bound")
+	require.NoError(b, verifySeed(in, hout3.Float32s()[:n], iters), "through the pipeline with direct calls")
 }
 
 // boundJobs returns a function that runs jobs small jobs of len(in)
@@ -201,9 +309,15 @@ func smallJob(t testing.TB, ctx *driver.Context, n, room, iters int) (*Pipeline,
 // ctx. The caller closes it.
 func smallJobPipeline(t testing.TB, ctx *driver.Context, n int) *Pipeline {
 	t.Helper()
+	return smallJobPipelineWith(t, ctx, n, GPUOptions{})
+}
+
+// smallJobPipelineWith is smallJobPipeline on a backend with opts.
+func smallJobPipelineWith(t testing.TB, ctx *driver.Context, n int, opts GPUOptions) *Pipeline {
+	t.Helper()
 	cfg := Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
-	p, err := New(GPU(ctx), cfg)
+	p, err := New(GPUWith(ctx, opts), cfg)
 	require.NoError(t, err)
 	return p
 }
