@@ -94,6 +94,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.BoolVar(&o.smallJobs, "small-jobs", false, "print the small-jobs table instead of the sweep: jobs of --elems (default 4K,64K,1M) elements from --workers goroutines")
 	fs.Var(waitFlag{w: &o.small.waits, all: true}, "wait", "with --small-jobs: how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), or all for spin, yield and block (unset: yield, the mode with the shortest tail measured)")
+	fs.BoolVar(&o.small.direct, "direct-calls", false, "with --small-jobs: issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
 	workers := fs.String("workers", "1,4,16", "with --small-jobs: comma-separated goroutine counts")
 	fs.Float64Var(&o.small.seconds, "seconds", smallJobsSeconds, "with --small-jobs: seconds per cell")
 	fs.IntVar(&o.small.jobs, "jobs", 0, "with --small-jobs: jobs per goroutine instead of --seconds (default 3 on --sim)")
@@ -109,6 +110,9 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		if o.reference && o.sim {
 			return nil, errors.New("--reference needs a GPU, not --sim")
 		}
+		if o.small.direct && o.sim {
+			return nil, errors.New("--direct-calls needs a GPU, not --sim: the simulator makes no driver calls")
+		}
 		if o.sim && o.set["device"] {
 			return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
 		}
@@ -117,7 +121,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		}
 		return o, checkSmallJobs(o, *elems, *iters, *workers)
 	}
-	for _, f := range []string{"wait", "workers", "seconds", "jobs"} {
+	for _, f := range []string{"wait", "workers", "seconds", "jobs", "direct-calls"} {
 		if o.set[f] {
 			return nil, fmt.Errorf("--%s needs --small-jobs", f)
 		}

@@ -27,7 +27,7 @@ func TestHelp(t *testing.T) {
 		flags []string // flags that must be listed, in order
 	}{
 		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-device", "-devices", "-elems", "-entry", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
-		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-devices", "-elems", "-host", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-slots", "-small-jobs", "-svg", "-wait", "-workers"}},
+		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-devices", "-direct-calls", "-elems", "-host", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-slots", "-small-jobs", "-svg", "-wait", "-workers"}},
 		{[]string{"tune", "-h"}, "usage: overlap tune [flags]", []string{"-device", "-elems", "-entry", "-host", "-iters", "-kernel", "-ptx", "-repeat", "-sim"}},
 		{[]string{"devices", "-h"}, "usage: overlap devices", nil},
 		{[]string{"ptx", "describe", "-h"}, "usage: overlap ptx describe [--json] FILE", []string{"-json"}},

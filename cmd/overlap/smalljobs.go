@@ -92,6 +92,9 @@ type smallJobsOptions struct {
 	// rounds is how many times each wait mode's cells run (--repeat), Go
 	// and the C++ twin taking turns; each cell reports the median.
 	rounds int
+	// direct issues the jobs' copies and launches without the scheduler's
+	// system-call transition (--direct-calls, pipeline.GPUOptions).
+	direct bool
 }
 
 // checkSmallJobs finishes overlap bench --small-jobs's flags: --elems is a
@@ -229,7 +232,7 @@ func openSmallEnv(o *benchOptions, w driver.Wait) (*smallEnv, error) {
 		closeAll()
 		return nil, err
 	}
-	return &smallEnv{b: pipeline.GPU(ctx), kernel: k, close: closeAll}, nil
+	return &smallEnv{b: pipeline.GPUWith(ctx, pipeline.GPUOptions{DirectCalls: o.small.direct}), kernel: k, close: closeAll}, nil
 }
 
 // runSmallJobs runs the small-jobs table: every wait mode, size and worker
@@ -292,7 +295,7 @@ func runSmallJobs(ctx context.Context, o *benchOptions, stdout, stderr io.Writer
 	prog.done()
 	if o.jsonOut {
 		writeJSON(stdout, map[string]any{"simulated": o.sim, "backend": name, "iters": o.iters[0],
-			"seconds_per_cell": s.seconds, "jobs_per_worker": s.jobs, "results": rows})
+			"direct_calls": s.direct, "seconds_per_cell": s.seconds, "jobs_per_worker": s.jobs, "results": rows})
 		return nil
 	}
 	printSmallJobs(stdout, rows, o, name)
@@ -601,6 +604,9 @@ func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name stri
 	}
 	if o.sim {
 		label = " [simulated: H200 profile; latencies on the simulator's clock]"
+	}
+	if o.small.direct {
+		label = "; direct calls (--direct-calls)"
 	}
 	if o.small.jobs > 0 {
 		runs = fmt.Sprintf("%d jobs per goroutine", o.small.jobs)

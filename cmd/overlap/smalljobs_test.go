@@ -26,6 +26,10 @@ func TestSmallJobsFlags(t *testing.T) {
 	assert.Equal(t, 0.5, o.small.seconds)
 	assert.Equal(t, 0, o.small.jobs)
 	assert.Equal(t, 3, o.small.rounds, "a GPU's cells drift: three rounds, each cell's median")
+	assert.False(t, o.small.direct, "the safe call path unless asked")
+	o, err = parseBenchFlags([]string{"--small-jobs", "--direct-calls"}, nil)
+	require.NoError(t, err)
+	assert.True(t, o.small.direct)
 
 	o, err = parseBenchFlags([]string{"--small-jobs", "--wait", "all", "--elems", "1K,2K", "--workers", "2", "--iters", "7", "--seconds", "0.25"}, nil)
 	require.NoError(t, err)
@@ -51,6 +55,8 @@ func TestSmallJobsFlags(t *testing.T) {
 		{[]string{"--small-jobs", "--wait", "often"}, `invalid value "often" for flag -wait: want spin, yield, block, auto, default or all`},
 		{[]string{"--small-jobs", "--sim", "--wait", "block"}, "--wait needs a GPU: the simulator has no host thread waiting on a driver"},
 		{[]string{"--small-jobs", "--sim", "--reference"}, "--reference needs a GPU, not --sim"},
+		{[]string{"--small-jobs", "--sim", "--direct-calls"}, "--direct-calls needs a GPU, not --sim: the simulator makes no driver calls"},
+		{[]string{"--direct-calls"}, "--direct-calls needs --small-jobs"},
 		{[]string{"--small-jobs", "--workers", "0"}, "--workers 0: want 1 to 256"},
 		{[]string{"--small-jobs", "--workers", "two"}, `--workers: strconv.Atoi: parsing "two": invalid syntax`},
 		{[]string{"--small-jobs", "--iters", "1,2"}, `--iters "1,2": with --small-jobs, one count from 0 to 2147483647`},
