@@ -460,12 +460,11 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		stagedOut = stagedOut || s.staged()
 	}
 	// A job of one chunk with nothing staged and nothing timed goes on
-	// one stream (issueSingle), and the drain waits for that stream only.
-	// Its host never waits before the drain, so a cancellation has nobody
-	// to wake: it needs no watch, and ctx is read once more after the
-	// drain (Run checked it before it got here).
-	single := pl.chunks == 1 && pl.queue == nil && !stagedIn && !stagedOut && !p.cfg.Timing && !p.skipWAR
-	watch := ctx.Done() != nil && !single // else it is never cancelled while it runs
+	// one stream (executeSingle).
+	if pl.chunks == 1 && pl.queue == nil && !stagedIn && !stagedOut && !p.cfg.Timing && !p.skipWAR {
+		return p.executeSingle(ctx, pl)
+	}
+	watch := ctx.Done() != nil // else it is never cancelled while it runs
 	rs := p.runStateFor(watch)
 	if watch {
 		stopWatch := context.AfterFunc(ctx, func() { rs.fail(ctx.Err()) })
@@ -494,13 +493,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
 
-	var issued int
-	var issueErr error
-	if single {
-		issued, issueErr = 1, p.issueSingle(pl, iss)
-	} else {
-		issued, issueErr = p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
-	}
+	issued, issueErr := p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
 	pl.issued = issued
 	if issueErr != nil {
 		rs.fail(issueErr)
@@ -517,11 +510,8 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	rs.join()
 
 	// Drain: the host waits for the GPU once, at the end.
-	if err := p.drainRun(iss, single); err != nil {
-		p.broken = err
-		p.closed = true
-		p.release()
-		return &StageError{Chunk: -1, Stage: StageDrain, Err: fmt.Errorf("%w; the pipeline closed itself", err)}
+	if err := p.drain(); err != nil {
+		return p.drainFailed(err)
 	}
 	rs.mu.Lock()
 	firstErr := rs.err
@@ -532,13 +522,6 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		}
 		return firstErr
 	}
-	if single {
-		// No watch ran (see above): a cancellation while the job ran is
-		// reported now, as a watched run reports it.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
 	if timers != nil {
 		spans, err := timers.collect()
 		if err != nil {
@@ -547,6 +530,31 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		pl.report.Spans = append(spans, rs.hostSpans...)
 	}
 	return nil
+}
+
+// executeSingle runs a job of one chunk with nothing staged and nothing
+// timed (see execute): one goroutine issues it on one stream and waits for
+// that stream, so it needs no run state, no watch and no join, which a
+// small job would otherwise pay for (issue 14). Its host never waits
+// before the drain, so a cancellation has nobody to wake; one while the
+// job ran is reported after the drain, as a watched run reports it.
+func (p *Pipeline) executeSingle(ctx context.Context, pl *plan) error {
+	iss, err := p.b.Issuer()
+	if err != nil {
+		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	defer iss.Release()
+	pl.issued = 1
+	issueErr := p.issueSingle(pl, iss)
+	// Drain even after a failed issue: what was queued must finish before
+	// the slots are used again.
+	if err := iss.Synchronize(p.comp[0]); err != nil {
+		return p.drainFailed(err)
+	}
+	if issueErr != nil {
+		return issueErr
+	}
+	return ctx.Err()
 }
 
 // issueSingle issues a job of one chunk on one stream: its H2D copies,
@@ -577,13 +585,14 @@ func (p *Pipeline) issueSingle(pl *plan, iss Issuer) error {
 	return nil
 }
 
-// drainRun waits for the run's work: a job of one chunk (single) for its
-// one stream, through the run's issuer, any other for every stream.
-func (p *Pipeline) drainRun(iss Issuer, single bool) error {
-	if single {
-		return iss.Synchronize(p.comp[0])
-	}
-	return p.drain()
+// drainFailed closes the pipeline after its drain failed with err (the
+// device may still use its memory, or the context is broken) and returns
+// the run's error.
+func (p *Pipeline) drainFailed(err error) error {
+	p.broken = err
+	p.closed = true
+	p.release()
+	return &StageError{Chunk: -1, Stage: StageDrain, Err: fmt.Errorf("%w; the pipeline closed itself", err)}
 }
 
 // drain waits for every stream and returns the first failure (a faulted
