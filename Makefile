@@ -11,14 +11,14 @@ GPU_DIR  := .gpu
 # ran in half the time (2026-11-30).
 TEST_MEMLIMIT ?= 6GiB
 
-.PHONY: all build test fmt-check vet staticcheck race nocgo stackmove cross gpu-bundle ptx fuzz bench-fake clean
+.PHONY: all build test fmt-check vet staticcheck race nocgo stackmove directcalls cross gpu-bundle ptx fuzz bench-fake clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build ./...
 
-test: fmt-check vet staticcheck race nocgo stackmove cross
+test: fmt-check vet staticcheck race nocgo stackmove directcalls cross
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -52,6 +52,22 @@ nocgo:
 stackmove:
 	$(GO) test -count=1 -gcflags='all=-d=maymorestack=runtime.mayMoreStackMove' -run '^TestFakeDriver$$' ./driver
 
+# directcalls builds with the overlap_directcalls tag, which turns on the
+# direct call path of driver.BindOptions.DirectCalls on linux/amd64, vets
+# it, and runs the fake-driver tests that exercise it, with and without
+# the race detector (like make race, the latter only where a C compiler
+# is found).
+DIRECT_TESTS := TestFakeDriver|OnFakeDriver|TestSmallJobsFlags
+directcalls:
+	$(GO) vet -tags overlap_directcalls ./...
+	CGO_ENABLED=0 $(GO) test -tags overlap_directcalls -count=1 -run '$(DIRECT_TESTS)' ./driver ./pipeline ./cmd/overlap
+	@if command -v $(CC) >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1; then \
+		echo "CGO_ENABLED=1 $(GO) test -race -tags overlap_directcalls -count=1 -run 'TestFakeDriver/DirectCalls|TestDirectCallsOnFakeDriver' ./driver ./pipeline"; \
+		CGO_ENABLED=1 $(GO) test -race -tags overlap_directcalls -count=1 -run 'TestFakeDriver/DirectCalls|TestDirectCallsOnFakeDriver' ./driver ./pipeline; \
+	else \
+		echo "make directcalls: race run SKIPPED: the race detector needs cgo and no C compiler was found"; \
+	fi
+
 cross:
 	CGO_ENABLED=0 GOOS=linux   GOARCH=amd64 $(GO) build ./...
 	CGO_ENABLED=0 GOOS=linux   GOARCH=arm64 $(GO) build ./...
@@ -64,11 +80,15 @@ cross:
 # .gpu/ for a linux/amd64 GPU host without Go. A binary is named after its
 # package's path with / as _ (ptx/kernels: .gpu/ptx_kernels.test); run
 # each from its package's directory, where its testdata is.
+# TAGS are build tags for gpu-bundle and bench-fake, such as
+# overlap_directcalls (driver.BindOptions.DirectCalls):
+#   make gpu-bundle TAGS=overlap_directcalls
+TAGS ?=
 gpu-bundle:
 	mkdir -p $(GPU_DIR)
-	for p in $(PKGS); do CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -o $(GPU_DIR)/$$(echo $$p | tr / _).test ./$$p || exit 1; done
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -o $(GPU_DIR)/cmd.test ./cmd/overlap
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -o $(GPU_DIR)/overlap ./cmd/overlap
+	for p in $(PKGS); do CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -tags '$(TAGS)' -c -o $(GPU_DIR)/$$(echo $$p | tr / _).test ./$$p || exit 1; done
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -tags '$(TAGS)' -c -o $(GPU_DIR)/cmd.test ./cmd/overlap
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -tags '$(TAGS)' -o $(GPU_DIR)/overlap ./cmd/overlap
 
 # bench-fake runs package driver's BenchmarkFake, the binding's own host
 # cost per hot call (launch, copy, record, wait), and package pipeline's
@@ -85,7 +105,7 @@ bench-fake:
 	cc=$$(command -v $(CC) || command -v gcc || command -v clang) && \
 	$$cc -shared -fPIC -O2 -o $$dir/libcuda.so.1 internal/fakecuda/src/libcuda.c -lpthread && \
 	OVERLAP_FAKECUDA_CHILD=1 OVERLAP_CUDA_LIBRARY=$$dir/libcuda.so.1 CGO_ENABLED=0 \
-		$(GO) test -run '^$$' -bench 'Fake/$(BENCH)' -benchmem -count $(COUNT) ./driver ./pipeline; \
+		$(GO) test -tags '$(TAGS)' -run '^$$' -bench 'Fake/$(BENCH)' -benchmem -count $(COUNT) ./driver ./pipeline; \
 	rc=$$?; rm -rf $$dir; exit $$rc
 
 # ptx regenerates ptx/kernels/*.ptx; it needs nvcc (the GPU machine has it).

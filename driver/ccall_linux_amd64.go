@@ -23,16 +23,6 @@ import "unsafe"
 //go:linkname runtime_cgocall runtime.cgocall
 func runtime_cgocall(fn uintptr, arg unsafe.Pointer) int32
 
-// runtime_asmcgocall is runtime.asmcgocall: the switch to the system stack
-// and the call into C that runtime.cgocall makes after entersyscall. The
-// runtime keeps it linkable for purego (go.dev/issue/67401).
-//
-//go:linkname runtime_asmcgocall runtime.asmcgocall
-func runtime_asmcgocall(fn uintptr, arg unsafe.Pointer) int32
-
-// haveDirectCalls: callCDirect skips runtime.cgocall here.
-const haveDirectCalls = true
-
 // ccallTrampoline is the address of the ABI0 trampoline.
 var ccallTrampoline uintptr
 
@@ -41,16 +31,5 @@ var ccallTrampoline uintptr
 func callC(p uintptr, s *scratch, _ int) uintptr {
 	s.fn = p
 	runtime_cgocall(ccallTrampoline, unsafe.Pointer(s))
-	return s.r
-}
-
-// callCDirect is callC without runtime.cgocall: the trampoline on the
-// system stack, and nothing else. The goroutine keeps its P and stays
-// running while C runs, so a call that blocks delays every stop-the-world
-// until it returns; only non-blocking calls of a Bound that asked for
-// direct calls come here (BindOptions.DirectCalls).
-func callCDirect(p uintptr, s *scratch) uintptr {
-	s.fn = p
-	runtime_asmcgocall(ccallTrampoline, unsafe.Pointer(s))
 	return s.r
 }

@@ -10,11 +10,3 @@ func callC(p uintptr, s *scratch, n int) uintptr {
 	r, _, _ := purego.SyscallN(p, s.args[:n]...)
 	return r
 }
-
-// haveDirectCalls: there is no trampoline here to call without
-// runtime.cgocall, so BindOptions.DirectCalls changes nothing.
-const haveDirectCalls = false
-
-// callCDirect is callC where there is no trampoline to call without
-// runtime.cgocall.
-func callCDirect(p uintptr, s *scratch) uintptr { return callC(p, s, len(s.args)) }

@@ -156,20 +156,36 @@ type Bound struct {
 type BindOptions struct {
 	// DirectCalls makes the Bound's calls that do not wait (Launch,
 	// CopyToDevice, CopyToHost, Record, WaitEvent and LaunchGraph) enter
-	// the driver without telling the Go scheduler, as the runtime calls
-	// libc on macOS: no runtime.cgocall, no system-call transition, about
-	// 60 ns less per call on an H200 host (issue 14). The trade-off: while
-	// such a call runs, its goroutine keeps its P and cannot be stopped, so
-	// a call that does block holds up every stop-the-world of the garbage
-	// collector, and every goroutine with it, until it returns. The driver
-	// blocks in these calls when a stream's queue is full (about a thousand
-	// operations queued ahead of the GPU) and, at times, for its own
-	// locks. Ask for it where each Bound keeps little queued, such as many
-	// small jobs that each end in a synchronisation; Synchronize and every
-	// other call that waits keep the safe path. Only linux/amd64 has the
-	// direct path; elsewhere the option changes nothing.
+	// the driver without telling the Go scheduler: no runtime.cgocall, no
+	// system-call transition, 75–103 ns less per launch on an H200 host
+	// (issue 14; bench/RESULTS.md). Synchronize and every other call that
+	// waits keep the safe path.
+	//
+	// The trade-offs. While such a call runs, its goroutine keeps its P
+	// and cannot be stopped, so a call that blocks holds up every
+	// stop-the-world of the garbage collector, and every goroutine with
+	// it, until it returns; meanwhile the runtime signals the thread every
+	// few microseconds to preempt it. The driver blocks in these calls
+	// when a stream's queue is full (about a thousand operations queued
+	// ahead of the GPU) and, at times, for its own locks. A crash inside
+	// the driver during such a call is reported without the goroutine's
+	// stack, and CPU profiles charge the call's time to
+	// runtime._ExternalCode rather than to its caller. Ask for it where
+	// each Bound keeps little queued: many small jobs that each end in a
+	// synchronisation (pipeline.GPUOptions.DirectCalls).
+	//
+	// The direct path exists only in builds for linux/amd64 with the
+	// overlap_directcalls build tag (go build -tags overlap_directcalls):
+	// it links runtime.asmcgocall, which the runtime does not promise to
+	// keep linkable. Elsewhere the option changes nothing;
+	// [DirectCallsAvailable] says which.
 	DirectCalls bool
 }
+
+// DirectCallsAvailable reports whether this build has the direct call path
+// of [BindOptions].DirectCalls (linux/amd64, built with the
+// overlap_directcalls tag).
+func DirectCallsAvailable() bool { return haveDirectCalls }
 
 // Bind locks the calling goroutine to its OS thread and makes c current
 // there. Call Release, from the same goroutine, when done.

@@ -15,10 +15,10 @@
 //     A [Bound] bound with [BindOptions].DirectCalls makes its calls that
 //     do not wait (launches, asynchronous copies, event records, stream
 //     waits, graph launches) through the same trampoline without
-//     runtime.cgocall, as the runtime calls libc on macOS: 75–100 ns less
-//     per launch on an H200 host, at the price that such a call that
-//     blocks in the driver holds up every stop-the-world of the garbage
-//     collector until it returns. It is off unless asked for;
+//     runtime.cgocall: 75–103 ns less per launch on an H200 host, at the
+//     price that such a call that blocks in the driver holds up every
+//     stop-the-world of the garbage collector until it returns. It is off
+//     unless asked for, and built only with the overlap_directcalls tag;
 //   - checked: every CUresult becomes a *Error naming the entry point, the
 //     code and the driver's text, such as
 //     "cuda: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory",

@@ -250,7 +250,7 @@ var fakeCases = []fakeCase{
 	// direct call that blocks holds up the collector's stop-the-world,
 	// the trade-off the option documents, which a safe call does not.
 	{"DirectCalls", func(t *testing.T, f *fakecuda.Fake) {
-		direct := runtime.GOARCH == "amd64" // linux only, as this file
+		direct := driver.DirectCallsAvailable()
 		c := fakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
