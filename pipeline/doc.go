@@ -73,10 +73,11 @@
 // also pins that thread, for the run, to the CPUs local to the GPU (sysfs
 // local_cpulist of its PCI bus id) when they are fewer than the thread may
 // use, and restores it after; elsewhere no thread is pinned. A backend
-// made by [GPUWith] with DirectCalls issues a run's copies, launches and
-// events without the Go scheduler's system-call transition (see
+// made by [GPUWith] with DirectCalls issues the copies and launch of a
+// run of one chunk without the Go scheduler's system-call transition (see
 // driver.BindOptions): faster, but a call that blocks in the driver holds
-// up the garbage collector's stop-the-world; waits keep the safe path. A Group runs
+// up the garbage collector's stop-the-world; runs of several chunks and
+// every wait keep the safe path. A Group runs
 // one job at a time too, each device's issuing on a goroutine of its own. A streaming run adds reader
 // and writer goroutines for its run only; it returns after every Read and
 // Write it started has returned.

@@ -22,20 +22,25 @@ type gpuBackend struct {
 	// issuers holds issuers between runs, each with its Bound and its
 	// argument slab, so that a run allocates none (issue 14).
 	issuers sync.Pool
-	// bind is how each run's issuer binds its thread.
+	// bind is how the issuer of a run of one chunk binds its thread
+	// (singleIssuer); every other issuer binds with the zero options.
 	bind driver.BindOptions
 }
 
 // GPUOptions are a GPU backend's choices; the zero value is GPU's.
 type GPUOptions struct {
-	// DirectCalls issues each run's copies, launches and events as
+	// DirectCalls issues the copies and the launch of each run of one
+	// chunk (a small job: one chunk, nothing staged, untimed) as
 	// [driver.BindOptions].DirectCalls does: without the Go scheduler's
-	// system-call transition, faster by tens of nanoseconds a call, at the
-	// price that a call that blocks in the driver (a full stream queue)
-	// holds up the garbage collector's stop-the-world until it returns.
-	// Runs still wait for the GPU on the safe path. Worth it for many
-	// small jobs (overlap bench --small-jobs --direct-calls measures it);
-	// linux/amd64 only, elsewhere it changes nothing.
+	// system-call transition, 75–103 ns less per launch on an H200 host,
+	// at the price that a call that blocks in the driver holds up the
+	// garbage collector's stop-the-world until it returns. Such a run
+	// queues three operations on a stream it has drained, so its calls
+	// have no full queue to block on. Runs of several chunks queue many
+	// operations without waiting and keep the safe path, as do all waits.
+	// It needs a build with the overlap_directcalls tag on linux/amd64
+	// ([driver.DirectCallsAvailable]); elsewhere it changes nothing.
+	// overlap bench --small-jobs --direct-calls measures it.
 	DirectCalls bool
 }
 
@@ -191,12 +196,18 @@ type gpuIssuer struct {
 	held bool
 }
 
-func (g *gpuBackend) Issuer() (Issuer, error) {
+func (g *gpuBackend) Issuer() (Issuer, error) { return g.issuer(driver.BindOptions{}) }
+
+// singleIssuer is the issuer of a run of one chunk (executeSingle), bound
+// with the backend's direct calls if it has them (GPUOptions).
+func (g *gpuBackend) singleIssuer() (Issuer, error) { return g.issuer(g.bind) }
+
+func (g *gpuBackend) issuer(opts driver.BindOptions) (Issuer, error) {
 	i, _ := g.issuers.Get().(*gpuIssuer)
 	if i == nil {
 		i = &gpuIssuer{g: g, ctx: g.ctx, args: driver.NewArgs()}
 	}
-	if err := g.ctx.BindWith(&i.b, g.bind); err != nil {
+	if err := g.ctx.BindWith(&i.b, opts); err != nil {
 		g.issuers.Put(i)
 		return nil, err
 	}

@@ -45,14 +45,16 @@ func TestGPUWaitModes(t *testing.T) {
 	}
 }
 
-// TestGPUDirectCalls runs jobs on a backend whose issuers make direct
-// calls (GPUOptions.DirectCalls, issue 14) from four goroutines at once,
-// each with its own pipeline on one context, while the garbage collector
-// runs all the while: small jobs of one chunk and a job of eight chunks
-// on pinned memory (its events and stream waits direct too) and a staged
-// one, every element of every job checked against the CPU.
+// TestGPUDirectCalls runs jobs on a backend made with
+// GPUOptions.DirectCalls (issue 14) from four goroutines at once, each
+// with its own pipeline on one context, while the garbage collector runs
+// all the while: small jobs of one chunk (direct calls, where the build
+// has them: it logs whether), and on the same pipeline a job of eight
+// chunks on pinned memory and a staged one (the safe path), every element
+// of every job checked against the CPU.
 func TestGPUDirectCalls(t *testing.T) {
 	ctx := gputest.Context(t)
+	t.Logf("direct calls in this build: %v", driver.DirectCallsAvailable())
 	mods := new(kernels.Modules)
 	t.Cleanup(func() { mods.Close() })
 	const iters, chunk = 20, 64 << 10

@@ -539,7 +539,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 // before the drain, so a cancellation has nobody to wake; one while the
 // job ran is reported after the drain, as a watched run reports it.
 func (p *Pipeline) executeSingle(ctx context.Context, pl *plan) error {
-	iss, err := p.b.Issuer()
+	iss, err := singleIssuerOf(p.b)
 	if err != nil {
 		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
@@ -555,6 +555,20 @@ func (p *Pipeline) executeSingle(ctx context.Context, pl *plan) error {
 		return issueErr
 	}
 	return ctx.Err()
+}
+
+// singleIssuing is a backend with an issuer of its own for a run of one
+// chunk: the GPU's, whose GPUOptions.DirectCalls apply to those runs only.
+type singleIssuing interface {
+	singleIssuer() (Issuer, error)
+}
+
+// singleIssuerOf returns b's issuer for a run of one chunk.
+func singleIssuerOf(b Backend) (Issuer, error) {
+	if s, ok := b.(singleIssuing); ok {
+		return s.singleIssuer()
+	}
+	return b.Issuer()
 }
 
 // issueSingle issues a job of one chunk on one stream: its H2D copies,
