@@ -113,6 +113,9 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		if o.small.direct && o.sim {
 			return nil, errors.New("--direct-calls needs a GPU, not --sim: the simulator makes no driver calls")
 		}
+		if o.small.direct && !driver.DirectCallsAvailable() {
+			return nil, errors.New("--direct-calls needs a linux/amd64 binary built with -tags overlap_directcalls (go build -tags overlap_directcalls ./cmd/overlap)")
+		}
 		if o.sim && o.set["device"] {
 			return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
 		}

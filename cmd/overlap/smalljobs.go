@@ -606,7 +606,7 @@ func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name stri
 		label = " [simulated: H200 profile; latencies on the simulator's clock]"
 	}
 	if o.small.direct {
-		label = "; direct calls (--direct-calls)"
+		label += "; direct calls (--direct-calls)"
 	}
 	if o.small.jobs > 0 {
 		runs = fmt.Sprintf("%d jobs per goroutine", o.small.jobs)

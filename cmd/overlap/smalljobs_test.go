@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -28,8 +29,12 @@ func TestSmallJobsFlags(t *testing.T) {
 	assert.Equal(t, 3, o.small.rounds, "a GPU's cells drift: three rounds, each cell's median")
 	assert.False(t, o.small.direct, "the safe call path unless asked")
 	o, err = parseBenchFlags([]string{"--small-jobs", "--direct-calls"}, nil)
-	require.NoError(t, err)
-	assert.True(t, o.small.direct)
+	if driver.DirectCallsAvailable() {
+		require.NoError(t, err)
+		assert.True(t, o.small.direct)
+	} else {
+		assert.EqualError(t, err, "--direct-calls needs a linux/amd64 binary built with -tags overlap_directcalls (go build -tags overlap_directcalls ./cmd/overlap)")
+	}
 
 	o, err = parseBenchFlags([]string{"--small-jobs", "--wait", "all", "--elems", "1K,2K", "--workers", "2", "--iters", "7", "--seconds", "0.25"}, nil)
 	require.NoError(t, err)
@@ -253,4 +258,27 @@ func TestPercentile(t *testing.T) {
 	assert.Equal(t, time.Duration(1), percentile(d[:1], 0.99))
 	assert.Equal(t, time.Duration(0), percentile(nil, 0.5))
 	assert.Equal(t, time.Duration(2), percentile(d[:3], 0.5), "nearest rank, as the C++ twin computes it")
+}
+
+// TestSmallJobsTitleSaysDirect: a table run with --direct-calls says so in
+// its title, beside the simulator's label where there is one.
+func TestSmallJobsTitleSaysDirect(t *testing.T) {
+	for _, tc := range []struct {
+		direct, sim bool
+		want, not   string
+	}{
+		{false, false, "pinned buffers; 0.5 s per cell\n", "direct calls"},
+		{true, false, "; direct calls (--direct-calls)\n", "simulated"},
+		{true, true, "clock]; direct calls (--direct-calls)\n", ""},
+	} {
+		o := &benchOptions{iters: []int{100}, sim: tc.sim}
+		o.small.seconds, o.small.direct = 0.5, tc.direct
+		var buf bytes.Buffer
+		printSmallJobs(&buf, nil, o, "NVIDIA H200")
+		title, _, _ := strings.Cut(buf.String(), "\n")
+		assert.Contains(t, title+"\n", tc.want, "direct %v, sim %v", tc.direct, tc.sim)
+		if tc.not != "" {
+			assert.NotContains(t, title, tc.not, "direct %v, sim %v", tc.direct, tc.sim)
+		}
+	}
 }
