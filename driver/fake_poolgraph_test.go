@@ -185,11 +185,7 @@ var poolGraphCases = []fakeCase{
 		c := fakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
-		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
-		require.NoError(t, err)
-		fn, err := m.Function("k")
-		require.NoError(t, err)
-		f.SetParams(8, 4)
+		fn := fakeKernel(t, f, c)
 		const n = 128
 		capture := func(d *driver.DeviceBuffer, in, out driver.HostMemory, v int32, copies int) (*driver.Graph, error) {
 			args := driver.NewArgs().Buffer(d, 0).Int32(v)

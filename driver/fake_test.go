@@ -14,6 +14,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -61,6 +62,18 @@ func fakeContext(t *testing.T, dev int) *driver.Context {
 	return c
 }
 
+// fakeKernel loads a module on c and returns its kernel "k", whose
+// parameters the fake reports as 8 and 4 bytes (a pointer and an int32).
+func fakeKernel(t *testing.T, f *fakecuda.Fake, c *driver.Context) *driver.Function {
+	t.Helper()
+	m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
+	require.NoError(t, err)
+	fn, err := m.Function("k")
+	require.NoError(t, err)
+	f.SetParams(8, 4)
+	return fn
+}
+
 // collect runs the garbage collector until cleanups have had a chance to
 // run, for the length of d.
 func collect(d time.Duration) {
@@ -68,29 +81,6 @@ func collect(d time.Duration) {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// whileCollecting runs fn while another goroutine collects garbage
-// continuously, so that a cleanup runs as soon as its object dies.
-func whileCollecting(fn func()) {
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-				time.Sleep(200 * time.Microsecond)
-			}
-		}
-	}()
-	fn()
-	close(stop)
-	wg.Wait()
 }
 
 var packageArgs driver.Args
@@ -180,11 +170,7 @@ var fakeCases = []fakeCase{
 		require.NoError(t, err)
 		e, err := c.NewEvent(driver.EventOptions{})
 		require.NoError(t, err)
-		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
-		require.NoError(t, err)
-		fn, err := m.Function("k")
-		require.NoError(t, err)
-		f.SetParams(8, 4)
+		fn := fakeKernel(t, f, c)
 		b, err := c.Bind()
 		require.NoError(t, err)
 		defer b.Release()
@@ -263,11 +249,7 @@ var fakeCases = []fakeCase{
 		require.NoError(t, err)
 		e, err := c.NewEvent(driver.EventOptions{})
 		require.NoError(t, err)
-		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
-		require.NoError(t, err)
-		fn, err := m.Function("k")
-		require.NoError(t, err)
-		f.SetParams(8, 4)
+		fn := fakeKernel(t, f, c)
 
 		var b driver.Bound
 		assert.ErrorIs(t, c.BindWith(nil, driver.BindOptions{DirectCalls: true}), driver.ErrInvalidArgument)
@@ -311,7 +293,7 @@ var fakeCases = []fakeCase{
 		} else {
 			assert.GreaterOrEqual(t, made, int64(7*rounds), "no direct path here: every call through runtime.cgocall")
 		}
-		whileCollecting(func() {
+		gputest.WhileCollecting(func() {
 			for k := range 500 {
 				round(k)
 			}
@@ -546,7 +528,7 @@ var fakeCases = []fakeCase{
 		}
 		dev, err := driver.DeviceAt(0)
 		require.NoError(t, err)
-		whileCollecting(func() {
+		gputest.WhileCollecting(func() {
 			for range 3 {
 				func() {
 					c, err := driver.NewContext(dev)
@@ -600,7 +582,7 @@ var fakeCases = []fakeCase{
 		f.ExecDelay(50 * time.Millisecond)
 
 		// Dropped registration and slice, D2H pending.
-		whileCollecting(func() {
+		gputest.WhileCollecting(func() {
 			func() {
 				mem := make([]byte, n)
 				r, err := c.RegisterHost(mem, driver.RegisterOptions{})

@@ -131,20 +131,32 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 	assert.Equal(t, 3, two["cuStreamSynchronize"], "the drain waits for the H2D, D2H and compute streams")
 }
 
+// fakeSmallJob starts the fake driver, or returns a nil Fake where the
+// test does not run here, and returns a pipeline and its 4K one-chunk job
+// with the kernel loaded; the fake is reset now and when the test ends.
+func fakeSmallJob(t *testing.T) (*fakecuda.Fake, *Pipeline, Job) {
+	t.Helper()
+	f := fakecuda.Run(t)
+	if f == nil {
+		return nil, nil, Job{}
+	}
+	f.Reset()
+	t.Cleanup(f.Reset)
+	p, job, _, _ := smallJob(t, gputest.Context(t), 4<<10, 4<<10, 1)
+	_, err := p.Run(context.Background(), job) // loads the kernel
+	require.NoError(t, err)
+	return f, p, job
+}
+
 // TestSmallJobCancelOnFakeDriver: a one-chunk job runs without a
 // cancellation watch, yet a cancellation while it runs still returns
 // ctx.Err() once its work has drained, from Run and RunInto alike, and the
 // pipeline runs the next job.
 func TestSmallJobCancelOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f, p, job := fakeSmallJob(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	defer f.Reset()
-	p, job, _, _ := smallJob(t, gputest.Context(t), 4<<10, 4<<10, 1)
-	_, err := p.Run(context.Background(), job) // loads the kernel
-	require.NoError(t, err)
 
 	const step = 20 * time.Millisecond // each of the job's three operations
 	f.ExecDelay(step)
@@ -153,6 +165,7 @@ func TestSmallJobCancelOnFakeDriver(t *testing.T) {
 		time.AfterFunc(step/2, cancel)
 		start := time.Now()
 		var rep Report
+		var err error
 		if into {
 			err = p.RunInto(runCtx, job, &rep)
 			assert.Zero(t, rep.Chunks, "RunInto: a cancelled run leaves only the job's shape")
@@ -215,6 +228,21 @@ func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *Kernel
 	}
 }
 
+// fakeCopyRig starts the fake driver, or returns a nil Fake where the test
+// does not run here, and returns a context and the fake's copying kernel
+// on it; the fake is reset now and when the test ends.
+func fakeCopyRig(t *testing.T) (*fakecuda.Fake, *driver.Context, *Kernel) {
+	t.Helper()
+	f := fakecuda.Run(t)
+	if f == nil {
+		return nil, nil, nil
+	}
+	f.Reset()
+	t.Cleanup(f.Reset)
+	ctx := gputest.Context(t)
+	return f, ctx, fakeCopyKernel(t, f, ctx)
+}
+
 // TestRunStateReuseOnFakeDriver runs multi-chunk staged jobs, whose
 // stage-in and stage-out goroutines share the run's state, under a context
 // that cannot be cancelled (so the pipeline reuses its plan and run state,
@@ -222,14 +250,10 @@ func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *Kernel
 // points (which get their own state), with one-chunk jobs in between;
 // under the race detector in make test.
 func TestRunStateReuseOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f, ctx, k := fakeCopyRig(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	defer f.Reset()
-	ctx := gputest.Context(t)
-	k := fakeCopyKernel(t, f, ctx)
 	cfg := Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 1<<10, 2, 1
 	p, err := New(GPU(ctx), cfg)
@@ -279,18 +303,13 @@ func TestRunStateReuseOnFakeDriver(t *testing.T) {
 // slot is free for the next job, and the caller's input no longer read),
 // names the failed stage, and leaves the pipeline usable.
 func TestSmallJobDrainsAfterFailedIssueOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f, p, job := fakeSmallJob(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	defer f.Reset()
-	p, job, _, _ := smallJob(t, gputest.Context(t), 4<<10, 4<<10, 1)
-	_, err := p.Run(context.Background(), job) // loads the kernel
-	require.NoError(t, err)
 	f.ExecDelay(20 * time.Millisecond)
 	f.Fail("cuLaunchKernel", 1, 1)
-	_, err = p.Run(context.Background(), job)
+	_, err := p.Run(context.Background(), job)
 	var se *StageError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, StageCompute, se.Stage)
@@ -310,14 +329,10 @@ func TestSmallJobDrainsAfterFailedIssueOnFakeDriver(t *testing.T) {
 // chunks, which queues many operations without waiting, makes as many
 // as without the option.
 func TestDirectCallsOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f, ctx, k := fakeCopyRig(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	defer f.Reset()
-	ctx := gputest.Context(t)
-	k := fakeCopyKernel(t, f, ctx)
 	const chunk = 1 << 10
 	hin, hout := pinnedCopy(t, ctx, make([]float32, 4*chunk)), pinnedCopy(t, ctx, make([]float32, 4*chunk))
 	in, out := make([]float32, 4*chunk+3), make([]float32, 4*chunk+3)
@@ -341,34 +356,20 @@ func TestDirectCallsOnFakeDriver(t *testing.T) {
 		p, err := New(GPUWith(ctx, GPUOptions{DirectCalls: direct}), cfg)
 		require.NoError(t, err)
 		var rep Report
-		stop := make(chan struct{})
-		collected := make(chan struct{})
-		go func() {
-			defer close(collected)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					runtime.GC()
-					time.Sleep(100 * time.Microsecond)
+		gputest.WhileCollecting(func() {
+			for i := range 30 {
+				for _, j := range jobs {
+					for e := range in {
+						in[e] = float32(i*len(in) + e)
+					}
+					copy(hin.Float32s(), in)
+					clear(hout.Float32s())
+					clear(out)
+					require.NoError(t, p.RunInto(context.Background(), j.job, &rep), "direct %v, %s, run %d", direct, j.name, i)
+					require.Equal(t, in[:j.job.N], j.got(), "direct %v, %s, run %d: every element", direct, j.name, i)
 				}
 			}
-		}()
-		for i := range 30 {
-			for _, j := range jobs {
-				for e := range in {
-					in[e] = float32(i*len(in) + e)
-				}
-				copy(hin.Float32s(), in)
-				clear(hout.Float32s())
-				clear(out)
-				require.NoError(t, p.RunInto(context.Background(), j.job, &rep), "direct %v, %s, run %d", direct, j.name, i)
-				require.Equal(t, in[:j.job.N], j.got(), "direct %v, %s, run %d: every element", direct, j.name, i)
-			}
-		}
-		close(stop)
-		<-collected
+		})
 		const n = 50
 		var per [2]float64
 		for j := range per {

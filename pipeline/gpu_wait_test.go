@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -58,20 +57,6 @@ func TestGPUDirectCalls(t *testing.T) {
 	mods := new(kernels.Modules)
 	t.Cleanup(func() { mods.Close() })
 	const iters, chunk = 20, 64 << 10
-	stop := make(chan struct{})
-	collected := make(chan struct{})
-	go func() {
-		defer close(collected)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-				time.Sleep(200 * time.Microsecond)
-			}
-		}
-	}()
 	const big = 8*chunk - 5
 	ins, hins, houts := make([][]float32, 4), make([]*driver.HostBuffer, 4), make([]*driver.HostBuffer, 4)
 	for g := range 4 {
@@ -79,53 +64,53 @@ func TestGPUDirectCalls(t *testing.T) {
 		kernels.FillPattern(ins[g], g)
 		hins[g], houts[g] = pinnedCopy(t, ctx, ins[g]), pinnedCopy(t, ctx, make([]float32, big))
 	}
+	// directJobs runs goroutine g's jobs and returns the first failure.
+	directJobs := func(g int) error {
+		cfg := Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
+		p, err := New(GPUWith(ctx, GPUOptions{DirectCalls: true}), cfg)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		in, hin, hout := ins[g], hins[g], houts[g]
+		out := make([]float32, big)
+		k := seedKernel(mods, iters)
+		var rep Report
+		for r := range 40 {
+			n := 4 << 10
+			job := Job{N: n, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+			got := func() []float32 { return hout.Float32s()[:n] }
+			switch r % 4 {
+			case 1:
+				job.N, n = chunk, chunk
+			case 2:
+				job.N, n = big, big
+			case 3:
+				job.N, n = big, big
+				job.Host, job.Inputs, job.Outputs = HostStaged, []Buffer{Slice(in)}, []Buffer{Slice(out)}
+				got = func() []float32 { return out }
+			}
+			clear(hout.Float32s())
+			clear(out)
+			if err := p.RunInto(context.Background(), job, &rep); err != nil {
+				return fmt.Errorf("goroutine %d, job %d (%d elements): %w", g, r, n, err)
+			}
+			if err := verifySeed(in[:n], got(), iters); err != nil {
+				return fmt.Errorf("goroutine %d, job %d (%d elements, %d chunks): %w", g, r, n, rep.Chunks, err)
+			}
+		}
+		return nil
+	}
 	errs := make(chan error, 4)
-	for g := range 4 {
-		go func() {
-			errs <- func() error {
-				cfg := Float32Config(1, 1)
-				cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
-				p, err := New(GPUWith(ctx, GPUOptions{DirectCalls: true}), cfg)
-				if err != nil {
-					return err
-				}
-				defer p.Close()
-				in, hin, hout := ins[g], hins[g], houts[g]
-				out := make([]float32, big)
-				k := seedKernel(mods, iters)
-				var rep Report
-				for r := range 40 {
-					n := 4 << 10
-					job := Job{N: n, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
-					got := func() []float32 { return hout.Float32s()[:n] }
-					switch r % 4 {
-					case 1:
-						job.N, n = chunk, chunk
-					case 2:
-						job.N, n = big, big
-					case 3:
-						job.N, n = big, big
-						job.Host, job.Inputs, job.Outputs = HostStaged, []Buffer{Slice(in)}, []Buffer{Slice(out)}
-						got = func() []float32 { return out }
-					}
-					clear(hout.Float32s())
-					clear(out)
-					if err := p.RunInto(context.Background(), job, &rep); err != nil {
-						return fmt.Errorf("goroutine %d, job %d (%d elements): %w", g, r, n, err)
-					}
-					if err := verifySeed(in[:n], got(), iters); err != nil {
-						return fmt.Errorf("goroutine %d, job %d (%d elements, %d chunks): %w", g, r, n, rep.Chunks, err)
-					}
-				}
-				return nil
-			}()
-		}()
-	}
-	for range 4 {
-		assert.NoError(t, <-errs)
-	}
-	close(stop)
-	<-collected
+	gputest.WhileCollecting(func() {
+		for g := range 4 {
+			go func() { errs <- directJobs(g) }()
+		}
+		for range 4 {
+			assert.NoError(t, <-errs)
+		}
+	})
 }
 
 // BenchmarkGPUSmallJob times one small job (4K elements, pinned, one

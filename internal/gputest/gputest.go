@@ -1,5 +1,6 @@
 // Package gputest gives tests a CUDA context on the first GPU, and skips
-// them only when no NVIDIA driver is present.
+// them only when no NVIDIA driver is present; and helpers that the GPU
+// and fake-driver tests of several packages share.
 package gputest
 
 import (
@@ -7,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/loader"
@@ -111,4 +115,28 @@ func Fresh(t *testing.T) bool {
 	}
 	t.Logf("%s in a fresh process:\n%s", t.Name(), out)
 	return false
+}
+
+// WhileCollecting runs fn while another goroutine collects garbage
+// continuously, so that a cleanup runs as soon as its object dies and
+// every driver call in fn meets a collection in progress.
+func WhileCollecting(fn func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+				time.Sleep(200 * time.Microsecond)
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	wg.Wait()
 }
