@@ -158,8 +158,8 @@ type BindOptions struct {
 	// CopyToDevice, CopyToHost, Record, WaitEvent and LaunchGraph) enter
 	// the driver without telling the Go scheduler: no runtime.cgocall, no
 	// system-call transition, 55–103 ns less per launch on an H200 host
-	// (issue 14; bench/RESULTS.md, launches back to back). Synchronize and every other call that
-	// waits keep the safe path.
+	// (issue 14; bench/RESULTS.md, launches back to back). Synchronize
+	// and every other call that waits keep the safe path.
 	//
 	// The trade-offs. While such a call runs, its goroutine keeps its P
 	// and cannot be stopped, so a call that blocks holds up every
