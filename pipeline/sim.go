@@ -1262,7 +1262,11 @@ func (h *SimHost) exit() hostToken {
 // orders the caller after fn, in virtual time too. Use it to drive
 // several devices of one host at once: goroutines started with a plain go
 // statement start at whatever virtual time the simulation has reached
-// when they first call it.
+// when they first call it. To start several actors at one time, fork
+// them from an actor that holds the simulation, such as one started with
+// Go: a caller that holds nothing does not hold it between two calls, so
+// the first actor may run ahead in virtual time before the second is
+// forked (TestSimGoForksTogether).
 func (h *SimHost) Go(name string, fn func()) (wait func()) {
 	h.mu.Lock()
 	a := h.fork(name)

@@ -680,3 +680,56 @@ func TestSimRunsOnTwoGoroutines(t *testing.T) {
 	}
 	assert.Empty(t, sim.Hazards())
 }
+
+// TestSimGoForksTogether: two staging copiers forked by SimHost.Go from an
+// actor of their own start at that actor's clock and share the host's
+// memory bandwidth, however long the forking goroutine takes in wall time
+// between the two forks; forked by a goroutine that holds nothing, the
+// first runs ahead in virtual time while the second is not yet forked,
+// as SimHost.Go's doc warns (the pair of overlap profile's staging
+// measurement, which failed TestProfileSimEndToEnd under load).
+func TestSimGoForksTogether(t *testing.T) {
+	sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(BuiltinProfile())
+	h := sim.Host()
+	const n = 64 << 20
+	in, err := sim.AllocPinned(n)
+	require.NoError(t, err)
+	out, err := sim.AllocPinned(n)
+	require.NoError(t, err)
+	src, dst := make([]byte, n), make([]byte, n)
+	copyIn := func() { assert.NoError(t, sim.StageIn(in, 0, src)) }
+	copyOut := func() { assert.NoError(t, sim.StageOut(dst, out, 0)) }
+	// pair times the two copies forked with a wall-clock pause between the
+	// forks, from an actor of its own (held) or from this goroutine.
+	pair := func(held bool) time.Duration {
+		fork := func() {
+			w1 := h.Go("first copier", copyIn)
+			time.Sleep(20 * time.Millisecond) // the first copier runs meanwhile
+			w2 := h.Go("second copier", copyOut)
+			w1()
+			w2()
+		}
+		t0 := Now(sim)
+		if held {
+			h.Go("copiers", fork)()
+		} else {
+			fork()
+		}
+		return Now(sim) - t0
+	}
+	t0 := Now(sim)
+	copyIn()
+	alone := Now(sim) - t0
+	held := pair(true)
+	assert.Equal(t, held, pair(true), "held: the same every time")
+	var pairGBps float64
+	for _, r := range BuiltinProfile().Staging {
+		if r.Bytes == n {
+			pairGBps = r.PairGBps
+		}
+	}
+	require.Positive(t, pairGBps, "the built-in profile times two staging copies of %d bytes at once", n)
+	assert.InDelta(t, 2*n/pairGBps, float64(held), float64(held)/100, "held: the copies overlap, at the profile's rate for two at once")
+	assert.NotEqual(t, 2*alone, held)
+	assert.Equal(t, 2*alone, pair(false), "held by nothing: the copies run one after the other")
+}
