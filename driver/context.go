@@ -287,12 +287,7 @@ type via struct {
 
 // call makes a non-blocking call with s.args[:n]: direct when the Bound
 // asked for it.
-func (v via) call(id symID, s *scratch, n int) error {
-	if v.direct {
-		return callScratchDirect(id, s)
-	}
-	return callScratch(id, s, n)
-}
+func (v via) call(id symID, s *scratch, n int) error { return callScratchOn(id, s, n, v.direct) }
 
 // Synchronize blocks until all work on the context is done (cuCtxSynchronize).
 // Host memory that copies on the context's streams were keeping alive is

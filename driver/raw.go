@@ -139,24 +139,12 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // callScratch calls id with s.args[:n]. Pointers in s.args must point to
 // memory that outlives the call (s itself, pinned or C memory), and s must
 // not move: heap or pinned memory.
-func callScratch(id symID, s *scratch, n int) error {
-	p := procs[id].Load()
-	if p == 0 {
-		var err error
-		if p, err = proc(id); err != nil {
-			return err
-		}
-	}
-	if r := Result(int32(callC(p, s, n))); r != 0 {
-		return newError(id, r)
-	}
-	return nil
-}
+func callScratch(id symID, s *scratch, n int) error { return callScratchOn(id, s, n, false) }
 
-// callScratchDirect is callScratch through callCDirect, without
-// runtime.cgocall: only for calls that do not block, of a Bound that asked
-// for it (BindOptions.DirectCalls).
-func callScratchDirect(id symID, s *scratch) error {
+// callScratchOn is callScratch, through callCDirect, without
+// runtime.cgocall, when direct: only for calls that do not block, of a
+// Bound that asked for it (BindOptions.DirectCalls).
+func callScratchOn(id symID, s *scratch, n int, direct bool) error {
 	p := procs[id].Load()
 	if p == 0 {
 		var err error
@@ -164,7 +152,13 @@ func callScratchDirect(id symID, s *scratch) error {
 			return err
 		}
 	}
-	if r := Result(int32(callCDirect(p, s))); r != 0 {
+	var r uintptr
+	if direct {
+		r = callCDirect(p, s)
+	} else {
+		r = callC(p, s, n)
+	}
+	if r := Result(int32(r)); r != 0 {
 		return newError(id, r)
 	}
 	return nil
