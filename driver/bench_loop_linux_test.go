@@ -209,22 +209,15 @@ func mustProc(b *testing.B, s symID) uintptr {
 func BenchmarkLaunchPaired(b *testing.B) {
 	loop := cloop(b, "launch_loop")
 	ctx := requireGPU(b)
-	f, s := launchRig(b, ctx)
+	r := newDirectLaunch(b, ctx)
+	defer r.direct.Release()
+	f, s, direct, args, cfg, p, sc := r.f, r.s, &r.direct, r.args, r.cfg, r.p, r.sc
 	launch, sync := mustProc(b, symLaunchKernel), mustProc(b, symStreamSynchronize)
-	bd, err := ctx.Bind()
+	bd, err := ctx.Bind() // the same thread, bound again, without direct calls
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer bd.Release()
-	var direct Bound // the same thread, bound again, with direct calls
-	if err := ctx.BindWith(&direct, BindOptions{DirectCalls: true}); err != nil {
-		b.Fatal(err)
-	}
-	defer direct.Release()
-	args := NewArgs()
-	cfg := LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: 1}}
-	p, raw := rawLaunchArgs(b, f, s)
-	sc := &scratch{args: *raw}
 	inC := func(n, batch int) int64 {
 		r, _, _ := purego.SyscallN(loop, launch, sync, f.handle, s.Handle(), uintptr(n), uintptr(batch))
 		return loopResult(b, r, symLaunchKernel)
@@ -322,17 +315,9 @@ func BenchmarkLaunchPaired(b *testing.B) {
 // It needs OVERLAP_CLOOPS.
 func BenchmarkLaunchBindingCold(b *testing.B) {
 	noop := cloop(b, "noop_call")
-	ctx := requireGPU(b)
-	f, s := launchRig(b, ctx)
-	var bd Bound
-	if err := ctx.BindWith(&bd, BindOptions{DirectCalls: true}); err != nil {
-		b.Fatal(err)
-	}
-	defer bd.Release()
-	args := NewArgs()
-	cfg := LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: 1}}
-	real, raw := rawLaunchArgs(b, f, s)
-	sc := &scratch{args: *raw}
+	r := newDirectLaunch(b, requireGPU(b))
+	defer r.direct.Release()
+	f, s, bd, args, cfg, real, sc := r.f, r.s, &r.direct, r.args, r.cfg, r.p, r.sc
 	slot := &procs[symLaunchKernel]
 	rawLaunch := func() {
 		if r := Result(int32(callCDirect(real, sc))); r != 0 {
@@ -377,4 +362,30 @@ func BenchmarkLaunchBindingCold(b *testing.B) {
 	b.ReportMetric(float64(t[1])/n, "after-real-ns")
 	b.ReportMetric(float64(t[1]-t[0])/n, "cold-ns")
 	b.ReportMetric(float64(t[2])/n, "warm-ns")
+}
+
+// directLaunch is what the launch pairings share: the empty kernel on a
+// stream, a Bound bound with direct calls on the calling goroutine (the
+// caller defers its Release, on that goroutine), empty arguments for one
+// thread, and the bare launch's entry point and scratch.
+type directLaunch struct {
+	f      *Function
+	s      *Stream
+	direct Bound
+	args   *Args
+	cfg    LaunchConfig
+	p      uintptr
+	sc     *scratch
+}
+
+func newDirectLaunch(b *testing.B, ctx *Context) *directLaunch {
+	b.Helper()
+	r := &directLaunch{args: NewArgs(), cfg: LaunchConfig{Grid: Dim3{X: 1}, Block: Dim3{X: 1}}}
+	r.f, r.s = launchRig(b, ctx)
+	p, raw := rawLaunchArgs(b, r.f, r.s)
+	r.p, r.sc = p, &scratch{args: *raw}
+	if err := ctx.BindWith(&r.direct, BindOptions{DirectCalls: true}); err != nil {
+		b.Fatal(err)
+	}
+	return r
 }
