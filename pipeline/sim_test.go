@@ -684,7 +684,7 @@ func TestSimRunsOnTwoGoroutines(t *testing.T) {
 // TestSimGoForksTogether: two staging copiers forked by SimHost.Go from an
 // actor of their own start at that actor's clock and share the host's
 // memory bandwidth, however long the forking goroutine takes in wall time
-// between the two forks; forked by a goroutine that holds nothing, the
+// between the two forks (100 ms here); forked by a goroutine that holds nothing, the
 // first runs ahead in virtual time while the second is not yet forked,
 // as SimHost.Go's doc warns (the pair of overlap profile's staging
 // measurement, which failed TestProfileSimEndToEnd under load).
@@ -704,7 +704,10 @@ func TestSimGoForksTogether(t *testing.T) {
 	pair := func(held bool) time.Duration {
 		fork := func() {
 			w1 := h.Go("first copier", copyIn)
-			time.Sleep(20 * time.Millisecond) // the first copier runs meanwhile
+			// The first copier runs meanwhile; long enough that it has,
+			// even on a loaded machine (without a holder, the assertion
+			// below needs it to).
+			time.Sleep(100 * time.Millisecond)
 			w2 := h.Go("second copier", copyOut)
 			w1()
 			w2()
