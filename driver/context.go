@@ -157,7 +157,7 @@ type BindOptions struct {
 	// DirectCalls makes the Bound's calls that do not wait (Launch,
 	// CopyToDevice, CopyToHost, Record, WaitEvent and LaunchGraph) enter
 	// the driver without telling the Go scheduler: no runtime.cgocall, no
-	// system-call transition, 55–103 ns less per launch on an H200 host
+	// system-call transition, 55–134 ns less per launch on an H200 host
 	// (issue 14; bench/RESULTS.md, launches back to back). Synchronize
 	// and every other call that waits keep the safe path.
 	//

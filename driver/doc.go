@@ -15,7 +15,7 @@
 //     A [Bound] bound with [BindOptions].DirectCalls makes its calls that
 //     do not wait (launches, asynchronous copies, event records, stream
 //     waits, graph launches) through the same trampoline without
-//     runtime.cgocall: 55–103 ns less per launch on an H200 host, at the
+//     runtime.cgocall: 55–134 ns less per launch on an H200 host, at the
 //     price that such a call that blocks in the driver holds up every
 //     stop-the-world of the garbage collector until it returns. It is off
 //     unless asked for, and built only with the overlap_directcalls tag;

@@ -32,7 +32,7 @@ type GPUOptions struct {
 	// DirectCalls issues the copies and the launch of each run of one
 	// chunk (a small job: one chunk, nothing staged, untimed) as
 	// [driver.BindOptions].DirectCalls does: without the Go scheduler's
-	// system-call transition, 55–103 ns less per launch on an H200 host,
+	// system-call transition, 55–134 ns less per launch on an H200 host,
 	// at the price that a call that blocks in the driver holds up the
 	// garbage collector's stop-the-world until it returns. Such a run
 	// queues three operations on a stream it has drained, so its calls
