@@ -497,15 +497,13 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 			}
 		}
 	}
-	var ready, wg sync.WaitGroup
-	gate := make(chan struct{})
 	// On a GPU the job's own start time is checked against the deadline,
 	// as the C++ twin checks its t0: one clock read less per job. The
 	// simulator's clock is each goroutine's own, so there the deadline is
 	// the wall clock's.
-	sim := isSim(e.b)
 	var deadline time.Time
 	var gpuDeadline time.Duration
+	sim := isSim(e.b)
 	past := func(t0 time.Duration) bool {
 		if s.jobs > 0 {
 			return false
@@ -515,6 +513,29 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 		}
 		return t0 >= gpuDeadline
 	}
+	work := func(w *smallWorker) {
+		w.start = pipeline.Now(e.b)
+		for len(w.lat) < cap(w.lat) {
+			t0 := pipeline.Now(e.b)
+			if past(t0) {
+				break
+			}
+			if err := w.p.RunInto(ctx, w.job, &w.rep); err != nil {
+				w.err = err
+				break
+			}
+			w.end = pipeline.Now(e.b)
+			w.lat = append(w.lat, w.end-t0)
+		}
+	}
+	run := time.Duration(s.seconds * float64(time.Second))
+	if sim {
+		deadline = time.Now().Add(run)
+		simWorkers(e.b.(*pipeline.Sim).Host(), ws, work)
+		return smallJobsResult(ws, n, iters, 0, 0, false, true)
+	}
+	var ready, wg sync.WaitGroup
+	gate := make(chan struct{})
 	ready.Add(k)
 	for _, w := range ws {
 		wg.Add(1)
@@ -522,33 +543,42 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 			defer wg.Done()
 			ready.Done()
 			<-gate
-			w.start = pipeline.Now(e.b)
-			for len(w.lat) < cap(w.lat) {
-				t0 := pipeline.Now(e.b)
-				if past(t0) {
-					break
-				}
-				if err := w.p.RunInto(ctx, w.job, &w.rep); err != nil {
-					w.err = err
-					break
-				}
-				w.end = pipeline.Now(e.b)
-				w.lat = append(w.lat, w.end-t0)
-			}
+			work(w)
 		}()
 	}
 	ready.Wait()
 	cpu0, cpuOK := processCPU()
-	run := time.Duration(s.seconds * float64(time.Second))
 	deadline = time.Now().Add(run)
-	if !sim {
-		gpuDeadline = pipeline.Now(e.b) + run
-	}
+	gpuDeadline = pipeline.Now(e.b) + run
 	close(gate)
 	wg.Wait()
 	cpu1, _ := processCPU()
+	return smallJobsResult(ws, n, iters, cpu0, cpu1, cpuOK, false)
+}
 
-	row := smallJobsRow{Elems: n, Workers: k, CPUusPerJob: -1}
+// simWorkers runs work for each worker on the simulator, each an actor of
+// its own, all forked at one virtual time by an actor that holds the
+// simulation until the last is forked. Started with a plain go statement
+// instead, a worker that reached the simulator first ran ahead in virtual
+// time before the others existed, and a cell of several goroutines gave
+// a different rate on each run (TestSmallJobsSimRepeats).
+func simWorkers(h *pipeline.SimHost, ws []*smallWorker, work func(*smallWorker)) {
+	h.Go("small jobs", func() {
+		waits := make([]func(), len(ws))
+		for i, w := range ws {
+			waits[i] = h.Go(fmt.Sprintf("worker %d", i), func() { work(w) })
+		}
+		for _, wait := range waits {
+			wait()
+		}
+	})()
+}
+
+// smallJobsResult makes a cell's row from its workers' latencies, after
+// verifying every element of each worker's last job; cpu0 and cpu1 are
+// the process's CPU time around the cell (cpuOK: both were read).
+func smallJobsResult(ws []*smallWorker, n, iters int, cpu0, cpu1 time.Duration, cpuOK, sim bool) (smallJobsRow, error) {
+	row := smallJobsRow{Elems: n, Workers: len(ws), CPUusPerJob: -1}
 	var all []time.Duration
 	var first, last time.Duration = math.MaxInt64, 0
 	for _, w := range ws {
@@ -573,7 +603,7 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 	slices.Sort(all)
 	row.P50us = us(percentile(all, 0.50))
 	row.P99us = us(percentile(all, 0.99))
-	if cpuOK && !isSim(e.b) {
+	if cpuOK && !sim {
 		row.CPUusPerJob = us(cpu1-cpu0) / float64(row.Jobs)
 	}
 	return row, nil
