@@ -25,7 +25,10 @@
 // before it refills a pinned staging slot, and once at the end. A job of
 // one chunk with nothing staged or timed goes on one stream instead, in
 // stream order with no events, since a small job's time is its driver
-// calls.
+// calls. No run replays a CUDA graph: on an H200, a captured small job
+// replayed with cuGraphLaunch took longer than issuing its three calls
+// (BenchmarkGraph in package driver; bench/RESULTS.md), so graphs are
+// package driver's, for callers who build their own (driver.Graph).
 //
 // # Host memory
 //
@@ -77,8 +80,8 @@
 // run of one chunk without the Go scheduler's system-call transition (see
 // driver.BindOptions): faster, but a call that blocks in the driver holds
 // up the garbage collector's stop-the-world; runs of several chunks and
-// every wait keep the safe path. A Group runs
-// one job at a time too, each device's issuing on a goroutine of its own. A streaming run adds reader
+// every wait keep the safe path. A Group runs one job at a time too, each
+// device's issuing on a goroutine of its own. A streaming run adds reader
 // and writer goroutines for its run only; it returns after every Read and
 // Write it started has returned.
 //
@@ -96,7 +99,10 @@
 // # Memory
 //
 // A Pipeline allocates its streams, events, device slots and staging slots
-// once and frees them on Close. A streaming run uses the staging slots
+// once and frees them on Close. No run allocates device memory: the slots
+// are sized by the chunk, not the job, so package driver's stream-ordered
+// pools (driver.MemPool, Stream.AllocAsync) are for callers' own
+// allocations. A streaming run uses the staging slots
 // (Slots × chunk bytes per input and per output) and nothing that grows
 // with the stream. Registered Go memory stays page-locked, and
 // reachable, until it is evicted (Config.MaxRegistered), unregistered
