@@ -77,11 +77,11 @@ const benchUsage = "overlap bench [flags]"
 func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	o := &benchOptions{elems: 128 << 20}
 	fs := newFlags("bench")
-	elems := fs.String("elems", "128M", "elements per input; sizes take K, M, G (with --devices, a comma-separated list)")
+	elems := fs.String("elems", "128M", "elements per input; sizes take K, M, G (with --devices, a comma-separated list); 4M with --sim unless set")
 	ro := &runOptions{}
 	fs.Var(devicesFlag{ro}, "devices", "print a scaling table over 1 to k of these GPUs (all, or indexes such as 0,1) instead of the sweep")
 	iters := fs.String("iters", "100", "comma-separated seed kernel iterations")
-	chunks := fs.String("chunks", "1M,4M,16M,32M", "comma-separated chunk sizes")
+	chunks := fs.String("chunks", "1M,4M,16M,32M", "comma-separated chunk sizes (unset: those no larger than --elems)")
 	slots := fs.String("slots", "2,3", "comma-separated slot counts")
 	hosts := fs.String("host", "pinned", "comma-separated host modes: pinned, staged, registered")
 	fs.IntVar(&o.repeat, "repeat", 3, "runs per configuration (the best counts); with --small-jobs, rounds of every cell, Go and --reference's C++ taking turns, each cell's median counting (1 with --sim unless set)")
@@ -97,7 +97,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	fs.BoolVar(&o.small.direct, "direct-calls", false, "with --small-jobs: issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
 	workers := fs.String("workers", "1,4,16", "with --small-jobs: comma-separated goroutine counts")
 	fs.Float64Var(&o.small.seconds, "seconds", smallJobsSeconds, "with --small-jobs: seconds per cell")
-	fs.IntVar(&o.small.jobs, "jobs", 0, "with --small-jobs: jobs per goroutine instead of --seconds (default 3 on --sim)")
+	fs.IntVar(&o.small.jobs, "jobs", 0, "with --small-jobs: jobs per goroutine instead of --seconds (on --sim, 3 unless --seconds is given)")
 	if err := parseFlags(fs, benchUsage, args, stdout); err != nil {
 		return nil, err
 	}
@@ -138,9 +138,10 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	if len(o.sizes) > 1 && !o.scaling {
 		return nil, errors.New("--elems takes one size, or a list with --devices")
 	}
-	if o.scaling && o.sim && !o.set["elems"] {
+	if o.sim && !o.set["elems"] {
 		// The simulator computes and verifies every element of every run
-		// of every row: 128M would take many minutes on a laptop.
+		// of every row: 128M would take many minutes on a laptop (the
+		// sweep's eight configurations, over an hour).
 		o.sizes = []int{simDefaultElems}
 	}
 	o.elems = o.sizes[0]
@@ -167,6 +168,9 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		if s < 2 || s > 1024 {
 			return nil, fmt.Errorf("--slots %d: want 2 to 1024", s)
 		}
+	}
+	if !o.set["chunks"] && !o.scaling {
+		o.chunks = defaultChunksFor(o.chunks, o.elems)
 	}
 	for _, c := range o.chunks {
 		if c > o.elems && (!o.scaling || o.set["chunks"]) {
@@ -204,6 +208,22 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// defaultChunksFor is the default chunk list for a job of elems: the
+// sizes that fit in it, or the job itself as one chunk when none does. A
+// chunk larger than the job is refused only when the user asked for it.
+func defaultChunksFor(chunks []int, elems int) []int {
+	var out []int
+	for _, c := range chunks {
+		if c <= elems {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		out = []int{elems}
+	}
+	return out
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) int {
@@ -345,6 +365,9 @@ func printBench(w io.Writer, rows []benchRow, backend string, o *benchOptions) {
 	label := ""
 	if o.sim {
 		label = " [simulated]"
+	}
+	if o.sim && !o.set["elems"] {
+		fmt.Fprintln(w, simSmallerNote(o.elems))
 	}
 	fmt.Fprintf(w, "overlap bench: seed kernel on %s, %d float32 elements%s\n\n", backend, o.elems, label)
 	fmt.Fprintf(w, "%6s %-11s %10s %5s %10s %8s %10s %6s %10s %7s\n", "ITERS", "HOST", "CHUNK", "SLOTS", "TIME", "GB/s", "BOUND", "EFF", "C++", "GO/C++")

@@ -33,6 +33,23 @@ func parseFlags(fs *flag.FlagSet, usage string, args []string, stdout io.Writer)
 	return err
 }
 
+// otherModeFlag turns the flag package's "flag provided but not defined"
+// for a flag that the command's other mode defines (overlap run with and
+// without --in) into why it does not apply here; any other error is
+// returned as it is.
+func otherModeFlag(err error, other *flag.FlagSet, why string) error {
+	const undefined = "flag provided but not defined: -"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, undefined) {
+		return err
+	}
+	name := strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-")
+	if other.Lookup(name) == nil {
+		return err
+	}
+	return fmt.Errorf("--%s %s", name, why)
+}
+
 // printHelp prints "usage: ..." and, when the command has flags, each flag
 // with its default.
 func printHelp(w io.Writer, usage string, fs *flag.FlagSet) {

@@ -52,6 +52,11 @@ type runOptions struct {
 // iterations over 128M elements would take minutes on a laptop.
 const simDefaultElems = 4 << 20
 
+// simSmallerNote is the line that says --sim chose a smaller job.
+func simSmallerNote(elems int) string {
+	return fmt.Sprintf("simulated: %s elements, not the GPU default of 128M, because the CPU computes and verifies every element (--elems changes it)", humanElems(elems))
+}
+
 // parseSize reads a positive element count such as 134217728, 128M, 64K
 // or 1G (binary multiples).
 func parseSize(s string) (int, error) {
@@ -165,7 +170,8 @@ func parseRunFlags(args []string, stdout io.Writer) (*runOptions, error) {
 	host := "auto"
 	fs := runFlags(o, &host)
 	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
-		return nil, err
+		other, _, _ := streamFlags(&streamOptions{})
+		return nil, otherModeFlag(err, other, "applies to a streaming run only: overlap run --in FILE --out FILE")
 	}
 	if err := checkRunOptions(fs, o, host); err != nil {
 		return nil, err
@@ -290,7 +296,7 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		return fmt.Errorf("--chunk %d is larger than --elems %d", o.chunk, o.elems)
 	case o.computeStreams < 1 || o.computeStreams > 64:
 		return fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
-	case o.slots != 0 && o.slots < 2:
+	case (o.slots != 0 || isSet(fs, "slots")) && o.slots < 2:
 		return fmt.Errorf("--slots %d: at least 2 are needed to overlap anything", o.slots)
 	case o.slots != 0 && o.slots < o.computeStreams:
 		return fmt.Errorf("--slots %d: fewer than --compute-streams %d", o.slots, o.computeStreams)
@@ -334,6 +340,11 @@ func parseTuneFlags(args []string, stdout io.Writer) (*runOptions, error) {
 	addJobFlags(fs, o, &host)
 	if err := parseFlags(fs, tuneUsage, args, stdout); err != nil {
 		return nil, err
+	}
+	if o.sim && !isSet(fs, "elems") {
+		// As overlap run: the simulator computes every element of every
+		// probe and of the measured run, and 128M takes minutes.
+		o.elems, o.simSmaller = simDefaultElems, true
 	}
 	o.chunk = min(pipeline.DefaultChunkElems, o.elems)
 	return o, checkJobOptions(fs, o, host)

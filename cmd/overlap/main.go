@@ -72,7 +72,7 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "overlap: missing command: run, bench, tune, ptx, devices, version or help (try 'overlap help')")
+		fmt.Fprintln(stderr, "overlap: missing command: run, bench, tune, profile, gen, ptx, devices, version or help (try 'overlap help')")
 		return exitUsage
 	}
 	switch args[0] {

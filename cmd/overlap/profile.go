@@ -61,6 +61,8 @@ func parseProfileFlags(args []string, stderr io.Writer) (*profileOptions, error)
 		return nil, fmt.Errorf("--repeat %d: want 1 to 100", o.repeat)
 	case o.device < 0:
 		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
+	case o.sim && isSet(fs, "device"):
+		return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
 	}
 	if o.out != "" {
 		f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE, 0o644)

@@ -344,7 +344,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	if e.sim != nil {
 		res.Profile = profileLabel(o, e.sim.Profile())
 		if o.simSmaller {
-			res.Note = fmt.Sprintf("simulated: %s elements, not the GPU default of 128M, because the CPU computes and verifies every element (--elems changes it)", humanElems(o.elems))
+			res.Note = simSmallerNote(o.elems)
 		}
 	}
 	if o.ptxFile == "" && hasScalar(o.kernel, "iters") {
@@ -395,6 +395,12 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	if !o.noBaseline {
 		if err := warm(); err != nil {
 			return nil, err
+		}
+		if o.sim {
+			// The simulated GPU's whole-array buffers are host memory too.
+			if err := checkHostMemory(jobBytes(cfg, o.elems), "the synchronous baseline's simulated device arrays (--no-baseline skips them)"); err != nil {
+				return nil, err
+			}
 		}
 		prog.say("synchronous baseline…")
 		baseline, err = pipeline.Synchronous(ctx, e.backend, cfg, job)

@@ -422,6 +422,59 @@ func TestBenchSimDevicesDefaultSize(t *testing.T) {
 	assert.Equal(t, []int{128 << 20}, o.sizes, "on a GPU, 128M")
 }
 
+// TestBenchSweepDefaults: the sweep on --sim runs 4M elements unless
+// --elems says otherwise, and the default chunk list keeps the sizes that
+// fit the job (the job itself when none does); a chunk the user lists
+// that is larger than the job is still refused. Before, `bench --sim`
+// ran 128M elements for over an hour, and `bench --sim --elems 1M` was
+// refused for a chunk the user never gave.
+func TestBenchSweepDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		elems  int
+		chunks []int
+	}{
+		{nil, 128 << 20, []int{1 << 20, 4 << 20, 16 << 20, 32 << 20}},
+		{[]string{"--sim"}, 4 << 20, []int{1 << 20, 4 << 20}},
+		{[]string{"--sim", "--elems", "1M"}, 1 << 20, []int{1 << 20}},
+		{[]string{"--elems", "512K"}, 512 << 10, []int{512 << 10}},
+		{[]string{"--sim", "--elems", "8M", "--chunks", "2M"}, 8 << 20, []int{2 << 20}},
+	} {
+		o, err := parseBenchFlags(tc.args, io.Discard)
+		require.NoError(t, err, "%v", tc.args)
+		assert.Equal(t, tc.elems, o.elems, "%v", tc.args)
+		assert.Equal(t, tc.chunks, o.chunks, "%v", tc.args)
+	}
+	_, err := parseBenchFlags([]string{"--sim", "--elems", "1M", "--chunks", "4M"}, io.Discard)
+	assert.ErrorContains(t, err, "--chunks 4194304 is larger than --elems 1048576")
+	var b strings.Builder
+	o, err := parseBenchFlags([]string{"--sim"}, io.Discard)
+	require.NoError(t, err)
+	printBench(&b, nil, "simulator", o)
+	assert.Contains(t, b.String(), "simulated: 4M elements, not the GPU default of 128M")
+	o, err = parseBenchFlags([]string{"--sim", "--elems", "4M"}, io.Discard)
+	require.NoError(t, err)
+	b.Reset()
+	printBench(&b, nil, "simulator", o)
+	assert.NotContains(t, b.String(), "not the GPU default")
+}
+
+// TestTuneSimDefaultSize: overlap tune on --sim tunes 4M elements unless
+// --elems says otherwise, as overlap run does (128M took minutes).
+func TestTuneSimDefaultSize(t *testing.T) {
+	o, err := parseTuneFlags([]string{"--sim"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, simDefaultElems, o.elems)
+	assert.True(t, o.simSmaller)
+	o, err = parseTuneFlags([]string{"--sim", "--elems", "128M"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 128<<20, o.elems)
+	assert.False(t, o.simSmaller)
+	o, err = parseTuneFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 128<<20, o.elems, "on a GPU, 128M")
+}
+
 // TestRunWarmFlag: --warm defaults to defaultWarm, takes a duration or 0,
 // and the printed table says how long the warm-up was only when there was
 // one.
@@ -445,4 +498,23 @@ func TestRunWarmFlag(t *testing.T) {
 	b.Reset()
 	printTable(&b, &result{Backend: "gpu", Kernel: "seed", Elems: 1 << 20})
 	assert.NotContains(t, b.String(), "untimed work")
+}
+
+// TestCheckHostMemory: a job whose arrays need more host memory than the
+// host has available is refused with a usage error that says how much it
+// needs and has; one that fits goes ahead. Before, `overlap run --sim
+// --elems 3G` on a 23 GiB machine grew to 16 GB and beyond, and under a
+// memory limit died with Go's fatal error and a stack trace.
+func TestCheckHostMemory(t *testing.T) {
+	avail, ok := availableMemory()
+	if !ok {
+		t.Skip("skipping: this OS does not say how much memory is available")
+	}
+	assert.Positive(t, avail)
+	assert.NoError(t, checkHostMemory(1<<20, "a small job"))
+	err := checkHostMemory(2*avail, "--elems 5: the job's 2 input and output arrays")
+	var ue usageError
+	require.ErrorAs(t, err, &ue)
+	assert.Contains(t, err.Error(), "--elems 5: the job's 2 input and output arrays need "+humanBytes(2*avail)+" of host memory, more than the ")
+	assert.Contains(t, err.Error(), "available; use a smaller --elems")
 }

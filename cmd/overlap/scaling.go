@@ -205,7 +205,7 @@ func printScaling(w io.Writer, rows []scalingRow, e *env, o *benchOptions, iters
 	if o.sim {
 		label = fmt.Sprintf(" [simulated: H200 profile, the %d devices sharing a %d GB/s host link]", len(e.backends), simLinkGBps)
 		if !o.set["elems"] {
-			fmt.Fprintf(w, "simulated: %s elements, not the GPU default of 128M, because the CPU computes and verifies every element (--elems changes it)\n", humanElems(simDefaultElems))
+			fmt.Fprintln(w, simSmallerNote(simDefaultElems))
 		}
 	}
 	fmt.Fprintf(w, "overlap bench --devices: seed kernel (%d iterations) on %s, GPUs %v; chunk %d, %d slots, %d compute streams%s\n\n",

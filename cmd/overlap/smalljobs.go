@@ -122,9 +122,18 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 		}
 		o.iters = []int{n}
 	}
+	why := map[string]string{
+		"devices": "its goroutines share one GPU (--device picks it)",
+		"csv":     "its table is printed, or written as JSON with --json",
+		"svg":     "it has no chunk sizes to plot",
+	}
 	for _, f := range []string{"devices", "chunks", "slots", "host", "compute-streams", "csv", "svg"} {
 		if o.set[f] {
-			return fmt.Errorf("--%s does not apply to --small-jobs: each job is one chunk, pinned, on the pipeline's smallest shape", f)
+			reason, ok := why[f]
+			if !ok {
+				reason = "each job is one chunk, pinned, on the pipeline's smallest shape"
+			}
+			return fmt.Errorf("--%s does not apply to --small-jobs: %s", f, reason)
 		}
 	}
 	for _, n := range o.sizes {
@@ -144,7 +153,9 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 		return fmt.Errorf("--jobs %d: want 0 (run for --seconds) to %d", s.jobs, 1<<24)
 	case o.sim && len(s.waits) > 0:
 		return errors.New("--wait needs a GPU: the simulator has no host thread waiting on a driver")
-	case o.sim && !o.set["jobs"]:
+	case o.set["jobs"] && o.set["seconds"]:
+		return errors.New("--jobs and --seconds both say how long a cell runs; give one")
+	case o.sim && !o.set["jobs"] && !o.set["seconds"]:
 		s.jobs = smallJobsSimJobs
 	}
 	// --repeat's bench default (3) suits a GPU, whose cells drift from

@@ -49,6 +49,10 @@ func TestSmallJobsFlags(t *testing.T) {
 	assert.Equal(t, smallJobsSimJobs, o.small.jobs, "the simulator runs a few jobs, not seconds")
 	assert.Equal(t, []driver.Wait{driver.WaitDefault}, o.small.waits, "nothing waits on a driver")
 	assert.Equal(t, 1, o.small.rounds, "the simulator gives every round the same")
+	o, err = parseBenchFlags([]string{"--small-jobs", "--sim", "--seconds", "0.1"}, nil)
+	require.NoError(t, err)
+	assert.Zero(t, o.small.jobs, "--seconds on --sim runs for that long, not for the simulator's default job count")
+	assert.Equal(t, 0.1, o.small.seconds)
 	o, err = parseBenchFlags([]string{"--small-jobs", "--sim", "--repeat", "2"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2, o.small.rounds)
@@ -73,6 +77,10 @@ func TestSmallJobsFlags(t *testing.T) {
 		{[]string{"--small-jobs", "--sim", "--repeat", "101"}, "--repeat 101: with --small-jobs, rounds from 1 to 100"},
 		{[]string{"--wait", "spin"}, "--wait needs --small-jobs"},
 		{[]string{"--jobs", "5"}, "--jobs needs --small-jobs"},
+		{[]string{"--small-jobs", "--jobs", "5", "--seconds", "1"}, "--jobs and --seconds both say how long a cell runs; give one"},
+		{[]string{"--small-jobs", "--svg", "x.svg"}, "--svg does not apply to --small-jobs: it has no chunk sizes to plot"},
+		{[]string{"--small-jobs", "--devices", "0,1"}, "--devices does not apply to --small-jobs: its goroutines share one GPU (--device picks it)"},
+		{[]string{"--small-jobs", "--csv", "x.csv"}, "--csv does not apply to --small-jobs: its table is printed, or written as JSON with --json"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := parseBenchFlags(tc.args, nil)

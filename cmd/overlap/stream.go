@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -66,9 +67,26 @@ const streamUsage = "overlap run --in FILE[,FILE] --out FILE [flags]: stream raw
 
 func parseStreamFlags(args []string, stdout io.Writer) (*streamOptions, error) {
 	o := &streamOptions{kernel: "seed", iters: 100, chunk: pipeline.DefaultChunkElems, computeStreams: pipeline.DefaultComputeStreams, piece: 1 << 20}
-	fs := newFlags("run")
-	in := fs.String("in", "", "input files, comma-separated, one per kernel input (- for stdin)")
-	out := fs.String("out", "", "output file (- for stdout; the report then goes to stderr)")
+	fs, in, out := streamFlags(o)
+	// overlap run --in -h asks for this help, not for a file named -h.
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			args = []string{"-h"}
+		}
+	}
+	if err := parseFlags(fs, streamUsage, args, stdout); err != nil {
+		return nil, otherModeFlag(err, runFlags(defaultRunOptions(), new(string)),
+			"does not apply to a streaming run (--in FILE --out FILE): overlap run --in - -h lists its flags")
+	}
+	return o, checkStreamOptions(fs, o, *in, *out)
+}
+
+// streamFlags is overlap run --in's flag set, writing into o; in and out
+// receive --in and --out.
+func streamFlags(o *streamOptions) (fs *flag.FlagSet, in, out *string) {
+	fs = newFlags("run")
+	in = fs.String("in", "", "input files, comma-separated, one per kernel input (- for stdin)")
+	out = fs.String("out", "", "output file (- for stdout; the report then goes to stderr)")
 	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel: seed (1 input), saxpy or lerp (2 inputs)")
 	fs.IntVar(&o.iters, "iters", 100, "seed kernel iterations")
 	fs.Var(sizeFlag{v: &o.chunk}, "chunk", "elements per chunk")
@@ -84,20 +102,16 @@ func parseStreamFlags(args []string, stdout io.Writer) (*streamOptions, error) {
 	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
-	// overlap run --in -h asks for this help, not for a file named -h.
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" {
-			args = []string{"-h"}
-		}
+	return fs, in, out
+}
+
+// checkStreamOptions checks overlap run --in's parsed flags.
+func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string) error {
+	if in != "" {
+		o.ins = strings.Split(in, ",")
 	}
-	if err := parseFlags(fs, streamUsage, args, stdout); err != nil {
-		return nil, err
-	}
-	if *in != "" {
-		o.ins = strings.Split(*in, ",")
-	}
-	if *out != "" {
-		o.outs = strings.Split(*out, ",")
+	if out != "" {
+		o.outs = strings.Split(out, ",")
 	}
 	wantIns := map[string]int{"seed": 1, "saxpy": 2, "lerp": 2}[o.kernel]
 	dashes := 0
@@ -108,47 +122,47 @@ func parseStreamFlags(args []string, stdout io.Writer) (*streamOptions, error) {
 	}
 	switch {
 	case fs.NArg() > 0:
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case wantIns == 0:
-		return nil, fmt.Errorf("--kernel %q: unknown (have seed, saxpy, lerp)", o.kernel)
+		return fmt.Errorf("--kernel %q: unknown (have seed, saxpy, lerp)", o.kernel)
 	case len(o.ins) != wantIns:
-		return nil, fmt.Errorf("--in: kernel %s takes %d input(s), got %d", o.kernel, wantIns, len(o.ins))
+		return fmt.Errorf("--in: kernel %s takes %d input(s), got %d", o.kernel, wantIns, len(o.ins))
 	case len(o.outs) != 1:
-		return nil, fmt.Errorf("--out: kernel %s has 1 output, got %d", o.kernel, len(o.outs))
+		return fmt.Errorf("--out: kernel %s has 1 output, got %d", o.kernel, len(o.outs))
 	case dashes > 1:
-		return nil, errors.New("--in: stdin (-) can be only one input")
+		return errors.New("--in: stdin (-) can be only one input")
 	case o.iters < 0:
-		return nil, fmt.Errorf("--iters %d: must not be negative", o.iters)
+		return fmt.Errorf("--iters %d: must not be negative", o.iters)
 	case o.computeStreams < 1 || o.computeStreams > 64:
-		return nil, fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
-	case o.slots != 0 && (o.slots < 2 || o.slots < o.computeStreams || o.slots > 1024):
-		return nil, fmt.Errorf("--slots %d: want 2 to 1024, and at least --compute-streams %d", o.slots, o.computeStreams)
+		return fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
+	case (o.slots != 0 || isSet(fs, "slots")) && (o.slots < 2 || o.slots < o.computeStreams || o.slots > 1024):
+		return fmt.Errorf("--slots %d: want 2 to 1024, and at least --compute-streams %d", o.slots, o.computeStreams)
 	case o.readers < 0 || o.writers < 0 || o.readers > 1024 || o.writers > 1024:
-		return nil, errors.New("--readers and --writers: want 0 (the default) to 1024")
+		return errors.New("--readers and --writers: want 0 (the default) to 1024")
 	case o.piece > 1<<30:
-		return nil, fmt.Errorf("--piece %d: at most 1G", o.piece)
+		return fmt.Errorf("--piece %d: at most 1G", o.piece)
 	case o.device < 0:
-		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
+		return fmt.Errorf("--device %d: must not be negative", o.device)
 	case o.direct && (o.chunk*4)%pipeline.DirectAlign != 0:
-		return nil, fmt.Errorf("--direct: a chunk of %d float32 is not a whole number of %d-byte pages", o.chunk, pipeline.DirectAlign)
+		return fmt.Errorf("--direct: a chunk of %d float32 is not a whole number of %d-byte pages", o.chunk, pipeline.DirectAlign)
 	}
 	for _, f := range o.ins {
 		if f == "" {
-			return nil, errors.New("--in: empty file name")
+			return errors.New("--in: empty file name")
 		}
 		if f != "-" && f == o.outs[0] {
-			return nil, fmt.Errorf("--out %s is also an input", f)
+			return fmt.Errorf("--out %s is also an input", f)
 		}
 	}
 	if o.outs[0] != "-" {
 		if err := checkWritable("out", o.outs[0]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if o.quiet && o.jsonOut {
 		o.quiet = false
 	}
-	return o, nil
+	return nil
 }
 
 // streamResult is what a streaming run measured, as printed and as JSON.
@@ -534,6 +548,54 @@ func (r *pinnedRing) at(w, k int) []byte {
 	return r.mem.Bytes()[o : o+r.piece]
 }
 
+// access lets goroutine w's k-th piece take n bytes from a file (into,
+// do reading into the slice) or give them to one (do writing from it).
+// On the simulator it goes through Sim.HostAccess, so that it takes the
+// virtual time that the streaming run's reads and writes take; elsewhere
+// do gets the ring's memory.
+func (r *pinnedRing) access(b pipeline.Backend, w, k, n int, into bool, what string, do func([]byte) (int, error)) (int, error) {
+	if s, ok := b.(*pipeline.Sim); ok {
+		return s.HostAccess(r.mem, (w*r.pieces+k%r.pieces)*r.piece, n, into, what, do)
+	}
+	return do(r.at(w, k)[:n])
+}
+
+// timedWorkers runs work(w) for w in [0, n) on goroutines of their own
+// and returns how long they took on b's clock. On the simulator the
+// goroutines are actors forked together by one that holds the
+// simulation, and the time is virtual, as the streaming run's is: timed
+// on the wall clock, the bound's reads and writes made efficiencies of
+// 2000% beside a simulated run.
+func timedWorkers(b pipeline.Backend, n int, work func(w int)) time.Duration {
+	if s, ok := b.(*pipeline.Sim); ok {
+		h := s.Host()
+		var took time.Duration
+		h.Go("bound", func() {
+			t0 := pipeline.Now(b)
+			waits := make([]func(), n)
+			for w := range n {
+				waits[w] = h.Go(fmt.Sprintf("bound worker %d", w), func() { work(w) })
+			}
+			for _, wait := range waits {
+				wait()
+			}
+			took = pipeline.Now(b) - t0
+		})()
+		return took
+	}
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(w)
+		}()
+	}
+	wg.Wait()
+	return time.Since(t0)
+}
+
 // bestOfTwo runs a timed pass twice and returns the faster time.
 func bestOfTwo(pass func() (time.Duration, error)) (time.Duration, error) {
 	a, err := pass()
@@ -588,27 +650,27 @@ func readAlone(b pipeline.Backend, o *streamOptions, readers, piece, ringBytes i
 	}
 	defer ring.mem.Close()
 	var next atomic.Int64
-	var wg sync.WaitGroup
 	errs := make([]error, readers)
-	t0 := time.Now()
-	for w := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := 0; ; k++ {
-				i := next.Add(1) - 1
-				if i >= int64(len(tasks)) {
-					return
-				}
-				if _, err := tasks[i].f.ReadAt(ring.at(w, k), tasks[i].off); err != nil && err != io.EOF {
-					errs[w] = err
-					return
-				}
+	took := timedWorkers(b, readers, func(w int) {
+		for k := 0; ; k++ {
+			i := next.Add(1) - 1
+			if i >= int64(len(tasks)) {
+				return
 			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(t0), errors.Join(errs...)
+			t := tasks[i]
+			if _, err := ring.access(b, w, k, piece, true, "bound read", func(p []byte) (int, error) {
+				n, err := t.f.ReadAt(p, t.off)
+				if err == io.EOF {
+					err = nil
+				}
+				return n, err
+			}); err != nil {
+				errs[w] = err
+				return
+			}
+		}
+	})
+	return took, errors.Join(errs...)
 }
 
 // writeAlone writes bytes to a scratch file beside out from a pinned ring,
@@ -630,28 +692,23 @@ func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece, rin
 	defer ring.mem.Close()
 	pieces := (bytes + int64(piece) - 1) / int64(piece)
 	var next atomic.Int64
-	var wg sync.WaitGroup
 	errs := make([]error, writers)
-	t0 := time.Now()
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := 0; ; k++ {
-				i := next.Add(1) - 1
-				if i >= pieces {
-					return
-				}
-				n := min(int64(piece), bytes-i*int64(piece))
-				if _, err := f.WriteAt(ring.at(w, k)[:n], i*int64(piece)); err != nil {
-					errs[w] = err
-					return
-				}
+	took := timedWorkers(b, writers, func(w int) {
+		for k := 0; ; k++ {
+			i := next.Add(1) - 1
+			if i >= pieces {
+				return
 			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(t0), errors.Join(errs...)
+			n := min(int64(piece), bytes-i*int64(piece))
+			if _, err := ring.access(b, w, k, int(n), false, "bound write", func(p []byte) (int, error) {
+				return f.WriteAt(p, i*int64(piece))
+			}); err != nil {
+				errs[w] = err
+				return
+			}
+		}
+	})
+	return took, errors.Join(errs...)
 }
 
 // inMemory runs the pipeline over n elements in pinned memory: each stage

@@ -114,6 +114,9 @@ func tune(ctx context.Context, o *runOptions, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.simSmaller {
+		fmt.Fprintln(w, simSmallerNote(o.elems))
+	}
 	fmt.Fprintf(w, "overlap tune: %s on %s, %d elements, host memory %s%s\n", wl.name, e.backend.Name(), o.elems, o.host, label)
 	fmt.Fprintf(w, "per-chunk stage costs (fixed + per element), fitted to probes: %s\n\n", modelText(m))
 	cands := m.Candidates(o.elems)

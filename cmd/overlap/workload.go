@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -95,6 +97,9 @@ func newWorkload(o *runOptions, e *env) (*workload, error) {
 		ins, outs = k.Inputs, k.Outputs
 		w.tolerance = k.Tolerance
 	}
+	if err := checkHostMemory(int64(n)*4*int64(ins+outs), fmt.Sprintf("--elems %d: the job's %d input and output arrays", n, ins+outs)); err != nil {
+		return nil, err
+	}
 	w.cfg = pipeline.Float32Config(ins, outs)
 	w.job = pipeline.Job{N: n, Kernel: w.kernel}
 	for i := 0; i < ins; i++ {
@@ -123,4 +128,17 @@ func newWorkload(o *runOptions, e *env) (*workload, error) {
 		w.verify = func(out []float32) error { return k.Verify(in, out, scalars...) }
 	}
 	return w, nil
+}
+
+// checkHostMemory refuses, as a usage error, to allocate bytes of host
+// memory for what when the host has less available (Linux's
+// MemAvailable): Go would otherwise die of it with a fatal error and a
+// stack trace, or push the machine into swap first. Where the available
+// memory is unknown it lets the allocation go ahead.
+func checkHostMemory(bytes int64, what string) error {
+	avail, ok := availableMemory()
+	if !ok || bytes <= avail {
+		return nil
+	}
+	return usageError{fmt.Errorf("%s need %s of host memory, more than the %s available; use a smaller --elems", what, humanBytes(bytes), humanBytes(avail))}
 }
