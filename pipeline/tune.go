@@ -19,12 +19,9 @@ func (c StageCost) At(n int) time.Duration {
 	return c.Fixed + time.Duration(c.PerElem*float64(n))
 }
 
-// Model predicts a pipeline's time from its stages' cost models. In and
-// Out are the host's staging copies into and out of the pinned slots:
-// zero unless the job's host memory is staged.
+// Model predicts a pipeline's time from its stages' cost models.
 type Model struct {
 	H2D, Compute, D2H StageCost
-	In, Out           StageCost
 }
 
 // Predict returns the predicted time of a job of n elements in chunks of
@@ -43,26 +40,13 @@ func (m Model) Predict(n, chunk, slots, computeStreams int) time.Duration {
 	last := n - (k-1)*chunk
 	steady := func(c int) time.Duration {
 		comp := time.Duration(float64(m.Compute.Fixed)/float64(max(computeStreams, 1))) + time.Duration(m.Compute.PerElem*float64(c))
-		return max(m.staging(c), m.H2D.At(c), comp, m.D2H.At(c))
-	}
-	through := func(c int) time.Duration {
-		return m.In.At(c) + m.H2D.At(c) + m.Compute.At(c) + m.D2H.At(c) + m.Out.At(c)
+		return max(m.H2D.At(c), comp, m.D2H.At(c))
 	}
 	if k == 1 {
-		return through(last)
+		return m.H2D.At(last) + m.Compute.At(last) + m.D2H.At(last)
 	}
-	return through(chunk) + time.Duration(k-2)*steady(chunk) + steady(last)
-}
-
-// staging is the host's staging copies of a chunk in steady state: a
-// chunk's inputs copied in and another's outputs copied out at once, on
-// goroutines of their own, sharing the host's memory bandwidth. Their
-// fixed (handoff) costs overlap; their bytes add. That is what the
-// built-in H200 profile measured for copies of 64 MiB (two at once moved
-// 0.9 times one alone's bytes); for copies of 1-16 MiB two at once moved
-// 1.4-1.7 times as much, so there the model errs long.
-func (m Model) staging(c int) time.Duration {
-	return max(m.In.Fixed, m.Out.Fixed) + time.Duration((m.In.PerElem+m.Out.PerElem)*float64(c))
+	fill := m.H2D.At(chunk) + m.Compute.At(chunk) + m.D2H.At(chunk)
+	return fill + time.Duration(k-2)*steady(chunk) + steady(last)
 }
 
 // Fit fits each stage's cost model by least squares to per-chunk
@@ -96,8 +80,6 @@ func Fit(chunks []int, stages []StageTimes) (Model, error) {
 		H2D:     fit(func(s StageTimes) time.Duration { return s.H2D }),
 		Compute: fit(func(s StageTimes) time.Duration { return s.Compute }),
 		D2H:     fit(func(s StageTimes) time.Duration { return s.D2H }),
-		In:      fit(func(s StageTimes) time.Duration { return s.In }),
-		Out:     fit(func(s StageTimes) time.Duration { return s.Out }),
 	}, nil
 }
 
@@ -171,7 +153,7 @@ func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
 			return Model{}, fmt.Errorf("pipeline: probing chunk %d: %w", c, err)
 		}
 		k := time.Duration((job.N + c - 1) / c)
-		per = append(per, StageTimes{In: st.In / k, H2D: st.H2D / k, Compute: st.Compute / k, D2H: st.D2H / k, Out: st.Out / k})
+		per = append(per, StageTimes{H2D: st.H2D / k, Compute: st.Compute / k, D2H: st.D2H / k})
 	}
 	return Fit(sizes, per)
 }

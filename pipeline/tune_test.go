@@ -33,31 +33,6 @@ func TestModelPredict(t *testing.T) {
 	assert.Equal(t, time.Duration(0), m.Predict(0, 10, 3, 1))
 }
 
-// TestModelPredictStaging: a model with staging copies predicts them as
-// stages of their own, the copies in and out of a chunk sharing the
-// host's memory bandwidth in steady state (their bytes add, their fixed
-// costs overlap), and a model without them predicts as before.
-func TestModelPredictStaging(t *testing.T) {
-	base := Model{
-		H2D:     StageCost{Fixed: 10 * time.Microsecond, PerElem: 0.07},
-		Compute: StageCost{Fixed: 20 * time.Microsecond, PerElem: 0.1},
-		D2H:     StageCost{Fixed: 10 * time.Microsecond, PerElem: 0.07},
-	}
-	staged := base
-	staged.In = StageCost{Fixed: 30 * time.Microsecond, PerElem: 0.09}
-	staged.Out = StageCost{Fixed: 25 * time.Microsecond, PerElem: 0.08}
-	const c = 1 << 20
-	// One chunk: all five stages in series.
-	assert.Equal(t, base.Predict(c, c, 3, 1)+staged.In.At(c)+staged.Out.At(c), staged.Predict(c, c, 3, 1))
-	// Many chunks: the staging pair bounds each further chunk.
-	perElem := staged.In.PerElem + staged.Out.PerElem
-	pair := 30*time.Microsecond + time.Duration(perElem*float64(c))
-	n := 8 * c
-	fill := staged.In.At(c) + staged.H2D.At(c) + staged.Compute.At(c) + staged.D2H.At(c) + staged.Out.At(c)
-	assert.Equal(t, fill+7*pair, staged.Predict(n, c, 3, 1))
-	assert.Greater(t, staged.Predict(n, c, 3, 1), base.Predict(n, c, 3, 1))
-}
-
 func TestModelBestAvoidsExtremes(t *testing.T) {
 	m := Model{
 		H2D:     StageCost{Fixed: 8 * time.Microsecond, PerElem: 0.072},

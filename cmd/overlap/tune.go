@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/purecuda/overlap/pipeline"
@@ -31,22 +30,6 @@ func tuneKey(e *env, w *workload, o *runOptions) string {
 	return fmt.Sprintf("%s|%s|iters=%d|n=%d|host=%s", e.backend.Name(), w.name, o.iters, o.elems, o.host)
 }
 
-// probeConfig is the workload's configuration with the host mode being
-// tuned: probed in another mode, the model missed (or invented) the
-// staging copies that the measured run makes. Auto is probed as
-// registered: it stages a pipeline's first run of a Go slice and
-// registers it from the second on, and every probe is a first run, while
-// the runs that count (the best of --repeat, and later runs of a tuned
-// job) are registered.
-func probeConfig(w *workload, o *runOptions) pipeline.Config {
-	c := w.cfg
-	c.Host = o.host
-	if c.Host == pipeline.HostAuto {
-		c.Host = pipeline.HostRegistered
-	}
-	return c
-}
-
 // tuneChunk picks the chunk size, slots and compute streams from a cost
 // model fitted to probes, caching the choice per GPU and job shape. The
 // simulator is never cached: its costs are not a GPU's.
@@ -63,7 +46,7 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 				c.ChunkElems, c.Slots, c.ComputeStreams, path, ms(c.Predicted)), nil
 		}
 	}
-	m, err := pipeline.Probe(ctx, e.backend, probeConfig(w, o), w.job)
+	m, err := pipeline.Probe(ctx, e.backend, w.cfg, w.job)
 	if err != nil {
 		return pipeline.Choice{}, "", fmt.Errorf("tuning: %w", err)
 	}
@@ -77,14 +60,9 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 }
 
 func modelText(m pipeline.Model) string {
-	cost := func(name string, c pipeline.StageCost) string {
-		return fmt.Sprintf("%s %v+%.3f ns/elem", name, c.Fixed.Round(time.Microsecond/10), c.PerElem)
-	}
-	parts := []string{cost("H2D", m.H2D), cost("compute", m.Compute), cost("D2H", m.D2H)}
-	if m.In != (pipeline.StageCost{}) || m.Out != (pipeline.StageCost{}) {
-		parts = append([]string{cost("staging in", m.In)}, append(parts, cost("staging out", m.Out))...)
-	}
-	return strings.Join(parts, ", ")
+	return fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem",
+		m.H2D.Fixed.Round(time.Microsecond/10), m.H2D.PerElem, m.Compute.Fixed.Round(time.Microsecond/10), m.Compute.PerElem,
+		m.D2H.Fixed.Round(time.Microsecond/10), m.D2H.PerElem)
 }
 
 // storeChoice writes the cache, best effort: a read-only cache directory
@@ -132,7 +110,7 @@ func tune(ctx context.Context, o *runOptions, w io.Writer) error {
 	if o.sim {
 		label = " [simulated]"
 	}
-	m, err := pipeline.Probe(ctx, e.backend, probeConfig(wl, o), wl.job)
+	m, err := pipeline.Probe(ctx, e.backend, wl.cfg, wl.job)
 	if err != nil {
 		return err
 	}
