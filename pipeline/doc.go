@@ -99,11 +99,12 @@
 // # Memory
 //
 // A Pipeline allocates its streams, events, device slots and staging slots
-// once and frees them on Close. No run allocates device memory: the slots
-// are sized by the chunk, not the job, so package driver's stream-ordered
-// pools (driver.MemPool, Stream.AllocAsync) are for callers' own
-// allocations. A streaming run uses the staging slots
-// (Slots × chunk bytes per input and per output) and nothing that grows
+// once and frees them on Close. Its runs allocate no device memory: the
+// slots are sized by the chunk, not the job, so package driver's
+// stream-ordered pools (driver.MemPool, Stream.AllocAsync) are for
+// callers' own allocations ([Synchronous], the whole-array baseline,
+// allocates its device arrays per call). A streaming run uses the staging
+// slots (Slots × chunk bytes per input and per output) and nothing that grows
 // with the stream. Registered Go memory stays page-locked, and
 // reachable, until it is evicted (Config.MaxRegistered), unregistered
 // (Pipeline.Unregister) or the pipeline is closed. A Group holds one

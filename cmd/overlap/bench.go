@@ -174,6 +174,9 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	}
 	for _, c := range o.chunks {
 		if c > o.elems && (!o.scaling || o.set["chunks"]) {
+			if o.sim && !o.set["elems"] {
+				return nil, fmt.Errorf("--chunks %d is larger than the simulator's default --elems %d: give a larger --elems", c, o.elems)
+			}
 			return nil, fmt.Errorf("--chunks %d is larger than --elems %d", c, o.elems)
 		}
 	}
@@ -320,6 +323,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 				}
 			}
 			w.close()
+			returnMemory()
 		}
 	}
 	prog.done()

@@ -147,7 +147,7 @@ const (
 // addJobFlags registers the flags that say what job runs where: the ones
 // overlap run and overlap tune share.
 func addJobFlags(fs *flag.FlagSet, o *runOptions, host *string) {
-	fs.Var(sizeFlag{v: &o.elems}, "elems", "elements per input; sizes take K, M, G")
+	fs.Var(sizeFlag{v: &o.elems}, "elems", "elements per input; sizes take K, M, G; 4M with --sim unless set")
 	fs.IntVar(&o.iters, "iters", o.iters, "the seed kernel's iterations (its intensity)")
 	fs.StringVar(&o.kernel, "kernel", o.kernel, "embedded kernel: "+oneOf(kernels.Pipelinable()))
 	fs.StringVar(&o.ptxFile, "ptx", "", "a PTX `FILE` with your own element-wise kernel (out, in..., n)")

@@ -3,29 +3,114 @@ package main
 import (
 	"bufio"
 	"os"
+	"path"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
-// availableMemory is the memory the kernel estimates can be allocated
-// without swapping (MemAvailable in /proc/meminfo); false where unknown.
+// availableMemory estimates how much more memory this process can
+// allocate: the least of the host's MemAvailable (/proc/meminfo), the
+// room under the memory limits of its cgroup and the cgroup's ancestors
+// (v2 memory.max, v1 memory.limit_in_bytes), and the room under its
+// address-space limit (ulimit -v) above its present size. False where
+// MemAvailable is unknown. It is an estimate: a job that fits it may
+// still need more than its arrays.
 func availableMemory() (int64, bool) {
-	f, err := os.Open("/proc/meminfo")
+	avail, ok := meminfoField("/proc/meminfo", "MemAvailable:")
+	if !ok {
+		return 0, false
+	}
+	if room, ok := cgroupRoom(); ok {
+		avail = min(avail, room)
+	}
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_AS, &lim) == nil && lim.Cur != ^uint64(0) && lim.Cur < 1<<62 {
+		if size, ok := meminfoField("/proc/self/status", "VmSize:"); ok {
+			avail = min(avail, max(0, int64(lim.Cur)-size))
+		}
+	}
+	return avail, true
+}
+
+// meminfoField reads a "Name:   123 kB" line of a /proc file, in bytes.
+func meminfoField(file, name string) (int64, bool) {
+	f, err := os.Open(file)
 	if err != nil {
 		return 0, false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:")
+		rest, ok := strings.CutPrefix(sc.Text(), name)
 		if !ok {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil || kb <= 0 {
+		if err != nil || kb < 0 {
 			return 0, false
 		}
 		return kb << 10, true
 	}
 	return 0, false
+}
+
+// cgroupRoom is the least room under a memory limit of this process's
+// cgroup or any of its ancestors; false when none is limited or the
+// files cannot be read.
+func cgroupRoom() (int64, bool) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0, false
+	}
+	best, found := int64(0), false
+	consider := func(limit, usage string) {
+		if room, ok := roomUnder(limit, usage); ok && (!found || room < best) {
+			best, found = room, true
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "": // cgroup v2
+			for dir := parts[2]; ; dir = path.Dir(dir) {
+				base := path.Join("/sys/fs/cgroup", dir)
+				consider(readTrim(path.Join(base, "memory.max")), readTrim(path.Join(base, "memory.current")))
+				if dir == "/" || dir == "." {
+					break
+				}
+			}
+		case strings.Contains(","+parts[1]+",", ",memory,"): // cgroup v1
+			for _, base := range []string{path.Join("/sys/fs/cgroup/memory", parts[2]), "/sys/fs/cgroup/memory"} {
+				consider(readTrim(path.Join(base, "memory.limit_in_bytes")), readTrim(path.Join(base, "memory.usage_in_bytes")))
+			}
+		}
+	}
+	return best, found
+}
+
+// roomUnder is limit − usage, both in bytes as a cgroup file writes them;
+// false for "max", no limit, or anything unreadable. cgroup v1 writes a
+// page-rounded maximum int64 for no limit.
+func roomUnder(limit, usage string) (int64, bool) {
+	l, err := strconv.ParseInt(limit, 10, 64)
+	if err != nil || l <= 0 || l >= 1<<62 {
+		return 0, false
+	}
+	u, err := strconv.ParseInt(usage, 10, 64)
+	if err != nil || u < 0 {
+		return 0, false
+	}
+	return max(0, l-u), true
+}
+
+func readTrim(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -447,6 +447,8 @@ func TestBenchSweepDefaults(t *testing.T) {
 	}
 	_, err := parseBenchFlags([]string{"--sim", "--elems", "1M", "--chunks", "4M"}, io.Discard)
 	assert.ErrorContains(t, err, "--chunks 4194304 is larger than --elems 1048576")
+	_, err = parseBenchFlags([]string{"--sim", "--chunks", "16M"}, io.Discard)
+	assert.ErrorContains(t, err, "--chunks 16777216 is larger than the simulator's default --elems 4194304: give a larger --elems")
 	var b strings.Builder
 	o, err := parseBenchFlags([]string{"--sim"}, io.Discard)
 	require.NoError(t, err)

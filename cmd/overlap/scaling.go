@@ -143,6 +143,7 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 				rows = append(rows, row)
 			}
 			w.close()
+			returnMemory()
 		}
 	}
 	prog.done()

@@ -53,6 +53,9 @@ func TestSmallJobsFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, o.small.jobs, "--seconds on --sim runs for that long, not for the simulator's default job count")
 	assert.Equal(t, 0.1, o.small.seconds)
+	o, err = parseBenchFlags([]string{"--small-jobs", "--jobs", "0", "--seconds", "1"}, nil)
+	require.NoError(t, err, "--jobs 0 means run for --seconds")
+	assert.Equal(t, 1.0, o.small.seconds)
 	o, err = parseBenchFlags([]string{"--small-jobs", "--sim", "--repeat", "2"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2, o.small.rounds)
@@ -79,7 +82,7 @@ func TestSmallJobsFlags(t *testing.T) {
 		{[]string{"--jobs", "5"}, "--jobs needs --small-jobs"},
 		{[]string{"--small-jobs", "--jobs", "5", "--seconds", "1"}, "--jobs and --seconds both say how long a cell runs; give one"},
 		{[]string{"--small-jobs", "--svg", "x.svg"}, "--svg does not apply to --small-jobs: it has no chunk sizes to plot"},
-		{[]string{"--small-jobs", "--devices", "0,1"}, "--devices does not apply to --small-jobs: its goroutines share one GPU (--device picks it)"},
+		{[]string{"--small-jobs", "--devices", "0,1"}, "--devices does not apply to --small-jobs: its goroutines share one GPU"},
 		{[]string{"--small-jobs", "--csv", "x.csv"}, "--csv does not apply to --small-jobs: its table is printed, or written as JSON with --json"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -208,9 +208,12 @@ type streamBound struct {
 	ReadMs     float64 `json:"read_ms"`
 	PipelineMs float64 `json:"in_memory_pipeline_ms"`
 	WriteMs    float64 `json:"write_ms"`
-	BoundMs    float64 `json:"bound_ms"`
-	Slowest    string  `json:"slowest"`
-	Efficiency float64 `json:"efficiency"`
+	// WriteMeasured is false when the output is not a regular file (a
+	// device or a pipe), which nothing can be written alone to.
+	WriteMeasured bool    `json:"write_measured"`
+	BoundMs       float64 `json:"bound_ms"`
+	Slowest       string  `json:"slowest"`
+	Efficiency    float64 `json:"efficiency"`
 }
 
 func cmdRunStream(args []string, stdout, stderr io.Writer) int {
@@ -318,7 +321,7 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 			if err != nil {
 				return nil, fmt.Errorf("bound: writing alone: %w", err)
 			}
-			bound.WriteMs = ms(d)
+			bound.WriteMs, bound.WriteMeasured = ms(d), true
 		}
 	}
 
@@ -941,7 +944,7 @@ func printStream(w io.Writer, r *streamResult) {
 	fmt.Fprintf(w, "streaming run (after an untimed warm-up over 2·slots chunks of zeros): %.2f ms, %.1f GB/s of input; %s\n", r.Ms, gbps(r.InBytes, time.Duration(r.Ms*float64(time.Millisecond))), rss)
 	if b := r.Bound; b != nil {
 		write := fmt.Sprintf("write the output %.2f ms", b.WriteMs)
-		if b.WriteMs == 0 {
+		if !b.WriteMeasured {
 			write = "the write not measured: the output is not a regular file"
 		}
 		fmt.Fprintf(w, "bound, measured in this run (slowest alone): %.2f ms, %s (read the inputs into pinned memory %.2f ms, in-memory pinned pipeline %.2f ms, %s)\n",

@@ -151,6 +151,19 @@ func TestRunStreamToDevice(t *testing.T) {
 	assert.Contains(t, stdout, "not verified: /dev/null is not a regular file")
 }
 
+// TestRunStreamEmptyBound: an empty input's bound says its write took
+// no time, not that the output is not a regular file (the bound's write
+// is timed on the simulator's clock, where writing nothing takes 0 ms).
+func TestRunStreamEmptyBound(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(in, nil, 0o644))
+	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", filepath.Join(dir, "out"), "--chunk", "256", "--bound")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, stdout, "write the output 0.00 ms")
+	assert.NotContains(t, stdout, "not a regular file")
+}
+
 func runCLIcode(args ...string) int {
 	code, _, _ := runCLI(args...)
 	return code

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
@@ -142,3 +143,8 @@ func checkHostMemory(bytes int64, what string) error {
 	}
 	return usageError{fmt.Errorf("%s need %s of host memory, more than the %s available; use a smaller --elems", what, humanBytes(bytes), humanBytes(avail))}
 }
+
+// returnMemory gives the heap of a closed workload back to the system
+// before a sweep builds its next one, so that the next one's
+// checkHostMemory does not count the last one's arrays as in use.
+func returnMemory() { debug.FreeOSMemory() }
