@@ -1262,9 +1262,9 @@ func (h *SimHost) exit() hostToken {
 // orders the caller after fn, in virtual time too. Use it to drive
 // several devices of one host at once: goroutines started with a plain go
 // statement start at whatever virtual time the simulation has reached
-// when they first call it. To start several actors at one time, fork
-// them from an actor that holds the simulation, such as one started with
-// Go: a caller that holds nothing does not hold it between two calls, so
+// when they first call it. To start several actors at one time, use
+// [SimHost.GoTogether], or fork them from an actor that holds the
+// simulation, such as one started with Go: a caller that holds nothing does not hold it between two calls, so
 // the first actor may run ahead in virtual time before the second is
 // forked (TestSimGoForksTogether).
 func (h *SimHost) Go(name string, fn func()) (wait func()) {
@@ -1309,6 +1309,25 @@ func (h *SimHost) Go(name string, fn func()) (wait func()) {
 			h.cond.Wait()
 		}
 	}
+}
+
+// GoTogether runs fn(0) … fn(n-1) on n goroutines that are host actors
+// of their own, all starting at one virtual time, and returns once every
+// one has, ordering the caller after them as Go's wait does. They are
+// forked by an actor of their own (name), which holds the simulation
+// until the last is forked: forked one by one from a goroutine that
+// holds nothing, the first could run ahead in virtual time before the
+// next existed (TestSimGoForksTogether).
+func (h *SimHost) GoTogether(name string, n int, fn func(i int)) {
+	h.Go(name, func() {
+		waits := make([]func(), n)
+		for i := range n {
+			waits[i] = h.Go(fmt.Sprintf("%s %d", name, i), func() { fn(i) })
+		}
+		for _, wait := range waits {
+			wait()
+		}
+	})()
 }
 
 // hostStager marks the caller as a run's staging goroutine.

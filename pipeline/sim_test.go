@@ -735,4 +735,13 @@ func TestSimGoForksTogether(t *testing.T) {
 	assert.InDelta(t, 2*n/pairGBps, float64(held), float64(held)/100, "held: the copies overlap, at the profile's rate for two at once")
 	assert.NotEqual(t, 2*alone, held)
 	assert.Equal(t, 2*alone, pair(false), "held by nothing: the copies run one after the other")
+	t0 = Now(sim)
+	h.GoTogether("copier", 2, func(i int) {
+		if i == 0 {
+			copyIn()
+		} else {
+			copyOut()
+		}
+	})
+	assert.Equal(t, held, Now(sim)-t0, "GoTogether: as held")
 }

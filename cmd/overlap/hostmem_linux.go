@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"path"
 	"strconv"
@@ -17,7 +16,7 @@ import (
 // MemAvailable is unknown. It is an estimate: a job that fits it may
 // still need more than its arrays.
 func availableMemory() (int64, bool) {
-	avail, ok := meminfoField("/proc/meminfo", "MemAvailable:")
+	avail, ok := procField("/proc/meminfo", "MemAvailable:")
 	if !ok {
 		return 0, false
 	}
@@ -26,33 +25,11 @@ func availableMemory() (int64, bool) {
 	}
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_AS, &lim) == nil && lim.Cur != ^uint64(0) && lim.Cur < 1<<62 {
-		if size, ok := meminfoField("/proc/self/status", "VmSize:"); ok {
+		if size, ok := procField("/proc/self/status", "VmSize:"); ok {
 			avail = min(avail, max(0, int64(lim.Cur)-size))
 		}
 	}
 	return avail, true
-}
-
-// meminfoField reads a "Name:   123 kB" line of a /proc file, in bytes.
-func meminfoField(file, name string) (int64, bool) {
-	f, err := os.Open(file)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), name)
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil || kb < 0 {
-			return 0, false
-		}
-		return kb << 10, true
-	}
-	return 0, false
 }
 
 // cgroupRoom is the least room under a memory limit of this process's

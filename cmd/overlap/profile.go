@@ -920,19 +920,18 @@ func measureWait(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 func both(b pipeline.Backend, f, g func() error) error {
 	var e1, e2 error
 	if s, ok := b.(*pipeline.Sim); ok {
-		// Fork the copiers from an actor of their own, which holds the
-		// simulation at its clock until both are forked. Forked straight
-		// from this goroutine, which holds nothing, the first copier could
-		// finish in virtual time before the second was forked, whenever
-		// this goroutine was descheduled between the two: the pair then
-		// measured one copy's rate (TestProfileSimEndToEnd under load).
-		h := s.Host()
-		h.Go("copiers", func() {
-			w1 := h.Go("first copier", func() { e1 = f() })
-			w2 := h.Go("second copier", func() { e2 = g() })
-			w1()
-			w2()
-		})()
+		// Forked one by one from this goroutine, which holds nothing, the
+		// first copier could finish in virtual time before the second was
+		// forked, whenever this goroutine was descheduled between the two:
+		// the pair then measured one copy's rate (TestProfileSimEndToEnd
+		// under load).
+		s.Host().GoTogether("copier", 2, func(i int) {
+			if i == 0 {
+				e1 = f()
+			} else {
+				e2 = g()
+			}
+		})
 		return errors.Join(e1, e2)
 	}
 	var wg sync.WaitGroup

@@ -544,9 +544,13 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 	}
 	run := time.Duration(s.seconds * float64(time.Second))
 	if sim {
+		// Started with plain go statements, a worker that reached the
+		// simulator first ran ahead in virtual time before the others
+		// existed, and a cell of several goroutines gave a different rate
+		// on each run (TestSmallJobsRoundsOnSim).
 		deadline = time.Now().Add(run)
-		simWorkers(e.b.(*pipeline.Sim).Host(), ws, work)
-		return smallJobsResult(ws, n, iters, 0, 0, false, true)
+		e.b.(*pipeline.Sim).Host().GoTogether("small-jobs worker", len(ws), func(i int) { work(ws[i]) })
+		return smallJobsResult(ws, n, iters, -1) // no CPU time on the simulator
 	}
 	var ready, wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -567,31 +571,17 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 	close(gate)
 	wg.Wait()
 	cpu1, _ := processCPU()
-	return smallJobsResult(ws, n, iters, cpu0, cpu1, cpuOK, false)
-}
-
-// simWorkers runs work for each worker on the simulator, each an actor of
-// its own, all forked at one virtual time by an actor that holds the
-// simulation until the last is forked. Started with a plain go statement
-// instead, a worker that reached the simulator first ran ahead in virtual
-// time before the others existed, and a cell of several goroutines gave
-// a different rate on each run (TestSmallJobsSimRepeats).
-func simWorkers(h *pipeline.SimHost, ws []*smallWorker, work func(*smallWorker)) {
-	h.Go("small jobs", func() {
-		waits := make([]func(), len(ws))
-		for i, w := range ws {
-			waits[i] = h.Go(fmt.Sprintf("worker %d", i), func() { work(w) })
-		}
-		for _, wait := range waits {
-			wait()
-		}
-	})()
+	cpu := time.Duration(-1)
+	if cpuOK {
+		cpu = cpu1 - cpu0
+	}
+	return smallJobsResult(ws, n, iters, cpu)
 }
 
 // smallJobsResult makes a cell's row from its workers' latencies, after
-// verifying every element of each worker's last job; cpu0 and cpu1 are
-// the process's CPU time around the cell (cpuOK: both were read).
-func smallJobsResult(ws []*smallWorker, n, iters int, cpu0, cpu1 time.Duration, cpuOK, sim bool) (smallJobsRow, error) {
+// verifying every element of each worker's last job; cpu is the process's
+// CPU time over the cell, negative when unknown.
+func smallJobsResult(ws []*smallWorker, n, iters int, cpu time.Duration) (smallJobsRow, error) {
 	row := smallJobsRow{Elems: n, Workers: len(ws), CPUusPerJob: -1}
 	var all []time.Duration
 	var first, last time.Duration = math.MaxInt64, 0
@@ -617,8 +607,8 @@ func smallJobsResult(ws []*smallWorker, n, iters int, cpu0, cpu1 time.Duration, 
 	slices.Sort(all)
 	row.P50us = us(percentile(all, 0.50))
 	row.P99us = us(percentile(all, 0.99))
-	if cpuOK && !sim {
-		row.CPUusPerJob = us(cpu1-cpu0) / float64(row.Jobs)
+	if cpu >= 0 {
+		row.CPUusPerJob = us(cpu) / float64(row.Jobs)
 	}
 	return row, nil
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -565,26 +564,14 @@ func (r *pinnedRing) access(b pipeline.Backend, w, k, n int, into bool, what str
 
 // timedWorkers runs work(w) for w in [0, n) on goroutines of their own
 // and returns how long they took on b's clock. On the simulator the
-// goroutines are actors forked together by one that holds the
-// simulation, and the time is virtual, as the streaming run's is: timed
-// on the wall clock, the bound's reads and writes made efficiencies of
-// 2000% beside a simulated run.
+// goroutines are actors forked together, and the time is virtual, as the
+// streaming run's is: timed on the wall clock, the bound's reads and
+// writes made efficiencies of 2000% beside a simulated run.
 func timedWorkers(b pipeline.Backend, n int, work func(w int)) time.Duration {
 	if s, ok := b.(*pipeline.Sim); ok {
-		h := s.Host()
-		var took time.Duration
-		h.Go("bound", func() {
-			t0 := pipeline.Now(b)
-			waits := make([]func(), n)
-			for w := range n {
-				waits[w] = h.Go(fmt.Sprintf("bound worker %d", w), func() { work(w) })
-			}
-			for _, wait := range waits {
-				wait()
-			}
-			took = pipeline.Now(b) - t0
-		})()
-		return took
+		t0 := pipeline.Now(b)
+		s.Host().GoTogether("bound worker", n, work)
+		return pipeline.Now(b) - t0
 	}
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -757,23 +744,7 @@ func inMemory(ctx context.Context, p *pipeline.Pipeline, b pipeline.Backend, k *
 }
 
 // peakRSS reads the process's peak resident memory (VmHWM) on Linux.
-func peakRSS() (int64, bool) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 2 && f[1] == "kB" {
-				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return v << 10, true
-				}
-			}
-		}
-	}
-	return 0, false
-}
+func peakRSS() (int64, bool) { return procField("/proc/self/status", "VmHWM:") }
 
 // verifyBlock is the elements one verifying goroutine reads at a time.
 const verifyBlock = 1 << 20

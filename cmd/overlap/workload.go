@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
@@ -130,21 +129,3 @@ func newWorkload(o *runOptions, e *env) (*workload, error) {
 	}
 	return w, nil
 }
-
-// checkHostMemory refuses, as a usage error, to allocate bytes of host
-// memory for what when the host has less available (Linux's
-// MemAvailable): Go would otherwise die of it with a fatal error and a
-// stack trace, or push the machine into swap first. Where the available
-// memory is unknown it lets the allocation go ahead.
-func checkHostMemory(bytes int64, what string) error {
-	avail, ok := availableMemory()
-	if !ok || bytes <= avail {
-		return nil
-	}
-	return usageError{fmt.Errorf("%s need %s of host memory, more than the %s available; use a smaller --elems", what, humanBytes(bytes), humanBytes(avail))}
-}
-
-// returnMemory gives the heap of a closed workload back to the system
-// before a sweep builds its next one, so that the next one's
-// checkHostMemory does not count the last one's arrays as in use.
-func returnMemory() { debug.FreeOSMemory() }
