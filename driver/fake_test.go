@@ -28,7 +28,15 @@ func TestFakeDriver(t *testing.T) {
 	if f == nil {
 		return
 	}
-	for _, tc := range fakeCases {
+	runFakeCases(t, f, fakeCases)
+}
+
+// runFakeCases runs each case as a subtest on the fake f, and checks after
+// it that the fake recorded no violation, that no driver object and no
+// primary context retain is left, and that no thread is left in capture
+// mode.
+func runFakeCases(t *testing.T, f *fakecuda.Fake, cases []fakeCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f.Reset()
 			before := f.Live(fakecuda.AllObjects)
@@ -40,6 +48,7 @@ func TestFakeDriver(t *testing.T) {
 				assert.Equal(t, before, f.Live(fakecuda.AllObjects), "driver objects left alive")
 				assert.Equal(t, 0, f.PrimaryRefs(0), "device 0's primary context still retained")
 				assert.Equal(t, 0, f.PrimaryRefs(1), "device 1's primary context still retained")
+				assert.Equal(t, 0, f.CapturingThreads(), "threads left in capture mode")
 			})
 			tc.run(t, f)
 		})

@@ -171,7 +171,8 @@ type Fake struct {
 
 var controls = []string{"fake_reset", "fake_fail", "fake_delay", "fake_exec_delay", "fake_calls",
 	"fake_violations", "fake_last_violation", "fake_live", "fake_primary_refs", "fake_current_device",
-	"fake_host_live", "fake_pending", "fake_set_params", "fake_last_param", "fake_noop", "fake_last_launch"}
+	"fake_host_live", "fake_pending", "fake_set_params", "fake_last_param", "fake_noop", "fake_last_launch",
+	"fake_capturing_threads"}
 
 var (
 	openOnce sync.Once
@@ -233,7 +234,10 @@ func (f *Fake) Fail(export string, nth, code int) {
 	f.callStr("fake_fail", export, uintptr(nth), uintptr(code))
 }
 
-// Delay makes every call of export sleep for d first.
+// Delay makes every call of export sleep for d first. Three names delay a
+// call after its work instead, just before it returns:
+// "cuCtxSynchronize.return" and "cuEventSynchronize.return" (after the
+// wait) and "cuEventQuery.return" (after the answer).
 func (f *Fake) Delay(export string, d time.Duration) {
 	f.callStr("fake_delay", export, uintptr(d.Microseconds()), 0)
 }
@@ -287,6 +291,14 @@ func (f *Fake) HostLive(b []byte) bool {
 	runtime.KeepAlive(b)
 	return live
 }
+
+// CapturingThreads returns how many threads are in capture mode: they
+// began a thread-local or global capture (cuStreamBeginCapture_v2) that
+// they have not ended. A thread counted here when no capture is under way
+// went back to its pool still capturing, and the calls that a capture
+// forbids (cuMemAlloc_v2 among them) fail on it with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from then on.
+func (f *Fake) CapturingThreads() int { return int(f.call("fake_capturing_threads")) }
 
 // Pending returns how many queued stream operations have not run yet.
 func (f *Fake) Pending() int { return int(f.call("fake_pending")) }

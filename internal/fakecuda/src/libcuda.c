@@ -111,6 +111,10 @@ static struct obj *primary[MAX_DEVICES];
 static __thread struct obj *current;
 /* The stream this thread captures in thread-local or global mode. */
 static __thread struct obj *capturing;
+/* How many threads are in capture mode (capturing set), across the
+ * process: a thread that goes back to a pool with a capture that was
+ * never ended stays counted, and fails its forbidden calls for ever. */
+static long capturing_threads;
 
 /* Live memory objects, for address lookups. */
 static struct obj **mems;
@@ -460,6 +464,11 @@ static const struct errname errnames[] = {
     {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
     {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+    {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
+    {910, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"},
 };
 
 static const struct errname *errname_of(int code) {
@@ -640,6 +649,10 @@ CUresult cuCtxSynchronize(void) {
     CUresult r = enter("cuCtxSynchronize"); /* a delay here widens the window */
     pthread_mutex_lock(&mu);
     if (!r) wait_seq(issued_seq);
+    pthread_mutex_unlock(&mu);
+    /* A delay here holds the call after its wait, before it returns. */
+    if (!r) r = enter("cuCtxSynchronize.return");
+    pthread_mutex_lock(&mu);
     c->inflight--;
     pthread_mutex_unlock(&mu);
     return r;
@@ -1110,7 +1123,16 @@ CUresult cuEventQuery(handle_t e) {
     pthread_mutex_lock(&mu);
     struct obj *o = lookup("cuEventQuery", e, K_EVENT);
     CUresult r = !o ? E_INVALID_HANDLE : (done_seq >= o->last_seq ? OK : E_NOT_READY);
+    if (o) o->inflight++;
     pthread_mutex_unlock(&mu);
+    /* A delay here holds the call after its answer, before it returns. */
+    if (o) {
+        CUresult d = enter("cuEventQuery.return");
+        if (d) r = d;
+        pthread_mutex_lock(&mu);
+        o->inflight--;
+        pthread_mutex_unlock(&mu);
+    }
     return r;
 }
 
@@ -1126,6 +1148,10 @@ CUresult cuEventSynchronize(handle_t e) {
     CUresult r = enter("cuEventSynchronize");
     pthread_mutex_lock(&mu);
     if (!r) wait_seq(o->last_seq);
+    pthread_mutex_unlock(&mu);
+    /* A delay here holds the call after its wait, before it returns. */
+    if (!r) r = enter("cuEventSynchronize.return");
+    pthread_mutex_lock(&mu);
     o->inflight--;
     pthread_mutex_unlock(&mu);
     return r;
@@ -1534,7 +1560,10 @@ CUresult cuStreamBeginCapture_v2(handle_t s, int mode) {
     so->cap_thread = pthread_self();
     so->cap_mode = mode;
     so->cap_invalid = 0;
-    if (mode != 2) capturing = so;
+    if (mode != 2) {
+        if (!capturing) capturing_threads++;
+        capturing = so;
+    }
     pthread_mutex_unlock(&mu);
     return OK;
 }
@@ -1566,7 +1595,10 @@ CUresult cuStreamEndCapture(handle_t s, handle_t *g) {
     }
     struct obj *gr = so->cap_graph;
     so->cap_graph = NULL;
-    if (capturing == so) capturing = NULL;
+    if (capturing == so) {
+        capturing = NULL;
+        capturing_threads--;
+    }
     if (so->cap_invalid) {
         free_graph("cuStreamEndCapture", gr);
         pthread_mutex_unlock(&mu);
@@ -2040,6 +2072,14 @@ int fake_host_live(void *p, long n) {
     int live = find_mem((uintptr_t)p, (size_t)n, K_HOSTMEM) != NULL;
     pthread_mutex_unlock(&mu);
     return live;
+}
+
+/* fake_capturing_threads returns how many threads are in capture mode. */
+long fake_capturing_threads(void) {
+    pthread_mutex_lock(&mu);
+    long n = capturing_threads;
+    pthread_mutex_unlock(&mu);
+    return n;
 }
 
 long fake_pending(void) {
