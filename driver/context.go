@@ -498,6 +498,17 @@ type resource struct {
 	inflight atomic.Int64
 	// uses is a stream's list of host memory its queued copies use.
 	uses hostUses
+
+	// capture is a stream's: Stream.Capture read-holds it from before the
+	// capture begins to after its graph is adopted or destroyed, and
+	// release write-holds it before anything else, so that a stream is
+	// never destroyed mid-capture, nor its context released with the
+	// capture's graph untracked (graph.go).
+	capture sync.RWMutex
+	// capturing is set while a capture may be under way on the stream:
+	// a wait for its work then synchronises the context, since the
+	// capture forbids waiting for the stream itself.
+	capturing atomic.Bool
 }
 
 // track creates the resource for a new handle. It fails, and the caller
@@ -540,9 +551,14 @@ func (r *resource) acquire(op string) (uintptr, error) {
 	return 0, closedError(op)
 }
 
-// release destroys the resource once, after any call that is using it and
-// after any queued copy that uses its memory; later calls return nil.
+// release destroys the resource once, after any call that is using it, after
+// any capture in progress on it (a stream's), and after any queued copy that
+// uses its memory; later calls return nil.
 func (r *resource) release() error {
+	if r.kind == kindStream {
+		r.capture.Lock()
+		defer r.capture.Unlock()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.handle.Load()
@@ -551,6 +567,7 @@ func (r *resource) release() error {
 	}
 	k := r.core
 	var err error
+	keepMemory := false
 	switch {
 	case r.kind == kindStream && r.uses.pending():
 		// Copies on the stream still keep host memory alive: wait for them
@@ -558,6 +575,9 @@ func (r *resource) release() error {
 		err = r.synchronizeLocked(h)
 	case r.inflight.Load() > 0:
 		err = k.waitForUses(r)
+		// The device may still copy to or from the memory: a pinned
+		// buffer stays allocated rather than go back to the driver.
+		keepMemory = err != nil && r.kind == kindHostMemory
 	}
 	// A failed wait above must survive a successful destroy: it means the
 	// device may still use the host memory, which then stays pinned.
@@ -572,7 +592,9 @@ func (r *resource) release() error {
 				// pool: wait for the context first (FreeAsync avoids this).
 				err = errors.Join(err, call(symCtxSynchronize))
 			}
-			err = errors.Join(err, call(destroyOf[r.kind], h))
+			if !keepMemory {
+				err = errors.Join(err, call(destroyOf[r.kind], h))
+			}
 			leave()
 		}
 		k.life.RUnlock()
@@ -620,7 +642,16 @@ func (r *resource) synchronizeLocked(h uintptr) error {
 	if err := k.enter("Stream.Close"); err != nil {
 		return err
 	}
-	err := hot(symStreamSynchronize, 1, h, 0, 0, 0)
+	var err error
+	if r.capturing.Load() {
+		// A capture forbids waiting for the stream (and would be
+		// invalidated by it): the context's wait covers the work queued on
+		// the stream before the capture began, and the capture's own
+		// operations run nothing.
+		err = call(symCtxSynchronize)
+	} else {
+		err = hot(symStreamSynchronize, 1, h, 0, 0, 0)
+	}
 	leave()
 	// Even when the stream failed (a sticky error), it runs nothing more.
 	r.uses.complete(mark)

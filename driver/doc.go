@@ -45,7 +45,9 @@
 // the object (a read lock) for the length of the driver call, and Close waits
 // for it, so no handle is ever destroyed under a call. Calls that start after
 // Close return ErrClosed. Objects made while their Context closes are closed
-// at once and their maker gets ErrClosed.
+// at once and their maker gets ErrClosed. A [Stream.Capture] holds its
+// stream for the whole capture: the stream's Close, and its Context's, wait
+// for the capture to end.
 //
 // Objects of two contexts never mix: a stream of one GPU with a buffer of
 // another is ErrWrongContext, never undefined behaviour. Pinned memory

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -102,6 +103,14 @@ type Graph struct {
 // the driver invalidated (a forbidden call inside fn, for instance) is
 // reported as the driver's error. The stream must not be used for anything
 // but the capture while it lasts.
+//
+// The capture always ends on the thread that began it, before that thread
+// is unlocked, even when fn releases its Bound. s's Close, and its
+// Context's, wait for a capture in progress to end and its graph to be
+// adopted (or, when the context is closing, destroyed: Capture then
+// returns ErrClosed), so fn must not close s or its Context itself. A
+// Close of memory that the capture's copies use, meanwhile, waits for the
+// whole context rather than for s.
 func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	const op = "Stream.Capture"
 	if s == nil || s.res == nil {
@@ -115,19 +124,28 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 		return nil, argError(op, "the stream is already capturing")
 	}
 	defer s.capt.Store(nil) // runs last, after the capture ended
+	r := s.res
+	r.capture.RLock() // release waits for the capture (see resource.capture)
+	defer r.capture.RUnlock()
+	// The capture's own lock of the thread, below fn's Bound: the capture
+	// ends on the thread that began it whatever fn does with the Bound.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	bd, err := s.ctx.Bind()
 	if err != nil {
 		return nil, err
 	}
 	defer bd.Release()
+	k := r.core
+	if err := sameContext(op, bd.via().k, k); err != nil {
+		return nil, err
+	}
 	h, err := s.lock(op)
 	if err != nil {
 		return nil, err
 	}
-	if err := sameContext(op, bd.via().k, s.res.core); err != nil {
-		s.done()
-		return nil, err
-	}
+	r.capturing.Store(true)
+	defer r.capturing.Store(false)
 	err = hot(symStreamBeginCapture, 2, h, captureModeThreadLocal, 0, 0)
 	s.done()
 	if err != nil {
@@ -135,50 +153,55 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	}
 	ended := false
 	defer func() {
-		if !ended { // fn panicked: end the capture, drop the graph
-			if g, err := s.endCapture(op); err == nil && g != 0 {
-				_ = call(symGraphDestroy, g)
-			}
+		if !ended { // fn panicked or ended its goroutine: drop the graph
+			_, _ = s.endCapture(op, k, h, c, errCaptureAborted)
 		}
 	}()
 	fnErr := fn(bd)
 	ended = true
-	g, err := s.endCapture(op)
+	return s.endCapture(op, k, h, c, fnErr)
+}
+
+// errCaptureAborted stands for fn's error when fn did not return.
+var errCaptureAborted = errors.New("cuda: Stream.Capture: the capture function did not return")
+
+// endCapture ends the capture on s, whose handle is h, on the calling
+// thread (the one that began it), and adopts its graph, or destroys it when
+// fnErr or the end failed. It holds k's lifetime lock from the end of the
+// capture to the adoption, so that the graph is never untracked while the
+// context could be released. It ends the capture even when k cannot be made
+// current, so that the thread never goes back to the scheduler in capture
+// mode.
+func (s *Stream) endCapture(op string, k *ctxCore, h uintptr, c *capture, fnErr error) (*Graph, error) {
+	// k outlives the capture: its Close releases s first, which waits for
+	// the capture (resource.capture).
+	if err := k.alive(op); err != nil {
+		return nil, err
+	}
+	defer k.life.RUnlock()
+	if k.enter(op) == nil {
+		defer leave()
+	}
+	g := new(uintptr)
+	s.res.mu.RLock()
+	err := call(symStreamEndCapture, h, uintptr(unsafe.Pointer(g)))
+	s.res.mu.RUnlock()
 	if fnErr != nil || err != nil {
-		if g != 0 {
-			_ = call(symGraphDestroy, g)
+		if *g != 0 {
+			_ = call(symGraphDestroy, *g)
 		}
 		if fnErr != nil {
 			return nil, fnErr
 		}
 		return nil, err
 	}
-	k := s.res.core
-	if err := k.alive(op); err != nil {
-		_ = call(symGraphDestroy, g)
-		return nil, err
-	}
-	defer k.life.RUnlock()
-	r, err := k.adopt(op, kindGraph, g, nil)
+	r, err := k.adopt(op, kindGraph, *g, nil)
 	if err != nil {
 		return nil, err
 	}
 	graph := &Graph{uses: c.list()}
 	own(graph, &graph.owned, s.ctx, r, true)
 	return graph, nil
-}
-
-// endCapture ends the capture on s, on the calling thread, which has s's
-// context current, and returns the graph (0 when there is none).
-func (s *Stream) endCapture(op string) (uintptr, error) {
-	h, err := s.lock(op)
-	if err != nil {
-		return 0, err
-	}
-	defer s.done()
-	g := new(uintptr)
-	err = call(symStreamEndCapture, h, uintptr(unsafe.Pointer(g)))
-	return *g, err
 }
 
 // Capturing reports whether s is capturing a graph, as the driver sees it
