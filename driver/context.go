@@ -389,18 +389,22 @@ func (k *ctxCore) close(all bool) error {
 		}
 	}
 	// Let queued work finish first, so that no copy is pending on host
-	// memory about to be freed and no stream is destroyed mid-work.
+	// memory about to be freed and no stream is destroyed mid-work. The
+	// streams' marks are taken before the wait: a copy queued while it
+	// runs is not covered by it, and its memory's Close waits for it.
 	if len(objs) > 0 && k.alive("Close") == nil {
+		marks := k.streamMarks()
 		if k.enter("Close") == nil {
-			note(call(symCtxSynchronize))
+			err := call(symCtxSynchronize)
+			note(err)
 			leave()
+			if err == nil {
+				for _, m := range marks {
+					m.q.complete(m.seq)
+				}
+			}
 		}
 		k.life.RUnlock()
-	}
-	for _, r := range objs {
-		if r.kind == kindStream {
-			r.uses.complete(r.uses.mark())
-		}
 	}
 	keep := false
 	for _, r := range objs {
