@@ -3,6 +3,7 @@
 package driver_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -18,6 +19,72 @@ func init() { fakeCases = append(fakeCases, reliabilityCases...) }
 // reliabilityCases are the reliability audit's cheaper cases, run inside
 // TestFakeDriver (and so by `make stackmove` and `make directcalls`).
 var reliabilityCases = []fakeCase{
+	// The audit's missing test 4b: seeing an event done lets go of the
+	// host memory that copies queued before its Record used, and nothing
+	// more. A Record of the same event that lands after the driver's wait
+	// and before Synchronize (or Done) returns must not let go of the
+	// memory of the copies queued before that later Record, which may
+	// still be pending: the memory's Close must wait for them.
+	{"EventRecordRacesWait", func(t *testing.T, f *fakecuda.Fake) {
+		c := fakeContext(t, 0)
+		s, err := c.NewStream(driver.StreamOptions{})
+		require.NoError(t, err)
+		const n = 4096
+		d, err := c.Alloc(n)
+		require.NoError(t, err)
+		e, err := c.NewEvent(driver.EventOptions{})
+		require.NoError(t, err)
+		const hold, opDelay = 60 * time.Millisecond, 80 * time.Millisecond
+		for _, wait := range []struct {
+			name   string
+			export string
+			call   func() error
+		}{
+			{"Synchronize", "cuEventSynchronize.return", e.Synchronize},
+			{"Done", "cuEventQuery.return", func() error {
+				done, err := e.Done()
+				if err == nil && !done {
+					err = errors.New("the event is not done")
+				}
+				return err
+			}},
+		} {
+			h := pinned(t, c, n, 0)
+			require.NoError(t, s.CopyToDevice(d, 0, h, 0, n))
+			require.NoError(t, e.Record(s))
+			require.NoError(t, s.Synchronize(), "the first copy and record have run")
+			require.NoError(t, s.CopyToDevice(d, 0, h, 0, n))
+			require.NoError(t, e.Record(s))
+			for f.Pending() > 0 { // run, unseen by the binding
+				time.Sleep(100 * time.Microsecond)
+			}
+
+			f.Delay(wait.export, hold)
+			entered := f.Calls(wait.export)
+			waited := make(chan error, 1)
+			go func() { waited <- wait.call() }()
+			// The fake counts the call at the start of the delay after its
+			// wait: from then on, the wait is done and the call has not
+			// returned.
+			for deadline := time.Now().Add(10 * time.Second); f.Calls(wait.export) == entered; {
+				require.True(t, time.Now().Before(deadline), "%s never reached the driver", wait.name)
+				time.Sleep(100 * time.Microsecond)
+			}
+			f.ExecDelay(opDelay)
+			require.NoError(t, s.CopyToDevice(d, 0, h, 0, n), wait.name) // pending for opDelay
+			require.NoError(t, e.Record(s), wait.name)
+			require.NoError(t, <-waited, wait.name)
+			f.Delay(wait.export, 0)
+
+			// The fake records a violation if Close frees the memory with
+			// the last copy pending.
+			require.NoError(t, h.Close(), wait.name)
+			f.ExecDelay(0)
+			require.NoError(t, s.Synchronize())
+			f.Clean(t)
+		}
+	}},
+
 	// The audit's missing test 4c: a Bound with DirectCalls under the same
 	// adversarial load as the safe path: every object it issues on, and
 	// its context, closed while it issues, and the collector running all

@@ -370,9 +370,13 @@ type Event struct {
 
 	// The stream and host-memory mark of the last Record, so that seeing
 	// the event done lets go of the memory that copies before it used.
+	// recGen counts Records; Record holds recMu across its driver call,
+	// so that a wait that sees recGen unchanged from before its own driver
+	// call to after it knows which Record it waited for.
 	recMu     sync.Mutex
-	recStream *resource
+	recStream *resource // nil: nothing to let go of
 	recMark   uint64
+	recGen    uint64
 }
 
 // NewEvent creates an event (cuEventCreate).
@@ -419,12 +423,18 @@ func (e *Event) record(bound via, s *Stream) error {
 	var h uintptr
 	if h, err = s.lock(op); err == nil {
 		if err = sameContext(op, e.res.core, s.res.core); err == nil {
+			e.recMu.Lock()
 			mark := s.res.uses.mark()
 			if err = s.issue(op, bound, symEventRecord, 2, eh, h, 0, 0); err == nil {
-				e.recMu.Lock()
 				e.recStream, e.recMark = s.res, mark
-				e.recMu.Unlock()
+				if s.capt.Load() != nil {
+					// A captured Record records nothing now, and a launch
+					// of its graph says nothing of s's earlier copies.
+					e.recStream = nil
+				}
+				e.recGen++
 			}
+			e.recMu.Unlock()
 		}
 		s.done()
 	}
@@ -432,14 +442,30 @@ func (e *Event) record(bound via, s *Stream) error {
 	return err
 }
 
-// seen lets go of the host memory used by copies before the last Record,
-// now that the event is known done.
-func (e *Event) seen() {
+// lastRecord is what the last Record covers, taken before a wait for the
+// event: the stream and mark it let go of, and the Record's number.
+type lastRecord struct {
+	stream *resource
+	mark   uint64
+	gen    uint64
+}
+
+func (e *Event) lastRecord() lastRecord {
 	e.recMu.Lock()
-	r, mark := e.recStream, e.recMark
+	defer e.recMu.Unlock()
+	return lastRecord{e.recStream, e.recMark, e.recGen}
+}
+
+// seen lets go of the host memory used by copies before the Record that
+// rec (taken before the wait) describes, now that the event is known done,
+// unless another Record came meanwhile: the wait may then have been for
+// either, and the memory's Close waits for its streams itself.
+func (e *Event) seen(rec lastRecord) {
+	e.recMu.Lock()
+	same := e.recGen == rec.gen
 	e.recMu.Unlock()
-	if r != nil {
-		r.uses.complete(mark)
+	if same && rec.stream != nil {
+		rec.stream.uses.complete(rec.mark)
 	}
 }
 
@@ -464,9 +490,13 @@ func (e *Event) blocking(op string, id symID) error {
 // Synchronize blocks until the work the event captured is done
 // (cuEventSynchronize).
 func (e *Event) Synchronize() error {
+	if e == nil || e.res == nil {
+		return argError("Event.Synchronize", "nil *Event")
+	}
+	rec := e.lastRecord()
 	err := e.blocking("Event.Synchronize", symEventSynchronize)
 	if err == nil {
-		e.seen()
+		e.seen(rec)
 	}
 	return err
 }
@@ -474,9 +504,13 @@ func (e *Event) Synchronize() error {
 // Done reports whether the captured work is done (cuEventQuery). Work still
 // running is (false, nil).
 func (e *Event) Done() (bool, error) {
+	if e == nil || e.res == nil {
+		return false, argError("Event.Done", "nil *Event")
+	}
+	rec := e.lastRecord()
 	done, err := readiness(e.blocking("Event.Done", symEventQuery))
 	if done {
-		e.seen()
+		e.seen(rec)
 	}
 	return done, err
 }
