@@ -11,6 +11,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,6 +20,82 @@ func init() { fakeCases = append(fakeCases, reliabilityCases...) }
 // reliabilityCases are the reliability audit's cheaper cases, run inside
 // TestFakeDriver (and so by `make stackmove` and `make directcalls`).
 var reliabilityCases = []fakeCase{
+	// The audit's finding 2: GraphExec.Update did not record its new
+	// source graph. After Update(g2) the nodes of g2 identify e's nodes
+	// for the Set methods and those of g1 are refused; g1 may be closed;
+	// a re-pointed copy of g2's node lets go of what that node used.
+	{"GraphExecUpdateSource", func(t *testing.T, f *fakecuda.Fake) {
+		c := fakeContext(t, 0)
+		s, err := c.NewStream(driver.StreamOptions{})
+		require.NoError(t, err)
+		fn := fakeKernel(t, f, c)
+		const n = 64
+		cfg := driver.GridFor(n, 32)
+		type built struct {
+			g              *driver.Graph
+			h2d, kern, d2h driver.GraphNode
+			d              *driver.DeviceBuffer
+			in, out        *driver.HostBuffer
+		}
+		build := func(seed byte, v int32) built {
+			var b built
+			var err error
+			b.d, err = c.Alloc(n)
+			require.NoError(t, err)
+			b.in, b.out = pinned(t, c, n, seed), pinned(t, c, n, 0)
+			clear(b.out.Bytes())
+			b.g, err = c.NewGraph()
+			require.NoError(t, err)
+			b.h2d, err = b.g.AddCopyToDevice(b.d, 0, b.in, 0, n)
+			require.NoError(t, err)
+			b.kern, err = b.g.AddKernel(fn, cfg, driver.NewArgs().Buffer(b.d, 0).Int32(v), b.h2d)
+			require.NoError(t, err)
+			b.d2h, err = b.g.AddCopyToHost(b.out, 0, b.d, 0, n, b.kern)
+			require.NoError(t, err)
+			return b
+		}
+		g1, g2 := build(10, 1), build(20, 2)
+		e, err := g1.g.Instantiate()
+		require.NoError(t, err)
+		require.NoError(t, e.Update(g2.g))
+
+		require.NoError(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(3)),
+			"a node of the graph e was last updated from")
+		assert.EqualError(t, e.SetKernel(g1.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(3)),
+			"cuda: GraphExec.SetKernel: cuda: invalid argument: the node is not of the graph the exec was instantiated or last updated from")
+		require.NoError(t, g1.g.Close())
+		require.NoError(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(4)),
+			"the graph e was instantiated from is closed")
+
+		// Re-point g2's H2D at other memory: g2's old source may go, the
+		// new one may not.
+		in3 := pinned(t, c, n, 30)
+		require.NoError(t, e.SetCopyToDevice(g2.h2d, g2.d, 0, in3, 0, n))
+		require.NoError(t, g2.in.Close())
+		require.NoError(t, g1.in.Close(), "g1's memory is not e's since the update")
+		require.NoError(t, g1.out.Close())
+		require.NoError(t, e.Launch(s))
+		require.NoError(t, s.Synchronize())
+		assert.Equal(t, in3.Bytes(), g2.out.Bytes(), "the data came from the re-pointed source")
+		p, _ := f.LastParam(1, 4)
+		assert.Equal(t, []byte{4, 0, 0, 0}, p, "the argument set through g2's node")
+		require.NoError(t, in3.Close())
+		assert.ErrorIs(t, e.Launch(s), driver.ErrClosed, "the new source is checked at launch")
+
+		// A failed update leaves the source as it was.
+		g3 := build(40, 5)
+		_, err = g3.g.AddKernel(fn, cfg, driver.NewArgs().Buffer(g3.d, 0).Int32(6), g3.d2h)
+		require.NoError(t, err)
+		assert.ErrorIs(t, e.Update(g3.g), driver.ErrGraphUpdate)
+		require.NoError(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(7)))
+		assert.ErrorIs(t, e.SetKernel(g3.kern, cfg, driver.NewArgs().Buffer(g3.d, 0).Int32(7)), driver.ErrInvalidArgument)
+		require.NoError(t, g2.g.Close())
+		assert.ErrorIs(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(8)), driver.ErrClosed,
+			"the source graph closed: its nodes are gone")
+		require.NoError(t, e.Close())
+		require.NoError(t, g3.g.Close())
+	}},
+
 	// The audit's missing test 4b: seeing an event done lets go of the
 	// host memory that copies queued before its Record used, and nothing
 	// more. A Record of the same event that lands after the driver's wait

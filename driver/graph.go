@@ -284,7 +284,7 @@ type GraphExec struct {
 	launchMu sync.Mutex // the driver's graph objects are not thread-safe
 	// The fields below are guarded by res.mu: read-held to read them,
 	// write-held to change them.
-	from *resource  // the graph instantiated or last updated from
+	from *resource  // the graph instantiated or last updated from: its nodes are e's
 	all  []graphUse // what each node uses
 	uses []graphUse // all, each resource once: what a launch locks
 }
@@ -385,7 +385,9 @@ var updateResults = [...]string{
 // launch shapes and copy addresses may differ. Typically g is a new
 // capture of the same issue code with other buffers. A g that differs more
 // is ErrGraphUpdate, and e stays as it was. From then on e keeps g's
-// memory, not its old graph's, reachable.
+// memory, not its old graph's, reachable, and the nodes of g (not those of
+// the graph e was made from, which may be closed) identify e's nodes for
+// the Set methods ([GraphExec.SetKernel] and the like).
 func (e *GraphExec) Update(g *Graph) error {
 	const op = "GraphExec.Update"
 	if e == nil || e.res == nil {
@@ -426,6 +428,7 @@ func (e *GraphExec) Update(g *Graph) error {
 		return err
 	}
 	e.setUses(g.uses)
+	e.from = g.res
 	return nil
 }
 

@@ -54,8 +54,9 @@ const (
 
 // GraphNode is a node of a [Graph] built with its Add methods: a kernel or
 // a copy. Pass it as a dependency of later nodes, and to the GraphExec Set
-// methods to change its parameters in an instantiated graph. It is valid
-// while its graph is open.
+// methods to change its parameters in an executable graph instantiated, or
+// last updated ([GraphExec.Update]), from its graph. It is valid while its
+// graph is open.
 type GraphNode struct {
 	g      *Graph
 	h      uintptr // CUgraphNode
@@ -299,7 +300,7 @@ func (e *GraphExec) setNode(op string, n GraphNode, prepare func() (func(), erro
 		return closedError(op)
 	}
 	if n.g.res != e.from {
-		return argError(op, "the node is not of the graph the exec was instantiated from")
+		return argError(op, "the node is not of the graph the exec was instantiated or last updated from")
 	}
 	if prepare != nil {
 		unlock, err := prepare()
