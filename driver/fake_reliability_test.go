@@ -96,6 +96,85 @@ var reliabilityCases = []fakeCase{
 		require.NoError(t, g3.g.Close())
 	}},
 
+	// The audit's missing test 4a: host memory that a queued graph launch
+	// copies from or into stays pinned or registered until the launch's
+	// copies have run; its Close waits for them. The fake records a
+	// violation when memory is freed or unregistered with a copy on it
+	// pending, or a copy runs on memory no longer pinned.
+	{"GraphLaunchHostMemoryClose", func(t *testing.T, f *fakecuda.Fake) {
+		c := fakeContext(t, 0)
+		s, err := c.NewStream(driver.StreamOptions{})
+		require.NoError(t, err)
+		const n = 4096
+		d, err := c.Alloc(n)
+		require.NoError(t, err)
+		const opDelay = 20 * time.Millisecond
+		for _, tc := range []struct {
+			name      string
+			built     bool
+			closeSrc  bool // close the H2D's source, else the D2H's destination
+			registerd bool // the closed memory is a registration, else pinned
+		}{
+			{"captured/pinned source", false, true, false},
+			{"captured/registered source", false, true, true},
+			{"captured/pinned destination", false, false, false},
+			{"captured/registered destination", false, false, true},
+			{"built/pinned source", true, true, false},
+			{"built/registered destination", true, false, true},
+		} {
+			mem := func() (driver.HostMemory, func() error) {
+				if tc.registerd {
+					r, err := c.RegisterHost(make([]byte, n), driver.RegisterOptions{})
+					require.NoError(t, err)
+					return r, r.Close
+				}
+				h := pinned(t, c, n, 0)
+				return h, h.Close
+			}
+			src, closeSrc := mem()
+			dst, closeDst := mem()
+			var g *driver.Graph
+			if tc.built {
+				g, err = c.NewGraph()
+				require.NoError(t, err)
+				h2d, err := g.AddCopyToDevice(d, 0, src, 0, n)
+				require.NoError(t, err)
+				_, err = g.AddCopyToHost(dst, 0, d, 0, n, h2d)
+				require.NoError(t, err)
+			} else {
+				g, err = s.Capture(func(b *driver.Bound) error {
+					if err := b.CopyToDevice(s, d, 0, src, 0, n); err != nil {
+						return err
+					}
+					return b.CopyToHost(s, dst, 0, d, 0, n)
+				})
+				require.NoError(t, err)
+			}
+			e, err := g.Instantiate()
+			require.NoError(t, err)
+			require.NoError(t, g.Close())
+			// Nothing from the capture or an earlier row is left to wait
+			// for: only the launch's own bookkeeping can make Close wait.
+			require.NoError(t, s.Synchronize())
+			f.ExecDelay(opDelay)
+			require.NoError(t, e.Launch(s), tc.name)
+			closing, other := closeSrc, closeDst
+			if !tc.closeSrc {
+				closing, other = closeDst, closeSrc
+			}
+			start := time.Now()
+			require.NoError(t, closing(), tc.name)
+			took := time.Since(start)
+			assert.GreaterOrEqual(t, took, opDelay*3/4, "%s: Close returned before the launch's copies ran", tc.name)
+			f.ExecDelay(0)
+			require.NoError(t, s.Synchronize())
+			f.Clean(t)
+			assert.ErrorIs(t, e.Launch(s), driver.ErrClosed, "%s: the closed memory is refused at the next launch", tc.name)
+			require.NoError(t, e.Close())
+			require.NoError(t, other())
+		}
+	}},
+
 	// The audit's missing test 4b: seeing an event done lets go of the
 	// host memory that copies queued before its Record used, and nothing
 	// more. A Record of the same event that lands after the driver's wait
