@@ -65,12 +65,24 @@ func NewContext(dev Device) (*Context, error) {
 // they stay allocated, until the process ends.
 func collectContext(k *ctxCore) { _ = k.close(false) }
 
-// Device returns the device the context belongs to.
-func (c *Context) Device() Device { return c.core.dev }
+// Device returns the device the context belongs to; the zero Device for a
+// nil or zero Context.
+func (c *Context) Device() Device {
+	if c == nil || c.core == nil {
+		return Device{}
+	}
+	return c.core.dev
+}
 
 // Handle returns the raw CUcontext, for interoperation with other CUDA code.
-// It is borrowed: never destroy it.
-func (c *Context) Handle() uintptr { return c.core.handle.Load() }
+// It is borrowed: never destroy it. It is 0 once the context is released,
+// and for a nil or zero Context.
+func (c *Context) Handle() uintptr {
+	if c == nil || c.core == nil {
+		return 0
+	}
+	return c.core.handle.Load()
+}
 
 // enter locks the calling goroutine to its OS thread and makes k current
 // there, skipping cuCtxSetCurrent when it already is. On success the caller
@@ -342,9 +354,12 @@ func (c *Context) MemoryInfo() (free, total uint64, err error) {
 	return out[0], out[1], err
 }
 
-// OpenObjects returns how many objects made from c are still open. It is
-// meant for leak checks in tests.
+// OpenObjects returns how many objects made from c are still open, 0 for a
+// nil or zero Context. It is meant for leak checks in tests.
 func (c *Context) OpenObjects() int {
+	if c == nil || c.core == nil {
+		return 0
+	}
 	c.core.mu.Lock()
 	defer c.core.mu.Unlock()
 	return len(c.core.objects)

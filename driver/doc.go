@@ -49,6 +49,11 @@
 // stream for the whole capture: the stream's Close, and its Context's, wait
 // for the capture to end.
 //
+// A nil or zero object (a nil *Stream, a zero Context) is an error in
+// every call that takes it, as receiver or argument (ErrInvalidArgument),
+// never a panic; accessors such as Len, Ptr or Handle return zero, and
+// Close returns nil.
+//
 // Objects of two contexts never mix: a stream of one GPU with a buffer of
 // another is ErrWrongContext, never undefined behaviour. Pinned memory
 // allocated or registered with Portable set is usable with every context's

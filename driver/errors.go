@@ -94,6 +94,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e == nil {
+		return "cuda: <nil *Error>"
+	}
 	s := fmt.Sprintf("cuda: %s: %s (%d): %s", e.Op, e.Code.Name(), int32(e.Code), e.Code.Text())
 	if e.Detail != "" {
 		s += ": " + e.Detail
@@ -115,8 +118,14 @@ func (r Result) Sticky() bool {
 	return false
 }
 
-// Unwrap returns the Result, so that errors.Is matches the sentinels.
-func (e *Error) Unwrap() error { return e.Code }
+// Unwrap returns the Result, so that errors.Is matches the sentinels; nil
+// for a nil *Error.
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Code
+}
 
 func newError(id symID, r Result) error {
 	return &Error{Op: symbols[id].Export, Code: r}

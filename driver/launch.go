@@ -120,17 +120,30 @@ func putSlab(s *argSlab) {
 // NewArgs returns an empty argument list.
 func NewArgs() *Args { return new(Args) }
 
-// Reset empties the list for reuse.
+// Reset empties the list for reuse. On a nil *Args it, like every method
+// that appends, does nothing and returns nil, which a launch refuses.
 func (a *Args) Reset() *Args {
+	if a == nil {
+		return nil
+	}
 	a.n, a.used, a.err = 0, 0, nil
 	return a
 }
 
-// Len returns the number of arguments.
-func (a *Args) Len() int { return a.n }
+// Len returns the number of arguments; 0 for a nil *Args.
+func (a *Args) Len() int {
+	if a == nil {
+		return 0
+	}
+	return a.n
+}
 
-// Layout returns each argument's offset and size in the slab.
+// Layout returns each argument's offset and size in the slab; nil for a
+// nil *Args.
 func (a *Args) Layout() []ParamInfo {
+	if a == nil {
+		return nil
+	}
 	out := make([]ParamInfo, a.n)
 	for i := range out {
 		out[i] = ParamInfo{Offset: int(a.offs[i]), Size: int(a.sizes[i])}
@@ -138,12 +151,19 @@ func (a *Args) Layout() []ParamInfo {
 	return out
 }
 
-// Err returns the first error met while building the list.
-func (a *Args) Err() error { return a.err }
+// Err returns the first error met while building the list; for a nil
+// *Args, an error that says so (ErrInvalidArgument).
+func (a *Args) Err() error {
+	if a == nil {
+		return argError("Args", "nil *Args")
+	}
+	return a.err
+}
 
-// add reserves size bytes aligned to align and returns them.
+// add reserves size bytes aligned to align and returns them; nil on a nil
+// *Args.
 func (a *Args) add(size, align int) []byte {
-	if a.err != nil {
+	if a == nil || a.err != nil {
 		return nil
 	}
 	if a.n == maxArgs {
@@ -176,6 +196,9 @@ func (a *Args) Pointer(p DevicePtr) *Args {
 // Buffer appends the address of b at byte offset off. A nil or closed
 // buffer is recorded as an error and reported by the launch.
 func (a *Args) Buffer(b *DeviceBuffer, off int) *Args {
+	if a == nil {
+		return nil
+	}
 	if b == nil || b.Ptr() == 0 {
 		if a.err == nil {
 			a.err = fmt.Errorf("cuda: Args.Buffer: %w: nil or closed buffer", ErrInvalidArgument)
@@ -222,6 +245,9 @@ func (a *Args) Float64(v float64) *Args { return a.Uint64(math.Float64bits(v)) }
 // Raw appends an arbitrary by-value argument (a struct, say) with the
 // given alignment, which must be a power of two no larger than 8.
 func (a *Args) Raw(v []byte, align int) *Args {
+	if a == nil {
+		return nil
+	}
 	if align <= 0 || align > 8 || align&(align-1) != 0 || len(v) == 0 {
 		if a.err == nil {
 			a.err = fmt.Errorf("cuda: Args.Raw: %w: size %d, align %d", ErrInvalidArgument, len(v), align)

@@ -132,8 +132,12 @@ func (b *DeviceBuffer) Memset(v byte) error {
 }
 
 // CopyFromHost copies src into the buffer at byte offset off and returns
-// when done (cuMemcpyHtoD_v2). src may be any Go memory.
+// when done (cuMemcpyHtoD_v2). src may be any Go memory; an empty src
+// copies nothing.
 func (b *DeviceBuffer) CopyFromHost(off int, src []byte) error {
+	if b == nil || b.res == nil {
+		return argError("CopyFromHost", "nil *DeviceBuffer")
+	}
 	if len(src) == 0 {
 		return nil
 	}
@@ -152,8 +156,11 @@ func (b *DeviceBuffer) CopyFromHost(off int, src []byte) error {
 }
 
 // CopyToHost copies len(dst) bytes from byte offset off of the buffer into
-// dst and returns when done (cuMemcpyDtoH_v2).
+// dst and returns when done (cuMemcpyDtoH_v2); an empty dst copies nothing.
 func (b *DeviceBuffer) CopyToHost(dst []byte, off int) error {
+	if b == nil || b.res == nil {
+		return argError("CopyToHost", "nil *DeviceBuffer")
+	}
 	if len(dst) == 0 {
 		return nil
 	}
@@ -176,16 +183,16 @@ func (b *DeviceBuffer) CopyToHost(dst []byte, off int) error {
 // same context.
 func (b *DeviceBuffer) CopyFromDevice(off int, src *DeviceBuffer, srcOff, n int) error {
 	const op = "CopyFromDevice"
-	if n == 0 {
-		return nil
-	}
-	if b == nil || src == nil {
+	if b == nil || b.res == nil || src == nil || src.res == nil {
 		return argError(op, "nil *DeviceBuffer")
 	}
 	if err := usePair(op, &b.owned, &src.owned); err != nil {
 		return err
 	}
 	defer donePair(&b.owned, &src.owned)
+	if n == 0 {
+		return nil
+	}
 	if err := sameContext(op, b.res.core, src.res.core); err != nil {
 		return err
 	}
@@ -302,8 +309,14 @@ func (h *HostBuffer) Len() int {
 	return h.size
 }
 
-// Options returns the flags the buffer was allocated with.
-func (h *HostBuffer) Options() HostAllocOptions { return h.flags }
+// Options returns the flags the buffer was allocated with; the zero
+// options for a nil HostBuffer.
+func (h *HostBuffer) Options() HostAllocOptions {
+	if h == nil {
+		return HostAllocOptions{}
+	}
+	return h.flags
+}
 
 // Bytes views the pinned memory as a byte slice; nil once closed. The view
 // is valid until the buffer or its Context is closed.

@@ -45,6 +45,9 @@ const (
 )
 
 func (k ImageKind) String() string {
+	if k < ImagePTX || k > ImageFatbin {
+		return fmt.Sprintf("ImageKind(%d)", int(k))
+	}
 	return [...]string{"PTX", "cubin", "fatbin"}[k]
 }
 
@@ -156,8 +159,13 @@ func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) 
 	return m, nil
 }
 
-// InfoLog returns the JIT's info log from loading.
-func (m *Module) InfoLog() string { return m.infoLog }
+// InfoLog returns the JIT's info log from loading; "" for a nil Module.
+func (m *Module) InfoLog() string {
+	if m == nil {
+		return ""
+	}
+	return m.infoLog
+}
 
 // Close unloads the module (cuModuleUnload). A second Close returns nil.
 func (m *Module) Close() error {
@@ -244,12 +252,21 @@ func readParams(fh uintptr) ([]ParamInfo, bool) {
 	return params, true
 }
 
-// Name returns the entry name.
-func (f *Function) Name() string { return f.name }
+// Name returns the entry name; "" for a nil Function.
+func (f *Function) Name() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
+}
 
 // Params returns the parameter layout and whether it is known. It is known
-// when the driver has cuFuncGetParamInfo or after [Function.SetParams].
+// when the driver has cuFuncGetParamInfo or after [Function.SetParams];
+// never for a nil Function.
 func (f *Function) Params() ([]ParamInfo, bool) {
+	if f == nil {
+		return nil, false
+	}
 	p := f.params.Load()
 	if p == nil {
 		return nil, false
@@ -261,6 +278,9 @@ func (f *Function) Params() ([]ParamInfo, bool) {
 // that cannot report it. It fails if a layout is already known and differs.
 // It may be called while the function is being launched.
 func (f *Function) SetParams(params []ParamInfo) error {
+	if f == nil {
+		return argError("SetParams", "nil *Function")
+	}
 	own := append([]ParamInfo{}, params...)
 	for {
 		cur := f.params.Load()
@@ -298,7 +318,7 @@ const (
 
 // Attribute returns a function attribute (cuFuncGetAttribute).
 func (f *Function) Attribute(a FunctionAttribute) (int, error) {
-	if f == nil {
+	if f == nil || f.mod == nil {
 		return 0, argError("Function.Attribute", "nil *Function")
 	}
 	if _, err := f.mod.use("Function.Attribute"); err != nil {

@@ -192,8 +192,11 @@ func (s *Stream) hostCopy(op string, bound via, toDevice bool, dev *DeviceBuffer
 	if host == nil {
 		return argError(op, "nil %s HostMemory", hostRole)
 	}
-	if n == 0 {
-		return nil
+	if s == nil || s.res == nil {
+		return argError(op, "nil *Stream")
+	}
+	if dev == nil {
+		return argError(op, "nil %s *DeviceBuffer", devRole)
 	}
 	// Locks go memory first, then the stream, in every call. No defers on
 	// the issue paths (see Function.launch): each lock is let go on every
@@ -206,7 +209,9 @@ func (s *Stream) hostCopy(op string, bound via, toDevice bool, dev *DeviceBuffer
 	if err == nil {
 		var h uintptr
 		if h, err = s.lock(op); err == nil {
-			err = s.hostCopyLocked(op, bound, toDevice, dev, d, mem, keep, p, n, h)
+			if n > 0 { // a copy of nothing, between open objects, does nothing
+				err = s.hostCopyLocked(op, bound, toDevice, dev, d, mem, keep, p, n, h)
+			}
 			s.done()
 		}
 		mem.mu.RUnlock()
@@ -247,7 +252,8 @@ func (s *Stream) hostCopyLocked(op string, bound via, toDevice bool, dev *Device
 // CopyToDevice queues a copy of n bytes from src at srcOff to dst at dstOff
 // (cuMemcpyHtoDAsync_v2). src must stay unchanged until the copy completes;
 // until the host has seen it complete (see [Stream]'s package notes on
-// memory), src is kept alive and its Close waits.
+// memory), src is kept alive and its Close waits. A copy of 0 bytes between
+// open objects does nothing.
 func (s *Stream) CopyToDevice(dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
 	return s.copyToDevice(via{}, dst, dstOff, src, srcOff, n)
 }
@@ -259,7 +265,7 @@ func (s *Stream) copyToDevice(bound via, dst *DeviceBuffer, dstOff int, src Host
 // CopyToHost queues a copy of n bytes from src at srcOff to dst at dstOff
 // (cuMemcpyDtoHAsync_v2). dst must not be read until the copy completes;
 // until the host has seen it complete, dst is kept alive and its Close
-// waits.
+// waits. A copy of 0 bytes between open objects does nothing.
 func (s *Stream) CopyToHost(dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
 	return s.copyToHost(via{}, dst, dstOff, src, srcOff, n)
 }
@@ -270,8 +276,8 @@ func (s *Stream) copyToHost(bound via, dst HostMemory, dstOff int, src *DeviceBu
 
 // deviceOp queues an operation on one or two device buffers of s's context.
 func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n int, v byte) error {
-	if n == 0 {
-		return nil
+	if s == nil || s.res == nil {
+		return argError(op, "nil *Stream")
 	}
 	if dst == nil {
 		return argError(op, "nil destination *DeviceBuffer")
@@ -300,6 +306,9 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 			return err
 		}
 	}
+	if n == 0 { // nothing to do, between open objects
+		return nil
+	}
 	d := dst.liveHandle() + uintptr(dstOff)
 	if src == nil {
 		err = s.issue(op, via{}, id, 4, d, uintptr(v), uintptr(n), h)
@@ -318,15 +327,17 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 	return err
 }
 
-// CopyDevice queues a device-to-device copy (cuMemcpyDtoDAsync_v2).
+// CopyDevice queues a device-to-device copy (cuMemcpyDtoDAsync_v2). A copy
+// of 0 bytes between open buffers does nothing.
 func (s *Stream) CopyDevice(dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n int) error {
-	if src == nil && n != 0 {
+	if src == nil {
 		return argError("Stream.CopyDevice", "nil source *DeviceBuffer")
 	}
 	return s.deviceOp("Stream.CopyDevice", symMemcpyDtoDAsync, dst, dstOff, src, srcOff, n, 0)
 }
 
-// Memset queues setting n bytes of dst at off to v (cuMemsetD8Async).
+// Memset queues setting n bytes of dst at off to v (cuMemsetD8Async); 0
+// bytes of an open buffer does nothing.
 func (s *Stream) Memset(dst *DeviceBuffer, off, n int, v byte) error {
 	return s.deviceOp("Stream.Memset", symMemsetD8Async, dst, off, nil, 0, n, v)
 }
