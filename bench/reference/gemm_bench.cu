@@ -85,8 +85,8 @@ static void fill_info(Variant& v, Kern k) {
     cudaGetLastError();
 }
 
-template <int BK>
-__global__ void __launch_bounds__(256, 2)
+template <int BK, int MINB>
+__global__ void __launch_bounds__(256, MINB)
     bench_f32(float* __restrict__ Y, const float* __restrict__ X, const float* __restrict__ W,
               const float* __restrict__ b, int M, int N, int K, int act) {
     __shared__ __align__(16) float smem[GemmF32Cfg<BK>::SMEM_FLOATS];
@@ -100,17 +100,17 @@ __global__ void __launch_bounds__(C::THREADS, MINB)
     gemm_tf32_tile<C>(gemm_dynamic_smem, Y, X, W, b, M, N, K, act);
 }
 
-template <int BK>
+template <int BK, int MINB>
 static void add_f32(std::vector<Variant>& vs, const char* name) {
     typedef GemmF32Cfg<BK> C;
     Variant v;
     v.name = name;
     v.threads = C::THREADS;
     v.smem = 0;
-    fill_info(v, bench_f32<BK>);
+    fill_info(v, bench_f32<BK, MINB>);
     v.launch = [](const Args& a) {
         dim3 grid((a.N + C::BN - 1) / C::BN, (a.M + C::BM - 1) / C::BM);
-        bench_f32<BK><<<grid, C::THREADS>>>(a.Y, a.X, a.W, a.b, a.M, a.N, a.K, a.act);
+        bench_f32<BK, MINB><<<grid, C::THREADS>>>(a.Y, a.X, a.W, a.b, a.M, a.N, a.K, a.act);
         return (int)cudaGetLastError();
     };
     vs.push_back(v);
@@ -155,6 +155,7 @@ void gemm_bench_part2(std::vector<Variant>& vs) {
     add_tf32<GemmTf32Cfg<128, 256, 8, 64, 64, 4, 0>, 1>(vs, "tf32 128x256x8 w64x64 s4");
     add_tf32<GemmTf32Cfg<256, 128, 8, 64, 64, 4, 0>, 1>(vs, "tf32 256x128x8 w64x64 s4");
     add_tf32<GemmTf32Cfg<256, 128, 16, 64, 64, 3, 1>, 1>(vs, "tf32 256x128x16 w64x64 s3 cvt=int [72K]");
+    add_tf32<GemmTf32Cfg<128, 256, 16, 64, 64, 2, 0>, 1>(vs, "tf32 128x256x16 w64x64 s2");
 }
 #endif
 #if GEMM_BENCH_ALL || GEMM_BENCH_PART == 3
@@ -744,7 +745,8 @@ int main(int argc, char** argv) {
 
     std::vector<Variant> vs;
     add_exports(vs);
-    add_f32<16>(vs, "f32 128x128x16");
+    add_f32<16, 2>(vs, "f32 128x128x16");
+    add_f32<8, 1>(vs, "f32 128x128x8 (no 128-register cap)");
     gemm_bench_part1(vs);
     gemm_bench_part2(vs);
     gemm_bench_part3(vs);

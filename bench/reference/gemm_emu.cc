@@ -435,6 +435,7 @@ int main(int argc, char** argv) {
         tf32_config<GemmTf32Cfg<128, 128, 16, 64, 64, 4, 0>>("tf32 128x128x16 w64x64 s4"),
         tf32_config<GemmTf32Cfg<256, 128, 16, 64, 64, 2, 0>>("tf32 256x128x16 w64x64 s2"),
         tf32_config<GemmTf32Cfg<128, 256, 8, 64, 64, 4, 0>>("tf32 128x256x8 w64x64 s4"),
+        tf32_config<GemmTf32Cfg<128, 256, 16, 64, 64, 2, 0>>("tf32 128x256x16 w64x64 s2"),
         tf32_config<GemmTf32Cfg<256, 128, 8, 64, 64, 4, 0>>("tf32 256x128x8 w64x64 s4"),
         tf32_config<GemmTf32Cfg<256, 128, 16, 64, 64, 3, 1>>("tf32 256x128x16 w64x64 s3 cvt=int"),
         tf32_config<GemmTf32Cfg<256, 128, 16, 64, 64, 4, 0>>("tf32 256x128x16 w64x64 s4"),
