@@ -144,7 +144,7 @@ void gemm_bench_part3(std::vector<Variant>& vs);
 #if GEMM_BENCH_ALL || GEMM_BENCH_PART == 1
 void gemm_bench_part1(std::vector<Variant>& vs) {
     add_tf32<GemmTf32Cfg<128, 128, 16, 64, 32, 3, 0>, 2>(vs, "tf32 128x128x16 w64x32 s3 t256");
-    add_tf32<GemmTf32Cfg<128, 128, 16, 64, 64, 3, 1>, 2>(vs, "tf32 128x128x16 w64x64 s3 cvt=int");
+    add_tf32<GemmTf32Cfg<128, 128, 16, 64, 64, 3, 3>, 2>(vs, "tf32 128x128x16 w64x64 s3 cvt=add");
     add_tf32<GemmTf32Cfg<128, 128, 16, 64, 64, 3, 2>, 2>(vs, "tf32 128x128x16 w64x64 s3 cvt=none");
     add_tf32<GemmTf32Cfg<128, 128, 16, 64, 64, 4, 0>, 2>(vs, "tf32 128x128x16 w64x64 s4 [64K]");
 }
@@ -154,7 +154,7 @@ void gemm_bench_part2(std::vector<Variant>& vs) {
     add_tf32<GemmTf32Cfg<256, 128, 16, 64, 64, 2, 0>, 1>(vs, "tf32 256x128x16 w64x64 s2");
     add_tf32<GemmTf32Cfg<128, 256, 8, 64, 64, 4, 0>, 1>(vs, "tf32 128x256x8 w64x64 s4");
     add_tf32<GemmTf32Cfg<256, 128, 8, 64, 64, 4, 0>, 1>(vs, "tf32 256x128x8 w64x64 s4");
-    add_tf32<GemmTf32Cfg<256, 128, 16, 64, 64, 3, 1>, 1>(vs, "tf32 256x128x16 w64x64 s3 cvt=int [72K]");
+    add_tf32<GemmTf32Cfg<256, 128, 16, 64, 64, 3, 3>, 1>(vs, "tf32 256x128x16 w64x64 s3 cvt=add [72K]");
     add_tf32<GemmTf32Cfg<128, 256, 16, 64, 64, 2, 0>, 1>(vs, "tf32 128x256x16 w64x64 s2");
 }
 #endif

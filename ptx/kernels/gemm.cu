@@ -349,11 +349,13 @@ __device__ __forceinline__ void gemm_f32_tile(float* smem, float* __restrict__ Y
 // matrix is an 8-row × 4-word block, word (lane/4, lane%4): exactly the
 // pattern of each of a0..a3 over A[m][k], and of b0, b1 over B[n][k].
 //
-// CVT 0 rounds the operands with cvt.rna.tf32.f32; CVT 1 with the integer
-// form of the same rounding ((bits + 0x1000) & ~0x1fff, equal to it for
-// every finite input), to compare their cost; CVT 2 (for measurements
-// only) leaves the fp32 bits to the tensor cores, which ignore the low 13
-// (truncation: twice the error bound of rounding, and biased).
+// CVT 0 rounds the operands with cvt.rna.tf32.f32. The others are there
+// to compare their cost: CVT 1 is the integer form of the same rounding,
+// (bits + 0x1000) & ~0x1fff, equal to it for every finite input; CVT 3
+// only adds 0x1000 and leaves the truncation to the tensor cores, which
+// read the top 19 bits of a .tf32 operand (the same values again); CVT 2
+// (for measurements only) passes the fp32 bits unrounded: truncation,
+// twice the error bound of rounding, and biased.
 
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, int CVT_>
 struct GemmTf32Cfg {
@@ -420,6 +422,7 @@ template <int CVT>
 __device__ __forceinline__ unsigned gemm_round_tf32(unsigned x) {
     if (CVT == 1) return (x + 0x1000u) & 0xffffe000u;
     if (CVT == 2) return x;
+    if (CVT == 3) return x + 0x1000u;
     return gemm_cvt_tf32(x);
 }
 
