@@ -34,6 +34,7 @@ pinned memory (its figures mean nothing). Usage:
 """
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import statistics
@@ -61,6 +62,23 @@ def build_model(name, seed):
     return model.eval(), dims, act
 
 
+def raw_bytes(t, off=0, n=None):
+    """The bytes of a contiguous CPU tensor (little-endian on x86), from
+    byte off, n of them (to the end by default); no numpy needed."""
+    total = t.numel() * t.element_size()
+    n = total - off if n is None else n
+    return ctypes.string_at(t.data_ptr() + off, n)
+
+
+def write_raw(t, path):
+    """Writes a contiguous CPU tensor's bytes to path, 64 MiB at a time."""
+    assert t.is_contiguous() and t.device.type == "cpu"
+    total, step = t.numel() * t.element_size(), 1 << 26
+    with open(path, "wb") as f:
+        for off in range(0, total, step):
+            f.write(raw_bytes(t, off, min(step, total - off)))
+
+
 def save_safetensors(tensors, path, metadata):
     """Writes tensors with safetensors when it is installed, else in the
     same format by hand (8-byte little-endian header size, JSON header,
@@ -75,8 +93,8 @@ def save_safetensors(tensors, path, metadata):
     header, blobs, off = {"__metadata__": metadata}, [], 0
     for k in sorted(tensors):
         t = tensors[k]
-        assert t.dtype == torch.float32
-        b = t.contiguous().numpy().astype("<f4").tobytes()
+        assert t.dtype == torch.float32 and sys.byteorder == "little"
+        b = raw_bytes(t.contiguous())
         header[k] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
@@ -185,7 +203,7 @@ def run(a):
     for i0, c in chunks(rows, chunk):
         x_pin[i0 : i0 + c].copy_(torch.rand((c, d_in), generator=gen, device=dev) * 2 - 1)
     g.sync()
-    x_pin.numpy().tofile(os.path.join(a.save_dir, "input.f32"))
+    write_raw(x_pin, os.path.join(a.save_dir, "input.f32"))
     out_pin = torch.empty((rows, d_out), dtype=torch.float32, pin_memory=g.cuda)
     x_page = torch.empty((rows, d_in), dtype=torch.float32).copy_(x_pin)
     out_page = torch.empty((rows, d_out), dtype=torch.float32)
@@ -293,7 +311,7 @@ def run(a):
     runs[best][0]()
     g.sync()
     out = runs[best][1]
-    out.numpy().tofile(os.path.join(a.save_dir, "output_torch.f32"))
+    write_raw(out, os.path.join(a.save_dir, "output_torch.f32"))
     finite = bool(torch.isfinite(out).all())
 
     flop = 2.0 * rows * sum(dims[i] * dims[i + 1] for i in range(len(dims) - 1))
