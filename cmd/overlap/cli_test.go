@@ -160,11 +160,19 @@ func TestVersion(t *testing.T) {
 		{"checkout with VCS stamp", &debug.BuildInfo{GoVersion: "go1.25.1", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
 			{Key: "vcs.revision", Value: "8c1682f0123456789abcdef"}, {Key: "vcs.time", Value: "2026-11-30T07:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
 			"overlap (devel) commit 8c1682f01234 2026-11-30T07:00:00Z (modified), go1.25.1 " + platform},
-		{"no version at all", &debug.BuildInfo{GoVersion: "go1.25.1"}, "overlap (devel), go1.25.1 " + platform},
+		{"no version at all", &debug.BuildInfo{GoVersion: "go1.25.1"}, "overlap (devel: no commit recorded; make cli records it), go1.25.1 " + platform},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, versionLine(c.info, true), c.name)
 	}
+	// The Makefile's stamp (make cli, make gpu-bundle) where the go
+	// command recorded no commit (the trial: go run, a git worktree and
+	// -buildvcs=false printed "(devel)"); the go command's own wins.
+	defer func(r, w, m string) { vcsRevision, vcsTime, vcsModified = r, w, m }(vcsRevision, vcsTime, vcsModified)
+	vcsRevision, vcsTime, vcsModified = "9f53def0123456789", "2026-12-01T09:00:00Z", "false"
+	assert.Equal(t, "overlap (devel) commit 9f53def01234 2026-12-01T09:00:00Z, go1.25.1 "+platform,
+		versionLine(&debug.BuildInfo{GoVersion: "go1.25.1", Main: debug.Module{Version: "(devel)"}}, true))
+	assert.Equal(t, cases[1].want, versionLine(cases[1].info, true), "the go command's record first")
 	assert.Equal(t, "overlap (unknown version: no build information) "+runtime.Version()+" "+platform, versionLine(nil, false))
 }
 
