@@ -26,7 +26,7 @@ func TestHelp(t *testing.T) {
 		usage string
 		flags []string // flags that must be listed, in order
 	}{
-		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-device", "-devices", "-elems", "-entry", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
+		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-device", "-devices", "-elems", "-entry", "-gpu", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
 		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-devices", "-direct-calls", "-elems", "-host", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-slots", "-small-jobs", "-svg", "-wait", "-workers"}},
 		{[]string{"tune", "-h"}, "usage: overlap tune [flags]", []string{"-device", "-elems", "-entry", "-host", "-iters", "-kernel", "-ptx", "-repeat", "-sim"}},
 		{[]string{"devices", "-h"}, "usage: overlap devices", nil},
@@ -194,17 +194,22 @@ func TestPredictionText(t *testing.T) {
 }
 
 // TestThirtyTwoBitBuild: a 32-bit build (GOARCH=386, built by make test)
-// refuses the GPU in one line and still runs the simulator. Issue 10: it
-// did not compile.
+// refuses the GPU in one line and still runs the simulator, by default
+// when no GPU was asked for. Issue 10: it did not compile.
 func TestThirtyTwoBitBuild(t *testing.T) {
 	defer func(old int) { intSize = old }(intSize)
 	intSize = 32
-	code, out, errOut := runCLI("run", "--elems", "64K")
+	code, out, errOut := runCLI("run", "--gpu", "--elems", "64K")
 	assert.Equal(t, exitFail, code)
 	assert.Empty(t, out)
 	assert.Equal(t, "overlap run: this is a 32-bit build, and NVIDIA's driver API is 64-bit only: build for amd64 or arm64, or use --sim\n", errOut)
 	code, _, errOut = runCLI("run", "--sim", "--elems", "64K", "--chunk", "16K", "--iters", "1", "--repeat", "1", "--quiet")
 	assert.Equal(t, exitOK, code, errOut)
+	assert.Empty(t, errOut)
+	code, _, errOut = runCLI("run", "--elems", "64K", "--chunk", "16K", "--iters", "1", "--repeat", "1", "--quiet")
+	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "overlap run: this is a 32-bit build, and NVIDIA's driver API is 64-bit only: running on the CPU simulator instead (--gpu makes this an error)\n", errOut,
+		"--quiet still says that the run was simulated")
 }
 
 // TestREADMEFlagTable: the README's table for overlap run lists every flag
