@@ -249,3 +249,26 @@ func TestPrecisionNames(t *testing.T) {
 	assert.Contains(t, TF32.Tolerance(), "2⁻⁹")
 	assert.Equal(t, float64(769)*0x1p-23, FP32.perTerm(768))
 }
+
+// TestReLUCarriesTheErrorAcrossZero: a hidden value just below zero whose
+// error bound reaches above it may come out of the GPU positive, and the
+// next layer's tolerance must allow for it; one far below zero is zero on
+// the GPU too, and carries no error.
+func TestReLUCarriesTheErrorAcrossZero(t *testing.T) {
+	one := func(w, b float32, name string) Layer {
+		return Layer{WeightName: name + ".weight", BiasName: name + ".bias", In: 1, Out: 1, Weight: []float32{w}, Bias: []float32{b}}
+	}
+	below := math.Nextafter32(-1, -2) // z = 1 + below = −2⁻²³, within the bound of 0
+	m := &Model{Activation: ReLU, Layers: []Layer{one(1, below, "0"), one(1, 0, "2")}}
+	x := []float32{1}
+	// The GPU may round 1 + below to +2⁻²³ and pass it on.
+	require.NoError(t, m.Verify(x, []float32{0x1p-23}, VerifyOptions{}))
+	require.NoError(t, m.Verify(x, []float32{0}, VerifyOptions{}))
+	assert.Error(t, m.Verify(x, []float32{1e-5}, VerifyOptions{}))
+	// Far below zero, the hidden value is exactly 0 on the GPU, and the
+	// output exactly the last bias (within its own rounding, 2⁻²³·0.5):
+	// 2⁻²² off it is refused.
+	far := &Model{Activation: ReLU, Layers: []Layer{one(1, -2, "0"), one(1, 0.5, "2")}}
+	require.NoError(t, far.Verify(x, []float32{0.5}, VerifyOptions{}))
+	assert.Error(t, far.Verify(x, []float32{0.5 + 0x1p-22}, VerifyOptions{}))
+}
