@@ -90,11 +90,11 @@ func activate32(y []float32, act Activation) {
 	}
 }
 
-// Layer32 computes one layer on the CPU in float32, as the GPU kernel
+// Forward32 computes one layer on the CPU in float32, as the GPU kernel
 // does: y (m×Out) = act(x (m×In)·Wᵀ + b), accumulating in float32, with
 // act applied when apply is set. It is the simulator's stand-in for a
 // step, and uses every CPU.
-func (l *Layer) Layer32(y, x []float32, m int, act Activation, apply bool) {
+func (l *Layer) Forward32(y, x []float32, m int, act Activation, apply bool) {
 	parallelRows(m, 64, func(lo, hi int) {
 		yy, xx := y[lo*l.Out:hi*l.Out], x[lo*l.In:hi*l.In]
 		dense(yy, xx, l.Weight, l.Bias, hi-lo, l.Out, l.In)
@@ -119,7 +119,7 @@ func (m *Model) Forward32(rows []float32) ([]float32, error) {
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		y := make([]float32, int(n)*l.Out)
-		l.Layer32(y, x, int(n), m.Activation, i < len(m.Layers)-1)
+		l.Forward32(y, x, int(n), m.Activation, i < len(m.Layers)-1)
 		x = y
 	}
 	return x, nil

@@ -65,7 +65,7 @@ func (m *Model) scratchPlan() (reads, writes []pipeline.Ref, scratch []int) {
 // weight and bias from the kernel's resident parameters (Params 2i and
 // 2i+1, the file's tensors, zeros for a missing bias) and the previous
 // layer's output from a scratch buffer. Each step has a CPU stand-in in
-// float32 (Layer32) for the simulator, and its arithmetic (2·in·out a
+// float32 (Forward32) for the simulator, and its arithmetic (2·in·out a
 // row) for the simulator's cost. Run it with [Model.Config]; each job's N
 // counts rows, each row In float32 in and Out float32 out
 // (pipeline.Rows).
@@ -120,7 +120,7 @@ func (m *Model) Kernel(opts KernelOptions) (*pipeline.Kernel, error) {
 			CPU: func(c pipeline.HostChunk) {
 				x := driver.View[float32](hostBuf(c, in))[:c.N*l.In]
 				y := driver.View[float32](hostBuf(c, out))[:c.N*l.Out]
-				l.Layer32(y, x, c.N, activation, !last)
+				l.Forward32(y, x, c.N, activation, !last)
 			},
 			FlopsPerElem: 2 * float64(l.In) * float64(l.Out),
 		})
