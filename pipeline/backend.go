@@ -106,6 +106,14 @@ type Chunk struct {
 	Inputs, Outputs  []driver.DevicePtr
 	// InBytes and OutBytes are each input's and output's bytes in this chunk.
 	InBytes, OutBytes []int
+	// Params are the device addresses of the kernel's resident
+	// parameters (Kernel.Params) on the chunk's device, in order.
+	Params []driver.DevicePtr
+	// Scratch are the device addresses of the slot's scratch buffers
+	// (Kernel.Scratch), and ScratchBytes each one's bytes for this chunk
+	// (Kernel.Scratch[j]·N).
+	Scratch      []driver.DevicePtr
+	ScratchBytes []int
 }
 
 // HostChunk is a chunk as the simulator hands it to Kernel.CPU: the chunk's
@@ -113,6 +121,9 @@ type Chunk struct {
 type HostChunk struct {
 	Index, Offset, N int
 	Inputs, Outputs  [][]byte
+	// Params and Scratch are the kernel's resident parameters and the
+	// slot's scratch buffers, for a Kernel with Params or Scratch.
+	Params, Scratch [][]byte
 }
 
 // Kernel is the computation applied to each chunk. Package ptx/kernels
@@ -139,6 +150,20 @@ type Kernel struct {
 	// loop count). Only the simulator reads it: a device profile's cost
 	// for the kernel named Name scales with it (KernelCost).
 	Iters int
+
+	// Steps, when set, makes each chunk's work a sequence of launches,
+	// one per step, in order on the chunk's compute stream (a model's
+	// layers). Function, Args, BlockSize and CPU are then unused: each
+	// step has its own.
+	Steps []Step
+	// Params are the resident parameters (a model's weights), uploaded
+	// once per device and shared by every chunk; see [Param].
+	Params []Param
+	// Scratch gives the per-slot device buffers for intermediate
+	// results, each in bytes per element (row) of the chunk: each slot
+	// holds Scratch[j]·ChunkElems bytes for buffer j, allocated on the
+	// first run that needs it and freed with the pipeline.
+	Scratch []int
 }
 
 // FunctionOn returns a Kernel.Function for fn, loaded on ctx: it hands fn

@@ -69,6 +69,20 @@ func Slice[T driver.Element](s []T) Buffer {
 	return Buffer{Data: driver.Bytes(s), elem: int(unsafe.Sizeof(z))}
 }
 
+// Rows wraps a Go slice of rows of width values each as a Buffer whose
+// elements are rows: a job's N then counts rows, and its Config gives the
+// row's bytes (width·size of T) as the element size. Run refuses it when
+// the row size differs from the Config's, or when len(s) is not a whole
+// number of rows.
+func Rows[T driver.Element](s []T, width int) Buffer {
+	var z T
+	b := Buffer{Data: driver.Bytes(s), elem: int(unsafe.Sizeof(z)) * width}
+	if width <= 0 || len(s)%width != 0 {
+		b.elem = -1 // refused by Run with the reason
+	}
+	return b
+}
+
 // Pinned wraps pinned memory (a *driver.HostBuffer, say) as a Buffer.
 func Pinned(h HostMemory) Buffer { return Buffer{Pinned: h} }
 

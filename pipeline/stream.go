@@ -53,6 +53,10 @@ type StreamJob struct {
 	// 1 MiB. It is rounded up to a multiple of 4096, so that reads of a
 	// file opened with O_DIRECT ([OpenDirect]) stay aligned.
 	PieceBytes int
+	// Progress, when set, is called from the run's goroutines as data is
+	// read and written, at most about every 100 ms and once at the end;
+	// calls do not overlap. It must return quickly.
+	Progress func(Progress)
 }
 
 // StreamError is a failure of one input or output of a streaming run: a

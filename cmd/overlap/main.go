@@ -90,6 +90,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPTX(args[1:], stdout, stderr)
 	case "gen":
 		return cmdGen(args[1:], stdout, stderr)
+	case "infer":
+		return cmdInfer(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return cmdVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
