@@ -244,7 +244,7 @@ func (s Spec) resolve() (Spec, error) {
 		if env := os.Getenv(DevicesEnv); env != "" {
 			ds, err := ParseDevices(env)
 			if err != nil {
-				return Spec{}, fmt.Errorf("$%s: %w", DevicesEnv, err)
+				return Spec{}, fmt.Errorf("shard: $%s: %s", DevicesEnv, strings.TrimPrefix(err.Error(), "shard: "))
 			}
 			r.Devices = ds
 		} else if r.Sim {

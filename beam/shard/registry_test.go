@@ -294,7 +294,7 @@ func TestSpecResolve(t *testing.T) {
 		{name: "another processor keeps its fields", spec: Spec{Processor: "test-counting", Devices: []int{0}},
 			want: Spec{Processor: "test-counting", Devices: []int{0}}},
 		{name: "bad environment", spec: Spec{}, env: "x",
-			wantErr: `$OVERLAP_BEAM_DEVICES: shard: device "x": want all, or ordinals such as 0,1`},
+			wantErr: `shard: $OVERLAP_BEAM_DEVICES: device "x": want all, or ordinals such as 0,1`},
 		{name: "repeated device", spec: Spec{Devices: []int{1, 1}},
 			wantErr: "shard: devices [1 1]: want distinct ordinals, or all"},
 		{name: "two-input kernel", spec: Spec{Kernel: "saxpy"},
