@@ -96,6 +96,74 @@ var reliabilityCases = []fakeCase{
 		require.NoError(t, g3.g.Close())
 	}},
 
+	// On the H200, Close mid-capture failed: the driver refuses to wait
+	// for a context, or a stream, while a stream of it is capturing
+	// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, in every capture mode and
+	// from every thread) and invalidates the capture; the fake now does
+	// the same. Mid-capture, a Close of host memory that a copy queued
+	// before the capture used must return nil without such a wait
+	// (Capture waited for that copy before it began), a Stream.Close
+	// waits for the capture and its graph, and a Context.Close waits for
+	// the capture to end, which then returns ErrClosed. So does the Close
+	// of another Context of the device: they share its primary context.
+	{"CloseWhileCapturing", func(t *testing.T, f *fakecuda.Fake) {
+		dev, err := driver.DeviceAt(0)
+		require.NoError(t, err)
+		const n = 256
+		const hold = 20 * time.Millisecond
+		for _, closing := range []string{"the stream", "the context", "another context"} {
+			c, err := driver.NewContext(dev)
+			require.NoError(t, err)
+			other, err := driver.NewContext(dev)
+			require.NoError(t, err)
+			_, err = other.Alloc(n) // an object: its Close waits for the context
+			require.NoError(t, err)
+			s, err := c.NewStream(driver.StreamOptions{})
+			require.NoError(t, err)
+			d, err := c.Alloc(n)
+			require.NoError(t, err)
+			in, out := pinned(t, c, n, 1), pinned(t, c, n, 0)
+			f.ExecDelay(hold)
+			require.NoError(t, s.CopyToDevice(d, 0, in, 0, n)) // pending for hold
+			started, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var g *driver.Graph
+			var capErr error
+			go func() {
+				defer close(done)
+				g, capErr = s.Capture(func(b *driver.Bound) error {
+					close(started)
+					<-proceed
+					return b.CopyToHost(s, out, 0, d, 0, n)
+				})
+			}()
+			<-started
+			f.ExecDelay(0)
+			assert.Zero(t, f.Pending(), "Capture waited for the copy queued before it")
+			require.NoError(t, in.Close(), "closing memory that a copy before the capture used")
+			closer := map[string]func() error{"the stream": s.Close, "the context": c.Close, "another context": other.Close}[closing]
+			closed := make(chan error, 1)
+			go func() { closed <- closer() }()
+			time.Sleep(hold)
+			select {
+			case err := <-closed:
+				t.Fatalf("closing %s returned %v mid-capture", closing, err)
+			default:
+			}
+			close(proceed)
+			require.NoError(t, <-closed, "closing %s mid-capture", closing)
+			<-done
+			if closing == "the context" {
+				require.ErrorIs(t, capErr, driver.ErrClosed)
+			} else {
+				require.NoError(t, capErr, "closing %s", closing)
+				require.NoError(t, g.Close())
+			}
+			require.NoError(t, c.Close())
+			require.NoError(t, other.Close())
+			assert.Zero(t, f.CapturingThreads())
+		}
+	}},
+
 	// The audit's missing test 4a: host memory that a queued graph launch
 	// copies from or into stays pinned or registered until the launch's
 	// copies have run; its Close waits for them. The fake records a

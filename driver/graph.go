@@ -108,9 +108,13 @@ type Graph struct {
 // is unlocked, even when fn releases its Bound. s's Close, and its
 // Context's, wait for a capture in progress to end and its graph to be
 // adopted (or, when the context is closing, destroyed: Capture then
-// returns ErrClosed), so fn must not close s or its Context itself. A
-// Close of memory that the capture's copies use, meanwhile, waits for the
-// whole context rather than for s.
+// returns ErrClosed), and so does the Close of every other Context of the
+// device, so fn must not close s or any such Context itself: the driver
+// refuses to wait for a capturing stream, or for its context, and
+// invalidates the capture. For the same reason Capture first waits for
+// the copies queued on s that still use host memory, so that a Close of
+// that memory never needs to wait for s mid-capture; captured copies run
+// nothing, and hold no memory in use until a launch of the graph.
 func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	const op = "Stream.Capture"
 	if s == nil || s.res == nil {
@@ -125,6 +129,12 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	}
 	defer s.capt.Store(nil) // runs last, after the capture ended
 	r := s.res
+	k := r.core
+	gate, err := k.beginCapture(op)
+	if err != nil {
+		return nil, err
+	}
+	defer gate.exit() // after the graph is adopted or destroyed
 	r.capture.RLock() // release waits for the capture (see resource.capture)
 	defer r.capture.RUnlock()
 	// The capture's own lock of the thread, below fn's Bound: the capture
@@ -136,18 +146,11 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 		return nil, err
 	}
 	defer bd.Release()
-	k := r.core
 	if err := sameContext(op, bd.via().k, k); err != nil {
 		return nil, err
 	}
-	h, err := s.lock(op)
-	if err != nil {
-		return nil, err
-	}
-	r.capturing.Store(true)
+	h, err := s.beginCapture(op)
 	defer r.capturing.Store(false)
-	err = hot(symStreamBeginCapture, 2, h, captureModeThreadLocal, 0, 0)
-	s.done()
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +163,109 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	fnErr := fn(bd)
 	ended = true
 	return s.endCapture(op, k, h, c, fnErr)
+}
+
+// captureGate is a device's: the captures in progress on its primary
+// context, which every Context of the device shares, and the Closes
+// waiting to synchronise that context, a wait that the driver refuses
+// while a stream of it is capturing (invalidating the capture).
+type captureGate struct {
+	mu      sync.Mutex
+	changed sync.Cond // on mu: active or holding dropped to 0
+	active  int       // captures in progress
+	holding int       // Closes waiting for them or using the lull
+}
+
+var captureGates sync.Map // device ordinal → *captureGate
+
+func gateOf(dev Device) *captureGate {
+	if g, ok := captureGates.Load(dev.ordinal); ok {
+		return g.(*captureGate)
+	}
+	g := &captureGate{}
+	g.changed.L = &g.mu
+	actual, _ := captureGates.LoadOrStore(dev.ordinal, g)
+	return actual.(*captureGate)
+}
+
+// hold waits until no capture is in progress and keeps new ones from
+// beginning until letGo.
+func (g *captureGate) hold() {
+	g.mu.Lock()
+	g.holding++
+	for g.active > 0 {
+		g.changed.Wait()
+	}
+	g.mu.Unlock()
+}
+
+func (g *captureGate) letGo() {
+	g.mu.Lock()
+	if g.holding--; g.holding == 0 {
+		g.changed.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// enter counts a capture in. It waits while a Close holds the gate with
+// no capture in progress; while others are in progress, the Close waits
+// for them anyway, and a capture that its function begins must not wait
+// for a Close that waits for the capture around it.
+func (g *captureGate) enter() {
+	g.mu.Lock()
+	for g.holding > 0 && g.active == 0 {
+		g.changed.Wait()
+	}
+	g.active++
+	g.mu.Unlock()
+}
+
+func (g *captureGate) exit() {
+	g.mu.Lock()
+	if g.active--; g.active == 0 {
+		g.changed.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// beginCapture counts a capture in progress on k's device, unless k is
+// closing. On success the caller must call the gate's exit once the
+// capture's graph is adopted or destroyed.
+func (k *ctxCore) beginCapture(op string) (*captureGate, error) {
+	k.mu.Lock()
+	closing := k.closing
+	k.mu.Unlock()
+	if closing {
+		return nil, closedError(op)
+	}
+	g := gateOf(k.dev)
+	g.enter()
+	return g, nil
+}
+
+// beginCapture begins capturing on s, with s's context current, and
+// returns its handle. It first waits for the copies queued on s that
+// still use host memory, with s write-locked so that no wait for s on
+// behalf of that memory runs meanwhile: once the capture has begun, the
+// driver refuses such a wait, and there is nothing left for one to wait
+// for (resource.synchronizeLocked).
+func (s *Stream) beginCapture(op string) (uintptr, error) {
+	r := s.res
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.handle.Load()
+	if h == 0 {
+		return 0, closedError(op)
+	}
+	if r.uses.pending() {
+		mark := r.uses.mark()
+		if err := hot(symStreamSynchronize, 1, h, 0, 0, 0); err != nil {
+			return 0, err
+		}
+		r.uses.complete(mark)
+	}
+	r.capturing.Store(true)
+	return h, hot(symStreamBeginCapture, 2, h, captureModeThreadLocal, 0, 0)
 }
 
 // errCaptureAborted stands for fn's error when fn did not return.
@@ -345,11 +451,10 @@ func (e *GraphExec) launch(bound via, s *Stream) error {
 	}
 	c := s.capt.Load()
 	for _, u := range e.uses {
-		if u.host {
-			s.res.uses.add(u.res, u.keep)
-		}
-		if c != nil {
+		if c != nil { // a captured launch runs nothing now
 			c.add(u.res, u.keep, u.host)
+		} else if u.host {
+			s.res.uses.add(u.res, u.keep)
 		}
 	}
 	return nil

@@ -260,6 +260,22 @@ static int forbidden(struct obj *so) {
     return 1;
 }
 
+/* ctx_capturing reports whether a stream of context ctx is capturing, and
+ * invalidates every such capture: waiting for a context with a capture in
+ * progress on it is invalid in every capture mode, from every thread, and
+ * the driver refuses it. Called with mu held. */
+static int ctx_capturing(int ctx) {
+    int any = 0;
+    for (size_t i = 0; i < nothers; i++) {
+        struct obj *o = others[i];
+        if (o->kind == K_STREAM && o->live && o->ctx == ctx && o->cap_graph) {
+            o->cap_invalid = 1;
+            any = 1;
+        }
+    }
+    return any;
+}
+
 static int check_ctx(const char *call, struct obj *o) {
     if (o->ctx != cur_ctx()) {
         violation("%s: %s of context %d used while context %d is current", call, kind_names[o->kind], o->ctx, cur_ctx());
@@ -639,7 +655,7 @@ CUresult cuCtxSynchronize(void) {
         pthread_mutex_unlock(&mu);
         return E_INVALID_CONTEXT;
     }
-    if (forbidden(NULL)) {
+    if (forbidden(NULL) || ctx_capturing(current->ctx)) {
         pthread_mutex_unlock(&mu);
         return E_CAPTURE_UNSUPPORTED;
     }
