@@ -541,6 +541,16 @@ type resource struct {
 	// wait for the stream's work then has nothing to wait for (see
 	// synchronizeLocked).
 	capturing atomic.Bool
+
+	// origin is a graph exec's: the graph it was instantiated from, whose
+	// node handles name the exec's nodes to the driver, also after an
+	// update from another graph (graphnode.go). Set under mu.
+	origin *resource
+	// execs counts a graph's open execs instantiated from it, and kept is
+	// the handle that the graph's Close left for the last of them to
+	// destroy. Both guarded by core.mu.
+	execs int
+	kept  uintptr
 }
 
 // track creates the resource for a new handle. It fails, and the caller
@@ -624,8 +634,11 @@ func (r *resource) release() error {
 				// pool: wait for the context first (FreeAsync avoids this).
 				err = errors.Join(err, call(symCtxSynchronize))
 			}
-			if !keepMemory {
+			if !keepMemory && !r.keepForExecs(h) {
 				err = errors.Join(err, call(destroyOf[r.kind], h))
+			}
+			if r.kind == kindGraphExec {
+				err = errors.Join(err, r.dropOrigin())
 			}
 			leave()
 		}

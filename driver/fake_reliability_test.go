@@ -23,7 +23,11 @@ var reliabilityCases = []fakeCase{
 	// The audit's finding 2: GraphExec.Update did not record its new
 	// source graph. After Update(g2) the nodes of g2 identify e's nodes
 	// for the Set methods and those of g1 are refused; g1 may be closed;
-	// a re-pointed copy of g2's node lets go of what that node used.
+	// a re-pointed copy of g2's node lets go of what that node used. On
+	// the H200, the driver named e's nodes by g1's handles only (as its
+	// documentation says: nodes of the graph e was instantiated from);
+	// the fake does the same, and records a violation when those nodes
+	// are used after g1 was destroyed: g1's Close leaves it for e's.
 	{"GraphExecUpdateSource", func(t *testing.T, f *fakecuda.Fake) {
 		c := fakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
@@ -66,6 +70,12 @@ var reliabilityCases = []fakeCase{
 		require.NoError(t, g1.g.Close())
 		require.NoError(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(4)),
 			"the graph e was instantiated from is closed")
+		_, err = g1.g.Instantiate()
+		assert.ErrorIs(t, err, driver.ErrClosed, "g1 is closed for its user")
+		late, err := g2.g.AddKernel(fn, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(9), g2.d2h)
+		require.NoError(t, err)
+		assert.EqualError(t, e.SetKernel(late, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(9)),
+			"cuda: GraphExec.SetKernel: cuda: invalid argument: the node was added after the exec was instantiated or updated, or the exec was instantiated from a captured graph")
 
 		// Re-point g2's H2D at other memory: g2's old source may go, the
 		// new one may not.
@@ -92,7 +102,9 @@ var reliabilityCases = []fakeCase{
 		require.NoError(t, g2.g.Close())
 		assert.ErrorIs(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(8)), driver.ErrClosed,
 			"the source graph closed: its nodes are gone")
+		graphs := f.Live(fakecuda.Graphs) // g1, kept for e, and g3
 		require.NoError(t, e.Close())
+		assert.Equal(t, graphs-1, f.Live(fakecuda.Graphs), "e's Close destroyed g1")
 		require.NoError(t, g3.g.Close())
 	}},
 

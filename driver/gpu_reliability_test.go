@@ -169,7 +169,10 @@ func TestGPUCaptureRacesClose(t *testing.T) {
 // after GraphExec.Update(g2), the nodes of g2 identify the exec's nodes,
 // also once the graph it was instantiated from is closed; those of that
 // graph are refused. The exec's copies and kernel are re-pointed through
-// g2's nodes at a third set of buffers and checked element by element.
+// g2's nodes at a third set of buffers and checked element by element. On
+// the H200 (run 1), the first Set through g2's nodes failed: the driver
+// names the exec's nodes by the handles of the graph it was instantiated
+// from, so the binding now passes those (g1's Close leaves g1 for e).
 func TestGPUGraphUpdateThenSetNodes(t *testing.T) {
 	ctx := requireGPU(t)
 	m := loadTestKernels(t, ctx)

@@ -79,8 +79,9 @@ type Graph struct {
 	owned
 	// mu serialises the calls that change or read the graph's nodes: the
 	// driver's graph objects are not thread-safe.
-	mu   sync.Mutex
-	uses []graphUse // guarded by mu
+	mu    sync.Mutex
+	uses  []graphUse // guarded by mu
+	nodes []uintptr  // guarded by mu: a built graph's nodes, in the order added
 }
 
 // Capture records the work that fn queues on s into a graph instead of
@@ -362,14 +363,73 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &GraphExec{from: g.res}
+	if err := r.setOrigin(op, g.res); err != nil {
+		return nil, err
+	}
+	e := &GraphExec{from: g.res, nodes: append([]uintptr(nil), g.nodes...)}
 	e.setUses(g.uses)
 	own(e, &e.owned, g.ctx, r, true)
 	return e, nil
 }
 
+// setOrigin records g as the graph that r, a graph exec just made, was
+// instantiated from: g's Close then leaves g's handle for r's to destroy,
+// since the driver names r's nodes by g's.
+func (r *resource) setOrigin(op string, g *resource) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.handle.Load() == 0 { // released meanwhile by its context's Close
+		return closedError(op)
+	}
+	r.core.mu.Lock()
+	r.origin = g
+	g.execs++
+	r.core.mu.Unlock()
+	return nil
+}
+
+// keepForExecs reports whether r, when a graph whose handle is h, must
+// outlive its Close for the execs instantiated from it, and if so keeps h
+// for the last of them to destroy (dropOrigin).
+func (r *resource) keepForExecs(h uintptr) bool {
+	if r.kind != kindGraph {
+		return false
+	}
+	r.core.mu.Lock()
+	defer r.core.mu.Unlock()
+	if r.execs == 0 {
+		return false
+	}
+	r.kept = h
+	return true
+}
+
+// dropOrigin is part of the release of r, a graph exec, with its context
+// current: the last exec of a closed graph destroys it (cuGraphDestroy).
+func (r *resource) dropOrigin() error {
+	g := r.origin
+	if g == nil {
+		return nil
+	}
+	r.origin = nil
+	r.core.mu.Lock()
+	g.execs--
+	var h uintptr
+	if g.execs == 0 {
+		h, g.kept = g.kept, 0
+	}
+	r.core.mu.Unlock()
+	if h == 0 {
+		return nil
+	}
+	return call(symGraphDestroy, h)
+}
+
 // Close destroys the graph (cuGraphDestroy). Executable graphs made from it
-// are not affected. A second Close returns nil.
+// are not affected: the driver names their nodes by this graph's, so while
+// any is open the graph is destroyed only when the last of them closes.
+// Using the graph after Close returns ErrClosed. A second Close returns
+// nil.
 func (g *Graph) Close() error {
 	if g == nil {
 		return nil
@@ -393,6 +453,10 @@ type GraphExec struct {
 	from *resource  // the graph instantiated or last updated from: its nodes are e's
 	all  []graphUse // what each node uses
 	uses []graphUse // all, each resource once: what a launch locks
+	// nodes are the graph instantiated from's nodes, in the order added
+	// (none for a captured graph), set once: the handles that name e's
+	// nodes to the driver, also after an update from another graph.
+	nodes []uintptr
 }
 
 // setUses makes uses (a copy) what e's nodes use.
@@ -490,9 +554,14 @@ var updateResults = [...]string{
 // launch shapes and copy addresses may differ. Typically g is a new
 // capture of the same issue code with other buffers. A g that differs more
 // is ErrGraphUpdate, and e stays as it was. From then on e keeps g's
-// memory, not its old graph's, reachable, and the nodes of g (not those of
-// the graph e was made from, which may be closed) identify e's nodes for
-// the Set methods ([GraphExec.SetKernel] and the like).
+// memory, not its old graph's, reachable, and the nodes of g identify e's
+// nodes for the Set methods ([GraphExec.SetKernel] and the like): each
+// stands for the node added at the same position to the graph e was
+// instantiated from (the driver pairs them so, and names e's nodes by
+// that graph's, which e therefore keeps until it closes). Nodes of the
+// graph e was instantiated or updated from before are refused, as are
+// nodes added to g after the update, so that one set of nodes at a time
+// names e's; to use them again, Update from their graph.
 func (e *GraphExec) Update(g *Graph) error {
 	const op = "GraphExec.Update"
 	if e == nil || e.res == nil {
