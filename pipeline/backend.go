@@ -87,6 +87,8 @@ type Event interface {
 type Issuer interface {
 	CopyToDevice(s Stream, dst DeviceMem, dstOff int, src HostMemory, srcOff, n int) error
 	CopyToHost(s Stream, dst HostMemory, dstOff int, src DeviceMem, srcOff, n int) error
+	// Launch queues k's work on chunk c on s: its kernel, or for a
+	// kernel with Steps each step's launch, in order.
 	Launch(s Stream, k *Kernel, c Chunk) error
 	Record(e Event, s Stream) error
 	Wait(s Stream, e Event) error
@@ -124,6 +126,9 @@ type HostChunk struct {
 	// Params and Scratch are the kernel's resident parameters and the
 	// slot's scratch buffers, for a Kernel with Params or Scratch.
 	Params, Scratch [][]byte
+	// A step's CPU (Step.CPU) sees only the buffers that its Reads and
+	// Writes name; the others are nil, so that a stand-in cannot touch
+	// memory that the hazard detector does not know it touches.
 }
 
 // Kernel is the computation applied to each chunk. Package ptx/kernels
@@ -157,12 +162,18 @@ type Kernel struct {
 	// step has its own.
 	Steps []Step
 	// Params are the resident parameters (a model's weights), uploaded
-	// once per device and shared by every chunk; see [Param].
+	// once per device and shared by every chunk; see [Param]. Before the
+	// upload the pipeline checks that they fit in the device's free memory
+	// and refuses them with an error that names the kernel and the sizes.
+	// A pipeline keeps the parameters of the last 4 kernels it ran with
+	// Params; running a fifth frees those of the one used least recently
+	// (and the others' too when the fifth's would not fit beside them).
 	Params []Param
 	// Scratch gives the per-slot device buffers for intermediate
 	// results, each in bytes per element (row) of the chunk: each slot
 	// holds Scratch[j]·ChunkElems bytes for buffer j, allocated on the
-	// first run that needs it and freed with the pipeline.
+	// first run that needs it, kept for later kernels (grown when one
+	// needs more) and freed with the pipeline.
 	Scratch []int
 }
 

@@ -12,6 +12,20 @@ import (
 	"github.com/purecuda/overlap/driver"
 )
 
+// StreamRunner is what Batches runs on: a *Pipeline or a *Group.
+type StreamRunner interface {
+	Config() Config
+	RunStream(ctx context.Context, job StreamJob) (*StreamReport, error)
+}
+
+// BatchOptions are BatchesWith's choices; the zero value is Batches'.
+type BatchOptions struct {
+	// Progress, when set, is the run's StreamJob.Progress: the bytes and
+	// elements (rows) read from the batches and written to the results,
+	// at most about every 100 ms and once at the end.
+	Progress func(Progress)
+}
+
 // Batches runs k over a sequence of batches of one input, for a data
 // loader that produces batches as it goes, and yields each batch's output,
 // in order, as soon as it is written back:
@@ -25,8 +39,13 @@ import (
 // one stream (RunStream), each copied once into a slot, and chunks may
 // span batches. A batch is read before the next one is requested, so the
 // loader may reuse its memory once its yield returns. Each output batch is
-// a new slice that the caller owns. p must be built for one input of In
-// and one output of Out.
+// a new slice that the caller owns. p, a Pipeline or a Group, must be
+// built for one input and one output whose elements are values of In and
+// Out, or rows of them: with Config{Inputs: {4 * 784}, Outputs: {4 * 10}},
+// Batches[float32, float32] takes batches of rows of 784 values and
+// yields rows of 10, a batch of 64 rows (50176 values) giving 640. A
+// batch that is not a whole number of rows ends the sequence with an
+// error naming it.
 //
 // A loader that sends batches on a channel ch is a sequence too:
 //
@@ -43,15 +62,20 @@ import (
 // Stopping the range early cancels the run, drains it, and stops the
 // loader. Memory stays bounded by the slots and by one output batch being
 // filled, plus one waiting for the caller.
-func Batches[In, Out driver.Element](ctx context.Context, p *Pipeline, k *Kernel, batches iter.Seq[[]In]) iter.Seq2[[]Out, error] {
+func Batches[In, Out driver.Element](ctx context.Context, p StreamRunner, k *Kernel, batches iter.Seq[[]In]) iter.Seq2[[]Out, error] {
+	return BatchesWith[In, Out](ctx, p, k, batches, BatchOptions{})
+}
+
+// BatchesWith is [Batches] with options.
+func BatchesWith[In, Out driver.Element](ctx context.Context, p StreamRunner, k *Kernel, batches iter.Seq[[]In], opts BatchOptions) iter.Seq2[[]Out, error] {
 	return func(yield func([]Out, error) bool) {
 		if ctx == nil {
 			ctx = context.Background()
 		}
 		cfg := p.Config()
 		inSize, outSize := int(unsafe.Sizeof(*new(In))), int(unsafe.Sizeof(*new(Out)))
-		if len(cfg.Inputs) != 1 || len(cfg.Outputs) != 1 || cfg.Inputs[0] != inSize || cfg.Outputs[0] != outSize {
-			yield(nil, fmt.Errorf("pipeline: Batches needs a pipeline of one %d-byte input and one %d-byte output; this one has inputs %v and outputs %v",
+		if len(cfg.Inputs) != 1 || len(cfg.Outputs) != 1 || cfg.Inputs[0]%inSize != 0 || cfg.Outputs[0]%outSize != 0 {
+			yield(nil, fmt.Errorf("pipeline: Batches needs a pipeline of one input of %d-byte values or rows of them and one output of %d-byte values or rows of them; this one has inputs %v and outputs %v",
 				inSize, outSize, cfg.Inputs, cfg.Outputs))
 			return
 		}
@@ -66,13 +90,13 @@ func Batches[In, Out driver.Element](ctx context.Context, p *Pipeline, k *Kernel
 		// run is cancelled and its writer never waits for it again.
 		defer leave()
 		defer cancel()
-		br := &batchReader[In]{next: next, q: q}
-		bw := &batchWriter[Out]{q: q, results: results, gone: consumerGone}
+		br := &batchReader[In]{next: next, q: q, width: cfg.Inputs[0] / inSize}
+		bw := &batchWriter[Out]{q: q, results: results, gone: consumerGone, width: cfg.Outputs[0] / outSize}
 		var runErr error
 		go func() {
 			defer close(results)
 			_, err := p.RunStream(runCtx, StreamJob{Inputs: []io.Reader{br}, Outputs: []io.Writer{bw}, Kernel: k,
-				InputNames: []string{"batches"}, OutputNames: []string{"results"}})
+				InputNames: []string{"batches"}, OutputNames: []string{"results"}, Progress: opts.Progress})
 			stopPull() // no Read is running once RunStream has returned
 			if err == nil {
 				err = bw.finish() // batches of no elements at the end
@@ -94,7 +118,8 @@ func Batches[In, Out driver.Element](ctx context.Context, p *Pipeline, k *Kernel
 	}
 }
 
-// lenQueue passes each batch's length from the reader to the writer.
+// lenQueue passes each batch's length in rows from the reader to the
+// writer.
 type lenQueue struct {
 	mu   sync.Mutex
 	lens []int
@@ -119,10 +144,12 @@ func (q *lenQueue) pop() (int, bool) {
 
 // batchReader reads the batches of a pulled sequence as one stream.
 type batchReader[In driver.Element] struct {
-	next func() ([]In, bool)
-	q    *lenQueue
-	cur  []byte
-	done bool
+	next  func() ([]In, bool)
+	q     *lenQueue
+	width int // values per row
+	index int // batches read
+	cur   []byte
+	done  bool
 }
 
 func (b *batchReader[In]) Read(p []byte) (int, error) {
@@ -135,7 +162,12 @@ func (b *batchReader[In]) Read(p []byte) (int, error) {
 			b.done = true
 			return 0, io.EOF
 		}
-		b.q.push(len(batch))
+		if len(batch)%b.width != 0 {
+			b.done = true
+			return 0, fmt.Errorf("batch %d holds %d values, not a whole number of rows of %d", b.index, len(batch), b.width)
+		}
+		b.index++
+		b.q.push(len(batch) / b.width)
 		b.cur = driver.Bytes(batch)
 	}
 	n := len(p)
@@ -153,6 +185,7 @@ var errConsumerGone = errors.New("pipeline: the caller stopped reading results")
 // batchWriter cuts the output stream back into batches.
 type batchWriter[Out driver.Element] struct {
 	q       *lenQueue
+	width   int // values per row
 	results chan<- []Out
 	gone    <-chan struct{}
 	cur     []Out
@@ -168,7 +201,7 @@ func (w *batchWriter[Out]) flush() error {
 			if !ok {
 				return nil
 			}
-			w.cur, w.filled, w.open = make([]Out, n), 0, true
+			w.cur, w.filled, w.open = make([]Out, n*w.width), 0, true
 		}
 		if w.filled < len(driver.Bytes(w.cur)) {
 			return nil
@@ -208,7 +241,7 @@ func (w *batchWriter[Out]) finish() error {
 		return err
 	}
 	if w.open {
-		return fmt.Errorf("pipeline: a batch of %d elements got %d bytes of output", len(w.cur), w.filled)
+		return fmt.Errorf("pipeline: a batch of %d output values got %d bytes of output", len(w.cur), w.filled)
 	}
 	return nil
 }

@@ -138,7 +138,7 @@ func TestBatchesWrongShape(t *testing.T) {
 	p, _ := streamPipeline(t, 14, 16, 2)
 	var stopped bool
 	for _, err := range Batches[float32, float32](context.Background(), p, saxpyKernel(nil, 1), loader([]int{3}, &stopped)) {
-		assert.EqualError(t, err, "pipeline: Batches needs a pipeline of one 4-byte input and one 4-byte output; this one has inputs [4 4] and outputs [4]")
+		assert.EqualError(t, err, "pipeline: Batches needs a pipeline of one input of 4-byte values or rows of them and one output of 4-byte values or rows of them; this one has inputs [4 4] and outputs [4]")
 	}
 	for _, err := range Batches[float64, float32](context.Background(), p, saxpyKernel(nil, 1), nil) {
 		assert.Error(t, err)

@@ -30,6 +30,22 @@
 // (BenchmarkGraph in package driver; bench/RESULTS.md), so graphs are
 // package driver's, for callers who build their own (driver.Graph).
 //
+// # Models
+//
+// A [Kernel] with Steps is several launches a chunk, in order on the
+// chunk's compute stream, each with its own function, arguments and launch
+// shape: a model's layers over a batch of rows ([Rows] wraps a slice of
+// rows, and a Config's element size is then a row's bytes). Its Params
+// (the weights) stay resident on each device: uploaded once, before the
+// first run that uses the kernel, after a check that they fit in the
+// device's free memory, and shared by every chunk. Its Scratch buffers
+// (the activations between layers) are per slot, so that chunks in flight
+// on several streams never share one. On the simulator each step runs its
+// CPU stand-in, the hazard detector sees each step's Reads and Writes on
+// the real buffers, every device address among its arguments is checked
+// against them, and its time comes from its profile's entry of the step's
+// name (Report.Notes says which names the profile lacks).
+//
 // # Host memory
 //
 // Data in pinned memory ([Pinned], a *driver.HostBuffer) is copied in
@@ -61,8 +77,12 @@
 // length. Files are read with pread by several goroutines straight into
 // the slots and written from them with pwrite ([StreamJob] says which
 // streams qualify); pipes and sockets are read and written in order.
-// [Batches] feeds a loader's []T batches through the same path and yields
-// each batch's result in order. A bad input ends the stream before the
+// [Batches] feeds a loader's []T batches (values, or rows of them)
+// through the same path and yields each batch's result in order, on a
+// pipeline or a group. [Group.RunStream] streams over every device of a
+// group: one set of readers and writers, a ring of all the devices' slots,
+// and each device taking the next chunk read. StreamJob.Progress reports
+// how far a run has got. A bad input ends the stream before the
 // chunk it is in; a failed write or a cancellation stops the run; in every
 // case each output holds an exact prefix of the correct output
 // (StreamReport.OutputBytes), and the error is a *StreamError naming the
@@ -99,8 +119,11 @@
 // # Memory
 //
 // A Pipeline allocates its streams, events, device slots and staging slots
-// once and frees them on Close. Its runs allocate no device memory: the
-// slots are sized by the chunk, not the job, so package driver's
+// once and frees them on Close. Its runs allocate no device memory but for
+// a kernel's resident parameters, on its first run, and scratch buffers,
+// on the first run that needs them larger (both kept until Close; the
+// parameters of at most 4 kernels). The slots are sized by the chunk, not
+// the job, so package driver's
 // stream-ordered pools (driver.MemPool, Stream.AllocAsync) are for
 // callers' own allocations ([Synchronous], the whole-array baseline,
 // allocates its device arrays per call). A streaming run uses the staging
@@ -108,7 +131,8 @@
 // with the stream. Registered Go memory stays page-locked, and
 // reachable, until it is evicted (Config.MaxRegistered), unregistered
 // (Pipeline.Unregister) or the pipeline is closed. A Group holds one
-// pipeline's slots per device and one registration cache for all of them.
+// pipeline's slots per device and one registration cache for all of them,
+// and each device its own copy of a kernel's parameters.
 // A run reuses the pipeline's own bookkeeping: on a GPU, a job of one
 // chunk on pinned memory, untimed, allocates only the Report that Run
 // returns, and nothing through RunInto, so a loop of small jobs leaves

@@ -30,3 +30,20 @@ func ProfileStagingDMA(p *Profile, n int, h2d, d2h bool) float64 { return p.stag
 // ProfileStagingInRun is a profile's in-run staging rate for copies of n
 // bytes into pinned memory (in) or out of it, in bytes per nanosecond.
 func ProfileStagingInRun(p *Profile, n int, in bool) float64 { return p.stagingInRun(n, in) }
+
+// SetShareScratch makes every slot of p use slot 0's scratch buffers, a
+// hazard the detector must name.
+func SetShareScratch(p *Pipeline, share bool) { p.shareScratch = share }
+
+// ProfileLaunchCost is a profile's cost of a launch named name over n
+// elements, with iters iterations and flops FLOPs per element, and the
+// note it adds when it has no cost of that name.
+func ProfileLaunchCost(p *Profile, name string, iters int, flops float64, n int) (fixed, work time.Duration, note string, err error) {
+	return p.launchCost(name, iters, flops, n)
+}
+
+// SimFreeMemory is a simulated device's free and total memory.
+func SimFreeMemory(s *Sim) (free, total int64, err error) { return s.freeMemory() }
+
+// GroupPipeline is device d's pipeline in g.
+func GroupPipeline(g *Group, d int) *Pipeline { return g.pipes[d] }

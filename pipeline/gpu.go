@@ -145,6 +145,17 @@ func (g *gpuBackend) Register(mem []byte) (PinnedMem, error) {
 }
 
 func (g *gpuBackend) Prepare(k *Kernel) error {
+	for i, st := range k.Steps {
+		if st.Function == nil || st.Args == nil {
+			return fmt.Errorf("pipeline: %s has no GPU function or argument builder", stepLabel(k, i))
+		}
+		if _, err := st.Function(g.ctx); err != nil {
+			return fmt.Errorf("pipeline: %s: %w", stepLabel(k, i), err)
+		}
+	}
+	if len(k.Steps) > 0 {
+		return nil
+	}
 	if k.Function == nil || k.Args == nil {
 		return fmt.Errorf("pipeline: kernel %q has no GPU function or argument builder", k.Name)
 	}
@@ -152,6 +163,12 @@ func (g *gpuBackend) Prepare(k *Kernel) error {
 		return fmt.Errorf("pipeline: kernel %q: %w", k.Name, err)
 	}
 	return nil
+}
+
+// freeMemory is the context's free and total device memory (cuMemGetInfo).
+func (g *gpuBackend) freeMemory() (free, total int64, err error) {
+	f, t, err := g.ctx.MemoryInfo()
+	return int64(f), int64(t), err
 }
 
 func (g *gpuBackend) StageIn(dst HostMemory, dstOff int, src []byte) error {
@@ -186,9 +203,11 @@ type gpuIssuer struct {
 	ctx  *driver.Context
 	b    driver.Bound
 	args *driver.Args
-	// k and fn remember the last kernel's function on ctx.
-	k  *Kernel
-	fn *driver.Function
+	// k and fn remember the last kernel's function on ctx; fns, for a
+	// kernel with Steps, each step's.
+	k   *Kernel
+	fn  *driver.Function
+	fns []*driver.Function
 	// restore is the thread's CPUs before the issuer pinned it.
 	restore []int
 	// held is set from Issuer to Release: a second Release must not put
@@ -254,6 +273,9 @@ func (i *gpuIssuer) CopyToHost(s Stream, dst HostMemory, dstOff int, src DeviceM
 }
 
 func (i *gpuIssuer) Launch(s Stream, k *Kernel, c Chunk) error {
+	if len(k.Steps) > 0 {
+		return i.launchSteps(s, k, c)
+	}
 	if k != i.k {
 		if k.Function == nil || k.Args == nil {
 			return fmt.Errorf("kernel %q has no GPU function or argument builder", k.Name)
@@ -271,6 +293,41 @@ func (i *gpuIssuer) Launch(s Stream, k *Kernel, c Chunk) error {
 		block = 256
 	}
 	return i.b.Launch(i.fn, s.(gpuStream).Stream, driver.GridFor(c.N, block), i.args)
+}
+
+// launchSteps launches each of k's steps on s, in order.
+func (i *gpuIssuer) launchSteps(s Stream, k *Kernel, c Chunk) error {
+	if k != i.k {
+		i.k, i.fn, i.fns = nil, nil, i.fns[:0]
+		for j := range k.Steps {
+			st := &k.Steps[j]
+			if st.Function == nil || st.Args == nil {
+				return fmt.Errorf("%s has no GPU function or argument builder", stepLabel(k, j))
+			}
+			fn, err := st.Function(i.ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", stepLabel(k, j), err)
+			}
+			i.fns = append(i.fns, fn)
+		}
+		i.k = k
+	}
+	stream := s.(gpuStream).Stream
+	for j := range k.Steps {
+		st := &k.Steps[j]
+		i.args.Reset()
+		st.Args(i.args, c)
+		var cfg driver.LaunchConfig
+		if st.Launch != nil {
+			cfg = st.Launch(c)
+		} else {
+			cfg = driver.GridFor(c.N, st.BlockSize)
+		}
+		if err := i.b.Launch(i.fns[j], stream, cfg, i.args); err != nil {
+			return fmt.Errorf("%s: %w", stepLabel(k, j), err)
+		}
+	}
+	return nil
 }
 
 func (i *gpuIssuer) Record(e Event, s Stream) error {
@@ -301,7 +358,8 @@ func (i *gpuIssuer) Release() {
 	// next run looks its kernel's function up again: a module may have
 	// been closed and loaded anew in between.
 	i.args.Reset()
-	i.k, i.fn = nil, nil
+	clear(i.fns)
+	i.k, i.fn, i.fns = nil, nil, i.fns[:0]
 	i.g.issuers.Put(i)
 }
 

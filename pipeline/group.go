@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Group runs one job over several devices of a host: each device has a
@@ -204,6 +205,48 @@ func (g *Group) begin(job Job) ([]*plan, error) {
 	return plans, nil
 }
 
+// ready readies k on every device (Pipeline.ready), each uploading a
+// copy of its parameters of its own, all at once, and returns the longest
+// upload. g.mu held.
+func (g *Group) ready(k *Kernel) (time.Duration, error) {
+	upload := false
+	for _, p := range g.pipes {
+		if _, ok := p.params[weak.Make(k)]; len(k.Params) > 0 && !ok {
+			upload = true
+		}
+	}
+	took := make([]time.Duration, len(g.pipes))
+	errs := make([]error, len(g.pipes))
+	each := func(d int) { took[d], errs[d] = g.pipes[d].ready(k) }
+	if upload {
+		g.eachDevice(each)
+	} else {
+		for d := range g.pipes {
+			each(d)
+		}
+	}
+	for d, err := range errs {
+		if err != nil {
+			return 0, g.deviceErr(d, &StageError{Chunk: -1, Stage: StageSetup, Err: err})
+		}
+	}
+	return slices.Max(took), nil
+}
+
+// notes is what the devices have to say about k (Report.Notes), each note
+// once.
+func (g *Group) notes(k *Kernel) []string {
+	var out []string
+	for _, p := range g.pipes {
+		for _, n := range notesOf(p.b, k) {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
 func (g *Group) deviceErr(d int, err error) error {
 	return &DeviceError{Device: d, Name: g.pipes[d].b.Name(), Err: err}
 }
@@ -259,6 +302,15 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 	if job.N == 0 {
 		return &Report{Backend: g.name(), Mode: job.Host, ChunkElems: lead.cfg.ChunkElems, Elapsed: lead.now() - start}, ctx.Err()
 	}
+	// Each device's copy of the kernel's parameters, and its scratch
+	// buffers, before anything runs; not part of the run's time.
+	upload, err := g.ready(job.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	if upload > 0 {
+		start = lead.now()
+	}
 	defer func() {
 		if err := lead.evict(); err != nil && g.broken == nil {
 			g.broken = err
@@ -287,7 +339,8 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 		busy[d] = p.now() - start
 	})
 
-	rep := &Report{Backend: g.name(), Mode: plans[0].mode, N: job.N, ChunkElems: lead.cfg.ChunkElems, Chunks: plans[0].chunks, Register: plans[0].report.Register}
+	rep := &Report{Backend: g.name(), Mode: plans[0].mode, N: job.N, ChunkElems: lead.cfg.ChunkElems, Chunks: plans[0].chunks, Register: plans[0].report.Register,
+		Upload: upload, Notes: g.notes(job.Kernel)}
 	// The first failure that is not the others stopping for it.
 	var first error
 	for d, p := range g.pipes {
@@ -327,6 +380,72 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// RunStream runs a streaming job over every device of the group, as
+// Pipeline.RunStream runs it on one: one set of readers reads the inputs
+// to their end, chunk by chunk, into the staging slots of all the devices
+// (a ring of Devices × Slots chunks), every device takes the next chunk
+// read as its slots free up, from an issuing goroutine of its own, and one
+// set of writers writes each chunk's outputs in order. Host memory stays
+// bounded by the devices' slots. Errors and the outputs' state after one
+// are as in Pipeline.RunStream, but that a device's failure is a
+// *DeviceError naming the device; the group closes itself if draining a
+// device failed. The report's Devices says how many chunks each device
+// ran.
+func (g *Group) RunStream(ctx context.Context, job StreamJob) (*StreamReport, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	for d, p := range g.pipes {
+		if err := p.validateStream(job); err != nil {
+			if d == 0 {
+				return nil, err
+			}
+			return nil, g.deviceErr(d, err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, g.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for d, p := range g.pipes {
+		if err := p.allocStaging(); err != nil {
+			return nil, g.deviceErr(d, &StageError{Chunk: -1, Stage: StageSetup, Err: err})
+		}
+	}
+	lead := g.pipes[0]
+	start := lead.now()
+	if t := trackerOf(lead.b); t != nil {
+		start = lead.runBegin(t)
+		defer lead.runEnd(t)
+	}
+	upload, err := g.ready(job.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	if upload > 0 {
+		start = lead.now()
+	}
+	r := newStreamRun(g.pipes, job)
+	r.devErr = g.deviceErr
+	err = r.execute(ctx)
+	rep := r.report(start)
+	rep.Backend, rep.Upload, rep.Notes = g.name(), upload, g.notes(job.Kernel)
+	for _, p := range g.pipes {
+		if p.closed && g.broken == nil {
+			g.broken = p.broken // draining failed: the device's context is broken
+		}
+	}
+	if g.broken != nil {
+		g.closed = true
+		g.release()
+	}
+	return rep, err
 }
 
 // name is the group's backends, "NVIDIA H200 ×2" for two alike.
@@ -398,6 +517,10 @@ func (g *Group) exclusive(job Job) (plans []*plan, release func(), err error) {
 			lead.runEnd(t)
 		}
 		g.mu.Unlock()
+	}
+	if _, err := g.ready(job.Kernel); err != nil {
+		release()
+		return nil, nil, err
 	}
 	if plans, err = g.begin(job); err != nil {
 		release()

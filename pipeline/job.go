@@ -56,10 +56,14 @@ func ParseHostMode(s string) (HostMode, error) {
 type Buffer struct {
 	Data   []byte
 	Pinned HostMemory
-	// elem is the size of the slice's elements when Slice made the Buffer
-	// (0 when unknown), so that a []float64 is refused where the Config
-	// says float32.
+	// elem is the size of the slice's elements when Slice made the Buffer,
+	// or of its rows when Rows did (0 when unknown), so that a []float64
+	// is refused where the Config says float32; -1 for rows that Run
+	// refuses, for the reason in bad.
 	elem int
+	// width is the values per row when Rows made the Buffer, else 0.
+	width int
+	bad   string
 }
 
 // Slice wraps a Go slice as a Buffer. Run refuses it when its element size
@@ -76,9 +80,12 @@ func Slice[T driver.Element](s []T) Buffer {
 // number of rows.
 func Rows[T driver.Element](s []T, width int) Buffer {
 	var z T
-	b := Buffer{Data: driver.Bytes(s), elem: int(unsafe.Sizeof(z)) * width}
-	if width <= 0 || len(s)%width != 0 {
-		b.elem = -1 // refused by Run with the reason
+	b := Buffer{Data: driver.Bytes(s), elem: int(unsafe.Sizeof(z)) * width, width: width}
+	switch {
+	case width <= 0:
+		b.elem, b.bad = -1, fmt.Sprintf("rows of width %d: want at least 1 value a row", width)
+	case len(s)%width != 0:
+		b.elem, b.bad = -1, fmt.Sprintf("%d %T values are not a whole number of rows of %d", len(s), z, width)
 	}
 	return b
 }
@@ -172,6 +179,15 @@ type Report struct {
 	Spans []Span
 	// Devices says what each device of a group did (Group.Run).
 	Devices []DeviceReport
+	// Upload is the time this run spent uploading its kernel's
+	// parameters (Kernel.Params), once per pipeline and kernel; it is not
+	// part of Elapsed. In a group the devices upload at once, and Upload
+	// is the longest.
+	Upload time.Duration
+	// Notes says what the reader of the times should know: on the
+	// simulator, the kernels and steps that its profile has no cost for
+	// and what they were charged instead.
+	Notes []string
 }
 
 // Float32Config is the Config for float32 kernels with the given numbers of

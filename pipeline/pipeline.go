@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+	"weak"
 )
 
 // ErrClosed reports use of a closed Pipeline.
@@ -120,6 +121,18 @@ type Pipeline struct {
 	runPlan  plan
 	runState runState
 
+	// params are the resident parameters of the kernels run here, at
+	// most maxResidentKernels, by a weak pointer to the kernel, so that
+	// the pipeline does not keep a kernel (and its Params' Data) alive;
+	// scratch is each slot's scratch buffers ([slot][buffer]), grown as
+	// kernels need (resident.go). cur and curScratch are the running
+	// kernel's, for fillChunk. p.mu held.
+	params     map[weak.Pointer[Kernel]]*residentParams
+	paramTick  uint64
+	scratch    [][]DeviceMem
+	cur        *residentParams
+	curScratch []int
+
 	regs     map[regKey]*regEntry
 	regBytes int64
 	regTick  uint64
@@ -132,6 +145,9 @@ type Pipeline struct {
 	// stage-in and stage-out goroutines: host-side races that the
 	// detector must name (tests only).
 	skipStaged, skipUnstaged bool
+	// shareScratch makes every slot use slot 0's scratch buffers, a
+	// hazard the detector must name (tests only).
+	shareScratch bool
 }
 
 // New builds a pipeline on b. On error nothing is left allocated.
@@ -272,6 +288,7 @@ func (p *Pipeline) release() error {
 		add(e.mem.Close())
 	}
 	p.regs, p.regBytes = map[regKey]*regEntry{}, 0
+	add(p.releaseResident())
 	for s := range p.din {
 		add(closeAll(p.din[s]))
 	}

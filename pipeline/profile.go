@@ -86,7 +86,13 @@ type Profile struct {
 	PageableH2DGBps float64 `json:"pageable_h2d_gbps"`
 	PageableD2HGBps float64 `json:"pageable_d2h_gbps"`
 
-	// Kernels holds each embedded kernel's cost, by Kernel.Name.
+	// Kernels holds each embedded kernel's cost, by Kernel.Name, and a
+	// step's by Step.Name. A kernel or step it has no entry for is
+	// charged each part of the cost at the most expensive of these
+	// entries (the largest FixedNs, NsPerElem and NsPerElemPerIter, the
+	// largest NsPerFlop or, where none has one, FallbackNsPerFlop), so
+	// that it is not predicted faster than any kernel measured; the
+	// run's Report.Notes says so.
 	Kernels map[string]KernelCost `json:"kernels"`
 
 	// IssueNs is the host's cost per driver call, by kind: "copy",
@@ -182,6 +188,11 @@ type Profile struct {
 	KernelFixedSerial float64 `json:"kernel_fixed_serial,omitempty"`
 	// RegisterMsPerGiB is the cost of page-locking Go memory.
 	RegisterMsPerGiB float64 `json:"register_ms_per_gib"`
+	// DeviceMemoryBytes is the device's memory: the simulator fails an
+	// allocation beyond it as out of memory, and reports what is left as
+	// the device's free memory. Profiles without it (0) have the H200's
+	// 141 GiB, which the built-in profile describes.
+	DeviceMemoryBytes int64 `json:"device_memory_bytes,omitempty"`
 
 	// Notes says where each number came from.
 	Notes map[string]string `json:"notes,omitempty"`
@@ -209,13 +220,27 @@ type CopyCost struct {
 }
 
 // KernelCost is a kernel's time on a chunk of n elements alone on the
-// device: FixedNs + n·(NsPerElem + Iters·NsPerElemPerIter), where Iters
-// is Kernel.Iters (the seed kernel's loop count; 0 for other kernels).
+// device: FixedNs + n·(NsPerElem + Iters·NsPerElemPerIter +
+// FlopsPerElem·NsPerFlop), where Iters is Kernel.Iters (the seed kernel's
+// loop count; 0 for other kernels and for steps) and FlopsPerElem is
+// Step.FlopsPerElem (0 for a kernel without steps). The entry of a step is
+// the one of its Step.Name.
 type KernelCost struct {
 	FixedNs          float64 `json:"fixed_ns"`
 	NsPerElem        float64 `json:"ns_per_elem"`
 	NsPerElemPerIter float64 `json:"ns_per_elem_per_iter,omitempty"`
+	NsPerFlop        float64 `json:"ns_per_flop,omitempty"`
 }
+
+// DefaultDeviceMemoryBytes is the device memory of a profile without
+// DeviceMemoryBytes: an H200's 141 GiB.
+const DefaultDeviceMemoryBytes int64 = 141 << 30
+
+// FallbackNsPerFlop is the FLOP rate that the simulator charges a kernel
+// or step its profile has no cost for, when no kernel of the profile has
+// NsPerFlop either: an H200's FP32 peak without tensor cores, 67 TFLOP/s,
+// so that such a launch's time is a floor.
+const FallbackNsPerFlop = 1 / 67e3
 
 // StagingRate is the host's staging copy rate for copies of Bytes bytes:
 // one alone, and two at once in total.
@@ -323,6 +348,7 @@ func (p *Profile) Check() error {
 		nonNeg("h2d.fixed_ns", p.H2D.FixedNs), nonNeg("d2h.fixed_ns", p.D2H.FixedNs),
 		nonNeg("h2d_registered.fixed_ns", p.H2DRegistered.FixedNs), nonNeg("d2h_registered.fixed_ns", p.D2HRegistered.FixedNs),
 		nonNeg("h2d_registered.gbps", p.H2DRegistered.GBps), nonNeg("d2h_registered.gbps", p.D2HRegistered.GBps),
+		nonNeg("device_memory_bytes", float64(p.DeviceMemoryBytes)),
 		nonNeg("sync_ns", p.SyncNs), nonNeg("wait_ns", p.WaitNs), nonNeg("dep_ns", p.DepNs), nonNeg("staging_dma", p.StagingDMA), nonNeg("issue_scale", p.IssueScale), nonNeg("issue_sequence_ns", p.IssueSequenceNs), nonNeg("run_ns", p.RunNs), nonNeg("staging_chunk_ns", p.StagingChunkNs), nonNeg("both_fixed_ns", p.BothFixedNs), nonNeg("register_ms_per_gib", p.RegisterMsPerGiB),
 	}
 	if !(p.KernelFixedSerial >= 0 && p.KernelFixedSerial <= 1) {
@@ -373,7 +399,7 @@ func (p *Profile) Check() error {
 	for _, n := range names {
 		k := p.Kernels[n]
 		errs = append(errs, nonNeg("kernels."+n+".fixed_ns", k.FixedNs), nonNeg("kernels."+n+".ns_per_elem", k.NsPerElem),
-			nonNeg("kernels."+n+".ns_per_elem_per_iter", k.NsPerElemPerIter))
+			nonNeg("kernels."+n+".ns_per_elem_per_iter", k.NsPerElemPerIter), nonNeg("kernels."+n+".ns_per_flop", k.NsPerFlop))
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -491,32 +517,68 @@ func (p *Profile) copyCost(toDevice, registered bool) CopyCost {
 	return p.D2H
 }
 
-// kernel returns the cost of k on n elements alone: its fixed part and its
-// work. A kernel the profile does not name (a user's kernel, say) is
-// costed as the profile's cheapest kernel per element, so that any kernel
-// with a CPU stand-in runs on the simulator; its predicted times are then
-// a floor. A profile without kernels is an error.
+// kernel returns the cost of k on n elements alone, for a kernel without
+// steps: its fixed part and its work (see launchCost).
 func (p *Profile) kernel(k *Kernel, n int) (fixed, work time.Duration, err error) {
-	c, ok := p.Kernels[k.Name]
+	fixed, work, _, err = p.launchCost(k.Name, k.Iters, 0, n)
+	return fixed, work, err
+}
+
+// launchCost returns the cost of a launch of the kernel or step named name
+// on n elements alone, with iters iterations and flops FLOPs per element:
+// its fixed part and its work, from the profile's entry of that name
+// (KernelCost). A name the profile does not have (a user's kernel, a
+// model's layer) is charged the fallback cost (fallbackCost), and note
+// says so; a profile without kernels is an error.
+func (p *Profile) launchCost(name string, iters int, flops float64, n int) (fixed, work time.Duration, note string, err error) {
+	c, ok := p.Kernels[name]
 	if !ok {
-		names := make([]string, 0, len(p.Kernels))
-		for name := range p.Kernels {
-			names = append(names, name)
+		if len(p.Kernels) == 0 {
+			return 0, 0, "", fmt.Errorf("pipeline: sim: the profile of %s has no kernel costs", p.Device)
 		}
-		if len(names) == 0 {
-			return 0, 0, fmt.Errorf("pipeline: sim: the profile of %s has no kernel costs", p.Device)
-		}
-		sort.Strings(names)
-		c = p.Kernels[names[0]]
-		for _, name := range names[1:] {
-			if q := p.Kernels[name]; q.NsPerElem < c.NsPerElem {
-				c = q
-			}
-		}
-		c.NsPerElemPerIter = 0
+		c = p.fallbackCost()
+		note = p.fallbackNote(name)
 	}
-	per := c.NsPerElem + float64(k.Iters)*c.NsPerElemPerIter
-	return time.Duration(c.FixedNs), time.Duration(per * float64(n)), nil
+	per := c.NsPerElem + float64(iters)*c.NsPerElemPerIter + flops*c.NsPerFlop
+	return time.Duration(c.FixedNs), time.Duration(per * float64(n)), note, nil
+}
+
+// fallbackCost is what a kernel or step that the profile has no entry for
+// costs: each part of the cost at the profile's most expensive kernel for
+// it (the largest fixed cost, the largest cost per element and per
+// iteration, the slowest FLOP rate), and where no kernel has a FLOP rate,
+// FallbackNsPerFlop. It is meant to be pessimistic for a kernel like
+// overlap's, so that an unknown kernel is not predicted faster than any
+// the profile measured, and the FLOP rate makes a model's layers cost
+// their arithmetic; it is still a guess, and the report says so
+// (Report.Notes).
+func (p *Profile) fallbackCost() KernelCost {
+	var c KernelCost
+	for _, k := range p.Kernels {
+		c.FixedNs = max(c.FixedNs, k.FixedNs)
+		c.NsPerElem = max(c.NsPerElem, k.NsPerElem)
+		c.NsPerElemPerIter = max(c.NsPerElemPerIter, k.NsPerElemPerIter)
+		c.NsPerFlop = max(c.NsPerFlop, k.NsPerFlop)
+	}
+	if c.NsPerFlop == 0 {
+		c.NsPerFlop = FallbackNsPerFlop
+	}
+	return c
+}
+
+// fallbackNote says that name was charged the fallback cost.
+func (p *Profile) fallbackNote(name string) string {
+	c := p.fallbackCost()
+	return fmt.Sprintf("simulator: the profile of %s has no cost for kernel %q; it was charged the profile's most expensive: %.0f ns + %.3g ns per element (+ %.3g per iteration) + %.3g ns per FLOP (%.3g TFLOP/s)",
+		p.Device, name, c.FixedNs, c.NsPerElem, c.NsPerElemPerIter, c.NsPerFlop, 1e-3/c.NsPerFlop)
+}
+
+// deviceMemory is DeviceMemoryBytes, or DefaultDeviceMemoryBytes without it.
+func (p *Profile) deviceMemory() int64 {
+	if p.DeviceMemoryBytes > 0 {
+		return p.DeviceMemoryBytes
+	}
+	return DefaultDeviceMemoryBytes
 }
 
 // bySize is the value that val gives a table measured at several sizes,

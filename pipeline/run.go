@@ -53,6 +53,12 @@ func (p *Pipeline) validate(job Job) error {
 			return fmt.Errorf("pipeline: job has %d %ss, the pipeline was built for %d", len(bufs), kind, len(sizes))
 		}
 		for i, b := range bufs {
+			if b.bad != "" {
+				return fmt.Errorf("pipeline: %s %d: %s", kind, i, b.bad)
+			}
+			if b.Data != nil && b.width > 0 && b.elem != sizes[i] {
+				return fmt.Errorf("pipeline: %s %d holds rows of %d bytes (%d values), but the pipeline's Config says %d-byte elements", kind, i, b.elem, b.width, sizes[i])
+			}
 			if b.Data != nil && b.elem != 0 && b.elem != sizes[i] {
 				return fmt.Errorf("pipeline: %s %d is a slice of %d-byte elements, but the pipeline's Config says %d-byte elements", kind, i, b.elem, sizes[i])
 			}
@@ -73,6 +79,9 @@ func (p *Pipeline) validate(job Job) error {
 		return err
 	}
 	if err := check("output", job.Outputs, p.cfg.Outputs); err != nil {
+		return err
+	}
+	if err := checkKernel(job.Kernel, len(p.cfg.Inputs), len(p.cfg.Outputs), p.cfg.ChunkElems); err != nil {
 		return err
 	}
 	return p.b.Prepare(job.Kernel)
@@ -262,12 +271,22 @@ func (p *Pipeline) run(ctx context.Context, job Job, rep *Report) (bool, error) 
 		*rep = Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: p.now() - start}
 		return true, ctx.Err()
 	}
+	// The kernel's parameters and scratch buffers, before anything runs;
+	// an upload is not part of the run's time (Report.Upload).
+	upload, err := p.ready(job.Kernel)
+	if err != nil {
+		return false, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	if upload > 0 {
+		start = p.now()
+	}
 	pl := &p.runPlan
 	if err := p.resolveInto(pl, job, rep); err != nil {
 		pl.forget()
 		p.evict()
 		return false, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
+	rep.Upload, rep.Notes = upload, notesOf(p.b, job.Kernel)
 	defer func() {
 		pl.forget()
 		if err := p.evict(); err != nil && p.broken == nil {
@@ -796,6 +815,15 @@ func (p *Pipeline) fillChunk(chunk *Chunk, c, s, off, n int) {
 	for j, d := range p.dout[s] {
 		chunk.Outputs = append(chunk.Outputs, d.Ptr())
 		chunk.OutBytes = append(chunk.OutBytes, n*p.cfg.Outputs[j])
+	}
+	chunk.Params = chunk.Params[:0]
+	if p.cur != nil {
+		chunk.Params = append(chunk.Params, p.cur.ptrs...)
+	}
+	chunk.Scratch, chunk.ScratchBytes = chunk.Scratch[:0], chunk.ScratchBytes[:0]
+	for j, per := range p.curScratch {
+		chunk.Scratch = append(chunk.Scratch, p.scratch[p.scratchSlot(s)][j].Ptr())
+		chunk.ScratchBytes = append(chunk.ScratchBytes, n*per)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 	"unsafe"
@@ -103,6 +104,9 @@ type Sim struct {
 	counts  map[string]int
 	regs    []*simHost
 	streams []*simStream
+	// used is the device memory allocated, which the profile bounds
+	// (Profile.DeviceMemoryBytes).
+	used int64
 }
 
 // engine is one direction's copy engines: how many are busy and the copies
@@ -357,6 +361,7 @@ func (d *simDevice) Close() error {
 	if !d.closed {
 		d.closed = true
 		s.live["device"]--
+		s.used -= int64(d.size)
 		delete(s.mems, d.base)
 	}
 	return nil
@@ -404,14 +409,41 @@ func (s *Sim) AllocDevice(n int) (DeviceMem, error) {
 	if err := s.tick("alloc"); err != nil {
 		return nil, err
 	}
+	if mem := s.prof.deviceMemory(); int64(n) > mem-s.used {
+		return nil, fmt.Errorf("pipeline: sim: device allocation of %s with %s of the device's %s in use: %w",
+			sizeString(int64(n)), sizeString(s.used), sizeString(mem), driver.ErrOutOfMemory)
+	}
+	if h.nextMem+1 >= simMaxID {
+		return nil, fmt.Errorf("pipeline: sim: more than %d allocations on one simulated host", simMaxID-1)
+	}
 	h.nextMem++
-	d := &simDevice{sim: s, id: h.nextMem, base: driver.DevicePtr(0x7f00_0000_0000 + uint64(h.nextMem)<<32), size: n}
+	d := &simDevice{sim: s, id: h.nextMem, base: simAddr(h.nextMem), size: n}
 	if !h.timingOnly {
 		d.data = make([]byte, n)
 	}
 	s.mems[d.base] = d
 	s.live["device"]++
+	s.used += int64(n)
 	return d, nil
+}
+
+// Device memory lies at simBase + id·simSpacing for the buffer of memory
+// id (SimHost.nextMem), so that an address tells its buffer: simSpacing
+// is more than any device's memory, and ids stay below simMaxID.
+const (
+	simBase    = 0x7f00_0000_0000
+	simSpacing = 1 << 40
+	simMaxID   = (1<<64 - simBase) / simSpacing
+)
+
+func simAddr(id int) driver.DevicePtr { return driver.DevicePtr(simBase + uint64(id)*simSpacing) }
+
+// freeMemory is the profile's device memory less what is allocated.
+func (s *Sim) freeMemory() (free, total int64, err error) {
+	s.host.mu.Lock()
+	defer s.host.mu.Unlock()
+	total = s.prof.deviceMemory()
+	return total - s.used, total, nil
 }
 
 func (s *Sim) AllocPinned(n int) (PinnedMem, error) {
@@ -841,6 +873,8 @@ type simIssuer struct {
 	sim      *Sim
 	a        *actor
 	released bool
+	// args holds each launch's arguments, built to be checked.
+	args driver.Args
 }
 
 // Issuer makes the calling goroutine an active actor until Release: the
@@ -968,76 +1002,218 @@ func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, ho
 	}})
 }
 
-// Prepare refuses a kernel without a CPU stand-in before any work is issued.
+// Prepare refuses a kernel without a CPU stand-in (for each of its steps,
+// when it has Steps) before any work is issued.
 func (s *Sim) Prepare(k *Kernel) error {
-	if k.CPU == nil {
+	for i := range k.Steps {
+		if k.Steps[i].CPU == nil {
+			return fmt.Errorf("pipeline: sim: %s has no CPU stand-in, so the simulator cannot run it", stepLabel(k, i))
+		}
+	}
+	if len(k.Steps) == 0 && k.CPU == nil {
 		return fmt.Errorf("pipeline: sim: kernel %q has no CPU stand-in, so the simulator cannot run it", k.Name)
 	}
 	return nil
 }
 
+// kernelNotes says which of k's launches the profile has no cost for
+// (Report.Notes), once each.
+func (s *Sim) kernelNotes(k *Kernel) []string {
+	var notes []string
+	seen := map[string]bool{}
+	for _, st := range simSteps(k) {
+		if _, ok := s.prof.Kernels[st.Name]; ok || seen[st.Name] || len(s.prof.Kernels) == 0 {
+			continue
+		}
+		seen[st.Name] = true
+		notes = append(notes, s.prof.fallbackNote(st.Name))
+	}
+	return notes
+}
+
+// simStep is one launch of a kernel as the simulator runs it.
+type simStep struct {
+	Step
+	label string // for errors and hazards: "kernel mlp", "kernel mlp, step 0 (layer0)"
+	iters int
+}
+
+// simSteps returns k's launches: its Steps, or for a kernel without steps
+// one launch of its own fields, which reads every input, parameter and
+// scratch buffer and writes every output and scratch buffer.
+func simSteps(k *Kernel) []simStep {
+	if len(k.Steps) > 0 {
+		out := make([]simStep, len(k.Steps))
+		for i, st := range k.Steps {
+			out[i] = simStep{Step: st, label: stepLabel(k, i)}
+		}
+		return out
+	}
+	return []simStep{{Step: Step{Name: k.Name, Args: k.Args, CPU: k.CPU}, label: "kernel " + k.Name, iters: k.Iters}}
+}
+
+// allRefs names every buffer of c of the kinds given, for a kernel
+// without steps.
+func allRefs(c Chunk, kinds ...RefKind) []Ref {
+	var refs []Ref
+	for _, kind := range kinds {
+		for j := range chunkPtrs(c, kind) {
+			refs = append(refs, Ref{Kind: kind, Index: j})
+		}
+	}
+	return refs
+}
+
+// chunkPtrs and chunkBytes are c's addresses and byte counts of a kind of
+// buffer; a parameter's bytes are its whole buffer's (-1).
+func chunkPtrs(c Chunk, kind RefKind) []driver.DevicePtr {
+	switch kind {
+	case RefInput:
+		return c.Inputs
+	case RefOutput:
+		return c.Outputs
+	case RefParam:
+		return c.Params
+	}
+	return c.Scratch
+}
+
+func chunkBytes(c Chunk, kind RefKind, j int) int {
+	switch kind {
+	case RefInput:
+		return c.InBytes[j]
+	case RefOutput:
+		return c.OutBytes[j]
+	case RefScratch:
+		return c.ScratchBytes[j]
+	}
+	return -1
+}
+
+// Launch queues each of k's launches on st in order: each step's CPU
+// stand-in, with its Reads and Writes recorded for the hazard detector,
+// on the profile's cost of the step's name. It builds every launch's
+// arguments (Step.Args, Kernel.Args) and refuses a device address among
+// them that is not a live buffer of this device named by the launch's
+// Reads and Writes (for a kernel without steps, any of the chunk's
+// buffers).
 func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 	ss, err := i.stream(st)
 	if err != nil {
 		return err
 	}
-	s := i.sim
-	if k.CPU == nil {
+	if len(k.Steps) == 0 && k.CPU == nil {
 		return fmt.Errorf("sim: kernel %q has no CPU stand-in", k.Name)
 	}
-	fixed, work, err := s.prof.kernel(k, c.N)
+	// The caller may reuse c's slices once Launch returns.
+	c.Inputs, c.Outputs = append([]driver.DevicePtr(nil), c.Inputs...), append([]driver.DevicePtr(nil), c.Outputs...)
+	c.Params, c.Scratch = append([]driver.DevicePtr(nil), c.Params...), append([]driver.DevicePtr(nil), c.Scratch...)
+	c.InBytes, c.OutBytes = append([]int(nil), c.InBytes...), append([]int(nil), c.OutBytes...)
+	c.ScratchBytes = append([]int(nil), c.ScratchBytes...)
+	for _, step := range simSteps(k) {
+		if len(k.Steps) == 0 {
+			step.Reads = allRefs(c, RefInput, RefParam, RefScratch)
+			step.Writes = allRefs(c, RefOutput, RefScratch)
+		}
+		if err := i.launchStep(ss, k, step, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// launchStep queues one launch.
+func (i *simIssuer) launchStep(ss *simStream, k *Kernel, step simStep, c Chunk) error {
+	s := i.sim
+	if step.CPU == nil {
+		return fmt.Errorf("sim: %s has no CPU stand-in", step.label)
+	}
+	fixed, work, _, err := s.prof.launchCost(step.Name, step.iters, step.FlopsPerElem, c.N)
 	if err != nil {
 		return err
+	}
+	if step.Args != nil {
+		i.args.Reset()
+		step.Args(&i.args, c)
+		if err := i.args.Err(); err != nil {
+			return fmt.Errorf("pipeline: sim: %s: %w", step.label, err)
+		}
 	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	resolve := func(ptrs []driver.DevicePtr, sizes []int) ([]*simDevice, error) {
-		out := make([]*simDevice, len(ptrs))
-		for j, p := range ptrs {
-			d := s.mems[p]
-			if d == nil || sizes[j] > d.size {
-				return nil, fmt.Errorf("pipeline: sim: kernel argument %d is not a live device buffer", j)
+	// Each buffer the launch names: its device memory, its bytes in the
+	// chunk, and its place in the CPU's view.
+	type named struct {
+		d     *simDevice
+		ref   Ref
+		bytes int
+		write bool
+		name  string
+	}
+	var bufs []named
+	ids := map[int]bool{}
+	for w, list := range [2][]Ref{step.Reads, step.Writes} {
+		for _, r := range list {
+			ptrs := chunkPtrs(c, r.Kind)
+			if r.Index < 0 || r.Index >= len(ptrs) {
+				return fmt.Errorf("pipeline: sim: %s names %s %d, but the chunk has %d", step.label, r.Kind, r.Index, len(ptrs))
 			}
-			out[j] = d
+			d := s.mems[ptrs[r.Index]]
+			if d == nil {
+				return fmt.Errorf("pipeline: sim: %s: its %s %d is not a live device buffer", step.label, r.Kind, r.Index)
+			}
+			n := chunkBytes(c, r.Kind, r.Index)
+			if n < 0 {
+				n = d.size
+			}
+			if n > d.size {
+				return fmt.Errorf("pipeline: sim: %s: its %s %d of %d bytes is larger than its buffer of %d", step.label, r.Kind, r.Index, n, d.size)
+			}
+			bufs = append(bufs, named{d: d, ref: r, bytes: n, write: w == 1, name: simBufName(k, r, d)})
+			ids[d.id] = true
 		}
-		return out, nil
 	}
-	ins, err := resolve(c.Inputs, c.InBytes)
-	if err != nil {
-		return err
-	}
-	outs, err := resolve(c.Outputs, c.OutBytes)
-	if err != nil {
+	if err := s.checkArgs(&i.args, step, ids); err != nil {
 		return err
 	}
 	if err := i.issue("launch", ss); err != nil {
 		return err
 	}
-	what := fmt.Sprintf("kernel %s (chunk %d) on stream %d", k.Name, c.Index, ss.idx)
+	what := fmt.Sprintf("%s (chunk %d) on stream %d", step.label, c.Index, ss.idx)
 	compute := !h.timingOnly && !i.a.timeOnly
-	// The caller may reuse c's slices once Launch returns.
-	c.InBytes = append([]int(nil), c.InBytes...)
-	c.OutBytes = append([]int(nil), c.OutBytes...)
 	return ss.enqueue(i.a, &simOp{run: func(vc vclock, idx int, finish func()) {
 		var spans []memSpan
-		hc := HostChunk{Index: c.Index, Offset: c.Offset, N: c.N}
-		for j, d := range ins {
-			spans = append(spans, memSpan{mem: d.id, name: d.name(), lo: 0, hi: c.InBytes[j]})
-			if !h.timingOnly {
-				hc.Inputs = append(hc.Inputs, d.data[:c.InBytes[j]])
-			}
+		// The CPU sees the buffers the launch names, and nil for the rest.
+		hc := HostChunk{Index: c.Index, Offset: c.Offset, N: c.N,
+			Inputs: make([][]byte, len(c.Inputs)), Outputs: make([][]byte, len(c.Outputs))}
+		if len(c.Params) > 0 {
+			hc.Params = make([][]byte, len(c.Params))
 		}
-		for j, d := range outs {
-			spans = append(spans, memSpan{mem: d.id, name: d.name(), lo: 0, hi: c.OutBytes[j], write: true})
-			if !h.timingOnly {
-				hc.Outputs = append(hc.Outputs, d.data[:c.OutBytes[j]])
+		if len(c.Scratch) > 0 {
+			hc.Scratch = make([][]byte, len(c.Scratch))
+		}
+		for _, b := range bufs {
+			spans = append(spans, memSpan{mem: b.d.id, name: b.name, lo: 0, hi: b.bytes, write: b.write})
+			if h.timingOnly {
+				continue
+			}
+			view := b.d.data[:b.bytes]
+			switch b.ref.Kind {
+			case RefInput:
+				hc.Inputs[b.ref.Index] = view
+			case RefOutput:
+				hc.Outputs[b.ref.Index] = view
+			case RefParam:
+				hc.Params[b.ref.Index] = view
+			case RefScratch:
+				hc.Scratch[b.ref.Index] = view
 			}
 		}
 		h.touch(idx, vc, what, spans)
 		if compute {
 			h.dataMu.Lock()
-			k.CPU(hc)
+			step.CPU(hc)
 			h.dataMu.Unlock()
 		}
 		// The fixed part (launch and tail) overlaps other kernels, but for
@@ -1055,6 +1231,67 @@ func (i *simIssuer) Launch(st Stream, k *Kernel, c Chunk) error {
 			})
 		})
 	}})
+}
+
+// simBufName names a buffer a launch touches, for hazards: a parameter
+// and a scratch buffer by their kind, the chunk's inputs and outputs as
+// copies name them.
+func simBufName(k *Kernel, r Ref, d *simDevice) string {
+	switch r.Kind {
+	case RefParam:
+		return fmt.Sprintf("param %s of kernel %s (%s)", k.Params[r.Index].Name, k.Name, d.name())
+	case RefScratch:
+		return fmt.Sprintf("scratch %d of kernel %s (%s)", r.Index, k.Name, d.name())
+	}
+	return d.name()
+}
+
+// checkArgs checks every device address among step's arguments a: each
+// 8-byte argument whose value lies in the simulator's device address
+// space must point into a live buffer of this device that the launch
+// names (ids). Other 8-byte values (scalars) are left alone: the address
+// space starts at 0x7f01_0000_0000, which no count reaches and only a
+// subnormal double's bits would. h.mu held.
+func (s *Sim) checkArgs(a *driver.Args, step simStep, ids map[int]bool) error {
+	if step.Args == nil {
+		return nil
+	}
+	for j, pi := range a.Layout() {
+		if pi.Size != 8 {
+			continue
+		}
+		v, err := argWord(a, pi.Offset)
+		if err != nil {
+			return fmt.Errorf("pipeline: sim: %s: %w", step.label, err)
+		}
+		if v < simBase+simSpacing || v >= simBase+uint64(s.host.nextMem+1)*simSpacing {
+			continue // not a device address of this host
+		}
+		id := int((v - simBase) / simSpacing)
+		d := s.mems[simAddr(id)]
+		switch {
+		case d == nil:
+			return fmt.Errorf("pipeline: sim: %s: argument %d (%#x) is not a live device buffer of this device", step.label, j, v)
+		case v-uint64(d.base) > uint64(d.size):
+			return fmt.Errorf("pipeline: sim: %s: argument %d (%#x) lies beyond the end of %s", step.label, j, v, d.name())
+		case !ids[id]:
+			return fmt.Errorf("pipeline: sim: %s: argument %d is the address of %s, which the launch's Reads and Writes do not name", step.label, j, d.name())
+		}
+	}
+	return nil
+}
+
+// argWord reads the 8-byte argument at offset off of a. driver.Args has
+// no accessor for its values, so the simulator reads them by reflection
+// from its value array (a slab of uint64s, as Args documents it copies);
+// if that field changes, every check fails with this error rather than
+// passing unchecked.
+func argWord(a *driver.Args, off int) (uint64, error) {
+	v := reflect.ValueOf(a).Elem().FieldByName("vals")
+	if !v.IsValid() || v.Kind() != reflect.Array || v.Type().Elem().Kind() != reflect.Uint64 || off%8 != 0 || off/8 >= v.Len() {
+		return 0, fmt.Errorf("the simulator cannot read driver.Args' value at offset %d to check it", off)
+	}
+	return v.Index(off / 8).Uint(), nil
 }
 
 func (i *simIssuer) Record(e Event, st Stream) error {

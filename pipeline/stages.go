@@ -94,6 +94,9 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 	if pl.chunks == 0 {
 		return st, nil
 	}
+	if _, err := p.ready(job.Kernel); err != nil {
+		return st, err
+	}
 	if pl.staging {
 		if err := p.allocStaging(); err != nil {
 			return st, err
@@ -259,9 +262,11 @@ func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage
 
 // Synchronous runs job the way the lecture's processDataSynchronously
 // does, for comparison: whole-array device buffers, a blocking copy of each
-// input from pageable memory, one kernel over all N elements on one stream,
-// and a blocking copy of each output back. It returns the time from the
-// first copy to the last; allocation is not timed.
+// input from pageable memory, one kernel over all N elements on one stream
+// (each of its steps, for a kernel with Steps, with scratch buffers for all
+// N), and a blocking copy of each output back. It returns the time from
+// the first copy to the last; allocation and the upload of the kernel's
+// parameters are not timed.
 func Synchronous(ctx context.Context, b Backend, cfg Config, job Job) (time.Duration, error) {
 	if b == nil {
 		return 0, errors.New("pipeline: nil Backend")
@@ -274,6 +279,9 @@ func Synchronous(ctx context.Context, b Backend, cfg Config, job Job) (time.Dura
 	}
 	if len(job.Inputs) != len(cfg.Inputs) || len(job.Outputs) != len(cfg.Outputs) {
 		return 0, fmt.Errorf("pipeline: job has %d inputs and %d outputs, config %d and %d", len(job.Inputs), len(job.Outputs), len(cfg.Inputs), len(cfg.Outputs))
+	}
+	if err := checkKernel(job.Kernel, len(cfg.Inputs), len(cfg.Outputs), max(job.N, 1)); err != nil {
+		return 0, err
 	}
 	if job.N <= 0 {
 		return 0, nil
@@ -304,6 +312,28 @@ func Synchronous(ctx context.Context, b Backend, cfg Config, job Job) (time.Dura
 	if err != nil {
 		return 0, err
 	}
+	// The kernel's parameters, uploaded before the clock starts, and its
+	// scratch buffers for all N elements.
+	var extra []DeviceMem
+	for _, pr := range job.Kernel.Params {
+		d, err := b.AllocDevice(len(pr.Data))
+		if err != nil {
+			return 0, err
+		}
+		mems = append(mems, d)
+		extra = append(extra, d)
+		if err := b.CopyToDeviceSync(d, 0, pr.Data); err != nil {
+			return 0, err
+		}
+	}
+	for _, per := range job.Kernel.Scratch {
+		d, err := b.AllocDevice(per * job.N)
+		if err != nil {
+			return 0, err
+		}
+		mems = append(mems, d)
+		extra = append(extra, d)
+	}
 	s, err := b.NewStream()
 	if err != nil {
 		return 0, err
@@ -329,6 +359,14 @@ func Synchronous(ctx context.Context, b Backend, cfg Config, job Job) (time.Dura
 	for _, d := range outs {
 		c.Outputs = append(c.Outputs, d.Ptr())
 		c.OutBytes = append(c.OutBytes, d.Len())
+	}
+	for _, d := range extra {
+		if len(c.Params) < len(job.Kernel.Params) {
+			c.Params = append(c.Params, d.Ptr())
+			continue
+		}
+		c.Scratch = append(c.Scratch, d.Ptr())
+		c.ScratchBytes = append(c.ScratchBytes, d.Len())
 	}
 	if err := iss.Launch(s, job.Kernel, c); err != nil {
 		return 0, &StageError{Chunk: 0, Stage: StageCompute, Err: err}

@@ -83,14 +83,18 @@ type Step struct {
 	// Reads and Writes name every buffer the launch reads and writes.
 	// The simulator checks that each device address among the launch's
 	// arguments is one of them, and its hazard detector orders the
-	// step's accesses by them.
+	// step's accesses by them. A step may not write a parameter: Run
+	// refuses it, as it refuses a Ref to a buffer that does not exist.
 	Reads, Writes []Ref
 	// CPU computes the step on the host, the simulator's stand-in; the
-	// chunk's buffers are in c (HostChunk.Params, HostChunk.Scratch).
+	// chunk's buffers are in c (HostChunk.Params, HostChunk.Scratch),
+	// those that Reads and Writes do not name nil.
 	CPU func(c HostChunk)
 	// FlopsPerElem is the step's arithmetic per element (row) of the
 	// chunk. The simulator charges it at its profile's rate for Name
-	// (KernelCost.NsPerFlop), in addition to the per-element cost.
+	// (KernelCost.NsPerFlop), in addition to the per-element cost; for a
+	// name the profile lacks, at the fallback rate that Profile.Kernels
+	// describes, and Report.Notes says so.
 	FlopsPerElem float64
 }
 
@@ -100,4 +104,85 @@ type Step struct {
 type Progress struct {
 	BytesRead, BytesWritten int64
 	ElemsRead, ElemsWritten int64
+}
+
+// stepLabel names step i of k in errors: "kernel mlp, step 1 (layer1)".
+func stepLabel(k *Kernel, i int) string {
+	if n := k.Steps[i].Name; n != "" {
+		return fmt.Sprintf("kernel %s, step %d (%s)", k.Name, i, n)
+	}
+	return fmt.Sprintf("kernel %s, step %d", k.Name, i)
+}
+
+// checkKernel checks k's Steps, Params and Scratch against a pipeline of
+// inputs inputs and outputs outputs in chunks of chunk elements, before
+// anything is uploaded or issued: every Ref names a buffer that exists, no
+// step writes a parameter, and every parameter and scratch buffer has
+// bytes.
+func checkKernel(k *Kernel, inputs, outputs, chunk int) error {
+	for j, per := range k.Scratch {
+		if per <= 0 {
+			return fmt.Errorf("pipeline: kernel %s: scratch buffer %d of %d bytes per element: want at least 1", k.Name, j, per)
+		}
+		if _, ok := checkedMul(per, chunk); !ok {
+			return fmt.Errorf("pipeline: kernel %s: scratch buffer %d of %d bytes per element is too large for chunks of %d elements", k.Name, j, per, chunk)
+		}
+	}
+	for j, pr := range k.Params {
+		if len(pr.Data) == 0 {
+			return fmt.Errorf("pipeline: kernel %s: parameter %d (%s) is empty", k.Name, j, pr.Name)
+		}
+	}
+	count := [...]int{RefInput: inputs, RefOutput: outputs, RefParam: len(k.Params), RefScratch: len(k.Scratch)}
+	for i, st := range k.Steps {
+		for _, list := range [2][]Ref{st.Reads, st.Writes} {
+			for _, r := range list {
+				if r.Kind < RefInput || r.Kind > RefScratch {
+					return fmt.Errorf("pipeline: %s: unknown buffer kind %v", stepLabel(k, i), r.Kind)
+				}
+				if r.Index < 0 || r.Index >= count[r.Kind] {
+					return fmt.Errorf("pipeline: %s: names %s %d, but there are %d", stepLabel(k, i), r.Kind, r.Index, count[r.Kind])
+				}
+			}
+		}
+		for _, r := range st.Writes {
+			if r.Kind == RefParam {
+				return fmt.Errorf("pipeline: %s: writes param %d (%s), which is read-only", stepLabel(k, i), r.Index, k.Params[r.Index].Name)
+			}
+		}
+	}
+	return nil
+}
+
+// sizeString writes a byte count for errors: "150 GiB", "1.5 MiB", "12 B".
+func sizeString(b int64) string {
+	units := []struct {
+		n    float64
+		name string
+	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}}
+	for _, u := range units {
+		if float64(b) >= u.n {
+			s := fmt.Sprintf("%.1f", float64(b)/u.n)
+			if len(s) > 2 && s[len(s)-2:] == ".0" {
+				s = s[:len(s)-2]
+			}
+			return s + " " + u.name
+		}
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// kernelNoter is a backend with something to say about how it runs a
+// kernel: the simulator, about the kernels and steps that its profile has
+// no cost for.
+type kernelNoter interface {
+	kernelNotes(k *Kernel) []string
+}
+
+// notesOf is what b has to say about k, for Report.Notes.
+func notesOf(b Backend, k *Kernel) []string {
+	if n, ok := b.(kernelNoter); ok {
+		return n.kernelNotes(k)
+	}
+	return nil
 }

@@ -109,6 +109,14 @@ type StreamReport struct {
 	// Readers and Writers are the goroutines that did positional reads
 	// and writes (0 when every stream was sequential).
 	Readers, Writers int
+	// Devices says how many chunks each device of a group ran
+	// (Group.RunStream); Busy is not measured for a streaming run.
+	Devices []DeviceReport
+	// Upload and Notes are as in Report: the time spent uploading the
+	// kernel's parameters before the run (not part of Elapsed), and what
+	// the simulator has to say about the kernel's costs.
+	Upload time.Duration
+	Notes  []string
 }
 
 // hostAccessor is implemented by backends that check host accesses to
@@ -202,8 +210,20 @@ func (a *ioBusy) end() {
 
 // streamRun is one streaming run's shared state. mu guards everything
 // below it; cond signals every change.
+//
+// The host side (the readers, the writers and their workers) moves each
+// chunk c through host slot c mod ring of pinned memory; the device side
+// is one issuing loop per device, each taking the next chunk read and
+// running it in a device slot of its own. A Pipeline's run has one device
+// and a ring of its Slots, its staging slots, so that chunk c is in slot
+// c mod Slots on both sides. A group's has a device per pipeline and a
+// ring of all their staging slots (portable pinned memory, which every
+// device copies from and to).
 type streamRun struct {
-	p      *Pipeline
+	p      *Pipeline   // the first device's pipeline: the Config, the clock
+	devs   []*Pipeline // every device's
+	ring   int         // host slots: len(devs)·Slots
+	devErr func(d int, err error) error
 	job    StreamJob
 	ins    []*streamIn
 	outs   []*streamOut
@@ -222,20 +242,30 @@ type streamRun struct {
 	readErr   error // ends the input; the chunks before it are finished
 	total     int   // chunks in the stream; -1 until known
 	staged    int   // chunks read in full, in order
-	h2dIssued int
-	d2hIssued int
-	issueDone bool
-	written   int        // chunks written in full to every output, in order
-	inN       []int      // [slot]: elements of the chunk read into it
-	outN      []int      // [slot]: elements of the chunk copied out of it
-	reading   []*chunkIO // [slot]
-	writing   []*chunkIO // [slot]
-	elems     int64      // elements issued
-	chunkIn   []int      // per input: bytes in a full chunk
-	chunkOut  []int      // per output: bytes in a full chunk
-	readBytes []int64    // per input: bytes consumed in finalized chunks
-	spawned   int        // goroutines started
-	exited    int        // goroutines ended
+	taken     int   // chunks taken by a device, in order
+	d2hIssued int   // chunks whose D2H copies are queued
+	issuing   int   // devices still issuing
+	issueDone bool  // every device has stopped issuing
+	written   int   // chunks written in full to every output, in order
+	// Per host slot: the elements of the chunk read into it (inN) and
+	// copied out into it (outN), and its reads and writes.
+	inN, outN        []int
+	reading, writing []*chunkIO
+	// Per host slot: the last chunk whose H2D copy read it (h2dAt) and
+	// whose D2H copy wrote it (d2hAt), -1 before any, with the events that
+	// the devices recorded after those copies (h2dEv, d2hEv) and the
+	// device of each.
+	h2dAt, d2hAt []int
+	h2dEv, d2hEv []slotEvent
+	devChunks    []int   // chunks each device ran
+	elems        int64   // elements issued
+	elemsRead    int64   // elements read in full
+	elemsWritten int64   // elements written in full
+	chunkIn      []int   // per input: bytes in a full chunk
+	chunkOut     []int   // per output: bytes in a full chunk
+	readBytes    []int64 // per input: bytes consumed in finalized chunks
+	spawned      int     // goroutines started
+	exited       int     // goroutines ended
 
 	// On a tracking backend (stream_sync.go): the clocks of the handoffs.
 	hs           hostTracker
@@ -244,6 +274,14 @@ type streamRun struct {
 	endTok       hostToken // total became known
 	issueDoneTok hostToken
 	exitTok      hostToken // every exited goroutine's last clock
+}
+
+// slotEvent is an event a device recorded after a copy of a host slot:
+// the host waits for it before it uses the slot again.
+type slotEvent struct {
+	ev  Event
+	dev int
+	tok hostToken // tracking backend: the issuer's clock at the record
 }
 
 func (r *streamRun) fail(err error) {
@@ -344,9 +382,26 @@ func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport,
 		start = p.runBegin(t)
 		defer p.runEnd(t)
 	}
-	r := p.newStreamRun(job)
+	// The kernel's parameters and scratch buffers, before anything is
+	// read; an upload is not part of Elapsed (StreamReport.Upload).
+	upload, err := p.ready(job.Kernel)
+	if err != nil {
+		return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	if upload > 0 {
+		start = p.now()
+	}
+	r := newStreamRun([]*Pipeline{p}, job)
+	err = r.execute(ctx)
+	rep := r.report(start)
+	rep.Upload, rep.Notes = upload, notesOf(p.b, job.Kernel)
+	return rep, err
+}
+
+// report is the run's report, for a run that started at start.
+func (r *streamRun) report(start time.Duration) *StreamReport {
+	p := r.p
 	rep := &StreamReport{Backend: p.b.Name(), ChunkElems: p.cfg.ChunkElems}
-	err := r.execute(ctx)
 	rep.Elapsed = p.now() - start
 	rep.Chunks, rep.N = r.d2hIssued, r.elems
 	rep.Read, rep.Write = r.readAct.busy, r.writeAct.busy
@@ -362,7 +417,12 @@ func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport,
 	for _, out := range r.outs {
 		rep.OutputBytes = append(rep.OutputBytes, out.committed)
 	}
-	return rep, err
+	if r.devErr != nil { // a group's
+		for d, q := range r.devs {
+			rep.Devices = append(rep.Devices, DeviceReport{Device: d, Backend: q.b.Name(), Chunks: r.devChunks[d]})
+		}
+	}
+	return rep
 }
 
 func (p *Pipeline) validateStream(job StreamJob) error {
@@ -388,11 +448,17 @@ func (p *Pipeline) validateStream(job StreamJob) error {
 			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.OutputNames, "output", i))
 		}
 	}
+	if err := checkKernel(job.Kernel, len(p.cfg.Inputs), len(p.cfg.Outputs), p.cfg.ChunkElems); err != nil {
+		return err
+	}
 	return p.b.Prepare(job.Kernel)
 }
 
-func (p *Pipeline) newStreamRun(job StreamJob) *streamRun {
-	S := p.cfg.Slots
+// newStreamRun is the state of a run of job over devs, pipelines of one
+// Config, whose staging slots are the host slots.
+func newStreamRun(devs []*Pipeline, job StreamJob) *streamRun {
+	p := devs[0]
+	R := len(devs) * p.cfg.Slots
 	if job.Readers == 0 {
 		job.Readers = runtime.GOMAXPROCS(0)
 	}
@@ -402,10 +468,16 @@ func (p *Pipeline) newStreamRun(job StreamJob) *streamRun {
 	if job.PieceBytes == 0 {
 		job.PieceBytes = 1 << 20
 	}
-	r := &streamRun{p: p, job: job, total: -1,
+	r := &streamRun{p: p, devs: devs, ring: R, job: job, total: -1,
 		piece: (job.PieceBytes + 4095) &^ 4095,
-		inN:   make([]int, S), outN: make([]int, S),
-		reading: make([]*chunkIO, S), writing: make([]*chunkIO, S)}
+		inN:   make([]int, R), outN: make([]int, R),
+		reading: make([]*chunkIO, R), writing: make([]*chunkIO, R),
+		h2dAt: make([]int, R), d2hAt: make([]int, R),
+		h2dEv: make([]slotEvent, R), d2hEv: make([]slotEvent, R),
+		devChunks: make([]int, len(devs))}
+	for h := range R {
+		r.h2dAt[h], r.d2hAt[h] = -1, -1
+	}
 	r.cond = sync.NewCond(&r.mu)
 	r.rec, _ = p.b.(hostAccessor)
 	r.hs = trackerOf(p.b)
@@ -429,11 +501,11 @@ func (p *Pipeline) newStreamRun(job StreamJob) *streamRun {
 	return r
 }
 
-// execute starts the readers and writers, issues on the calling goroutine,
-// and tears everything down in order: coordinators, then workers, then the
-// device drain, then the files' offsets.
+// execute starts the readers and writers, issues on the calling goroutine
+// (a group's devices on goroutines of their own), and tears everything
+// down in order: coordinators, then workers, then the device drain, then
+// the files' offsets, then the last progress report.
 func (r *streamRun) execute(ctx context.Context) error {
-	p := r.p
 	stopWatch := context.AfterFunc(ctx, func() { r.fail(ctx.Err()) })
 	defer stopWatch()
 
@@ -479,15 +551,39 @@ func (r *streamRun) execute(ctx context.Context) error {
 	}
 	r.spawn("stream reads", r.readLoop)
 	r.spawn("stream writes", r.writeLoop)
+	stopProgress := r.startProgress()
 
-	issueErr := r.issue()
-	if issueErr != nil {
-		r.fail(issueErr)
+	if len(r.devs) == 1 {
+		// A pipeline issues on the calling goroutine.
+		if err := r.issue(0); err != nil {
+			r.fail(r.deviceErr(0, err))
+		}
+		r.mu.Lock()
+		r.issueDone = true
+		r.markLocked(&r.issueDoneTok)
+		r.signal()
+	} else {
+		r.mu.Lock()
+		r.issuing = len(r.devs)
+		r.mu.Unlock()
+		for d := range r.devs {
+			r.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() {
+				if err := r.issue(d); err != nil {
+					r.fail(r.deviceErr(d, err))
+				}
+				r.mu.Lock()
+				r.issuing--
+				if r.hs != nil {
+					r.issueDoneTok = joinTok(r.issueDoneTok, r.hs.hostPublish())
+				}
+				r.issueDone = r.issuing == 0
+				r.signal()
+				r.mu.Unlock()
+			})
+		}
+		r.mu.Lock()
+		r.waitLocked(r.cond, func() bool { return r.issueDone }, func() hostToken { return r.issueDoneTok })
 	}
-	r.mu.Lock()
-	r.issueDone = true
-	r.markLocked(&r.issueDoneTok)
-	r.signal()
 	// Every chunk copied out must be written, unless the run stopped.
 	r.waitLocked(r.cond, func() bool { return r.written >= r.d2hIssued }, func() hostToken { return r.tokAt(&r.written, r.d2hIssued-1) })
 	r.stopLocked()
@@ -496,8 +592,15 @@ func (r *streamRun) execute(ctx context.Context) error {
 	// stops; a read or write in progress finishes first.
 	r.joinAll()
 
-	// Drain: the host waits for the device once, at the end.
-	drainErr := p.drain()
+	// Drain: the host waits for each device once, at the end.
+	drainErrs := make([]error, len(r.devs))
+	var drainErr error
+	for d, q := range r.devs {
+		if drainErrs[d] = q.drain(); drainErrs[d] != nil && drainErr == nil {
+			drainErr = r.deviceErr(d, drainErrs[d])
+		}
+	}
+	defer stopProgress()
 
 	r.mu.Lock()
 	runErr := r.err
@@ -528,10 +631,18 @@ func (r *streamRun) execute(ctx context.Context) error {
 		}
 	}
 	if drainErr != nil {
-		p.broken = drainErr
-		p.closed = true
-		p.release()
-		return &StageError{Chunk: -1, Stage: StageDrain, Err: fmt.Errorf("%w; the pipeline closed itself", drainErr)}
+		for d, q := range r.devs {
+			if drainErrs[d] != nil {
+				q.broken = drainErrs[d]
+				q.closed = true
+				q.release()
+			}
+		}
+		for d, err := range drainErrs {
+			if err != nil {
+				return r.deviceErr(d, &StageError{Chunk: -1, Stage: StageDrain, Err: fmt.Errorf("%w; the pipeline closed itself", err)})
+			}
+		}
 	}
 	if runErr != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(runErr, ctxErr) {
@@ -542,18 +653,39 @@ func (r *streamRun) execute(ctx context.Context) error {
 	return nil
 }
 
-// readLoop hands out each chunk's reads once its slot is free: the H2D
-// copy that last read the slot has completed. It runs ahead of the
-// device by up to Slots chunks, and stops once the end is known.
+// deviceErr is err of device d: in a group's run, a *DeviceError.
+func (r *streamRun) deviceErr(d int, err error) error {
+	if r.devErr == nil {
+		return err
+	}
+	return r.devErr(d, err)
+}
+
+// hostIn and hostOut are host slot h's pinned memory for input or output
+// j: a staging slot of one of the devices.
+func (r *streamRun) hostIn(h, j int) PinnedMem {
+	S := r.p.cfg.Slots
+	return r.devs[h/S].sin[h%S][j]
+}
+
+func (r *streamRun) hostOut(h, j int) PinnedMem {
+	S := r.p.cfg.Slots
+	return r.devs[h/S].sout[h%S][j]
+}
+
+// readLoop hands out each chunk's reads once its host slot is free: the
+// H2D copy that last read the slot has completed. It runs ahead of the
+// devices by up to ring chunks, and stops once the end is known.
 func (r *streamRun) readLoop() {
-	p, S := r.p, r.p.cfg.Slots
+	p, R := r.p, r.ring
 	for c := 0; ; c++ {
-		s := c % S
-		if c >= S {
-			// The H2D of chunk c-S must be queued before its event means it.
-			if !r.waitUntil(func() bool { return r.h2dIssued > c-S || r.total >= 0 }, func() hostToken {
-				if r.h2dIssued > c-S {
-					return r.tokAt(&r.h2dIssued, c-S)
+		s := c % R
+		if c >= R {
+			// The H2D of chunk c-R must be queued before its event means it.
+			// (A later chunk only where a test drops the waits.)
+			if !r.waitUntil(func() bool { return r.h2dAt[s] >= c-R || r.total >= 0 }, func() hostToken {
+				if r.h2dAt[s] >= c-R {
+					return r.h2dEv[s].tok
 				}
 				return r.endTok
 			}) {
@@ -561,13 +693,17 @@ func (r *streamRun) readLoop() {
 			}
 			r.mu.Lock()
 			ended := r.total >= 0
+			ev := r.h2dEv[s]
 			r.mu.Unlock()
 			if ended {
 				return
 			}
+			// The device may have recorded the event again since, for a
+			// later chunk on the same stream: waiting for that is waiting
+			// for this too.
 			if !p.skipWAR {
-				if err := p.h2dDone[s].Synchronize(); err != nil {
-					r.fail(&StageError{Chunk: c, Stage: StageIn, Err: err})
+				if err := ev.ev.Synchronize(); err != nil {
+					r.fail(r.deviceErr(ev.dev, &StageError{Chunk: c, Stage: StageIn, Err: err}))
 					return
 				}
 			}
@@ -581,7 +717,7 @@ func (r *streamRun) readLoop() {
 		var jobs []ioJob
 		for j, in := range r.ins {
 			cb := r.chunkIn[j]
-			mem := p.sin[s][j]
+			mem := r.hostIn(s, j)
 			if in.ra == nil {
 				jobs = append(jobs, ioJob{c: c, stream: j, mem: mem, lo: 0, hi: cb, at: int64(c) * int64(cb)})
 				continue
@@ -600,29 +736,31 @@ func (r *streamRun) readLoop() {
 
 // writeLoop hands out each chunk's writes once its D2H copy has completed.
 func (r *streamRun) writeLoop() {
-	p, S := r.p, r.p.cfg.Slots
+	R := r.ring
 	for c := 0; ; c++ {
-		s := c % S
-		// The ring entry of chunk c-S must be finished; the D2H's own wait
+		s := c % R
+		// The ring entry of chunk c-R must be finished; the D2H's own wait
 		// already implies it, unless a test drops that wait.
-		if !r.waitUntil(func() bool { return (r.d2hIssued > c || r.issueDone) && r.written > c-S }, func() hostToken {
+		// (A later chunk than c is there only where a test drops the waits.)
+		if !r.waitUntil(func() bool { return (r.d2hAt[s] >= c || r.issueDone) && r.written > c-R }, func() hostToken {
 			t := r.issueDoneTok
-			if r.d2hIssued > c {
-				t = r.tokAt(&r.d2hIssued, c)
+			if r.d2hAt[s] >= c {
+				t = r.d2hEv[s].tok
 			}
-			return joinTok(t, r.tokAt(&r.written, c-S))
+			return joinTok(t, r.tokAt(&r.written, c-R))
 		}) {
 			return
 		}
 		r.mu.Lock()
-		issued := r.d2hIssued > c
+		issued := r.d2hAt[s] >= c
 		n := r.outN[s]
+		ev := r.d2hEv[s]
 		r.mu.Unlock()
 		if !issued {
 			return
 		}
-		if err := p.d2hDone[s].Synchronize(); err != nil {
-			r.fail(&StageError{Chunk: c, Stage: StageOut, Err: err})
+		if err := ev.ev.Synchronize(); err != nil {
+			r.fail(r.deviceErr(ev.dev, &StageError{Chunk: c, Stage: StageOut, Err: err}))
 			return
 		}
 		ch := &chunkIO{c: c}
@@ -630,7 +768,7 @@ func (r *streamRun) writeLoop() {
 		for j, out := range r.outs {
 			bytes := n * out.elem
 			at := int64(c) * int64(r.chunkOut[j])
-			mem := p.sout[s][j]
+			mem := r.hostOut(s, j)
 			if out.wa == nil {
 				jobs = append(jobs, ioJob{c: c, stream: j, mem: mem, lo: 0, hi: bytes, at: at, write: true})
 				continue
@@ -736,7 +874,7 @@ func (r *streamRun) read(jb ioJob, n int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	in := r.ins[jb.stream]
-	ch := r.reading[jb.c%r.p.cfg.Slots]
+	ch := r.reading[jb.c%r.ring]
 	switch {
 	case err != nil && err != io.EOF:
 		if in.ra != nil {
@@ -757,7 +895,7 @@ func (r *streamRun) read(jb ioJob, n int, err error) {
 	r.doneLocked(ch)
 	for !r.stop && r.total < 0 {
 		c := r.staged
-		ch := r.reading[c%r.p.cfg.Slots]
+		ch := r.reading[c%r.ring]
 		if ch == nil || ch.c != c || ch.remaining > 0 {
 			return
 		}
@@ -809,7 +947,8 @@ func (r *streamRun) finalize(ch *chunkIO) {
 		r.readBytes[j] += int64(elems * in.elem)
 	}
 	if elems > 0 {
-		r.inN[ch.c%r.p.cfg.Slots] = elems
+		r.inN[ch.c%r.ring] = elems
+		r.elemsRead += int64(elems)
 		r.advanceLocked(&r.staged, ch.c+1, ch.tok)
 	}
 	switch {
@@ -847,108 +986,195 @@ func (r *streamRun) wrote(jb ioJob, n int, err error) {
 		r.failLocked(&StreamError{Stream: out.name, Offset: jb.at + int64(n), Err: err})
 		return
 	}
-	ch := r.writing[jb.c%r.p.cfg.Slots]
+	ch := r.writing[jb.c%r.ring]
 	ch.remaining--
 	r.doneLocked(ch)
 	for {
 		c := r.written
-		ch := r.writing[c%r.p.cfg.Slots]
+		ch := r.writing[c%r.ring]
 		if ch == nil || ch.c != c || ch.remaining > 0 {
 			break
 		}
+		// No D2H copies into the slot again before it is written.
+		r.elemsWritten += int64(r.outN[c%r.ring])
 		r.advanceLocked(&r.written, c+1, ch.tok)
 	}
 	r.signal()
 }
 
-// issue is the device schedule of Run (see issue in run.go), fed by the
-// readers: chunk c is issued once it is read, and its D2H waits until the
-// writers have emptied its output slot.
-func (r *streamRun) issue() error {
-	p, S := r.p, r.p.cfg.Slots
-	iss, err := p.b.Issuer()
+// issue is device d's schedule, as Run's (see issue in run.go), fed by
+// the readers: the device takes the next chunk read, in its i-th device
+// slot, and its D2H waits until the writers have emptied the host slot
+// and written the chunk that last used the device slot. In a group's run a
+// device takes a chunk only when it has room for it, as in Group.Run.
+func (r *streamRun) issue(d int) error {
+	q, S, R := r.devs[d], r.p.cfg.Slots, r.ring
+	iss, err := q.b.Issuer()
 	if err != nil {
 		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
 	defer iss.Release()
 	chunk := Chunk{}
-	for c := 0; ; c++ {
-		if !r.waitUntil(func() bool { return r.staged > c || (r.total >= 0 && c >= r.total) }, func() hostToken {
-			if r.staged > c {
-				return r.tokAt(&r.staged, c)
+	last := make([]int, S) // the chunk each device slot held last
+	for i := 0; ; i++ {
+		s, k := i%S, i%len(q.comp)
+		if len(r.devs) > 1 {
+			if err := r.roomFor(q, last, i); err != nil {
+				return err
 			}
-			return r.endTok
-		}) {
-			return nil
 		}
 		r.mu.Lock()
-		if r.staged <= c {
+		ok := r.waitLocked(r.cond, func() bool { return r.staged > r.taken || (r.total >= 0 && r.taken >= r.total) }, func() hostToken {
+			if r.staged > r.taken {
+				return r.tokAt(&r.staged, r.taken)
+			}
+			return r.endTok
+		})
+		if !ok || r.staged <= r.taken {
 			r.mu.Unlock()
-			return nil // the end
+			return nil // stopped, or the end
 		}
-		s, k := c%S, c%len(p.comp)
-		n := r.inN[s]
+		c := r.taken
+		r.taken++
+		h := c % R
+		n := r.inN[h]
 		r.mu.Unlock()
-		off := c * p.cfg.ChunkElems
+		prev := -1
+		if i >= S {
+			prev = last[s]
+		}
+		last[s] = c
+		off := c * q.cfg.ChunkElems
 		fail := func(st Stage, err error) error { return &StageError{Chunk: c, Stage: st, Err: err} }
 
 		// H2D
-		if c >= S && !p.skipWAR {
-			if err := iss.Wait(p.h2d, p.compDone[s]); err != nil {
+		if i >= S && !q.skipWAR {
+			if err := iss.Wait(q.h2d, q.compDone[s]); err != nil {
 				return fail(StageH2D, err)
 			}
 		}
 		for j := range r.ins {
-			if err := iss.CopyToDevice(p.h2d, p.din[s][j], 0, p.sin[s][j], 0, n*p.cfg.Inputs[j]); err != nil {
+			if err := iss.CopyToDevice(q.h2d, q.din[s][j], 0, r.hostIn(h, j), 0, n*q.cfg.Inputs[j]); err != nil {
 				return fail(StageH2D, err)
 			}
 		}
-		if err := iss.Record(p.h2dDone[s], p.h2d); err != nil {
+		if err := iss.Record(q.h2dDone[s], q.h2d); err != nil {
 			return fail(StageH2D, err)
 		}
 		r.mu.Lock()
-		r.advanceLocked(&r.h2dIssued, c+1)
+		r.h2dAt[h], r.h2dEv[h] = c, slotEvent{ev: q.h2dDone[s], dev: d}
+		r.markLocked(&r.h2dEv[h].tok)
 		r.signal()
 		r.mu.Unlock()
 
 		// compute
-		cs := p.comp[k]
-		if err := iss.Wait(cs, p.h2dDone[s]); err != nil {
+		cs := q.comp[k]
+		if err := iss.Wait(cs, q.h2dDone[s]); err != nil {
 			return fail(StageCompute, err)
 		}
-		if c >= S && !p.skipWAR {
-			if err := iss.Wait(cs, p.d2hDone[s]); err != nil {
+		if i >= S && !q.skipWAR {
+			if err := iss.Wait(cs, q.d2hDone[s]); err != nil {
 				return fail(StageCompute, err)
 			}
 		}
-		p.fillChunk(&chunk, c, s, off, n)
+		q.fillChunk(&chunk, c, s, off, n)
 		if err := iss.Launch(cs, r.job.Kernel, chunk); err != nil {
 			return fail(StageCompute, err)
 		}
-		if err := iss.Record(p.compDone[s], cs); err != nil {
+		if err := iss.Record(q.compDone[s], cs); err != nil {
 			return fail(StageCompute, err)
 		}
 
-		// D2H, once the writers are done with the slot's last chunk.
-		if c >= S && !p.skipWAR && !r.waitUntil(func() bool { return r.written > c-S }, func() hostToken { return r.tokAt(&r.written, c-S) }) {
+		// D2H, once the writers are done with the host slot's last chunk
+		// and with the device slot's (whose D2H event is recorded again).
+		if need := max(c-R, prev); need >= 0 && !q.skipWAR && !r.waitUntil(func() bool { return r.written > need }, func() hostToken { return r.tokAt(&r.written, need) }) {
 			return nil
 		}
-		if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
+		if err := iss.Wait(q.d2h, q.compDone[s]); err != nil {
 			return fail(StageD2H, err)
 		}
 		for j := range r.outs {
-			if err := iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j], 0, n*p.cfg.Outputs[j]); err != nil {
+			if err := iss.CopyToHost(q.d2h, r.hostOut(h, j), 0, q.dout[s][j], 0, n*q.cfg.Outputs[j]); err != nil {
 				return fail(StageD2H, err)
 			}
 		}
-		if err := iss.Record(p.d2hDone[s], p.d2h); err != nil {
+		if err := iss.Record(q.d2hDone[s], q.d2h); err != nil {
 			return fail(StageD2H, err)
 		}
 		r.mu.Lock()
-		r.outN[s] = n
+		r.outN[h] = n
 		r.elems += int64(n)
-		r.advanceLocked(&r.d2hIssued, c+1)
+		r.d2hAt[h], r.d2hEv[h] = c, slotEvent{ev: q.d2hDone[s], dev: d}
+		r.markLocked(&r.d2hEv[h].tok)
+		r.d2hIssued++
+		r.devChunks[d]++
 		r.signal()
 		r.mu.Unlock()
 	}
+}
+
+// roomFor waits until device q has room to take its i-th chunk (see
+// Pipeline.roomFor); last holds the chunk of each of its slots.
+func (r *streamRun) roomFor(q *Pipeline, last []int, i int) error {
+	S := q.cfg.Slots
+	if i >= 2 {
+		if err := q.h2dDone[(i-2)%S].Synchronize(); err != nil {
+			return &StageError{Chunk: last[(i-2)%S], Stage: StageH2D, Err: err}
+		}
+	}
+	if i >= S {
+		if err := q.d2hDone[i%S].Synchronize(); err != nil {
+			return &StageError{Chunk: last[i%S], Stage: StageD2H, Err: err}
+		}
+	}
+	return nil
+}
+
+// progressEvery is how often a streaming run reports its progress.
+const progressEvery = 100 * time.Millisecond
+
+// startProgress starts the goroutine that calls the job's Progress every
+// progressEvery while the counts move, and returns what stops it and makes
+// the last call. Without a Progress it starts nothing.
+func (r *streamRun) startProgress() (stop func()) {
+	if r.job.Progress == nil {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		var last Progress
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				if pr := r.progress(); pr != last {
+					r.job.Progress(pr)
+					last = pr
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		r.job.Progress(r.progress())
+	}
+}
+
+// progress is how far the run has got.
+func (r *streamRun) progress() Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pr := Progress{ElemsRead: r.elemsRead, ElemsWritten: r.elemsWritten}
+	for _, b := range r.readBytes {
+		pr.BytesRead += b
+	}
+	for _, out := range r.outs {
+		pr.BytesWritten += out.committed
+	}
+	return pr
 }

@@ -65,7 +65,7 @@ func (r *streamRun) advanceLocked(counter *int, v int, with ...hostToken) {
 	}
 	ring := r.toks[counter]
 	if ring == nil {
-		n := 2*r.p.cfg.Slots + 8
+		n := 2*r.ring + 8
 		ring = &tokRing{val: make([]int, n), tok: make([]hostToken, n)}
 		for i := range ring.val {
 			ring.val[i] = -1

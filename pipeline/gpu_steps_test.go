@@ -1,0 +1,288 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/gputest"
+	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rowsPTX holds two element-wise kernels over n values in rows of width:
+// rows_scale(out, in, w, width, n): out[i] = in[i] · w[i mod width], and
+// rows_shift(out, in, b, width, n): out[i] = in[i] + b[i mod width].
+const rowsPTX = `
+.version 7.0
+.target sm_52
+.address_size 64
+
+.visible .entry rows_scale(
+	.param .u64 rows_scale_out,
+	.param .u64 rows_scale_in,
+	.param .u64 rows_scale_w,
+	.param .u32 rows_scale_width,
+	.param .u32 rows_scale_n
+)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<8>;
+	.reg .f32 %f<4>;
+	.reg .b64 %rd<11>;
+
+	ld.param.u64 %rd1, [rows_scale_out];
+	ld.param.u64 %rd2, [rows_scale_in];
+	ld.param.u64 %rd3, [rows_scale_w];
+	ld.param.u32 %r1, [rows_scale_width];
+	ld.param.u32 %r2, [rows_scale_n];
+	mov.u32 %r3, %ctaid.x;
+	mov.u32 %r4, %ntid.x;
+	mov.u32 %r5, %tid.x;
+	mad.lo.s32 %r6, %r3, %r4, %r5;
+	setp.ge.u32 %p1, %r6, %r2;
+	@%p1 bra $L_scale_done;
+	rem.u32 %r7, %r6, %r1;
+	cvta.to.global.u64 %rd4, %rd1;
+	cvta.to.global.u64 %rd5, %rd2;
+	cvta.to.global.u64 %rd6, %rd3;
+	mul.wide.u32 %rd7, %r6, 4;
+	mul.wide.u32 %rd8, %r7, 4;
+	add.s64 %rd9, %rd5, %rd7;
+	ld.global.f32 %f1, [%rd9];
+	add.s64 %rd10, %rd6, %rd8;
+	ld.global.f32 %f2, [%rd10];
+	mul.rn.f32 %f3, %f1, %f2;
+	add.s64 %rd9, %rd4, %rd7;
+	st.global.f32 [%rd9], %f3;
+$L_scale_done:
+	ret;
+}
+
+.visible .entry rows_shift(
+	.param .u64 rows_shift_out,
+	.param .u64 rows_shift_in,
+	.param .u64 rows_shift_b,
+	.param .u32 rows_shift_width,
+	.param .u32 rows_shift_n
+)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<8>;
+	.reg .f32 %f<4>;
+	.reg .b64 %rd<11>;
+
+	ld.param.u64 %rd1, [rows_shift_out];
+	ld.param.u64 %rd2, [rows_shift_in];
+	ld.param.u64 %rd3, [rows_shift_b];
+	ld.param.u32 %r1, [rows_shift_width];
+	ld.param.u32 %r2, [rows_shift_n];
+	mov.u32 %r3, %ctaid.x;
+	mov.u32 %r4, %ntid.x;
+	mov.u32 %r5, %tid.x;
+	mad.lo.s32 %r6, %r3, %r4, %r5;
+	setp.ge.u32 %p1, %r6, %r2;
+	@%p1 bra $L_shift_done;
+	rem.u32 %r7, %r6, %r1;
+	cvta.to.global.u64 %rd4, %rd1;
+	cvta.to.global.u64 %rd5, %rd2;
+	cvta.to.global.u64 %rd6, %rd3;
+	mul.wide.u32 %rd7, %r6, 4;
+	mul.wide.u32 %rd8, %r7, 4;
+	add.s64 %rd9, %rd5, %rd7;
+	ld.global.f32 %f1, [%rd9];
+	add.s64 %rd10, %rd6, %rd8;
+	ld.global.f32 %f2, [%rd10];
+	add.rn.f32 %f3, %f1, %f2;
+	add.s64 %rd9, %rd4, %rd7;
+	st.global.f32 [%rd9], %f3;
+$L_shift_done:
+	ret;
+}
+`
+
+// gpuRowWidth is the values in a row of the GPU's two-step kernel.
+const gpuRowWidth = 4
+
+// gpuRowsFunctions loads rowsPTX on each context as it is first asked
+// for, and unloads it when the test ends.
+func gpuRowsFunctions(t *testing.T) func(name string) func(*driver.Context) (*driver.Function, error) {
+	var mu sync.Mutex
+	mods := map[*driver.Context]*driver.Module{}
+	t.Cleanup(func() {
+		for _, m := range mods {
+			assert.NoError(t, m.Close())
+		}
+	})
+	return func(name string) func(*driver.Context) (*driver.Function, error) {
+		return func(ctx *driver.Context) (*driver.Function, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			m, ok := mods[ctx]
+			if !ok {
+				var err error
+				if m, err = ctx.LoadModule([]byte(rowsPTX), driver.ModuleOptions{}); err != nil {
+					return nil, err
+				}
+				mods[ctx] = m
+			}
+			return m.Function(name)
+		}
+	}
+}
+
+// gpuRowsKernel is two element-wise steps through a scratch buffer, each
+// reading a resident parameter: scale (scratch = in · w) and shift
+// (out = scratch + b), per value of rows of gpuRowWidth. Each step has its
+// CPU stand-in too, so that the simulator checks the kernel's arguments
+// and buffers (TestGPURowsKernelOnSim).
+func gpuRowsKernel(fn func(name string) func(*driver.Context) (*driver.Function, error), w, b []float32) *Kernel {
+	launch := func(c Chunk) driver.LaunchConfig { return driver.GridFor(gpuRowWidth*c.N, 256) }
+	step := func(name, fnName string, dst, src, param Ref, op func(x, p float32) float32) Step {
+		return Step{
+			Name: name, Function: fn(fnName), Launch: launch,
+			Reads: []Ref{src, param}, Writes: []Ref{dst},
+			CPU: func(c HostChunk) {
+				view := func(r Ref) []float32 {
+					switch r.Kind {
+					case RefInput:
+						return driver.View[float32](c.Inputs[r.Index])
+					case RefOutput:
+						return driver.View[float32](c.Outputs[r.Index])
+					case RefParam:
+						return driver.View[float32](c.Params[r.Index])
+					}
+					return driver.View[float32](c.Scratch[r.Index])
+				}
+				d, x, p := view(dst), view(src), view(param)
+				for i := range gpuRowWidth * c.N {
+					d[i] = op(x[i], p[i%gpuRowWidth])
+				}
+			},
+			Args: func(a *driver.Args, c Chunk) {
+				ptr := func(r Ref) driver.DevicePtr {
+					switch r.Kind {
+					case RefInput:
+						return c.Inputs[r.Index]
+					case RefOutput:
+						return c.Outputs[r.Index]
+					case RefParam:
+						return c.Params[r.Index]
+					}
+					return c.Scratch[r.Index]
+				}
+				a.Pointer(ptr(dst)).Pointer(ptr(src)).Pointer(ptr(param)).Uint32(gpuRowWidth).Uint32(uint32(gpuRowWidth * c.N))
+			},
+		}
+	}
+	return &Kernel{
+		Name:    "rows",
+		Params:  []Param{{Name: "w", Data: driver.Bytes(w)}, {Name: "b", Data: driver.Bytes(b)}},
+		Scratch: []int{4 * gpuRowWidth},
+		Steps: []Step{
+			step("scale", "rows_scale", Ref{RefScratch, 0}, Ref{RefInput, 0}, Ref{RefParam, 0}, func(x, w float32) float32 { return x * w }),
+			step("shift", "rows_shift", Ref{RefOutput, 0}, Ref{RefScratch, 0}, Ref{RefParam, 1}, func(x, b float32) float32 { return x + b }),
+		},
+	}
+}
+
+// gpuRowsWant is what gpuRowsKernel makes of in, each operation rounded
+// to float32 as the GPU rounds it.
+func gpuRowsWant(in, w, b []float32) []float32 {
+	out := make([]float32, len(in))
+	for i, x := range in {
+		s := float32(x * w[i%gpuRowWidth])
+		out[i] = float32(s + b[i%gpuRowWidth])
+	}
+	return out
+}
+
+func gpuRowsConfig(chunk int) Config {
+	return Config{ChunkElems: chunk, Inputs: []int{4 * gpuRowWidth}, Outputs: []int{4 * gpuRowWidth}}
+}
+
+// TestGPUSteps runs a kernel of two steps, from PTX written by hand,
+// through a pipeline's Run and RunStream on GPU 0, in rows, at lengths
+// around the chunk, and checks every value; the parameters are uploaded
+// by the first run only.
+func TestGPUSteps(t *testing.T) {
+	ctx := gputest.Context(t)
+	fn := gpuRowsFunctions(t)
+	w, b := []float32{1.5, -2, 0.25, 3}, []float32{10, -1, 0.5, 7}
+	k := gpuRowsKernel(fn, w, b)
+	const chunk = 1 << 16
+	cfg := gpuRowsConfig(chunk)
+	cfg.Slots, cfg.ComputeStreams = 3, 2
+	p, err := New(GPU(ctx), cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	first := true
+	for _, mode := range []HostMode{HostStaged, HostRegistered} {
+		for _, n := range []int{1, chunk + 1, 3*chunk + 17} {
+			in := make([]float32, gpuRowWidth*n)
+			kernels.FillPattern(in, n)
+			out := make([]float32, len(in))
+			rep, err := p.Run(context.Background(), Job{N: n, Kernel: k, Host: mode, Inputs: []Buffer{Rows(in, gpuRowWidth)}, Outputs: []Buffer{Rows(out, gpuRowWidth)}})
+			require.NoError(t, err, "%s n=%d", mode, n)
+			require.Equal(t, gpuRowsWant(in, w, b), out, "%s n=%d", mode, n)
+			if first {
+				assert.Positive(t, rep.Upload, "the first run uploads the parameters")
+				first = false
+			} else {
+				assert.Zero(t, rep.Upload, "%s n=%d: the parameters stay resident", mode, n)
+			}
+		}
+	}
+	n := 5*chunk + 3
+	in := make([]float32, gpuRowWidth*n)
+	kernels.FillPattern(in, 1)
+	var out bytes.Buffer
+	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&out}, Kernel: k})
+	require.NoError(t, err)
+	assert.Equal(t, int64(n), rep.N)
+	require.Equal(t, driver.Bytes(gpuRowsWant(in, w, b)), out.Bytes())
+}
+
+// TestGPUGroupSteps runs the two-step kernel over every GPU of the host
+// through Group.Run and Group.RunStream: each device uploads a copy of
+// the parameters of its own, and every value is checked.
+func TestGPUGroupSteps(t *testing.T) {
+	const chunk = 1 << 16
+	g, ctxs, _ := gpuGroup(t, gpuRowsConfig(chunk))
+	fn := gpuRowsFunctions(t)
+	w, b := []float32{0.5, 4, -3, 1}, []float32{-2, 0.125, 9, 1}
+	k := gpuRowsKernel(fn, w, b)
+	t.Logf("%d GPU(s)", len(ctxs))
+	n := 16*chunk*len(ctxs) + 5
+	in := make([]float32, gpuRowWidth*n)
+	kernels.FillPattern(in, 3)
+	want := gpuRowsWant(in, w, b)
+	for run := range 2 {
+		out := make([]float32, len(in))
+		rep, err := g.Run(context.Background(), Job{N: n, Kernel: k, Inputs: []Buffer{Rows(in, gpuRowWidth)}, Outputs: []Buffer{Rows(out, gpuRowWidth)}})
+		require.NoError(t, err, "run %d", run)
+		require.Equal(t, want, out, "run %d", run)
+		for _, d := range rep.Devices {
+			assert.Positive(t, d.Chunks, "run %d: device %d took no chunk", run, d.Device)
+		}
+		if run == 0 {
+			assert.Positive(t, rep.Upload)
+		} else {
+			assert.Zero(t, rep.Upload)
+		}
+	}
+	var out bytes.Buffer
+	rep, err := g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&out}, Kernel: k})
+	require.NoError(t, err)
+	require.Equal(t, driver.Bytes(want), out.Bytes())
+	chunks := 0
+	for _, d := range rep.Devices {
+		chunks += d.Chunks
+	}
+	assert.Equal(t, rep.Chunks, chunks)
+}
