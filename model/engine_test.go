@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"strings"
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
@@ -13,21 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The tests in this file run a model's kernel through the engine, which
-// must execute Kernel.Steps with resident parameters and scratch
-// buffers. Until the engine does (the pipeline's side of this feature,
-// built separately), the simulator refuses a kernel of steps as one
-// without a CPU stand-in, and requireSteps skips saying so; once it does,
-// these tests run, and any other error fails them.
-
-// requireSteps skips the test when err is the engine's refusal of a
-// kernel of steps that predates their implementation.
-func requireSteps(t *testing.T, err error) {
-	t.Helper()
-	if err != nil && strings.Contains(err.Error(), "has no CPU stand-in") {
-		t.Skipf("ENGINE PENDING: the pipeline does not run Kernel.Steps yet (%v)", err)
-	}
-}
+// The tests in this file run a model's kernel through the engine on the
+// simulator: its steps, resident parameters and scratch buffers.
 
 // TestEngineRunsTheModel runs a model of three layers over rows that end
 // in a partial chunk, on one and on two simulated devices, and checks
@@ -53,7 +39,6 @@ func TestEngineRunsTheModel(t *testing.T) {
 		y := make([]float32, rows*m.Out())
 		rep, err := g.Run(context.Background(), pipeline.Job{N: rows, Kernel: k,
 			Inputs: []pipeline.Buffer{pipeline.Rows(x, m.In())}, Outputs: []pipeline.Buffer{pipeline.Rows(y, m.Out())}})
-		requireSteps(t, err)
 		require.NoError(t, err)
 		assert.Equal(t, 9, rep.Chunks)
 		require.NoError(t, m.Verify(x, y, VerifyOptions{Precision: TF32}))
@@ -82,7 +67,6 @@ func TestEngineStreamsTheModel(t *testing.T) {
 	rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Kernel: k,
 		Inputs: []io.Reader{bytes.NewReader(driver.Bytes(x))}, Outputs: []io.Writer{&out},
 		Progress: func(pr pipeline.Progress) { last = pr }})
-	requireSteps(t, err)
 	require.NoError(t, err)
 	assert.Equal(t, int64(rows), rep.N)
 	assert.Equal(t, int64(rows), last.ElemsWritten)
@@ -106,6 +90,5 @@ func TestEngineRefusesRowsOfAnotherWidth(t *testing.T) {
 	y := make([]float32, 100*4)
 	_, err = p.Run(context.Background(), pipeline.Job{N: 100, Kernel: k,
 		Inputs: []pipeline.Buffer{pipeline.Rows(x, 9)}, Outputs: []pipeline.Buffer{pipeline.Rows(y, 4)}})
-	requireSteps(t, err)
 	assert.Error(t, err, "rows of 9 values for a model of 8 inputs")
 }

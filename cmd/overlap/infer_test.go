@@ -18,20 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// overlap infer on the simulator, with a tiny model. The tests that run
-// the model need the engine to execute Kernel.Steps (the pipeline's side
-// of this feature, built separately): until it does, the simulator
-// refuses the model's kernel as one without a CPU stand-in, and
-// requireEngineSteps skips saying so; any other failure fails.
-
-// requireEngineSteps skips a test whose command failed only because the
-// engine does not run kernels of steps yet.
-func requireEngineSteps(t *testing.T, code int, errOut string) {
-	t.Helper()
-	if code != exitOK && strings.Contains(errOut, "has no CPU stand-in") {
-		t.Skipf("ENGINE PENDING: the pipeline does not run Kernel.Steps yet: %s", strings.TrimSpace(errOut))
-	}
-}
+// overlap infer on the simulator, with a tiny model.
 
 // tinyModel writes a random 8→16→4 model and returns its path.
 func tinyModel(t *testing.T, dir string, extra ...string) string {
@@ -167,7 +154,6 @@ func TestInferWithoutDriver(t *testing.T) {
 func TestInferSimInMemory(t *testing.T) {
 	m := tinyModel(t, t.TempDir())
 	code, out, errOut := runCLI("infer", "--model", m, "--rows", "3000", "--sim", "--verify", "--chunk", "512", "--repeat", "2")
-	requireEngineSteps(t, code, errOut)
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "overlap infer: MLP 8→16→4, relu (activation from the file) in fp32 on simulator, 3000 rows (93.8 KiB in, 46.9 KiB out, weights 848 B)")
 	assert.Contains(t, out, "chunk 512 rows, 6 slots")
@@ -216,7 +202,6 @@ func TestInferSimStream(t *testing.T) {
 	code, _, errOut := runCLI("infer", "--model", mp, "--gen-input", in, "--rows", "10007")
 	require.Equal(t, exitOK, code, errOut)
 	code, stdout, errOut := runCLI("infer", "--model", mp, "--in", in, "--out", out, "--sim", "--verify", "--chunk", "1000")
-	requireEngineSteps(t, code, errOut)
 	require.Equal(t, exitOK, code, errOut)
 	m, err := model.Load(mp, model.Options{})
 	require.NoError(t, err)
@@ -265,7 +250,6 @@ func TestInferStreamStops(t *testing.T) {
 	o.run.sim, o.run.devices = true, []int{0}
 	_, err = executeInferStream(ctx, o, m, io.Discard, io.Discard)
 	require.Error(t, err)
-	requireEngineSteps(t, exitFail, err.Error())
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Contains(t, err.Error(), "("+out+" holds the first ")
 	got, rerr := os.ReadFile(out)
