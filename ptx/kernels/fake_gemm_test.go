@@ -85,12 +85,8 @@ func TestGemmModulesOnFakeDriver(t *testing.T) {
 	before := f.Calls("cuModuleLoadDataEx")
 	for _, c := range []struct{ from, to, want string }{
 		{"gemm_tf32_contract[5] = {128,", "gemm_tf32_contract[5] = {256,", "ptx: gemm.ptx: entry gemm_tf32 records the launch contract {block, rows, columns, static shared, dynamic shared} = [256 128 128 49152 0], but package kernels launches it as [128 128 128 49152 0]: regenerate gemm.ptx, or update kernels.Gemm to match gemm.cu's GEMM_CONTRACTS"},
-		{"gemm_bf16(\n", "gemm_bf16(\n", ""},
 		{")\n.maxntid 128, 1, 1\n{", ")\n.maxntid 256, 1, 1\n{", "ptx: gemm.ptx: entry gemm_tf32 is compiled for at most 256 threads a block (.maxntid), but package kernels launches it with 128"},
 	} {
-		if c.want == "" {
-			continue
-		}
 		m := &GemmModules{src: []byte(strings.Replace(string(gemmTestPTX(GemmF32, GemmTF32, GemmBF16)), c.from, c.to, 1))}
 		_, err = m.Functions(ctxs[0])
 		assert.EqualError(t, err, c.want)

@@ -15,56 +15,86 @@
 //	gemm_f32       fp32 FMA on the SIMT cores. Tile 128×128×8, each
 //	               thread an 8×8 register tile, shared memory double
 //	               buffered, float4 loads and stores where aligned.
-//	gemm_tf32      tensor cores, TF32 inputs (cvt.rna.tf32.f32) with fp32
-//	               accumulation: mma.sync m16n8k8, ldmatrix, a 3-stage
-//	               cp.async pipeline. Tile 128×128×16, 4 warps of 64×64.
-//	gemm_tf32_big  the same with a 256×128×16 tile, 8 warps of 64×64, and
-//	               3 stages in 72 KiB of dynamic shared memory (optional:
-//	               for when the bench shows it faster).
+//	gemm_tf32      tensor cores, TF32 inputs with fp32 accumulation:
+//	               mma.sync m16n8k8, ldmatrix, a 3-stage cp.async
+//	               pipeline whose next tile's first fragments load before
+//	               the current tile's last mma (gemm_mma_tile, PIPE 1).
+//	               Tile 128×128×16, 4 warps of 64×64. The operands are
+//	               truncated to TF32 (the tensor cores read the top 19
+//	               bits of each fp32 value), not rounded: no instruction
+//	               per fragment element, twice the error bound of rounding.
+//	gemm_bf16      the same staging with BF16 operands: each fragment is
+//	               read as fp32 (ld.shared.v4) and rounded to BF16
+//	               (cvt.rn.bf16x2.f32) for mma.sync m16n8k16, fp32
+//	               accumulation. Tile 128×128×16, 4 warps of 64×64.
+//	gemm_tf32_big  gemm_tf32's operands (truncated) in the older form
+//	               (gemm_tf32_tile) with a 256×128×16 tile, 8 warps of
+//	               64×64, and 3 stages in 72 KiB of dynamic shared memory.
+//
+// gemm_tf32 and gemm_bf16 evaluate GELU with gemm_gelu_fast (below),
+// gemm_f32 with erff. bench/reference/gemm_bench.cu times these against
+// the other configurations of bench/reference/gemm_variants.h.
 //
 // # Launch contract
+//
+// GEMM_CONTRACTS, next to the kernels below, is the machine-readable
+// form; in short:
 //
 //	kernel         blockDim     gridDim                          shared memory
 //	gemm_f32       (256, 1, 1)  (ceil(N/128), ceil(M/128), 1)    static 16896 B, dynamic 0
 //	gemm_tf32      (128, 1, 1)  (ceil(N/128), ceil(M/128), 1)    static 49152 B, dynamic 0
+//	gemm_bf16      (128, 1, 1)  (ceil(N/128), ceil(M/128), 1)    static 49152 B, dynamic 0
 //	gemm_tf32_big  (256, 1, 1)  (ceil(N/128), ceil(M/256), 1)    dynamic 73728 B: set
 //	               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to 73728 once per
 //	               function with cuFuncSetAttribute, and pass sharedMemBytes 73728
 //
-// gridDim.y is at most 65535, so M ≤ 65535·128 (gemm_f32, gemm_tf32) or
-// 65535·256 (gemm_tf32_big); larger batches are launched in chunks of rows.
-// M, N, K ≥ 1 (K = 0 gives act(b)). Any M, N, K is correct: partial tiles
-// are bounds-checked. Pointers need only float (4-byte) alignment. The
-// fast paths are chosen inside the kernel, per launch: the loads of X and
-// W are 16-byte vectors when K % 4 == 0 and X and W are 16-byte aligned
-// (else scalar loads, several times slower); Y's stores are float4
-// (gemm_f32) when N % 4 == 0 and Y is 16-byte aligned, and float2 (TF32)
-// when N is even and Y is 8-byte aligned, else scalar. Y must not overlap
-// X, W or b. Row offsets are 64-bit: M·K and M·N may exceed 2³¹.
+// gridDim.y is at most 65535, so M ≤ 65535·128 (gemm_f32, gemm_tf32,
+// gemm_bf16) or 65535·256 (gemm_tf32_big); larger batches are launched in
+// chunks of rows. M, N, K ≥ 1 (K = 0 gives act(b)). Any M, N, K is
+// correct: partial tiles are bounds-checked. Pointers need only float
+// (4-byte) alignment. The fast paths are chosen inside the kernel, per
+// launch: the loads of X and W are 16-byte vectors when K % 4 == 0 and X
+// and W are 16-byte aligned (else scalar loads, several times slower); Y's
+// stores are float4 (gemm_f32) when N % 4 == 0 and Y is 16-byte aligned,
+// and float2 (tensor cores) when N is even and Y is 8-byte aligned, else
+// scalar. Y must not overlap X, W or b. Row offsets are 64-bit: M·K and
+// M·N may exceed 2³¹.
 //
 // # Tolerance
 //
 // Let S = Σₖ|x·w| + |b| for one output element, before the activation,
-// and ref its float64 value. Each kernel sums over K sequentially in fp32
-// (one FMA chain per element in gemm_f32; the tensor cores' fp32
-// accumulation for TF32), so:
+// and ref its float64 value. Each kernel sums over K in fp32 (one FMA
+// chain per element in gemm_f32; the tensor cores' fp32 accumulation
+// otherwise), so |out − ref| ≤ (p + (K+2)·2⁻²³)·S, where p bounds the
+// relative error of one product from the rounding of its two operands:
 //
-//	gemm_f32:  |out − ref| ≤ (K+2)·2⁻²³·S, about K·2⁻²³ relative of S; in
-//	           norm, ‖out−ref‖/‖ref‖ is typically near √K·2⁻²⁴.
-//	TF32:      each product carries the rounding of x and w to 10 mantissa
-//	           bits (2⁻¹¹ each), so |out − ref| ≤ (2⁻¹⁰ + (K+2)·2⁻²³)·S,
-//	           about 1e-3 relative of S per element (1e-4 and below in norm
-//	           for random data).
+//	gemm_f32:       p = 0: about K·2⁻²³ relative of S; in norm,
+//	                ‖out−ref‖/‖ref‖ is typically near √K·2⁻²⁴.
+//	TF32 rounded:   p = 2⁻¹⁰ (each operand to 10 mantissa bits, 2⁻¹¹).
+//	                The rounded form (MODE 0, cvt.rna) is a variant only.
+//	TF32 truncated: p = 2⁻⁹ (each operand loses less than 2⁻¹⁰ of
+//	                itself): gemm_tf32 and gemm_tf32_big. Truncation is
+//	                biased (each operand shrinks, by about 2⁻¹¹ of itself
+//	                on average), so in norm the error is about 3 times that
+//	                of rounding (8e-4 against 3e-4 on an H200, random data),
+//	                still within package model's TF32 tolerance (2⁻⁹ +
+//	                2⁻²⁰ + (K+1)·2⁻²³ of S per layer).
+//	BF16:           p = 2⁻⁷ + 2⁻¹⁶ (each operand rounded to 8 significant
+//	                bits, 2⁻⁸): gemm_bf16, 16 times TF32's.
 //
-// ReLU does not enlarge an error; GELU (|gelu'| < 1.13, erff within 2 ulp)
-// multiplies it by at most 1.13 and adds a few ulp of the output.
+// ReLU does not enlarge an error; GELU (|gelu'| < 1.13) multiplies it by
+// at most 1.13 and adds its own evaluation's: a few ulp of the output
+// with erff (2 ulp), at most 2⁻²¹·|z| with gemm_gelu_fast (about 2⁻²² in
+// a simulation of its fp32 arithmetic; gemm_bench's gelu line measures
+// it on the GPU), both within package model's 2⁻²⁰·|z|.
 //
 // # Compilers
 //
 // The real compiler is nvcc, for the virtual architecture on the ptx-arch
-// line below (nvcc -ptx -arch=compute_80): mma.sync with .tf32, cp.async
-// and cvt.rna.tf32 need sm_80 and PTX ISA 7.0, so the module loads on
-// sm_80 and newer GPUs only (all three kernels: it is one module). The file
+// line below (ptx/kernels/gen.sh reads it: nvcc -ptx -arch=compute_80):
+// mma.sync with .tf32 and .bf16, cp.async, cvt.rna.tf32 and
+// cvt.rn.bf16x2 need sm_80 and PTX ISA 7.0, so the module loads on sm_80
+// and newer GPUs only (all the kernels: it is one module). The file
 // also compiles with clang -x cuda --cuda-device-only -nocudainc
 // -nocudalib (a check only: erff then is an external libdevice call), and
 // with a C++ compiler when GEMM_EMULATE is defined, where the includer
