@@ -18,12 +18,12 @@ type KernelOptions struct {
 	Gemm *kernels.GemmModules
 }
 
-// entry is the GEMM entry of a precision.
-func (p Precision) entry() string {
+// gemm is the launch contract of a precision's GEMM entry.
+func (p Precision) gemm() kernels.GemmContract {
 	if p == TF32 {
-		return kernels.GemmTF32
+		return kernels.Gemm.TF32
 	}
-	return kernels.GemmF32
+	return kernels.Gemm.F32
 }
 
 // gemmAct is the GEMM's act argument for an activation.
@@ -76,7 +76,8 @@ func (m *Model) Kernel(opts KernelOptions) (*pipeline.Kernel, error) {
 	if opts.Precision != FP32 && opts.Precision != TF32 {
 		return nil, fmt.Errorf("model: unknown precision %v", opts.Precision)
 	}
-	entry := opts.Precision.entry()
+	gemm := opts.Precision.gemm()
+	entry := gemm.Entry
 	reads, writes, scratch := m.scratchPlan()
 	k := &pipeline.Kernel{
 		Name:    fmt.Sprintf("mlp %s (%s)", m, opts.Precision),
@@ -112,9 +113,9 @@ func (m *Model) Kernel(opts KernelOptions) (*pipeline.Kernel, error) {
 			Name:     entry,
 			Function: fn,
 			Args: func(a *driver.Args, c pipeline.Chunk) {
-				kernels.Gemm.Args(a, chunkPtr(c, out), chunkPtr(c, in), c.Params[wRef.Index], c.Params[bRef.Index], c.N, l.Out, l.In, act)
+				gemm.Args(a, chunkPtr(c, out), chunkPtr(c, in), c.Params[wRef.Index], c.Params[bRef.Index], c.N, l.Out, l.In, act)
 			},
-			Launch: func(c pipeline.Chunk) driver.LaunchConfig { return kernels.Gemm.Launch(c.N, l.Out) },
+			Launch: func(c pipeline.Chunk) driver.LaunchConfig { return gemm.Launch(c.N, l.Out) },
 			Reads:  []pipeline.Ref{in, wRef, bRef},
 			Writes: []pipeline.Ref{out},
 			CPU: func(c pipeline.HostChunk) {
@@ -157,8 +158,8 @@ func hostBuf(c pipeline.HostChunk, r pipeline.Ref) []byte {
 // DefaultChunkRows is the rows of a chunk when none is asked for: 16384,
 // enough rows for the GEMM to fill a large GPU (a 128×128 tile per block:
 // 16384 rows of 256 outputs are 256 blocks), fewer when a chunk of input
-// or output would pass 64 MiB, and a multiple of the kernels' 128-row
-// tile.
+// or output would pass 64 MiB, and a multiple of every GEMM entry's
+// tile rows (kernels.Gemm.TileM).
 func (m *Model) DefaultChunkRows() int {
 	widest := max(m.In(), m.Out())
 	rows := min(16384, (64<<20)/(4*widest))
@@ -168,8 +169,9 @@ func (m *Model) DefaultChunkRows() int {
 
 // Config returns the pipeline configuration for the model: one input of
 // In float32 a row, one output of Out float32 a row, and chunks of
-// chunkRows rows (DefaultChunkRows when 0). It refuses a chunk that the
-// GEMM kernels cannot launch in one grid.
+// chunkRows rows (DefaultChunkRows when 0). It refuses a chunk that a
+// GEMM entry the model may run (gemm_f32 or gemm_tf32) cannot launch in
+// one grid.
 func (m *Model) Config(chunkRows int) (pipeline.Config, error) {
 	if err := m.Check(); err != nil {
 		return pipeline.Config{}, err
@@ -181,8 +183,10 @@ func (m *Model) Config(chunkRows int) (pipeline.Config, error) {
 		return pipeline.Config{}, fmt.Errorf("model: a chunk of %d rows", chunkRows)
 	}
 	for _, l := range m.Layers {
-		if err := kernels.Gemm.Check(chunkRows, l.Out, l.In); err != nil {
-			return pipeline.Config{}, fmt.Errorf("model: a chunk of %d rows through %s: %s", chunkRows, l.WeightName, trimWord(err))
+		for _, p := range []Precision{FP32, TF32} {
+			if err := p.gemm().Check(chunkRows, l.Out, l.In); err != nil {
+				return pipeline.Config{}, fmt.Errorf("model: a chunk of %d rows through %s: %s", chunkRows, l.WeightName, trimWord(err))
+			}
 		}
 	}
 	return pipeline.Config{ChunkElems: chunkRows, Inputs: []int{4 * m.In()}, Outputs: []int{4 * m.Out()}}, nil

@@ -54,7 +54,12 @@ func TestKernelShape(t *testing.T) {
 				assert.Equal(t, refs(c.writes[i]), s.Writes, "%v step %d", c.widths, i)
 				assert.Equal(t, 2*float64(c.widths[i]*c.widths[i+1]), s.FlopsPerElem)
 				assert.Nil(t, s.Function, "no GPU function without KernelOptions.Gemm")
-				assert.Equal(t, kernels.Gemm.Launch(1000, c.widths[i+1]), s.Launch(pipeline.Chunk{N: 1000}))
+				// gemm_f32 runs 256 threads a block, gemm_tf32 128 (the
+				// TF32 steps were once launched with 256), both on 128×128
+				// tiles.
+				block := map[Precision]int{FP32: 256, TF32: 128}[p]
+				assert.Equal(t, driver.LaunchConfig{Grid: driver.Dim3{X: (c.widths[i+1] + 127) / 128, Y: 8}, Block: driver.Dim3{X: block}},
+					s.Launch(pipeline.Chunk{N: 1000}), "%v step %d", p, i)
 				assert.Equal(t, driver.Bytes(m.Layers[i].Weight), k.Params[2*i].Data)
 				assert.Equal(t, driver.Bytes(m.Layers[i].Bias), k.Params[2*i+1].Data)
 				assert.Equal(t, m.Layers[i].WeightName, k.Params[2*i].Name)
@@ -79,7 +84,7 @@ func TestKernelArgs(t *testing.T) {
 		a := driver.NewArgs()
 		s.Args(a, c)
 		require.NoError(t, a.Err())
-		want := kernels.Gemm.Args(driver.NewArgs(), 0, 0, 0, 0, 0, 0, 0, 0)
+		want := kernels.Gemm.F32.Args(driver.NewArgs(), 0, 0, 0, 0, 0, 0, 0, 0)
 		assert.Equal(t, want.Layout(), a.Layout(), "step %d", i)
 		assert.Equal(t, chunkPtr(c, s.Writes[0]), []driver.DevicePtr{0x3000, 0x4000, 0x2000}[i])
 		assert.Equal(t, chunkPtr(c, s.Reads[0]), []driver.DevicePtr{0x1000, 0x3000, 0x4000}[i])

@@ -85,7 +85,7 @@ struct Barrier {
     unsigned gen = 0;
 };
 
-enum Op { OP_LDSM = 1, OP_MMA = 2 };
+enum Op { OP_LDSM = 1, OP_MMA = 2, OP_MMA16 = 3, OP_LDS = 4 };
 struct Slot {
     int op[32];
     unsigned addr[32];
@@ -115,6 +115,22 @@ std::vector<Region> regions;   // global memory that cp.async may read
 std::mt19937 rng(12345);
 std::function<void()> body;
 long long switches = 0;
+long long conflicts = 0;   // shared-memory bank conflicts of ldmatrix and ld.shared.v4
+
+// Counts the bank conflicts of one warp-wide access of 16 bytes a lane:
+// each group of 8 lanes (a phase) should touch 8 distinct 16-byte bank
+// groups, or the same address.
+void count_conflicts(const unsigned* addr) {
+    for (int q = 0; q < 4; ++q)
+        for (int i = 0; i < 8; ++i)
+            for (int j = 0; j < i; ++j) {
+                const unsigned a = addr[8 * q + i], b = addr[8 * q + j];
+                if (a != b && (a / 16) % 8 == (b / 16) % 8) {
+                    ++conflicts;
+                    j = i;   // one per lane
+                }
+            }
+}
 
 void yield() {
     ++switches;
@@ -234,6 +250,21 @@ inline float tf32_trunc(unsigned u) {
     return f;
 }
 
+// fp32 -> BF16 bits, rounded to nearest even (NaN stays NaN).
+inline unsigned bf16_rn(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+inline float bf16_val(unsigned reg, int half) {
+    const unsigned u = ((reg >> (16 * half)) & 0xffffu) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 }  // namespace emu
 
 #define GEMM_TID (emu::cur->tid)
@@ -264,6 +295,7 @@ inline void gemm_ldsm4(unsigned (&r)[4], unsigned addr) {
     const int l = emu::cur->tid % 32;
     s.addr[l] = addr;
     emu::exchange();
+    if (l == 0) emu::count_conflicts(s.addr);
     for (int j = 0; j < 4; ++j) {
         const unsigned a = s.addr[j * 8 + l / 4];
         if (a % 16 != 0 || (size_t)a + 16 > emu::smem_bytes) emu::fail("ldmatrix: bad row address");
@@ -296,7 +328,44 @@ inline void gemm_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigne
     }
 }
 
+// mma.m16n8k16 .bf16 (PTX ISA): A a0a1 (g, 2t..), a2a3 (g+8, 2t..), a4a5
+// (g, 2t+8..), a6a7 (g+8, 2t+8..); B b0b1 (k=2t.., n=g), b2b3 (k=2t+8..,
+// n=g); the lower k in the low half; C as for m16n8k8.
+inline void gemm_mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    emu::Slot& s = emu::post(emu::OP_MMA16);
+    const int l = emu::cur->tid % 32;
+    memcpy(s.a[l], a, sizeof s.a[l]);
+    s.b[l][0] = b0;
+    s.b[l][1] = b1;
+    memcpy(s.c[l], d, sizeof s.c[l]);
+    emu::exchange();
+    auto A = [&](int row, int k) {
+        const int reg = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+        return emu::bf16_val(s.a[(row % 8) * 4 + (k % 8) / 2][reg], k & 1);
+    };
+    auto B = [&](int k, int n) { return emu::bf16_val(s.b[n * 4 + (k % 8) / 2][k >= 8 ? 1 : 0], k & 1); };
+    const int g = l / 4, t = l % 4;
+    for (int r = 0; r < 4; ++r) {
+        const int row = g + (r >= 2 ? 8 : 0), col = 2 * t + (r & 1);
+        double v = s.c[l][r];
+        for (int k = 0; k < 16; ++k) v += (double)A(row, k) * (double)B(k, col);
+        d[r] = (float)v;
+    }
+}
+inline unsigned gemm_cvt_bf16x2(float lo, float hi) { return emu::bf16_rn(lo) | (emu::bf16_rn(hi) << 16); }
+inline void gemm_lds128(float (&r)[4], unsigned addr) {
+    if (addr % 16 != 0 || (size_t)addr + 16 > emu::smem_bytes) emu::fail("ld.shared.v4: bad address");
+    emu::Slot& s = emu::post(emu::OP_LDS);
+    const int l = emu::cur->tid % 32;
+    s.addr[l] = addr;
+    emu::exchange();
+    if (l == 0) emu::count_conflicts(s.addr);
+    memcpy(r, emu::smem + addr, 16);
+}
+inline float gemm_ex2(float x) { return exp2f(x); }
+
 #include "../../ptx/kernels/gemm.cu"
+#include "gemm_variants.h"
 
 // ---------------------------------------------------------------------------
 // Buffers against guard pages.
@@ -343,22 +412,41 @@ typedef std::function<void(float* smem, float* Y, const float* X, const float* W
 
 struct Config {
     std::string name;
-    bool tf32;
-    int cvt;
+    double prod;   // the relative error of one product from the operands' rounding (0: fp32)
     int BM, BN, threads, smem_bytes;
     TileFn fn;
 };
 
+// The per-product bounds that gemm.cu documents: TF32 rounded 2⁻¹⁰,
+// truncated 2⁻⁹, BF16 2⁻⁷ + 2⁻¹⁶.
+static double prod_bound(bool bf16, int cvt) {
+    if (bf16) return std::ldexp(1.0, -7) + std::ldexp(1.0, -16);
+    return std::ldexp(1.0, cvt == 2 ? -9 : -10);
+}
+
 template <class C>
 Config tf32_config(const char* name) {
-    return Config{name,         true, C::CVT, C::BM, C::BN, C::THREADS, C::SMEM_BYTES,
+    return Config{name,         prod_bound(false, C::CVT), C::BM, C::BN, C::THREADS, C::SMEM_BYTES,
                   [](float* s, float* Y, const float* X, const float* W, const float* b, int M, int N, int K,
                      int act) { gemm_tf32_tile<C>(s, Y, X, W, b, M, N, K, act); }};
+}
+template <class C>
+Config mma_config(const char* name) {
+    return Config{name,         prod_bound(C::BF16, C::CVT), C::BM, C::BN, C::THREADS, C::SMEM_BYTES,
+                  [](float* s, float* Y, const float* X, const float* W, const float* b, int M, int N, int K,
+                     int act) { gemm_mma_tile<C>(s, Y, X, W, b, M, N, K, act); }};
+}
+template <int F, class C>
+Config variant_config(const char* name) {
+    if constexpr (F == 1)
+        return tf32_config<C>(name);
+    else
+        return mma_config<C>(name);
 }
 template <int BK>
 Config f32_config(const char* name) {
     typedef GemmF32Cfg<BK> C;
-    return Config{name,         false, 0, C::BM, C::BN, C::THREADS, C::SMEM_BYTES,
+    return Config{name,         0.0, C::BM, C::BN, C::THREADS, C::SMEM_BYTES,
                   [](float* s, float* Y, const float* X, const float* W, const float* b, int M, int N, int K,
                      int act) { gemm_f32_tile<BK>(s, Y, X, W, b, M, N, K, act); }};
 }
@@ -403,10 +491,7 @@ static bool run_case(const Config& cfg, const Case& c) {
                 sa += std::fabs(bias[n]);
             }
             const double ref = act_ref(s, c.act);
-            const double tol = 1.13 * (cfg.tf32 ? std::ldexp(1.0, cfg.cvt == 2 ? -9 : -10) + (c.K + 2) * std::ldexp(1.0, -23)
-                                                : (c.K + 2) * std::ldexp(1.0, -23)) *
-                                   sa +
-                               1e-6 * std::fabs(ref) + 1e-30;
+            const double tol = 1.13 * (cfg.prod + (c.K + 2) * std::ldexp(1.0, -23)) * sa + 1e-6 * std::fabs(ref) + 1e-30;
             const double got = Y.p[(size_t)m * c.N + n];
             const double err = std::fabs(got - ref);
             if (!(err <= tol)) {
@@ -419,6 +504,12 @@ static bool run_case(const Config& cfg, const Case& c) {
         }
     printf("%-28s M=%-5d N=%-4d K=%-4d act=%d %s X+%d bias=%d: %s (max |err|/S %.2e)\n", cfg.name.c_str(), c.M, c.N,
            c.K, c.act, c.at_end ? "end" : "start", c.off, (int)c.bias, bad ? "FAIL" : "ok", worst);
+    if (emu::conflicts > 0) {
+        printf("%-28s M=%-5d N=%-4d K=%-4d: FAIL: %lld bank conflicts in fragment loads\n", cfg.name.c_str(), c.M, c.N,
+               c.K, emu::conflicts);
+        emu::conflicts = 0;
+        return false;
+    }
     return bad == 0;
 }
 
@@ -427,23 +518,18 @@ int main(int argc, char** argv) {
     std::vector<Config> cfgs = {
         f32_config<8>("f32 128x128x8 (gemm_f32)"),
         f32_config<16>("f32 128x128x16"),
-        tf32_config<GemmTf32Default>("tf32 128x128x16 w64x64 s3 (gemm_tf32)"),
-        tf32_config<GemmTf32Big>("tf32 256x128x16 w64x64 s3 (gemm_tf32_big)"),
-        tf32_config<GemmTf32Cfg<128, 128, 16, 64, 32, 3, 0>>("tf32 128x128x16 w64x32 s3"),
-        tf32_config<GemmTf32Cfg<128, 128, 16, 64, 64, 3, 1>>("tf32 128x128x16 w64x64 s3 cvt=int"),
-        tf32_config<GemmTf32Cfg<128, 128, 16, 64, 64, 3, 3>>("tf32 128x128x16 w64x64 s3 cvt=add"),
-        tf32_config<GemmTf32Cfg<128, 128, 16, 64, 64, 3, 2>>("tf32 128x128x16 w64x64 s3 cvt=none"),
-        tf32_config<GemmTf32Cfg<128, 128, 16, 64, 64, 4, 0>>("tf32 128x128x16 w64x64 s4"),
-        tf32_config<GemmTf32Cfg<256, 128, 16, 64, 64, 2, 0>>("tf32 256x128x16 w64x64 s2"),
-        tf32_config<GemmTf32Cfg<128, 256, 8, 64, 64, 4, 0>>("tf32 128x256x8 w64x64 s4"),
-        tf32_config<GemmTf32Cfg<128, 256, 16, 64, 64, 2, 0>>("tf32 128x256x16 w64x64 s2"),
-        tf32_config<GemmTf32Cfg<256, 128, 8, 64, 64, 4, 0>>("tf32 256x128x8 w64x64 s4"),
-        tf32_config<GemmTf32Cfg<256, 128, 16, 64, 64, 3, 3>>("tf32 256x128x16 w64x64 s3 cvt=add"),
-        tf32_config<GemmTf32Cfg<256, 128, 16, 64, 64, 4, 0>>("tf32 256x128x16 w64x64 s4"),
-        tf32_config<GemmTf32Cfg<128, 256, 16, 64, 64, 3, 0>>("tf32 128x256x16 w64x64 s3"),
-        tf32_config<GemmTf32Cfg<128, 128, 32, 64, 64, 3, 0>>("tf32 128x128x32 w64x64 s3"),
-        tf32_config<GemmTf32Cfg<256, 128, 32, 64, 64, 3, 0>>("tf32 256x128x32 w64x64 s3"),
-        tf32_config<GemmTf32Cfg<128, 128, 16, 64, 32, 2, 0>>("tf32 128x128x16 w64x32 s2"),
+        mma_config<GemmTf32Default>("gemm_tf32"),
+        mma_config<GemmBf16Default>("gemm_bf16"),
+        tf32_config<GemmTf32Big>("gemm_tf32_big"),
+#define GEMM_EMU_VARIANT(part, form, C, minb, name) variant_config<form, C>(name),
+        GEMM_VARIANTS(GEMM_EMU_VARIANT)
+#undef GEMM_EMU_VARIANT
+        // Configurations the bench does not time, for the index math.
+        tf32_config<GemmTf32Cfg<128, 128, 16, 64, 32, 2, 0>>("tf32 128x128x16 w64x32 s2 v1 rna"),
+        tf32_config<GemmTf32Cfg<128, 128, 16, 64, 64, 3, 3>>("tf32 128x128x16 w64x64 s3 v1 cvt=add"),
+        mma_config<GemmMmaCfg<128, 128, 32, 64, 64, 2, 4, 1, 0>>("bf16 128x128x32 w64x64 s2 p1 gelu=erff"),
+        mma_config<GemmMmaCfg<128, 128, 32, 64, 64, 2, 2, 0, 0>>("tf32 128x128x32 w64x64 s2 trunc p0"),
+        mma_config<GemmMmaCfg<128, 128, 16, 64, 64, 2, 4, 0, 1>>("bf16 128x128x16 w64x64 s2 p0"),
     };
     std::vector<Case> cases = {
         {1, 1, 1, 0, true, 0, true},          // scalar loads, one element
@@ -457,8 +543,27 @@ int main(int argc, char** argv) {
         {200, 70, 24, 2, true, 0, true},      // K < BK for BK 32
     };
     std::string only = argc > 1 ? argv[1] : "";
-    if (const char* seed = getenv("EMU_SEED")) emu::rng.seed(strtoul(seed, nullptr, 0));
     int fails = 0;
+    {
+        // gemm_gelu_fast against gelu in float64 (here with exp2f for
+        // ex2.approx; gemm_bench checks it on the GPU too): at most
+        // 2⁻²¹·|z|, a half of the 2⁻²⁰·|z| that gemm.cu allows.
+        double worst = 0, wz = 0;
+        for (int i = -4000000; i <= 4000000; ++i) {
+            const float z = (float)i * 2.5e-6f;
+            const double ref = act_ref(z, 2), err = std::fabs(gemm_gelu_fast(z) - ref);
+            if (z != 0 && err / std::fabs(z) > worst) worst = err / std::fabs(z), wz = z;
+        }
+        for (float z : {-1e30f, -1e4f, -40.0f, -12.0f, 12.0f, 40.0f, 1e4f, 1e30f}) {
+            const double err = std::fabs(gemm_gelu_fast(z) - act_ref(z, 2));
+            if (err / std::fabs(z) > worst) worst = err / std::fabs(z), wz = z;
+        }
+        const bool ok = worst <= std::ldexp(1.0, -21) && gemm_gelu_fast(0.0f) == 0.0f;
+        printf("gemm_gelu_fast on [-10, 10] and beyond: max |err|/|z| %.3g (2^%.1f) at z=%g: %s\n", worst,
+               std::log2(worst), wz, ok ? "ok" : "FAIL");
+        fails += !ok;
+    }
+    if (const char* seed = getenv("EMU_SEED")) emu::rng.seed(strtoul(seed, nullptr, 0));
     for (const Config& cfg : cfgs) {
         if (!only.empty() && cfg.name.find(only) == std::string::npos) continue;
         for (const Case& c : cases) fails += !run_case(cfg, c);

@@ -1,21 +1,27 @@
 package kernels
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/ptx"
 )
 
-// The GEMM module is not a row of the table: gemm.cu holds two entries of
-// one signature, a dense layer in float32 and in TF32,
+// The GEMM module is not a row of the table: gemm.cu holds entries of one
+// signature, a dense layer in float32, TF32 and BF16,
 //
 //	extern "C" __global__ void gemm_f32(float* Y, const float* X, const float* W,
 //	                                    const float* bias, int M, int N, int K, int act)
 //	extern "C" __global__ void gemm_tf32(... the same ...)
+//	extern "C" __global__ void gemm_bf16(... the same ...)
+//	extern "C" __global__ void gemm_tf32_big(... the same ...)
 //
 // computing Y[M×N] = act(X[M×K]·Wᵀ + bias) with X and Y row-major, W a
 // PyTorch Linear weight ([N×K], row-major: out × in) and bias[N]. Package
@@ -26,6 +32,12 @@ import (
 const (
 	GemmF32  = "gemm_f32"
 	GemmTF32 = "gemm_tf32"
+	GemmBF16 = "gemm_bf16"
+	// GemmTF32Big is gemm_tf32 with 256×128 tiles in 72 KiB of dynamic
+	// shared memory. Launching it needs the function's dynamic shared
+	// memory limit raised (cuFuncSetAttribute), which package driver does
+	// not offer, so [GemmModules] does not load it.
+	GemmTF32Big = "gemm_tf32_big"
 )
 
 // gemmStem is the stem of gemm.cu and gemm.ptx.
@@ -43,35 +55,74 @@ type GemmAct int32
 const (
 	GemmNone GemmAct = 0
 	GemmReLU GemmAct = 1
-	GemmGELU GemmAct = 2 // exact: 0.5·x·(1 + erf(x/√2))
+	GemmGELU GemmAct = 2 // 0.5·x·(1 + erf(x/√2)), within the tolerance gemm.cu documents
 )
 
-// GemmContract is how the GEMM entries are launched: every launch of
-// either entry goes through [Gemm], so that a change of the kernels'
-// tiling is one edit here.
+// GemmContract is how one GEMM entry is launched. The numbers are those
+// of GEMM_CONTRACTS in gemm.cu, which its compiler checks against the
+// kernels' configurations and which the module carries as NAME_contract;
+// the tests compare them with these.
 type GemmContract struct {
+	// Entry is the kernel's name.
+	Entry string
 	// Block is the threads per block.
 	Block int
 	// TileN and TileM are the columns (N) and rows (M) of Y that one block
 	// computes: the grid is ceil(N/TileN) × ceil(M/TileM).
 	TileN, TileM int
-	// SharedMem is the dynamic shared memory per block, in bytes.
+	// StaticSharedMem is the shared memory the kernel declares, in bytes
+	// (the launch passes none of it).
+	StaticSharedMem int
+	// SharedMem is the dynamic shared memory per block, in bytes: what a
+	// launch passes. Above 48 KiB the function's limit must be raised
+	// first (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
 	SharedMem int
 	// MaxGridY is the most blocks the grid may have along y (the rows):
 	// the driver's limit for gridDim.y.
 	MaxGridY int
-	// MaxMatrixElems bounds the elements of each of X, W and Y: the
-	// kernels index them with int.
+	// MaxMatrixElems bounds the elements of each of X, W and Y.
 	MaxMatrixElems int64
 }
 
-// Gemm is the GEMM entries' launch contract.
-var Gemm = GemmContract{Block: 256, TileN: 128, TileM: 128, SharedMem: 0, MaxGridY: 65535, MaxMatrixElems: math.MaxInt32}
+// GemmEntries are the launch contracts of all the GEMM entries.
+type GemmEntries struct {
+	F32, TF32, BF16, TF32Big GemmContract
+	// TileM is a multiple of the TileM of every entry that package model
+	// launches (F32, TF32, BF16): a chunk of a multiple of it rows fills
+	// whole tiles whichever runs it.
+	TileM int
+}
+
+// Gemm holds the GEMM entries' launch contracts: every launch of an entry
+// goes through its contract, so that a change of a kernel's tiling is one
+// edit there (and in gemm.cu, which the tests compare).
+var Gemm = GemmEntries{
+	F32:     GemmContract{Entry: GemmF32, Block: 256, TileN: 128, TileM: 128, StaticSharedMem: 16896, MaxGridY: 65535, MaxMatrixElems: math.MaxInt32},
+	TF32:    GemmContract{Entry: GemmTF32, Block: 128, TileN: 128, TileM: 128, StaticSharedMem: 49152, MaxGridY: 65535, MaxMatrixElems: math.MaxInt32},
+	BF16:    GemmContract{Entry: GemmBF16, Block: 128, TileN: 128, TileM: 128, StaticSharedMem: 49152, MaxGridY: 65535, MaxMatrixElems: math.MaxInt32},
+	TF32Big: GemmContract{Entry: GemmTF32Big, Block: 256, TileN: 128, TileM: 256, SharedMem: 73728, MaxGridY: 65535, MaxMatrixElems: math.MaxInt32},
+	TileM:   128,
+}
+
+// All lists the contracts in gemm.cu's order.
+func (g GemmEntries) All() []GemmContract { return []GemmContract{g.F32, g.TF32, g.BF16, g.TF32Big} }
+
+// Contract returns the contract of the entry called name.
+func (g GemmEntries) Contract(name string) (GemmContract, error) {
+	for _, c := range g.All() {
+		if c.Entry == name {
+			return c, nil
+		}
+	}
+	return GemmContract{}, fmt.Errorf("ptx: gemm: no entry %q (have %s, %s, %s, %s)", name, GemmF32, GemmTF32, GemmBF16, GemmTF32Big)
+}
 
 // Check reports whether a GEMM of m rows, n outputs and k inputs fits the
-// contract: the grid's rows and the int indexes.
+// contract: the grid's rows and the matrices' sizes.
 func (g GemmContract) Check(m, n, k int) error {
 	switch {
+	case g.TileM <= 0 || g.TileN <= 0 || g.Block <= 0:
+		return fmt.Errorf("ptx: gemm: the zero GemmContract of entry %q: use one of kernels.Gemm", g.Entry)
 	case m <= 0 || n <= 0 || k <= 0:
 		return fmt.Errorf("ptx: gemm: M=%d, N=%d, K=%d: each must be positive", m, n, k)
 	case (m+g.TileM-1)/g.TileM > g.MaxGridY:
@@ -94,8 +145,9 @@ func (g GemmContract) MaxRows() int { return g.MaxGridY * g.TileM }
 
 // Launch returns the launch shape for m rows and n outputs.
 func (g GemmContract) Launch(m, n int) driver.LaunchConfig {
+	tn, tm := max(1, g.TileN), max(1, g.TileM)
 	return driver.LaunchConfig{
-		Grid:      driver.Dim3{X: max(1, (n+g.TileN-1)/g.TileN), Y: max(1, (m+g.TileM-1)/g.TileM)},
+		Grid:      driver.Dim3{X: max(1, (n+tn-1)/tn), Y: max(1, (m+tm-1)/tm)},
 		Block:     driver.Dim3{X: g.Block},
 		SharedMem: g.SharedMem,
 	}
@@ -105,6 +157,12 @@ func (g GemmContract) Launch(m, n int) driver.LaunchConfig {
 // (Y, X, W, bias, M, N, K, act).
 func (g GemmContract) Args(a *driver.Args, y, x, w, bias driver.DevicePtr, m, n, k int, act GemmAct) *driver.Args {
 	return a.Pointer(y).Pointer(x).Pointer(w).Pointer(bias).Int32(int32(m)).Int32(int32(n)).Int32(int32(k)).Int32(int32(act))
+}
+
+// contractNumbers is the contract as gemm.cu writes it: {Block, TileM,
+// TileN, StaticSharedMem, SharedMem}.
+func (g GemmContract) contractNumbers() [5]int {
+	return [5]int{g.Block, g.TileM, g.TileN, g.StaticSharedMem, g.SharedMem}
 }
 
 // ErrNoGemm reports a build without gemm.ptx: the GEMM kernels have not
@@ -127,7 +185,7 @@ func embedded(name string) []byte {
 
 // GemmFunctions are the GEMM entries loaded on one context.
 type GemmFunctions struct {
-	F32, TF32 *driver.Function
+	F32, TF32, BF16 *driver.Function
 }
 
 // GemmModules loads the GEMM module onto contexts as they are first
@@ -147,7 +205,7 @@ type gemmLoaded struct {
 	fns GemmFunctions
 }
 
-// Functions returns both entries on ctx, loading (JIT-compiling) the
+// Functions returns the entries on ctx, loading (JIT-compiling) the
 // module on the first call for that context. Without an embedded
 // gemm.ptx its error wraps [ErrNoGemm].
 func (g *GemmModules) Functions(ctx *driver.Context) (GemmFunctions, error) {
@@ -183,49 +241,158 @@ func (g *GemmModules) Functions(ctx *driver.Context) (GemmFunctions, error) {
 	return l.fns, nil
 }
 
-// Function returns the entry called name (GemmF32 or GemmTF32) on ctx.
+// Function returns the entry called name (GemmF32, GemmTF32 or GemmBF16)
+// on ctx.
 func (g *GemmModules) Function(ctx *driver.Context, name string) (*driver.Function, error) {
-	if name != GemmF32 && name != GemmTF32 {
-		return nil, fmt.Errorf("ptx: gemm: no entry %q (have %s, %s)", name, GemmF32, GemmTF32)
+	if name != GemmF32 && name != GemmTF32 && name != GemmBF16 {
+		return nil, fmt.Errorf("ptx: gemm: no entry %q to launch (have %s, %s, %s)", name, GemmF32, GemmTF32, GemmBF16)
 	}
 	fns, err := g.Functions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if name == GemmTF32 {
+	switch name {
+	case GemmTF32:
 		return fns.TF32, nil
+	case GemmBF16:
+		return fns.BF16, nil
 	}
 	return fns.F32, nil
 }
 
-// loadGemm loads the module once and looks both entries up in it, each
-// with the parameter layout its PTX declares.
+// loadGemm loads the module once and looks the entries up in it, each
+// with the parameter layout its PTX declares, after checking the PTX's
+// records of the launch contracts (gemmPTXContracts) against [Gemm].
 func loadGemm(ctx *driver.Context, src []byte) (*gemmLoaded, error) {
 	const name = gemmStem + ".ptx"
+	if err := checkGemmPTXContracts(src, Gemm.All(), false); err != nil {
+		return nil, fmt.Errorf("ptx: %s: %w", name, err)
+	}
 	p, err := ptx.Load(ctx, name, src, GemmF32, driver.ModuleOptions{})
 	if err != nil {
 		return nil, err
 	}
-	e, ok := p.File.Entry(GemmTF32)
-	if !ok {
+	fns := GemmFunctions{F32: p.Function}
+	if err := checkGemmParams(p.Entry); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("%w: %s has no entry %q; its entries are: %v", ptx.ErrNoEntry, name, GemmTF32, p.File.EntryNames())
+		return nil, fmt.Errorf("ptx: %s: %w", name, err)
 	}
-	for _, entry := range []ptx.Entry{p.Entry, e} {
-		if err := checkGemmParams(entry); err != nil {
+	for _, x := range []struct {
+		entry string
+		fn    **driver.Function
+	}{{GemmTF32, &fns.TF32}, {GemmBF16, &fns.BF16}} {
+		e, ok := p.File.Entry(x.entry)
+		if !ok {
+			p.Close()
+			return nil, fmt.Errorf("%w: %s has no entry %q; its entries are: %v", ptx.ErrNoEntry, name, x.entry, p.File.EntryNames())
+		}
+		if err := checkGemmParams(e); err != nil {
 			p.Close()
 			return nil, fmt.Errorf("ptx: %s: %w", name, err)
 		}
+		fn, err := p.Module.Function(x.entry)
+		if err == nil {
+			err = fn.SetParams(ptx.Layout(e.Params))
+		}
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("ptx: %s: entry %s: %w", name, x.entry, err)
+		}
+		*x.fn = fn
 	}
-	tf32, err := p.Module.Function(GemmTF32)
-	if err == nil {
-		err = tf32.SetParams(ptx.Layout(e.Params))
+	return &gemmLoaded{p: p, fns: fns}, nil
+}
+
+// gemmPTXContract is what a GEMM module records of one entry's launch
+// contract: gemm.cu's NAME_contract array, {Block, TileM, TileN,
+// StaticSharedMem, SharedMem}, and the entry's .maxntid or .reqntid.
+type gemmPTXContract struct {
+	numbers    [5]int
+	hasNumbers bool
+	ntid       int // 0: no .maxntid or .reqntid
+}
+
+var (
+	gemmContractRE = regexp.MustCompile(`(?m)^[ \t]*(?:\.visible[ \t]+)?\.(?:global|const)[ \t]+(?:\.align[ \t]+\d+[ \t]+)?\.([bus]8|[bus]32)[ \t]+(\w+)_contract\[(\d+)\][ \t]*=[ \t]*\{([^}]*)\}`)
+	gemmEntryRE    = regexp.MustCompile(`\.entry[ \t]+(\w+)[ \t]*\(`)
+	gemmNtidRE     = regexp.MustCompile(`\.(?:maxntid|reqntid)[ \t]+(\d+)`)
+)
+
+// gemmPTXContracts reads the contract records of every entry that has
+// them from GEMM PTX text.
+func gemmPTXContracts(src []byte) (map[string]gemmPTXContract, error) {
+	out := map[string]gemmPTXContract{}
+	for _, m := range gemmContractRE.FindAllSubmatch(src, -1) {
+		name, typ := string(m[2]), string(m[1])
+		var vals []int
+		for _, f := range strings.Split(string(m[4]), ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return nil, fmt.Errorf("%s_contract: %q is not a number", name, strings.TrimSpace(f))
+			}
+			vals = append(vals, v)
+		}
+		var c gemmPTXContract
+		switch {
+		case typ[1:] == "8" && len(vals) == 20:
+			for i := range c.numbers {
+				c.numbers[i] = int(int32(uint32(vals[4*i]&0xff) | uint32(vals[4*i+1]&0xff)<<8 | uint32(vals[4*i+2]&0xff)<<16 | uint32(vals[4*i+3]&0xff)<<24))
+			}
+		case typ[1:] == "32" && len(vals) == 5:
+			copy(c.numbers[:], vals)
+		default:
+			return nil, fmt.Errorf("%s_contract: %d values of .%s, want five 32-bit integers", name, len(vals), typ)
+		}
+		c.hasNumbers = true
+		out[name] = c
 	}
+	idx := gemmEntryRE.FindAllSubmatchIndex(src, -1)
+	for _, m := range idx {
+		name := string(src[m[2]:m[3]])
+		head := src[m[1]:]
+		if i := bytes.IndexByte(head, '{'); i >= 0 {
+			head = head[:i]
+		}
+		c := out[name]
+		if n := gemmNtidRE.FindSubmatch(head); n != nil {
+			c.ntid, _ = strconv.Atoi(string(n[1]))
+		}
+		out[name] = c
+	}
+	return out, nil
+}
+
+// checkGemmPTXContracts compares the PTX's contract records with want
+// (Gemm.All()): every record there is must agree; with all, every entry
+// of want must be there with its NAME_contract and its .maxntid (the
+// tests ask for all; loading the module, for agreement).
+func checkGemmPTXContracts(src []byte, want []GemmContract, all bool) error {
+	got, err := gemmPTXContracts(src)
 	if err != nil {
-		p.Close()
-		return nil, fmt.Errorf("ptx: %s: entry %s: %w", name, GemmTF32, err)
+		return err
 	}
-	return &gemmLoaded{p: p, fns: GemmFunctions{F32: p.Function, TF32: tf32}}, nil
+	for _, c := range want {
+		r, ok := got[c.Entry]
+		if !ok {
+			if all {
+				return fmt.Errorf("no entry %s", c.Entry)
+			}
+			continue
+		}
+		if r.hasNumbers && r.numbers != c.contractNumbers() {
+			return fmt.Errorf("entry %s records the launch contract {block, rows, columns, static shared, dynamic shared} = %v, but package kernels launches it as %v: regenerate gemm.ptx, or update kernels.Gemm to match gemm.cu's GEMM_CONTRACTS", c.Entry, r.numbers, c.contractNumbers())
+		}
+		if all && !r.hasNumbers {
+			return fmt.Errorf("entry %s has no %s_contract record", c.Entry, c.Entry)
+		}
+		if r.ntid != 0 && r.ntid != c.Block {
+			return fmt.Errorf("entry %s is compiled for at most %d threads a block (.maxntid), but package kernels launches it with %d", c.Entry, r.ntid, c.Block)
+		}
+		if all && r.ntid == 0 {
+			return fmt.Errorf("entry %s has no .maxntid or .reqntid", c.Entry)
+		}
+	}
+	return nil
 }
 
 // checkGemmParams checks an entry against the signature: four 64-bit
