@@ -333,6 +333,11 @@ func gemmPTXContracts(src []byte) (map[string]gemmPTXContract, error) {
 			vals = append(vals, v)
 		}
 		var c gemmPTXContract
+		// nvcc writes a byte array's initializer without its trailing
+		// zeros (PTX fills the rest of the declared length with zeros).
+		if declared, _ := strconv.Atoi(string(m[3])); typ[1:] == "8" && declared == 20 && len(vals) <= 20 {
+			vals = append(vals, make([]int, 20-len(vals))...)
+		}
 		switch {
 		case typ[1:] == "8" && len(vals) == 20:
 			for i := range c.numbers {

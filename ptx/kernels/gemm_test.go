@@ -173,11 +173,14 @@ func TestGemmPTXContracts(t *testing.T) {
 	big := GemmContract{Entry: GemmTF32Big, Block: 256, TileM: 256, TileN: 128, SharedMem: 73728}
 	bytesForm := ".visible .global .align 4 .b8 gemm_tf32_contract[20] = {128, 0, 0, 0, 128, 0, 0, 0, 128, 0, 0, 0, 0, 192, 0, 0, 0, 0, 0, 0};\n" +
 		".visible .const .align 4 .b8 gemm_tf32_big_contract[20] = {0, 1, 0, 0, 0, 1, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0};\n"
+	// nvcc 13 leaves out an initializer's trailing zeros (as in gemm.ptx).
+	shortBytesForm := ".global .align 4 .b8 gemm_tf32_contract[20] = {128, 0, 0, 0, 128, 0, 0, 0, 128, 0, 0, 0, 0, 192};\n" +
+		".global .align 4 .b8 gemm_tf32_big_contract[20] = {0, 1, 0, 0, 0, 1, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1};\n"
 	wordsForm := ".visible .global .align 4 .u32 gemm_tf32_contract[5] = {128, 128, 128, 49152, 0};\n" +
 		".global .align 4 .s32 gemm_tf32_big_contract[5] = {256, 256, 128, 0, 73728};\n"
 	entries := ".visible .entry gemm_tf32(\n\t.param .u64 p\n)\n\t.maxntid 128, 1, 1\n\t.minnctapersm 2\n{\n\tret;\n}\n" +
 		".visible .entry gemm_tf32_big(\n\t.param .u64 p\n)\n.maxntid 256, 1, 1\n{\n\tret;\n}\n"
-	for _, form := range []string{bytesForm, wordsForm} {
+	for _, form := range []string{bytesForm, shortBytesForm, wordsForm} {
 		src := []byte(".version 7.0\n.target sm_80\n.address_size 64\n" + form + entries)
 		got, err := gemmPTXContracts(src)
 		require.NoError(t, err)
