@@ -31,6 +31,9 @@ func gpuCount() (int, error) {
 // kernel's default, 100 for seed) and returns the kernel's row. A kernel
 // qualifies when it has one input and one output: a shard is one stream.
 func kernelDefaults(spec *Spec) (*kernels.Kernel, error) {
+	if spec.Model != "" || spec.Precision != "" || spec.Activation != "" {
+		return nil, fmt.Errorf("shard: the kernel processor runs no model (model %q, precision %q, activation %q): the mlp processor does", spec.Model, spec.Precision, spec.Activation)
+	}
 	if spec.Kernel == "" {
 		spec.Kernel = "seed"
 	}
