@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -32,6 +31,9 @@ func gpuCount() (int, error) {
 // kernel's default, 100 for seed) and returns the kernel's row. A kernel
 // qualifies when it has one input and one output: a shard is one stream.
 func kernelDefaults(spec *Spec) (*kernels.Kernel, error) {
+	if spec.Model != "" || spec.Precision != "" || spec.Activation != "" {
+		return nil, fmt.Errorf("shard: the kernel processor runs no model (model %q, precision %q, activation %q): the mlp processor does", spec.Model, spec.Precision, spec.Activation)
+	}
 	if spec.Kernel == "" {
 		spec.Kernel = "seed"
 	}
@@ -70,16 +72,7 @@ func singleStream() string {
 // streams a shard through Pipeline.RunStream; shards given to one Kernel
 // at once run one after another on its pipeline.
 type Kernel struct {
-	backend pipeline.Backend
-	p       *pipeline.Pipeline
-	k       *pipeline.Kernel
-	closers []func() error // in the order they close
-
-	probeMu sync.Mutex
-	perElem map[string]float64 // device stages' ns per element, once probed
-
-	closeOnce sync.Once
-	closeErr  error
+	e engine
 }
 
 // NewKernel opens the kernel processor of spec on a device: the GPU with
@@ -95,57 +88,64 @@ func NewKernel(spec Spec, device int) (*Kernel, error) {
 	if device < 0 {
 		return nil, fmt.Errorf("shard: device %d: must not be negative", device)
 	}
-	kp := &Kernel{}
+	kp := &Kernel{e: engine{inRow: 4, outRow: 4}}
+	e := &kp.e
 	fail := func(err error) (*Kernel, error) {
 		return nil, errors.Join(err, kp.Close())
 	}
 	var mods *kernels.Modules
 	if spec.Sim {
-		kp.backend = pipeline.NewSim(uint64(device)+1, 0)
+		e.backend = pipeline.NewSim(uint64(device)+1, 0)
 	} else {
-		if err := driver.Load(); err != nil {
-			return nil, err
-		}
-		dev, err := driver.DeviceAt(device)
+		ctx, err := openContext(device)
 		if err != nil {
 			return nil, err
 		}
-		ctx, err := driver.NewContext(dev)
-		if err != nil {
-			return nil, err
-		}
-		kp.closers = append(kp.closers, ctx.Close)
+		e.closers = append(e.closers, ctx.Close)
 		mods = new(kernels.Modules)
 		// The modules unload before the context is released.
-		kp.closers = append([]func() error{mods.Close}, kp.closers...)
+		e.closers = append([]func() error{mods.Close}, e.closers...)
 		if _, err := mods.Function(ctx, row); err != nil {
 			return fail(err)
 		}
-		kp.backend = pipeline.GPU(ctx)
+		e.backend = pipeline.GPU(ctx)
 	}
 	_, scalars, err := KernelScalars(spec)
 	if err != nil {
 		return fail(err)
 	}
-	if kp.k, err = row.Pipeline(mods, scalars...); err != nil {
+	if e.k, err = row.Pipeline(mods, scalars...); err != nil {
 		return fail(err)
 	}
 	cfg := pipeline.Float32Config(1, 1)
 	// HostAuto has New allocate the pinned slots that streaming runs
 	// read into and write from.
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = spec.ChunkElems, spec.Slots, spec.ComputeStreams, pipeline.HostAuto
-	p, err := pipeline.New(kp.backend, cfg)
+	p, err := pipeline.New(e.backend, cfg)
 	if err != nil {
 		return fail(err)
 	}
-	kp.p = p
-	kp.closers = append([]func() error{p.Close}, kp.closers...)
+	e.p = p
+	e.closers = append([]func() error{p.Close}, e.closers...)
 	return kp, nil
+}
+
+// openContext loads the driver and retains the primary context of the GPU
+// with that ordinal.
+func openContext(device int) (*driver.Context, error) {
+	if err := driver.Load(); err != nil {
+		return nil, err
+	}
+	dev, err := driver.DeviceAt(device)
+	if err != nil {
+		return nil, err
+	}
+	return driver.NewContext(dev)
 }
 
 // Backend returns the pipeline's backend: a *pipeline.Sim with Sim, whose
 // Live counts tests check after Close.
-func (kp *Kernel) Backend() pipeline.Backend { return kp.backend }
+func (kp *Kernel) Backend() pipeline.Backend { return kp.e.backend }
 
 // RowBytes is 4: a row is one float32.
 func (kp *Kernel) RowBytes() int { return 4 }
@@ -153,43 +153,7 @@ func (kp *Kernel) RowBytes() int { return 4 }
 // Process streams in through the kernel into out. An input that ends inside
 // a float32 is a *RowError at the offset where that float32 starts.
 func (kp *Kernel) Process(ctx context.Context, in io.Reader, out io.Writer) (Stats, error) {
-	if in == nil || out == nil {
-		return Stats{}, errors.New("shard: Process needs an input and an output")
-	}
-	inName, outName := streamName(in, "input"), streamName(out, "output")
-	job := pipeline.StreamJob{
-		Inputs: []io.Reader{in}, Outputs: []io.Writer{out}, Kernel: kp.k,
-		InputNames: []string{inName}, OutputNames: []string{outName},
-	}
-	st := Stats{Backend: kp.backend.Name()}
-	rep, err := kp.p.RunStream(ctx, job)
-	if rep != nil {
-		st.Rows, st.Elapsed = rep.N, rep.Elapsed
-		if len(rep.InputBytes) == 1 && len(rep.OutputBytes) == 1 {
-			st.InBytes, st.OutBytes = rep.InputBytes[0], rep.OutputBytes[0]
-		}
-	}
-	if err != nil {
-		var se *pipeline.StreamError
-		if errors.As(err, &se) && errors.Is(err, pipeline.ErrPartialElement) {
-			return st, &RowError{Shard: inName, Offset: se.Offset, Size: -1, RowBytes: 4}
-		}
-		return st, err
-	}
-	per, err := kp.perElement(ctx)
-	if err != nil {
-		return st, fmt.Errorf("shard: timing the device's stages: %w", err)
-	}
-	n := float64(rep.N)
-	st.Stages = map[string]time.Duration{
-		StageRead:    rep.Read,
-		StageH2D:     time.Duration(per[StageH2D] * n),
-		StageCompute: time.Duration(per[StageCompute] * n),
-		StageD2H:     time.Duration(per[StageD2H] * n),
-		StageWrite:   rep.Write,
-	}
-	st.Bound = slowest(st.Stages)
-	return st, nil
+	return kp.e.process(ctx, in, out)
 }
 
 // stageOrder is the order stages are reported in, and ties broken by.
@@ -214,55 +178,9 @@ func streamName(v any, what string) string {
 	return what
 }
 
-// perElement returns the device stages' cost per element, measured once
-// per Kernel: each stage alone (Pipeline.StageTimes) over 2·Slots chunks of
-// overlap's standard pattern in pinned memory. A shard's device stages are
-// these times its elements, as overlap run --in reckons them; its read and
-// write are measured in the run itself.
-func (kp *Kernel) perElement(ctx context.Context) (map[string]float64, error) {
-	kp.probeMu.Lock()
-	defer kp.probeMu.Unlock()
-	if kp.perElem != nil {
-		return kp.perElem, nil
-	}
-	cfg := kp.p.Config()
-	n := 2 * cfg.Slots * cfg.ChunkElems
-	in, err := kp.backend.AllocPinned(4 * n)
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
-	out, err := kp.backend.AllocPinned(4 * n)
-	if err != nil {
-		return nil, err
-	}
-	defer out.Close()
-	kernels.FillPattern(driver.View[float32](in.Bytes())[:n], 0)
-	st, err := kp.p.StageTimes(ctx, pipeline.Job{
-		N: n, Kernel: kp.k, Host: pipeline.HostPinned,
-		Inputs: []pipeline.Buffer{pipeline.Pinned(in)}, Outputs: []pipeline.Buffer{pipeline.Pinned(out)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	kp.perElem = map[string]float64{
-		StageH2D:     float64(st.H2D) / float64(n),
-		StageCompute: float64(st.Compute) / float64(n),
-		StageD2H:     float64(st.D2H) / float64(n),
-	}
-	return kp.perElem, nil
-}
-
 // Close frees the pipeline, unloads the kernel and releases the context.
 // It is safe to call twice.
-func (kp *Kernel) Close() error {
-	kp.closeOnce.Do(func() {
-		for _, c := range kp.closers {
-			kp.closeErr = errors.Join(kp.closeErr, c())
-		}
-	})
-	return kp.closeErr
-}
+func (kp *Kernel) Close() error { return kp.e.close() }
 
 // KernelScalars returns the embedded kernel that spec runs and its scalars
 // (the seed kernel's iterations, the table's defaults for the others), as

@@ -76,14 +76,36 @@ type RowError struct {
 	Offset   int64 // where the incomplete row starts
 	Size     int64 // the shard's bytes (-1 when unknown)
 	RowBytes int
+	// Row says what a row is, where the Processor says it
+	// ([RowDescriber]): "8 float32, the input of the model 8→16→4, relu".
+	Row string
 }
 
 func (e *RowError) Error() string {
-	size := ""
+	size, row := "", ""
 	if e.Size >= 0 {
 		size = fmt.Sprintf(" (%d bytes)", e.Size)
 	}
-	return fmt.Sprintf("shard: %s%s is not a whole number of %d-byte rows: the row at byte offset %d is cut short", e.Shard, size, e.RowBytes, e.Offset)
+	if e.Row != "" {
+		row = " (" + e.Row + ")"
+	}
+	return fmt.Sprintf("shard: %s%s is not a whole number of %d-byte rows%s: the row at byte offset %d is cut short", e.Shard, size, e.RowBytes, row, e.Offset)
+}
+
+// RowDescriber is a Processor that says what its row is, for the error of
+// a shard that is not a whole number of rows ([RowError].Row): a model's
+// input width, say, which a shard written for another model will not
+// divide. An empty description says nothing.
+type RowDescriber interface {
+	DescribeRow() string
+}
+
+// describeRow is p's description of its row, or "".
+func describeRow(p Processor) string {
+	if d, ok := p.(RowDescriber); ok {
+		return d.DescribeRow()
+	}
+	return ""
 }
 
 // Unwrap returns ErrPartialRow.
@@ -122,8 +144,18 @@ type Spec struct {
 	ChunkElems     int `json:"chunk_elems,omitempty"`
 	Slots          int `json:"slots,omitempty"`
 	ComputeStreams int `json:"compute_streams,omitempty"`
-	// Params are a registered Processor's own settings (a model's path,
-	// say); the kernel processor takes none.
+	// Model, Precision and Activation are the mlp processor's ([MLP]):
+	// the safetensors file of the model, as the workers see it; the
+	// layers' arithmetic, "fp32" ("" is fp32) or "tf32"; and the
+	// activation between layers, "relu" or "gelu", where not the file's
+	// ("" takes the file's "activation" metadata, else relu). Its
+	// pipeline's elements are rows, so ChunkElems counts rows for it
+	// (0 takes the model's default, 16384 or fewer for wide rows).
+	Model      string `json:"model,omitempty"`
+	Precision  string `json:"precision,omitempty"`
+	Activation string `json:"activation,omitempty"`
+	// Params are a registered Processor's own settings; the kernel and
+	// mlp processors take none.
 	Params map[string]string `json:"params,omitempty"`
 }
 
@@ -222,7 +254,8 @@ func registeredLocked() []string {
 var deviceCount = gpuCount
 
 // resolve fills in the Spec's defaults as this process sees them: the
-// processor's name, the kernel and its iterations, and the devices.
+// processor's name, the kernel and its iterations (the model's precision
+// for the mlp processor), and the devices.
 func (s Spec) resolve() (Spec, error) {
 	r := s
 	r.Devices = slices.Clone(s.Devices)
@@ -235,8 +268,13 @@ func (s Spec) resolve() (Spec, error) {
 	case r.ChunkElems < 0 || r.Slots < 0 || r.ComputeStreams < 0:
 		return Spec{}, errors.New("shard: chunk, slots and compute streams must not be negative")
 	}
-	if r.Processor == "kernel" {
+	switch r.Processor {
+	case "kernel":
 		if _, err := kernelDefaults(&r); err != nil {
+			return Spec{}, err
+		}
+	case "mlp":
+		if _, _, err := mlpDefaults(&r); err != nil {
 			return Spec{}, err
 		}
 	}

@@ -234,6 +234,8 @@ type pool struct {
 
 func (p *pool) RowBytes() int { return p.procs[0].RowBytes() }
 
+func (p *pool) DescribeRow() string { return describeRow(p.procs[0]) }
+
 func (p *pool) Process(ctx context.Context, in io.Reader, out io.Writer) (Stats, error) {
 	p.mu.Lock()
 	best := 0

@@ -241,6 +241,7 @@ func TestRegister(t *testing.T) {
 		assert.EqualError(t, Register(tt.name, tt.f), tt.wantErr, "Register(%q)", tt.name)
 	}
 	assert.Contains(t, Registered(), "kernel")
+	assert.Contains(t, Registered(), "mlp")
 }
 
 func TestParseDevices(t *testing.T) {
@@ -293,6 +294,18 @@ func TestSpecResolve(t *testing.T) {
 			want: Spec{Processor: "kernel", Kernel: "axpb", Devices: []int{0}}},
 		{name: "another processor keeps its fields", spec: Spec{Processor: "test-counting", Devices: []int{0}},
 			want: Spec{Processor: "test-counting", Devices: []int{0}}},
+		{name: "mlp: fp32, the file's activation", spec: Spec{Processor: "mlp", Model: "m.safetensors", Sim: true},
+			want: Spec{Processor: "mlp", Model: "m.safetensors", Precision: "fp32", Sim: true, Devices: []int{0}}},
+		{name: "mlp: spelled as package model does", spec: Spec{Processor: "mlp", Model: "m.safetensors", Precision: "TF32", Activation: " GELU", Devices: []int{1}},
+			want: Spec{Processor: "mlp", Model: "m.safetensors", Precision: "tf32", Activation: "gelu", Devices: []int{1}}},
+		{name: "mlp without a model", spec: Spec{Processor: "mlp"},
+			wantErr: "shard: the mlp processor needs a model (Spec.Model: a safetensors file)"},
+		{name: "mlp with a kernel", spec: Spec{Processor: "mlp", Model: "m.safetensors", Kernel: "axpb"},
+			wantErr: `shard: the mlp processor runs a model, not an embedded kernel (kernel "axpb", iters 0)`},
+		{name: "mlp with an unknown precision", spec: Spec{Processor: "mlp", Model: "m.safetensors", Precision: "bf16"},
+			wantErr: `shard: precision "bf16": want fp32 or tf32`},
+		{name: "kernel with a model", spec: Spec{Model: "m.safetensors"},
+			wantErr: `shard: the kernel processor runs no model (model "m.safetensors", precision "", activation ""): the mlp processor does`},
 		{name: "bad environment", spec: Spec{}, env: "x",
 			wantErr: `shard: $OVERLAP_BEAM_DEVICES: device "x": want all, or ordinals such as 0,1`},
 		{name: "repeated device", spec: Spec{Devices: []int{1, 1}},

@@ -85,7 +85,7 @@ func ProcessShard(ctx context.Context, p Processor, shard, outDir string) (Resul
 		return res, fmt.Errorf("shard: the processor's rows are %d bytes", rb)
 	}
 	if rem := info.Size() % rb; rem != 0 {
-		return res, &RowError{Shard: shard, Offset: info.Size() - rem, Size: info.Size(), RowBytes: int(rb)}
+		return res, &RowError{Shard: shard, Offset: info.Size() - rem, Size: info.Size(), RowBytes: int(rb), Row: describeRow(p)}
 	}
 
 	tmp, err := os.CreateTemp(outDir, "."+filepath.Base(res.Output)+".*.tmp")
@@ -110,6 +110,9 @@ func ProcessShard(ctx context.Context, p Processor, shard, outDir string) (Resul
 			re.Shard = shard
 			if re.Size < 0 {
 				re.Size = info.Size()
+			}
+			if re.Row == "" {
+				re.Row = describeRow(p)
 			}
 			return res, re
 		}

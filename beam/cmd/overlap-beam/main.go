@@ -1,9 +1,11 @@
 // Command overlap-beam runs overlap's engine over a set of shard files as an
 // Apache Beam pipeline: each shard (a file of raw little-endian float32
-// rows) goes through an embedded kernel on a GPU of whichever worker takes
-// it, and its output goes to OUTPUT/<shard's base name>.out.
+// rows) goes through an embedded kernel, or a PyTorch-trained MLP, on a GPU
+// of whichever worker takes it, and its output goes to
+// OUTPUT/<shard's base name>.out.
 //
 //	overlap-beam --input 'data/*.f32' --output out/ [--sim] [--kernel seed --iters N]
+//	overlap-beam --input 'rows/*.f32' --output out/ --model mlp.safetensors [--precision fp32|tf32] [--activation relu|gelu] [--chunk ROWS]
 //
 // It runs on prism, Beam's embedded runner, in this process unless Beam's
 // --runner flag names another (dataflow, flink, universal, direct, …); the
@@ -34,6 +36,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 	"github.com/purecuda/overlap/beam/shard"
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/model"
 )
 
 const (
@@ -49,6 +52,9 @@ type options struct {
 	sim            bool
 	kernel         string
 	iters          int
+	model          string
+	precision      string
+	activation     string
 	devices        string
 	chunk          sizeValue
 	slots          int
@@ -62,10 +68,13 @@ func defineFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.input, "input", "", "glob of shard files, as the workers see them (required)")
 	fs.StringVar(&o.output, "output", "", "directory for the outputs (<shard>.out) and the dead letter "+shard.FailedFile+" (required)")
 	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator of an H200 instead of a GPU")
-	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel with one input and one output: seed or axpb")
+	fs.StringVar(&o.kernel, "kernel", "", "embedded kernel with one input and one output: seed or axpb (default seed)")
 	fs.IntVar(&o.iters, "iters", 0, "the seed kernel's iterations (default 100)")
+	fs.StringVar(&o.model, "model", "", "run this MLP instead of a kernel: a safetensors `FILE` of nn.Sequential Linear layers, as the workers see it; a row is its input width of float32")
+	fs.StringVar(&o.precision, "precision", "", "with --model, the layers' arithmetic, `fp32|tf32` (default fp32)")
+	fs.StringVar(&o.activation, "activation", "", "with --model, the activation between layers, `relu|gelu` (default: the file's \"activation\" metadata, else relu)")
 	fs.StringVar(&o.devices, "devices", "", "GPUs each worker opens an engine on: all, or ordinals such as 0,1 (default: $"+shard.DevicesEnv+" on the worker, else all it sees)")
-	fs.Var(&o.chunk, "chunk", "elements per chunk, K and M binary (default 1M)")
+	fs.Var(&o.chunk, "chunk", "elements per chunk, K and M binary (default 1M); with --model, `ROWS` per chunk (default 16384, fewer for rows wider than 1K values)")
 	fs.IntVar(&o.slots, "slots", 0, "pipeline buffer slots (default compute-streams+2)")
 	fs.IntVar(&o.computeStreams, "compute-streams", 0, "streams kernels go to (default 4)")
 	fs.BoolVar(&o.verify, "verify", false, "after the run, read every input and output back here and check each element against the CPU reference (local files only)")
@@ -97,7 +106,7 @@ func (s *sizeValue) Set(v string) error {
 func main() {
 	o := defineFlags(flag.CommandLine)
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: overlap-beam --input GLOB --output DIR [--sim] [--kernel seed --iters N] [Beam flags such as --runner]")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: overlap-beam --input GLOB --output DIR [--sim] [--kernel seed --iters N | --model FILE [--precision fp32|tf32] [--activation relu|gelu]] [Beam flags such as --runner]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -109,9 +118,13 @@ func main() {
 	os.Exit(run(ctx, o, flag.Args(), os.Stdout, os.Stderr))
 }
 
-// spec is the shard Spec the flags ask for.
+// spec is the shard Spec the flags ask for: the mlp processor with
+// --model, else the kernel processor.
 func (o *options) spec() (shard.Spec, error) {
 	s := shard.Spec{Sim: o.sim, Kernel: o.kernel, Iters: o.iters, ChunkElems: int(o.chunk), Slots: o.slots, ComputeStreams: o.computeStreams}
+	if o.model != "" {
+		s.Processor, s.Model, s.Precision, s.Activation = "mlp", o.model, o.precision, o.activation
+	}
 	if o.devices != "" {
 		ds, err := shard.ParseDevices(o.devices)
 		if err != nil {
@@ -122,8 +135,44 @@ func (o *options) spec() (shard.Spec, error) {
 	return s, nil
 }
 
+// job is what the flags run: the Spec, and with --model the model as the
+// launcher read it (for --verify and the summary) and its precision.
+type job struct {
+	spec shard.Spec
+	m    *model.Model
+	prec model.Precision
+}
+
 // check validates the flags before any work starts.
-func (o *options) check(args []string) (shard.Spec, error) {
+func (o *options) check(args []string) (job, error) {
+	spec, err := o.checkSpec(args)
+	j := job{spec: spec}
+	if err != nil || o.model == "" {
+		return j, err
+	}
+	// The launcher reads the model too, so that a bad file, flag or
+	// chunk is reported here rather than by every worker.
+	if o.precision != "" {
+		if j.prec, err = model.ParsePrecision(o.precision); err != nil {
+			return j, fmt.Errorf("--precision: want fp32 or tf32, not %q", o.precision)
+		}
+	}
+	var act model.Activation
+	if o.activation != "" {
+		if act, err = model.ParseActivation(o.activation); err != nil {
+			return j, fmt.Errorf("--activation: want relu or gelu, not %q", o.activation)
+		}
+	}
+	if j.m, err = model.Load(o.model, model.Options{Activation: act}); err != nil {
+		return j, fmt.Errorf("--model: %s", strings.TrimPrefix(err.Error(), "model: "))
+	}
+	if _, err := j.m.Config(int(o.chunk)); err != nil {
+		return j, fmt.Errorf("--chunk: %s", strings.TrimPrefix(err.Error(), "model: "))
+	}
+	return j, nil
+}
+
+func (o *options) checkSpec(args []string) (shard.Spec, error) {
 	switch {
 	case len(args) > 0:
 		return shard.Spec{}, fmt.Errorf("unexpected argument %q", args[0])
@@ -135,13 +184,19 @@ func (o *options) check(args []string) (shard.Spec, error) {
 		return shard.Spec{}, fmt.Errorf("--iters %d: must not be negative", o.iters)
 	case o.slots < 0 || o.computeStreams < 0:
 		return shard.Spec{}, errors.New("--slots and --compute-streams must not be negative")
+	case o.model != "" && (o.kernel != "" || o.iters != 0):
+		return shard.Spec{}, errors.New("--kernel and --iters choose an embedded kernel; --model runs the model instead")
+	case o.model == "" && (o.precision != "" || o.activation != ""):
+		return shard.Spec{}, errors.New("--precision and --activation go with --model FILE")
 	}
 	spec, err := o.spec()
 	if err != nil {
 		return spec, err
 	}
-	if _, _, err := shard.KernelScalars(spec); err != nil {
-		return spec, fmt.Errorf("--kernel: %w", err)
+	if o.model == "" {
+		if _, _, err := shard.KernelScalars(spec); err != nil {
+			return spec, fmt.Errorf("--kernel: %w", err)
+		}
 	}
 	// Outputs are named after their shards' base names: two shards of one
 	// name would write one output. The check sees local files only.
@@ -161,7 +216,8 @@ func (o *options) check(args []string) (shard.Spec, error) {
 }
 
 func run(ctx context.Context, o *options, args []string, stdout, stderr io.Writer) int {
-	spec, err := o.check(args)
+	j, err := o.check(args)
+	spec := j.spec
 	if err != nil {
 		fmt.Fprintf(stderr, "overlap-beam: %v\n", err)
 		return exitUsage
@@ -195,7 +251,7 @@ func run(ctx context.Context, o *options, args []string, stdout, stderr io.Write
 
 	done, derr := readLines[shard.Result](donePath)
 	failures, ferr := readLines[shard.Failure](failedPath)
-	printSummary(stdout, o, spec, summarize(done, failures), wall)
+	printSummary(stdout, o, j, summarize(done, failures), wall)
 	code := exitOK
 	if runErr != nil {
 		fmt.Fprintf(stderr, "overlap-beam: the pipeline failed: %v\n", runErr)
@@ -213,6 +269,15 @@ func run(ctx context.Context, o *options, args []string, stdout, stderr io.Write
 		code = exitFail
 	}
 	if o.verify && runErr == nil {
+		if j.m != nil {
+			n, err := verifyModel(o, j, failures)
+			if err != nil {
+				fmt.Fprintf(stderr, "overlap-beam: --verify: %v\n", err)
+				return exitFail
+			}
+			fmt.Fprintf(stdout, "verified: every value of the %d output(s), read back from %s, matched the float64 CPU reference within the %s error bound\n", n, o.output, j.prec)
+			return code
+		}
 		n, err := verify(o, spec, failures)
 		if err != nil {
 			fmt.Fprintf(stderr, "overlap-beam: --verify: %v\n", err)
@@ -287,9 +352,27 @@ func runnerName() string {
 	return *runners.Runner
 }
 
-func printSummary(w io.Writer, o *options, spec shard.Spec, s summary, wall time.Duration) {
-	kernel := spec.Kernel
-	if k, scalars, err := shard.KernelScalars(spec); err == nil {
+// modelLine describes the model and where its activation came from.
+func modelLine(m *model.Model, prec model.Precision) string {
+	s := "MLP " + m.String()
+	if len(m.Layers) > 1 {
+		switch m.ActivationFrom {
+		case "file":
+			s += " (activation from the file)"
+		case "default":
+			s += " (the file names no activation: relu by default)"
+		default:
+			s += " (activation from --activation)"
+		}
+	}
+	return s + " in " + prec.String()
+}
+
+func printSummary(w io.Writer, o *options, j job, s summary, wall time.Duration) {
+	kernel := j.spec.Kernel
+	if j.m != nil {
+		kernel = modelLine(j.m, j.prec)
+	} else if k, scalars, err := shard.KernelScalars(j.spec); err == nil {
 		kernel = k.Name
 		for i, sc := range k.Scalars {
 			if sc.Name == "iters" {
@@ -396,4 +479,77 @@ func verify(o *options, spec shard.Spec, failures []shard.Failure) (int, error) 
 		n++
 	}
 	return n, nil
+}
+
+// verifyRows is the rows verifyModel reads at a time.
+const verifyRows = 1 << 16
+
+// verifyModel reads every local input that did not fail and its output, a
+// block of rows at a time, and checks each value against the model's
+// float64 reference.
+func verifyModel(o *options, j job, failures []shard.Failure) (int, error) {
+	matches, err := filepath.Glob(o.input)
+	if err != nil {
+		return 0, err
+	}
+	failed := map[string]bool{}
+	for _, f := range failures {
+		failed[f.Shard] = true
+	}
+	n := 0
+	for _, in := range matches {
+		if failed[in] {
+			continue
+		}
+		if err := verifyModelFile(j, in, shard.OutputName(o.output, in)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func verifyModelFile(j job, inPath, outPath string) error {
+	m := j.m
+	in, err := os.Open(inPath)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Open(outPath)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	ist, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	rows, err := m.CheckInputBytes(ist.Size())
+	if err != nil {
+		return fmt.Errorf("%s: %s", inPath, strings.TrimPrefix(err.Error(), "model: "))
+	}
+	ost, err := out.Stat()
+	if err != nil {
+		return err
+	}
+	if want := rows * int64(4*m.Out()); ost.Size() != want {
+		return fmt.Errorf("%s holds %d bytes; the %d rows of %s need %d", outPath, ost.Size(), rows, inPath, want)
+	}
+	x := make([]float32, min(rows, verifyRows)*int64(m.In()))
+	y := make([]float32, min(rows, verifyRows)*int64(m.Out()))
+	for lo := int64(0); lo < rows; lo += verifyRows {
+		k := int(min(verifyRows, rows-lo))
+		xb, yb := x[:k*m.In()], y[:k*m.Out()]
+		if _, err := in.ReadAt(driver.Bytes(xb), lo*int64(4*m.In())); err != nil {
+			return fmt.Errorf("%s: %w", inPath, err)
+		}
+		if _, err := out.ReadAt(driver.Bytes(yb), lo*int64(4*m.Out())); err != nil {
+			return fmt.Errorf("%s: %w", outPath, err)
+		}
+		if err := m.Verify(xb, yb, model.VerifyOptions{Precision: j.prec, FirstRow: lo}); err != nil {
+			return fmt.Errorf("%s: %w", outPath, err)
+		}
+	}
+	return nil
 }
