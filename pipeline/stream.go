@@ -314,7 +314,9 @@ func positionalOut(w io.Writer) (writeTruncater, int64, bool) {
 // of the correct output. RunStream returns only once every Read and Write
 // it started has returned: a reader blocked forever blocks it too (close
 // the reader to unblock it). Config.Timing does not apply: the report has
-// the host side's read and write times instead.
+// the host side's read and write times instead. A job in which an
+// output is one of the inputs, or two outputs are one, is refused before
+// anything is read or written ([SameFile] says which are the same).
 func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -383,6 +385,9 @@ func (p *Pipeline) validateStream(job StreamJob) error {
 		if out == nil {
 			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.OutputNames, "output", i))
 		}
+	}
+	if err := checkDistinct(job); err != nil {
+		return err
 	}
 	return p.b.Prepare(job.Kernel)
 }
