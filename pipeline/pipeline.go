@@ -6,10 +6,25 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/purecuda/overlap/driver"
 )
 
-// ErrClosed reports use of a closed Pipeline.
-var ErrClosed = errors.New("pipeline: closed")
+// ErrClosed reports use of a closed Pipeline or Group, alone or wrapped
+// ("pipeline: closed after a failure: …"). It also matches
+// driver.ErrClosed: errors.Is(err, driver.ErrClosed) holds for it, so
+// that one check covers a closed pipeline and a closed driver object.
+// The converse does not hold: a run that fails because a driver object
+// was closed under it is a *StageError wrapping driver.ErrClosed, and
+// the pipeline itself is not closed.
+var ErrClosed error = closedError{}
+
+type closedError struct{}
+
+func (closedError) Error() string { return "pipeline: closed" }
+
+// Is makes ErrClosed match driver.ErrClosed.
+func (closedError) Is(target error) bool { return target == driver.ErrClosed }
 
 // Config shapes a Pipeline. Zero fields take the defaults noted.
 type Config struct {
