@@ -39,12 +39,26 @@ import (
 //	}
 //
 // The sequence ends after the last batch's output, or with one error: a
-// device failure, ctx's error, or the loader's panic is not caught.
-// Stopping the range early cancels the run, drains it, and stops the
-// loader. Memory stays bounded by the slots and by one output batch being
-// filled, plus one waiting for the caller.
+// device failure, ctx's error, or a nil p, k or batches (then the only
+// pair); the loader's panic is not caught. A nil ctx means
+// context.Background, as for Run. Stopping the range early cancels the
+// run, drains it, and stops the loader. Memory stays bounded by the
+// slots and by one output batch being filled, plus one waiting for the
+// caller.
 func Batches[In, Out driver.Element](ctx context.Context, p *Pipeline, k *Kernel, batches iter.Seq[[]In]) iter.Seq2[[]Out, error] {
 	return func(yield func([]Out, error) bool) {
+		err := p.usable("Batches")
+		switch {
+		case err != nil:
+		case k == nil:
+			err = errors.New("pipeline: Batches: nil *Kernel")
+		case batches == nil:
+			err = errors.New("pipeline: Batches: nil batches")
+		}
+		if err != nil {
+			yield(nil, err)
+			return
+		}
 		if ctx == nil {
 			ctx = context.Background()
 		}

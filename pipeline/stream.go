@@ -65,10 +65,18 @@ type StreamError struct {
 }
 
 func (e *StreamError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("pipeline: %s at byte %d: %v", e.Stream, e.Offset, e.Err)
 }
 
-func (e *StreamError) Unwrap() error { return e.Err }
+func (e *StreamError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // ErrPartialElement is the cause in a StreamError when an input ends in
 // the middle of an element.
@@ -318,6 +326,9 @@ func positionalOut(w io.Writer) (writeTruncater, int64, bool) {
 // output is one of the inputs, or two outputs are one, is refused before
 // anything is read or written ([SameFile] says which are the same).
 func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport, error) {
+	if err := p.usable("RunStream"); err != nil {
+		return nil, err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
