@@ -777,3 +777,30 @@ func TestStreamVirtualTime(t *testing.T) {
 	assert.GreaterOrEqual(t, rep.Elapsed, h2d, "the H2D copies alone take this long")
 	t.Logf("elapsed %v, read %v, write %v, H2D alone %v, wall %v", rep.Elapsed, rep.Read, rep.Write, h2d, wall)
 }
+
+// TestStreamSeveralPiecesPerChunk writes chunks of four pieces each to
+// positional outputs, with one and with three writers: a chunk counts as
+// written only once its last piece is, so no D2H copy refills a slot that
+// a writer still reads (the hazard detector, in streamPipeline's
+// cleanup), and every byte lands (issue 28's mutation run: counting a
+// chunk written one piece early survived every other test, whose chunks
+// are one piece each).
+func TestStreamSeveralPiecesPerChunk(t *testing.T) {
+	const chunk = 4 * 4096 / 4 // elements: four pieces of 4096 bytes
+	n := 9*chunk + 1000
+	in, want := streamData(n)
+	for _, writers := range []int{1, 3} {
+		for _, wk := range writerKinds[1:3] { // the positional ones
+			t.Run(fmt.Sprintf("%d writers/%s", writers, wk.name), func(t *testing.T) {
+				p, _ := streamPipeline(t, uint64(40+writers), chunk, 1)
+				w, got := wk.make(t)
+				rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{w},
+					Kernel: seedKernel(nil, streamIters), Writers: writers, PieceBytes: 4096})
+				require.NoError(t, err)
+				assert.Equal(t, writers, rep.Writers)
+				assert.Equal(t, []int64{int64(4 * n)}, rep.OutputBytes)
+				sameBytes(t, want, got())
+			})
+		}
+	}
+}
