@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,23 @@ type groupRaces struct {
 	launches func() int
 }
 
+// returnsWithin runs fn and crashes the test process, with every
+// goroutine's stack, if it has not returned within d: a lost wake-up
+// hangs, and a test that hangs says nothing until go test's timeout. The
+// panic is on a goroutine of its own, so that no cleanup runs first
+// (closing the group would wait for the hung call).
+func returnsWithin(d time.Duration, what string, fn func()) {
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		debug.SetTraceback("all")
+		go func() { panic(fmt.Sprintf("%s did not return within %v: a lost wake-up?", what, d)) }()
+		select {}
+	}
+}
+
 // cancelMidRun cancels runs of r's job once the devices have issued
 // after launches, for each of several points, and checks that each run
 // returns ctx's error (nobody's DeviceError) and issued less than the
@@ -47,7 +65,8 @@ func cancelMidRun(t *testing.T, r groupRaces, chunks int, after []int) {
 				}
 				cancel()
 			}()
-			_, err := r.g.Run(ctx, job)
+			var err error
+			returnsWithin(30*time.Second, "Group.Run after its cancellation", func() { _, err = r.g.Run(ctx, job) })
 			cancel()
 			if err == nil {
 				t.Skipf("the run finished before the cancellation after %d launches", k)
@@ -116,7 +135,7 @@ func closeDuringRuns(t *testing.T, r groupRaces, seed uint64) {
 	for range 2 {
 		assert.NoError(t, <-closeErrs)
 	}
-	wg.Wait()
+	returnsWithin(30*time.Second, "every Run once the group is closed", wg.Wait)
 	assert.Equal(t, runners, refused, "every runner's last run was refused")
 	t.Logf("%d runs succeeded before Close, %d refused after", ok, refused)
 	job, _ := r.newJob()
