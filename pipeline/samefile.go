@@ -71,6 +71,13 @@ func samePointer(a, b any) bool {
 	return false
 }
 
+// nilPointer reports a nil pointer in an interface (a nil *bytes.Reader
+// as an io.Reader), which == nil does not.
+func nilPointer(x any) bool {
+	v := reflect.ValueOf(x)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // statOf stats x when it is an *os.File or a path; nil when it is
 // neither, or a path that does not exist.
 func statOf(x any) (os.FileInfo, error) {

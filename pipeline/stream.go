@@ -388,12 +388,12 @@ func (p *Pipeline) validateStream(job StreamJob) error {
 		return errors.New("pipeline: stream job: Readers, Writers and PieceBytes must not be negative")
 	}
 	for i, in := range job.Inputs {
-		if in == nil {
+		if in == nil || nilPointer(in) {
 			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.InputNames, "input", i))
 		}
 	}
 	for i, out := range job.Outputs {
-		if out == nil {
+		if out == nil || nilPointer(out) {
 			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.OutputNames, "output", i))
 		}
 	}

@@ -649,6 +649,8 @@ func TestStreamValidation(t *testing.T) {
 		{StreamJob{Inputs: []io.Reader{r, r}, Outputs: []io.Writer{w}, Kernel: k}, "pipeline: stream job has 2 inputs, the pipeline was built for 1"},
 		{StreamJob{Inputs: []io.Reader{r}, Kernel: k}, "pipeline: stream job has 0 outputs, the pipeline was built for 1"},
 		{StreamJob{Inputs: []io.Reader{nil}, Outputs: []io.Writer{w}, Kernel: k, InputNames: []string{"a.f32"}}, "pipeline: stream job: a.f32 is nil"},
+		{StreamJob{Inputs: []io.Reader{(*bytes.Reader)(nil)}, Outputs: []io.Writer{w}, Kernel: k}, "pipeline: stream job: input 0 is nil"},
+		{StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{(*bytes.Buffer)(nil)}, Kernel: k}, "pipeline: stream job: output 0 is nil"},
 		{StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: k, Readers: -1}, "pipeline: stream job: Readers, Writers and PieceBytes must not be negative"},
 	}
 	for _, tc := range cases {
