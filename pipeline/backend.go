@@ -179,9 +179,13 @@ type Kernel struct {
 
 // FunctionOn returns a Kernel.Function for fn, loaded on ctx: it hands fn
 // to ctx and refuses every other context with an error, since a function
-// cannot run on a context that did not load it.
+// cannot run on a context that did not load it. With a nil ctx or fn it
+// refuses every context.
 func FunctionOn(ctx *driver.Context, fn *driver.Function) func(*driver.Context) (*driver.Function, error) {
 	return func(c *driver.Context) (*driver.Function, error) {
+		if ctx == nil || fn == nil {
+			return nil, errors.New("pipeline: FunctionOn: nil *driver.Context or *driver.Function")
+		}
 		if c != ctx {
 			return nil, errors.New("pipeline: kernel function was loaded on another context")
 		}

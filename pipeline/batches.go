@@ -18,6 +18,23 @@ type StreamRunner interface {
 	RunStream(ctx context.Context, job StreamJob) (*StreamReport, error)
 }
 
+// usableRunner refuses a nil StreamRunner, a typed nil one, and a
+// Pipeline or Group not made by New or NewGroup.
+func usableRunner(p StreamRunner, method string) error {
+	switch r := p.(type) {
+	case nil:
+		return fmt.Errorf("pipeline: %s: nil StreamRunner", method)
+	case *Pipeline:
+		return r.usable(method)
+	case *Group:
+		return r.usable(method)
+	}
+	if nilPointer(p) {
+		return fmt.Errorf("pipeline: %s: nil %T", method, p)
+	}
+	return nil
+}
+
 // BatchOptions are BatchesWith's choices; the zero value is Batches'.
 type BatchOptions struct {
 	// Progress, when set, is the run's StreamJob.Progress: the bytes and
@@ -58,10 +75,12 @@ type BatchOptions struct {
 //	}
 //
 // The sequence ends after the last batch's output, or with one error: a
-// device failure, ctx's error, or the loader's panic is not caught.
-// Stopping the range early cancels the run, drains it, and stops the
-// loader. Memory stays bounded by the slots and by one output batch being
-// filled, plus one waiting for the caller.
+// device failure, ctx's error, or a nil p, k or batches (then the only
+// pair); the loader's panic is not caught. A nil ctx means
+// context.Background, as for Run. Stopping the range early cancels the
+// run, drains it, and stops the loader. Memory stays bounded by the
+// slots and by one output batch being filled, plus one waiting for the
+// caller.
 func Batches[In, Out driver.Element](ctx context.Context, p StreamRunner, k *Kernel, batches iter.Seq[[]In]) iter.Seq2[[]Out, error] {
 	return BatchesWith[In, Out](ctx, p, k, batches, BatchOptions{})
 }
@@ -69,6 +88,18 @@ func Batches[In, Out driver.Element](ctx context.Context, p StreamRunner, k *Ker
 // BatchesWith is [Batches] with options.
 func BatchesWith[In, Out driver.Element](ctx context.Context, p StreamRunner, k *Kernel, batches iter.Seq[[]In], opts BatchOptions) iter.Seq2[[]Out, error] {
 	return func(yield func([]Out, error) bool) {
+		err := usableRunner(p, "Batches")
+		switch {
+		case err != nil:
+		case k == nil:
+			err = errors.New("pipeline: Batches: nil *Kernel")
+		case batches == nil:
+			err = errors.New("pipeline: Batches: nil batches")
+		}
+		if err != nil {
+			yield(nil, err)
+			return
+		}
 		if ctx == nil {
 			ctx = context.Background()
 		}

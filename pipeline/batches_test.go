@@ -169,3 +169,51 @@ func TestBatchesPanicInLoop(t *testing.T) {
 	}
 	assert.Equal(t, 1, n, "the pipeline runs again once the cancelled run has drained")
 }
+
+// TestBatchesOneByteElements runs batches of bytes, whose lengths put a
+// chunk's end one element before a batch's end (the batch of 17 at 16 to
+// 33, chunks of 16): a batch must be yielded only once its last byte is
+// written, with exactly its own bytes. With 4-byte elements a batch is
+// never one byte short, so only bytes show this (issue 28's mutation run:
+// a batch handed over one byte early survived every other test).
+func TestBatchesOneByteElements(t *testing.T) {
+	sim := NewSim(28, 20*time.Microsecond)
+	cfg := Config{Inputs: []int{1}, Outputs: []int{1}, ChunkElems: 16, Slots: 3, ComputeStreams: 2}
+	p, err := New(sim, cfg)
+	require.NoError(t, err)
+	defer func() {
+		require.NoError(t, p.Close())
+		assert.Empty(t, sim.Hazards())
+	}()
+	not := &Kernel{Name: "not", CPU: func(c HostChunk) {
+		for i, b := range c.Inputs[0] {
+			c.Outputs[0][i] = ^b
+		}
+	}}
+	lens := []int{15, 1, 17, 31, 2, 0, 16, 3, 1}
+	next := byte(0)
+	loader := func(yield func([]uint8) bool) {
+		for _, n := range lens {
+			b := make([]uint8, n)
+			for i := range b {
+				b[i] = next
+				next++
+			}
+			if !yield(b) {
+				return
+			}
+		}
+	}
+	i, want := 0, byte(0)
+	for out, err := range Batches[uint8, uint8](context.Background(), p, not, loader) {
+		require.NoError(t, err)
+		require.Less(t, i, len(lens), "more results than batches")
+		require.Len(t, out, lens[i], "batch %d", i)
+		for j, b := range out {
+			require.Equal(t, ^want, b, "batch %d, element %d", i, j)
+			want++
+		}
+		i++
+	}
+	assert.Equal(t, len(lens), i, "one result per batch")
+}

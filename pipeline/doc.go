@@ -86,7 +86,9 @@
 // chunk it is in; a failed write or a cancellation stops the run; in every
 // case each output holds an exact prefix of the correct output
 // (StreamReport.OutputBytes), and the error is a *StreamError naming the
-// stream, the byte offset and the cause.
+// stream, the byte offset and the cause. A job whose output is one of its
+// inputs, however the file is reached, is refused before anything is read
+// ([SameFile]).
 //
 // # Concurrency
 //

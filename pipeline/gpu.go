@@ -52,7 +52,12 @@ type GPUOptions struct {
 func GPU(ctx *driver.Context) Backend { return GPUWith(ctx, GPUOptions{}) }
 
 // GPUWith is [GPU] with options.
+//
+// A nil ctx gives a backend whose every call fails.
 func GPUWith(ctx *driver.Context, opts GPUOptions) Backend {
+	if ctx == nil {
+		return &gpuBackend{name: "no GPU (nil *driver.Context)"}
+	}
 	name, err := ctx.Device().Name()
 	if err != nil {
 		name = ctx.Device().String()
@@ -93,6 +98,29 @@ func (g *gpuBackend) Name() string { return g.name }
 type gpuStream struct{ *driver.Stream }
 type gpuEvent struct{ *driver.Event }
 type gpuDevice struct{ *driver.DeviceBuffer }
+
+// gpuStreamOf, gpuEventOf and gpuDeviceOf refuse objects that are not the
+// GPU backend's (nil ones included) with an error, not a panic.
+func gpuStreamOf(s Stream) (*driver.Stream, error) {
+	if gs, ok := s.(gpuStream); ok {
+		return gs.Stream, nil
+	}
+	return nil, fmt.Errorf("pipeline: stream %T is not a GPU stream", s)
+}
+
+func gpuEventOf(e Event) (*driver.Event, error) {
+	if ge, ok := e.(gpuEvent); ok {
+		return ge.Event, nil
+	}
+	return nil, fmt.Errorf("pipeline: event %T is not a GPU event", e)
+}
+
+func gpuDeviceOf(d DeviceMem) (gpuDevice, error) {
+	if gd, ok := d.(gpuDevice); ok {
+		return gd, nil
+	}
+	return gpuDevice{}, fmt.Errorf("pipeline: device memory %T is not GPU memory", d)
+}
 
 func (g *gpuBackend) NewStream() (Stream, error) {
 	s, err := g.ctx.NewStream(driver.StreamOptions{})
@@ -145,6 +173,9 @@ func (g *gpuBackend) Register(mem []byte) (PinnedMem, error) {
 }
 
 func (g *gpuBackend) Prepare(k *Kernel) error {
+	if k == nil {
+		return errors.New("pipeline: nil *Kernel")
+	}
 	for i, st := range k.Steps {
 		if st.Function == nil || st.Args == nil {
 			return fmt.Errorf("pipeline: %s has no GPU function or argument builder", stepLabel(k, i))
@@ -172,6 +203,9 @@ func (g *gpuBackend) freeMemory() (free, total int64, err error) {
 }
 
 func (g *gpuBackend) StageIn(dst HostMemory, dstOff int, src []byte) error {
+	if dst == nil {
+		return errors.New("pipeline: staging into nil HostMemory")
+	}
 	d := dst.Bytes()
 	if dstOff < 0 || len(src) > len(d)-dstOff {
 		return fmt.Errorf("pipeline: staging %d bytes at %d into %d", len(src), dstOff, len(d))
@@ -181,6 +215,9 @@ func (g *gpuBackend) StageIn(dst HostMemory, dstOff int, src []byte) error {
 }
 
 func (g *gpuBackend) StageOut(dst []byte, src HostMemory, srcOff int) error {
+	if src == nil {
+		return errors.New("pipeline: unstaging from nil HostMemory")
+	}
 	s := src.Bytes()
 	if srcOff < 0 || len(dst) > len(s)-srcOff {
 		return fmt.Errorf("pipeline: unstaging %d bytes at %d from %d", len(dst), srcOff, len(s))
@@ -190,11 +227,19 @@ func (g *gpuBackend) StageOut(dst []byte, src HostMemory, srcOff int) error {
 }
 
 func (g *gpuBackend) CopyToDeviceSync(dst DeviceMem, off int, src []byte) error {
-	return dst.(gpuDevice).CopyFromHost(off, src)
+	d, err := gpuDeviceOf(dst)
+	if err != nil {
+		return err
+	}
+	return d.CopyFromHost(off, src)
 }
 
 func (g *gpuBackend) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
-	return src.(gpuDevice).CopyToHost(dst, off)
+	d, err := gpuDeviceOf(src)
+	if err != nil {
+		return err
+	}
+	return d.CopyToHost(dst, off)
 }
 
 // gpuIssuer issues on a goroutine bound to the context's OS thread.
@@ -261,7 +306,15 @@ func (i *gpuIssuer) CopyToDevice(s Stream, dst DeviceMem, dstOff int, src HostMe
 	if err != nil {
 		return err
 	}
-	return i.b.CopyToDevice(s.(gpuStream).Stream, dst.(gpuDevice).DeviceBuffer, dstOff, h, srcOff, n)
+	st, err := gpuStreamOf(s)
+	if err != nil {
+		return err
+	}
+	d, err := gpuDeviceOf(dst)
+	if err != nil {
+		return err
+	}
+	return i.b.CopyToDevice(st, d.DeviceBuffer, dstOff, h, srcOff, n)
 }
 
 func (i *gpuIssuer) CopyToHost(s Stream, dst HostMemory, dstOff int, src DeviceMem, srcOff, n int) error {
@@ -269,10 +322,25 @@ func (i *gpuIssuer) CopyToHost(s Stream, dst HostMemory, dstOff int, src DeviceM
 	if err != nil {
 		return err
 	}
-	return i.b.CopyToHost(s.(gpuStream).Stream, h, dstOff, src.(gpuDevice).DeviceBuffer, srcOff, n)
+	st, err := gpuStreamOf(s)
+	if err != nil {
+		return err
+	}
+	d, err := gpuDeviceOf(src)
+	if err != nil {
+		return err
+	}
+	return i.b.CopyToHost(st, h, dstOff, d.DeviceBuffer, srcOff, n)
 }
 
 func (i *gpuIssuer) Launch(s Stream, k *Kernel, c Chunk) error {
+	st, err := gpuStreamOf(s)
+	if err != nil {
+		return err
+	}
+	if k == nil {
+		return errors.New("pipeline: launch of a nil *Kernel")
+	}
 	if len(k.Steps) > 0 {
 		return i.launchSteps(s, k, c)
 	}
@@ -292,7 +360,7 @@ func (i *gpuIssuer) Launch(s Stream, k *Kernel, c Chunk) error {
 	if block <= 0 {
 		block = 256
 	}
-	return i.b.Launch(i.fn, s.(gpuStream).Stream, driver.GridFor(c.N, block), i.args)
+	return i.b.Launch(i.fn, st, driver.GridFor(c.N, block), i.args)
 }
 
 // launchSteps launches each of k's steps on s, in order.
@@ -331,16 +399,36 @@ func (i *gpuIssuer) launchSteps(s Stream, k *Kernel, c Chunk) error {
 }
 
 func (i *gpuIssuer) Record(e Event, s Stream) error {
-	return i.b.Record(e.(gpuEvent).Event, s.(gpuStream).Stream)
+	ev, err := gpuEventOf(e)
+	if err != nil {
+		return err
+	}
+	st, err := gpuStreamOf(s)
+	if err != nil {
+		return err
+	}
+	return i.b.Record(ev, st)
 }
 
 func (i *gpuIssuer) Wait(s Stream, e Event) error {
-	return i.b.WaitEvent(s.(gpuStream).Stream, e.(gpuEvent).Event)
+	st, err := gpuStreamOf(s)
+	if err != nil {
+		return err
+	}
+	ev, err := gpuEventOf(e)
+	if err != nil {
+		return err
+	}
+	return i.b.WaitEvent(st, ev)
 }
 
 // Synchronize waits for s on the issuer's bound thread.
 func (i *gpuIssuer) Synchronize(s Stream) error {
-	return i.b.Synchronize(s.(gpuStream).Stream)
+	st, err := gpuStreamOf(s)
+	if err != nil {
+		return err
+	}
+	return i.b.Synchronize(st)
 }
 
 func (i *gpuIssuer) Release() {

@@ -53,11 +53,19 @@ type DeviceError struct {
 }
 
 func (e *DeviceError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	msg := strings.TrimPrefix(fmt.Sprint(e.Err), "pipeline: ")
 	return fmt.Sprintf("pipeline: device %d (%s): %s", e.Device, e.Name, msg)
 }
 
-func (e *DeviceError) Unwrap() error { return e.Err }
+func (e *DeviceError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // DeviceReport is one device's part of a group's run.
 type DeviceReport struct {
@@ -79,7 +87,7 @@ func NewGroup(backends []Backend, cfg Config) (*Group, error) {
 	}
 	var host *SimHost
 	for i, b := range backends {
-		if b == nil {
+		if sim, ok := b.(*Sim); b == nil || ok && !sim.usable() {
 			return nil, fmt.Errorf("pipeline: device %d of the group is a nil Backend", i)
 		}
 		for j := 0; j < i; j++ {
@@ -117,14 +125,42 @@ func sameDevice(a, b Backend) bool {
 	return ok1 && ok2 && ga.ctx == gb.ctx
 }
 
-// Devices is how many devices the group has.
-func (g *Group) Devices() int { return len(g.pipes) }
+// usable refuses a nil Group, or one that NewGroup did not make, for the
+// method named.
+func (g *Group) usable(method string) error {
+	switch {
+	case g == nil:
+		return fmt.Errorf("pipeline: %s: nil *Group", method)
+	case len(g.pipes) == 0:
+		return fmt.Errorf("pipeline: %s: the Group was not made by NewGroup", method)
+	}
+	return nil
+}
 
-// Backend returns device d's backend.
-func (g *Group) Backend(d int) Backend { return g.pipes[d].b }
+// Devices is how many devices the group has; 0 for a nil Group.
+func (g *Group) Devices() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.pipes)
+}
 
-// Config returns the configuration in force, defaults filled in.
-func (g *Group) Config() Config { return g.pipes[0].cfg }
+// Backend returns device d's backend; nil when there is no device d.
+func (g *Group) Backend(d int) Backend {
+	if d < 0 || d >= g.Devices() {
+		return nil
+	}
+	return g.pipes[d].b
+}
+
+// Config returns the configuration in force, defaults filled in; the
+// zero Config for a nil Group.
+func (g *Group) Config() Config {
+	if g.usable("") != nil {
+		return Config{}
+	}
+	return g.pipes[0].cfg
+}
 
 // Close frees every device's pipeline and the group's registrations. It is
 // safe to call twice.
@@ -157,11 +193,21 @@ func (g *Group) closedErr() error {
 }
 
 // Unregister drops the group's registration of b, if any.
-func (g *Group) Unregister(b []byte) error { return g.pipes[0].Unregister(b) }
+func (g *Group) Unregister(b []byte) error {
+	if err := g.usable("Unregister"); err != nil {
+		return err
+	}
+	return g.pipes[0].Unregister(b)
+}
 
 // Registered reports how many bytes of Go memory the group keeps
-// registered.
-func (g *Group) Registered() int64 { return g.pipes[0].Registered() }
+// registered; 0 for a nil Group.
+func (g *Group) Registered() int64 {
+	if g.usable("") != nil {
+		return 0
+	}
+	return g.pipes[0].Registered()
+}
 
 // chunkQueue hands a job's chunks out in order to the devices of a group.
 type chunkQueue struct {
@@ -282,6 +328,9 @@ func (g *Group) eachDevice(fn func(d int)) {
 // ends, every device stops taking chunks, work in flight drains, and Run
 // returns ctx.Err(). The report's Devices says what each device did.
 func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
+	if err := g.usable("Run"); err != nil {
+		return nil, err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -394,6 +443,9 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 // device failed. The report's Devices says how many chunks each device
 // ran.
 func (g *Group) RunStream(ctx context.Context, job StreamJob) (*StreamReport, error) {
+	if err := g.usable("RunStream"); err != nil {
+		return nil, err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -463,10 +515,14 @@ func Names(backends []Backend) string {
 	count := map[string]int{}
 	var order []string
 	for _, b := range backends {
-		if count[b.Name()] == 0 {
-			order = append(order, b.Name())
+		name := "nil Backend"
+		if b != nil {
+			name = b.Name()
 		}
-		count[b.Name()]++
+		if count[name] == 0 {
+			order = append(order, name)
+		}
+		count[name]++
 	}
 	for i, n := range order {
 		if count[n] > 1 {
@@ -497,7 +553,10 @@ type GroupStageTimes struct {
 // simulator, and resolves the job's plans on every device. On success the
 // caller must call release, which evicts what the job registered, ends
 // the tracked run and lets the lock go, in that order.
-func (g *Group) exclusive(job Job) (plans []*plan, release func(), err error) {
+func (g *Group) exclusive(method string, job Job) (plans []*plan, release func(), err error) {
+	if err := g.usable(method); err != nil {
+		return nil, nil, err
+	}
 	if err := g.validate(job); err != nil {
 		return nil, nil, err
 	}
@@ -546,7 +605,7 @@ func (g *Group) StageTimes(ctx context.Context, job Job) (GroupStageTimes, error
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	plans, release, err := g.exclusive(job)
+	plans, release, err := g.exclusive("StageTimes", job)
 	if err != nil {
 		return gst, err
 	}

@@ -146,6 +146,9 @@ type StageError struct {
 }
 
 func (e *StageError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	// The inner error's own "pipeline: " is not repeated.
 	msg := strings.TrimPrefix(fmt.Sprint(e.Err), "pipeline: ")
 	if e.Chunk < 0 {
@@ -154,7 +157,12 @@ func (e *StageError) Error() string {
 	return fmt.Sprintf("pipeline: chunk %d, %s: %s", e.Chunk, e.Stage, msg)
 }
 
-func (e *StageError) Unwrap() error { return e.Err }
+func (e *StageError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Span is when one stage of one chunk ran, against the run's origin.
 type Span struct {

@@ -7,10 +7,25 @@ import (
 	"time"
 	"unsafe"
 	"weak"
+
+	"github.com/purecuda/overlap/driver"
 )
 
-// ErrClosed reports use of a closed Pipeline.
-var ErrClosed = errors.New("pipeline: closed")
+// ErrClosed reports use of a closed Pipeline or Group, alone or wrapped
+// ("pipeline: closed after a failure: …"). It also matches
+// driver.ErrClosed: errors.Is(err, driver.ErrClosed) holds for it, so
+// that one check covers a closed pipeline and a closed driver object.
+// The converse does not hold: a run that fails because a driver object
+// was closed under it is a *StageError wrapping driver.ErrClosed, and
+// the pipeline itself is not closed.
+var ErrClosed error = closedError{}
+
+type closedError struct{}
+
+func (closedError) Error() string { return "pipeline: closed" }
+
+// Is makes ErrClosed match driver.ErrClosed.
+func (closedError) Is(target error) bool { return target == driver.ErrClosed }
 
 // Config shapes a Pipeline. Zero fields take the defaults noted.
 type Config struct {
@@ -255,11 +270,35 @@ func (p *Pipeline) allocStaging() error {
 	return nil
 }
 
-// Config returns the configuration in force, defaults filled in.
-func (p *Pipeline) Config() Config { return p.cfg }
+// usable refuses a nil Pipeline, or one that New did not make, for the
+// method named.
+func (p *Pipeline) usable(method string) error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("pipeline: %s: nil *Pipeline", method)
+	case p.b == nil:
+		return fmt.Errorf("pipeline: %s: the Pipeline was not made by New", method)
+	}
+	return nil
+}
 
-// Backend returns the backend the pipeline runs on.
-func (p *Pipeline) Backend() Backend { return p.b }
+// Config returns the configuration in force, defaults filled in; the
+// zero Config for a nil Pipeline.
+func (p *Pipeline) Config() Config {
+	if p == nil {
+		return Config{}
+	}
+	return p.cfg
+}
+
+// Backend returns the backend the pipeline runs on; nil for a nil
+// Pipeline.
+func (p *Pipeline) Backend() Backend {
+	if p == nil {
+		return nil
+	}
+	return p.b
+}
 
 // Close waits for nothing (Run has already drained), frees every stream,
 // event, buffer and registration, and is safe to call twice.
@@ -409,6 +448,9 @@ func (p *Pipeline) evict() error {
 // Unregister drops the cached registration of b, if any, so that b is no
 // longer page-locked.
 func (p *Pipeline) Unregister(b []byte) error {
+	if err := p.usable("Unregister"); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := keyOf(b)
@@ -422,8 +464,11 @@ func (p *Pipeline) Unregister(b []byte) error {
 }
 
 // Registered reports how many bytes of Go memory the pipeline keeps
-// registered.
+// registered; 0 for a nil Pipeline.
 func (p *Pipeline) Registered() int64 {
+	if p == nil {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.regBytes

@@ -330,6 +330,9 @@ func ParseProfile(b []byte) (*Profile, error) {
 
 // Check reports the first number that a simulation cannot use.
 func (p *Profile) Check() error {
+	if p == nil {
+		return errNilProfile
+	}
 	pos := func(what string, v float64) error {
 		if !(v > 0) || math.IsInf(v, 0) {
 			return fmt.Errorf("pipeline: profile: %s is %v; it must be positive", what, v)
@@ -474,6 +477,9 @@ func (p *Profile) issueScale() float64 {
 
 // Write writes the profile as indented JSON.
 func (p *Profile) Write(path string) error {
+	if p == nil {
+		return errNilProfile
+	}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err
@@ -481,8 +487,13 @@ func (p *Profile) Write(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// Clone returns a deep copy.
+var errNilProfile = errors.New("pipeline: profile: nil *Profile")
+
+// Clone returns a deep copy; nil for a nil Profile.
 func (p *Profile) Clone() *Profile {
+	if p == nil {
+		return nil
+	}
 	q := *p
 	q.Kernels = map[string]KernelCost{}
 	for k, v := range p.Kernels {
@@ -644,6 +655,9 @@ func (p *Profile) stagingInRun(n int, in bool) float64 {
 // while both copy. It is StagingInRun's AloneBoost where measured, else
 // StagingTableBoost.
 func (p *Profile) StagingAloneBoost(n int) float64 {
+	if p == nil {
+		return 1
+	}
 	if len(p.StagingInRun) > 0 && p.StagingInRun[0].AloneBoost > 0 {
 		return bySize(p.StagingInRun, func(r StagingInRun) int { return r.Bytes }, func(r StagingInRun) float64 { return max(1, r.AloneBoost) }, n)
 	}
@@ -654,7 +668,7 @@ func (p *Profile) StagingAloneBoost(n int) float64 {
 // alone than each of two at once, by the Staging table (at least 1, and 1
 // without one).
 func (p *Profile) StagingTableBoost(n int) float64 {
-	if len(p.Staging) == 0 {
+	if p == nil || len(p.Staging) == 0 {
 		return 1
 	}
 	alone, pair := p.stagingRate(n)

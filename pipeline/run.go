@@ -216,6 +216,9 @@ func (p *Pipeline) autoMode(job Job, allPinned bool) HostMode {
 // (*StageError); the pipeline stays usable unless draining itself failed,
 // in which case it closes itself.
 func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
+	if err := p.usable("Run"); err != nil {
+		return nil, err
+	}
 	rep := new(Report)
 	ok, err := p.run(ctx, job, rep)
 	if !ok {
@@ -232,6 +235,9 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 // a job of no elements under a cancelled ctx gets its report and
 // ctx.Err(), as from Run.
 func (p *Pipeline) RunInto(ctx context.Context, job Job, rep *Report) error {
+	if err := p.usable("RunInto"); err != nil {
+		return err
+	}
 	if rep == nil {
 		return errors.New("pipeline: RunInto: nil *Report")
 	}

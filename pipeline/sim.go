@@ -123,8 +123,16 @@ func NewSim(seed uint64, jitter time.Duration) *Sim {
 	return NewSimHost(SimHostOptions{Seed: seed, Jitter: jitter}).NewDevice(BuiltinProfile())
 }
 
-// NewDevice adds a device with its own profile to the host.
+// NewDevice adds a device with its own profile to the host; a nil p is
+// the built-in profile. A nil SimHost, or one that NewSimHost did not
+// make, has no devices to add: it returns nil, whose every call fails.
 func (h *SimHost) NewDevice(p *Profile) *Sim {
+	if !h.usable() {
+		return nil
+	}
+	if p == nil {
+		p = BuiltinProfile()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return &Sim{
@@ -137,17 +145,44 @@ func (h *SimHost) NewDevice(p *Profile) *Sim {
 	}
 }
 
-// Name reports "simulator".
-func (s *Sim) Name() string { return s.name }
+// errNoSim is the error of every call on a nil Sim, or on one that
+// neither NewSim nor SimHost.NewDevice made.
+var errNoSim = errors.New("pipeline: sim: nil or zero *Sim: make one with NewSim or SimHost.NewDevice")
 
-// Profile returns the device's profile.
-func (s *Sim) Profile() *Profile { return s.prof.Clone() }
+func (s *Sim) usable() bool { return s != nil && s.host.usable() }
 
-// Host returns the host the device belongs to.
-func (s *Sim) Host() *SimHost { return s.host }
+// usable reports a SimHost that NewSimHost made.
+func (h *SimHost) usable() bool { return h != nil && h.cond != nil }
 
-// Now returns the calling goroutine's virtual clock.
+// Name reports "simulator" ("nil simulator" for a nil Sim).
+func (s *Sim) Name() string {
+	if !s.usable() {
+		return "nil simulator"
+	}
+	return s.name
+}
+
+// Profile returns the device's profile; nil for a nil Sim.
+func (s *Sim) Profile() *Profile {
+	if !s.usable() {
+		return nil
+	}
+	return s.prof.Clone()
+}
+
+// Host returns the host the device belongs to; nil for a nil Sim.
+func (s *Sim) Host() *SimHost {
+	if !s.usable() {
+		return nil
+	}
+	return s.host
+}
+
+// Now returns the calling goroutine's virtual clock; 0 for a nil SimHost.
 func (h *SimHost) Now() time.Duration {
+	if !h.usable() {
+		return 0
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.self().now
@@ -155,6 +190,9 @@ func (h *SimHost) Now() time.Duration {
 
 // Hazards returns the hazards found so far on the device's host.
 func (s *Sim) Hazards() []Hazard {
+	if !s.usable() {
+		return nil
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -164,6 +202,9 @@ func (s *Sim) Hazards() []Hazard {
 // Live returns how many objects of each kind are allocated and not closed:
 // "stream", "event", "device", "pinned", "registered".
 func (s *Sim) Live() map[string]int {
+	if !s.usable() {
+		return map[string]int{}
+	}
 	s.host.mu.Lock()
 	defer s.host.mu.Unlock()
 	out := map[string]int{}
@@ -178,6 +219,9 @@ func (s *Sim) Live() map[string]int {
 // Count returns how many operations of a kind ("copy", "launch", "record",
 // "wait", "alloc") the device has seen.
 func (s *Sim) Count(kind string) int {
+	if !s.usable() {
+		return 0
+	}
 	s.host.mu.Lock()
 	defer s.host.mu.Unlock()
 	return s.counts[kind]
@@ -194,6 +238,9 @@ type fault struct {
 // "copy", "launch", "record", "wait", "alloc", "stream", "event", and
 // "sync" (a host Synchronize of a stream or event).
 func (s *Sim) FailAt(kind string, k int, err error) {
+	if !s.usable() {
+		return
+	}
 	s.host.mu.Lock()
 	defer s.host.mu.Unlock()
 	s.faults = append(s.faults, &fault{kind: kind, k: k, err: err})
@@ -400,6 +447,9 @@ func (m *simHost) Close() error {
 }
 
 func (s *Sim) AllocDevice(n int) (DeviceMem, error) {
+	if !s.usable() {
+		return nil, errNoSim
+	}
 	if n <= 0 {
 		return nil, fmt.Errorf("pipeline: sim: device allocation of %d bytes", n)
 	}
@@ -447,6 +497,9 @@ func (s *Sim) freeMemory() (free, total int64, err error) {
 }
 
 func (s *Sim) AllocPinned(n int) (PinnedMem, error) {
+	if !s.usable() {
+		return nil, errNoSim
+	}
 	if n <= 0 {
 		return nil, fmt.Errorf("pipeline: sim: pinned allocation of %d bytes", n)
 	}
@@ -464,6 +517,9 @@ func (s *Sim) AllocPinned(n int) (PinnedMem, error) {
 // Register stands in for page-locking: the memory is used in place, and
 // the caller's clock pays the profile's registration cost.
 func (s *Sim) Register(mem []byte) (PinnedMem, error) {
+	if !s.usable() {
+		return nil, errNoSim
+	}
 	if len(mem) == 0 {
 		return nil, errors.New("pipeline: sim: registering empty memory")
 	}
@@ -505,6 +561,9 @@ func simDevOf(d DeviceMem) (*simDevice, error) {
 }
 
 func (s *Sim) StageIn(dst HostMemory, dstOff int, src []byte) error {
+	if !s.usable() {
+		return errNoSim
+	}
 	m, err := simHostOf(dst)
 	if err != nil {
 		return err
@@ -513,6 +572,9 @@ func (s *Sim) StageIn(dst HostMemory, dstOff int, src []byte) error {
 }
 
 func (s *Sim) StageOut(dst []byte, src HostMemory, srcOff int) error {
+	if !s.usable() {
+		return errNoSim
+	}
 	m, err := simHostOf(src)
 	if err != nil {
 		return err
@@ -553,6 +615,9 @@ func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int
 }
 
 func (s *Sim) CopyToDeviceSync(dst DeviceMem, off int, src []byte) error {
+	if !s.usable() {
+		return errNoSim
+	}
 	d, err := simDevOf(dst)
 	if err != nil {
 		return err
@@ -561,6 +626,9 @@ func (s *Sim) CopyToDeviceSync(dst DeviceMem, off int, src []byte) error {
 }
 
 func (s *Sim) CopyToHostSync(dst []byte, src DeviceMem, off int) error {
+	if !s.usable() {
+		return errNoSim
+	}
 	d, err := simDevOf(src)
 	if err != nil {
 		return err
@@ -676,6 +744,9 @@ type simStream struct {
 func (st *simStream) pending() bool { return st.busy || len(st.queue) > 0 }
 
 func (s *Sim) NewStream() (Stream, error) {
+	if !s.usable() {
+		return nil, errNoSim
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -811,6 +882,9 @@ type simEvent struct {
 }
 
 func (s *Sim) NewEvent(timing bool) (Event, error) {
+	if !s.usable() {
+		return nil, errNoSim
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -880,6 +954,9 @@ type simIssuer struct {
 // Issuer makes the calling goroutine an active actor until Release: the
 // simulation does not run past its clock while it may still issue.
 func (s *Sim) Issuer() (Issuer, error) {
+	if !s.usable() {
+		return nil, errNoSim
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -889,7 +966,13 @@ func (s *Sim) Issuer() (Issuer, error) {
 }
 
 // Synchronize is s.Synchronize: the simulator has no thread to bind.
-func (i *simIssuer) Synchronize(s Stream) error { return s.Synchronize() }
+func (i *simIssuer) Synchronize(s Stream) error {
+	ss, err := i.stream(s)
+	if err != nil {
+		return err
+	}
+	return ss.Synchronize()
+}
 
 func (i *simIssuer) Release() {
 	h := i.sim.host
@@ -1005,6 +1088,12 @@ func (i *simIssuer) copy(st Stream, toDevice bool, dev DeviceMem, devOff int, ho
 // Prepare refuses a kernel without a CPU stand-in (for each of its steps,
 // when it has Steps) before any work is issued.
 func (s *Sim) Prepare(k *Kernel) error {
+	switch {
+	case !s.usable():
+		return errNoSim
+	case k == nil:
+		return errors.New("pipeline: sim: nil *Kernel")
+	}
 	for i := range k.Steps {
 		if k.Steps[i].CPU == nil {
 			return fmt.Errorf("pipeline: sim: %s has no CPU stand-in, so the simulator cannot run it", stepLabel(k, i))
@@ -1504,7 +1593,17 @@ func (h *SimHost) exit() hostToken {
 // simulation, such as one started with Go: a caller that holds nothing does not hold it between two calls, so
 // the first actor may run ahead in virtual time before the second is
 // forked (TestSimGoForksTogether).
+//
+// A nil fn runs nothing; on a nil SimHost fn runs on a plain goroutine.
 func (h *SimHost) Go(name string, fn func()) (wait func()) {
+	if fn == nil {
+		return func() {}
+	}
+	if !h.usable() {
+		done := make(chan struct{})
+		go func() { defer close(done); fn() }()
+		return func() { <-done }
+	}
 	h.mu.Lock()
 	a := h.fork(name)
 	h.mu.Unlock()
@@ -1556,6 +1655,9 @@ func (h *SimHost) Go(name string, fn func()) (wait func()) {
 // holds nothing, the first could run ahead in virtual time before the
 // next existed (TestSimGoForksTogether).
 func (h *SimHost) GoTogether(name string, n int, fn func(i int)) {
+	if fn == nil {
+		return
+	}
 	h.Go(name, func() {
 		waits := make([]func(), n)
 		for i := range n {

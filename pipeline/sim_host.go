@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"unsafe"
 )
 
@@ -17,6 +18,12 @@ import (
 // other staging copies at the time); do itself (the file's read or
 // write) takes no virtual time.
 func (s *Sim) HostAccess(h HostMemory, off, n int, write bool, what string, do func(b []byte) (int, error)) (int, error) {
+	switch {
+	case !s.usable():
+		return 0, errNoSim
+	case do == nil:
+		return 0, errors.New("pipeline: sim: HostAccess: nil do")
+	}
 	sh, err := simHostOf(h)
 	if err != nil {
 		return 0, err

@@ -78,6 +78,9 @@ func (s *StageTimes) at(st Stage) *time.Duration {
 // pinned and registered outputs are not written.
 func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) {
 	var st StageTimes
+	if err := p.usable("StageTimes"); err != nil {
+		return st, err
+	}
 	if err := p.validate(job); err != nil {
 		return st, err
 	}

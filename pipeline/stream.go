@@ -69,10 +69,18 @@ type StreamError struct {
 }
 
 func (e *StreamError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("pipeline: %s at byte %d: %v", e.Stream, e.Offset, e.Err)
 }
 
-func (e *StreamError) Unwrap() error { return e.Err }
+func (e *StreamError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // ErrPartialElement is the cause in a StreamError when an input ends in
 // the middle of an element.
@@ -356,8 +364,13 @@ func positionalOut(w io.Writer) (writeTruncater, int64, bool) {
 // of the correct output. RunStream returns only once every Read and Write
 // it started has returned: a reader blocked forever blocks it too (close
 // the reader to unblock it). Config.Timing does not apply: the report has
-// the host side's read and write times instead.
+// the host side's read and write times instead. A job in which an
+// output is one of the inputs, or two outputs are one, is refused before
+// anything is read or written ([SameFile] says which are the same).
 func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport, error) {
+	if err := p.usable("RunStream"); err != nil {
+		return nil, err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -439,14 +452,17 @@ func (p *Pipeline) validateStream(job StreamJob) error {
 		return errors.New("pipeline: stream job: Readers, Writers and PieceBytes must not be negative")
 	}
 	for i, in := range job.Inputs {
-		if in == nil {
+		if in == nil || nilPointer(in) {
 			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.InputNames, "input", i))
 		}
 	}
 	for i, out := range job.Outputs {
-		if out == nil {
+		if out == nil || nilPointer(out) {
 			return fmt.Errorf("pipeline: stream job: %s is nil", streamName(job.OutputNames, "output", i))
 		}
+	}
+	if err := checkDistinct(job); err != nil {
+		return err
 	}
 	if err := checkKernel(job.Kernel, len(p.cfg.Inputs), len(p.cfg.Outputs), p.cfg.ChunkElems); err != nil {
 		return err

@@ -649,6 +649,8 @@ func TestStreamValidation(t *testing.T) {
 		{StreamJob{Inputs: []io.Reader{r, r}, Outputs: []io.Writer{w}, Kernel: k}, "pipeline: stream job has 2 inputs, the pipeline was built for 1"},
 		{StreamJob{Inputs: []io.Reader{r}, Kernel: k}, "pipeline: stream job has 0 outputs, the pipeline was built for 1"},
 		{StreamJob{Inputs: []io.Reader{nil}, Outputs: []io.Writer{w}, Kernel: k, InputNames: []string{"a.f32"}}, "pipeline: stream job: a.f32 is nil"},
+		{StreamJob{Inputs: []io.Reader{(*bytes.Reader)(nil)}, Outputs: []io.Writer{w}, Kernel: k}, "pipeline: stream job: input 0 is nil"},
+		{StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{(*bytes.Buffer)(nil)}, Kernel: k}, "pipeline: stream job: output 0 is nil"},
 		{StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: k, Readers: -1}, "pipeline: stream job: Readers, Writers and PieceBytes must not be negative"},
 	}
 	for _, tc := range cases {
@@ -776,4 +778,31 @@ func TestStreamVirtualTime(t *testing.T) {
 	h2d := time.Duration(float64(len(in)) / sim.Profile().H2D.GBps) // GB/s is bytes/ns
 	assert.GreaterOrEqual(t, rep.Elapsed, h2d, "the H2D copies alone take this long")
 	t.Logf("elapsed %v, read %v, write %v, H2D alone %v, wall %v", rep.Elapsed, rep.Read, rep.Write, h2d, wall)
+}
+
+// TestStreamSeveralPiecesPerChunk writes chunks of four pieces each to
+// positional outputs, with one and with three writers: a chunk counts as
+// written only once its last piece is, so no D2H copy refills a slot that
+// a writer still reads (the hazard detector, in streamPipeline's
+// cleanup), and every byte lands (issue 28's mutation run: counting a
+// chunk written one piece early survived every other test, whose chunks
+// are one piece each).
+func TestStreamSeveralPiecesPerChunk(t *testing.T) {
+	const chunk = 4 * 4096 / 4 // elements: four pieces of 4096 bytes
+	n := 9*chunk + 1000
+	in, want := streamData(n)
+	for _, writers := range []int{1, 3} {
+		for _, wk := range writerKinds[1:3] { // the positional ones
+			t.Run(fmt.Sprintf("%d writers/%s", writers, wk.name), func(t *testing.T) {
+				p, _ := streamPipeline(t, uint64(40+writers), chunk, 1)
+				w, got := wk.make(t)
+				rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{w},
+					Kernel: seedKernel(nil, streamIters), Writers: writers, PieceBytes: 4096})
+				require.NoError(t, err)
+				assert.Equal(t, writers, rep.Writers)
+				assert.Equal(t, []int64{int64(4 * n)}, rep.OutputBytes)
+				sameBytes(t, want, got())
+			})
+		}
+	}
 }

@@ -32,7 +32,7 @@ func (g *Group) Warm(ctx context.Context, job Job, d time.Duration) error {
 	if job.Host == HostAuto {
 		job.Host = HostStaged
 	}
-	plans, release, err := g.exclusive(job)
+	plans, release, err := g.exclusive("Warm", job)
 	if err != nil {
 		return err
 	}
