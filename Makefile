@@ -18,7 +18,8 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build ./...
 
-test: fmt-check vet staticcheck race nocgo stackmove directcalls cross
+test: generate-check fmt-check vet staticcheck race nocgo stackmove directcalls cross
+generate-check: ; $(GO) run ./driver/internal/mkdriver -dir driver -check
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi

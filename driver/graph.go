@@ -249,7 +249,7 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	h := new(uintptr)
-	if err := call(symGraphInstantiate, uintptr(unsafe.Pointer(h)), gh, 0); err != nil {
+	if err := call(symGraphInstantiateWithFlags, uintptr(unsafe.Pointer(h)), gh, 0); err != nil {
 		return nil, err
 	}
 	r, err := k.adopt(op, kindGraphExec, *h, nil)
