@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Context is a retained reference to a device's primary context, the
@@ -46,12 +45,12 @@ func NewContext(dev Device) (*Context, error) {
 	if err := dev.check("NewContext"); err != nil {
 		return nil, err
 	}
-	h := new(uintptr)
-	if err := call(symDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(h)), uintptr(dev.ordinal)); err != nil {
+	var h uintptr
+	if err := cuDevicePrimaryCtxRetain(&h, dev.cu()); err != nil {
 		return nil, err
 	}
 	core := &ctxCore{dev: dev, objects: map[*resource]struct{}{}, closed: make(chan struct{})}
-	core.handle.Store(*h)
+	core.handle.Store(h)
 	c := &Context{core: core}
 	c.cleanup = runtime.AddCleanup(c, collectContext, core)
 	return c, nil
@@ -103,11 +102,9 @@ func (k *ctxCore) enterWith(op string, s *scratch) error {
 	}
 	runtime.LockOSThread()
 	s.out[0] = 0
-	s.args[0] = uintptr(unsafe.Pointer(&s.out[0]))
-	err := callScratch(symCtxGetCurrent, s, 1)
+	err := cuCtxGetCurrent(s, &s.out[0])
 	if err == nil && s.out[0] != h {
-		s.args[0] = h
-		err = callScratch(symCtxSetCurrent, s, 1)
+		err = cuCtxSetCurrent(s, h)
 	}
 	if err != nil {
 		runtime.UnlockOSThread()
@@ -161,7 +158,7 @@ func (c *Context) Synchronize() error {
 	}
 	defer k.life.RUnlock()
 	marks := k.streamMarks()
-	err = call(symCtxSynchronize)
+	err = cuCtxSynchronize()
 	leave()
 	if err == nil {
 		for _, m := range marks {
@@ -200,7 +197,7 @@ func (c *Context) MemoryInfo() (free, total uint64, err error) {
 	}
 	defer k.end()
 	out := new([2]uint64)
-	err = call(symMemGetInfo, uintptr(unsafe.Pointer(&out[0])), uintptr(unsafe.Pointer(&out[1])))
+	err = cuMemGetInfo(&out[0], &out[1])
 	return out[0], out[1], err
 }
 
@@ -260,7 +257,7 @@ func (k *ctxCore) close(all bool) error {
 	if len(objs) > 0 && k.alive("Close") == nil {
 		marks := k.streamMarks()
 		if k.enter("Close") == nil {
-			err := call(symCtxSynchronize)
+			err := cuCtxSynchronize()
 			note(err)
 			leave()
 			if err == nil {
@@ -285,7 +282,7 @@ func (k *ctxCore) close(all bool) error {
 	k.life.Lock()
 	h := k.handle.Swap(0)
 	if h != 0 {
-		note(call(symDevicePrimaryCtxRelease, uintptr(k.dev.ordinal)))
+		note(cuDevicePrimaryCtxRelease(k.dev.cu()))
 	}
 	k.life.Unlock()
 	return first

@@ -3,6 +3,7 @@ package driver
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/purecuda/overlap/loader"
@@ -39,7 +40,7 @@ func openLibrary() (*loader.Library, error) {
 			libState.err = err
 			return
 		}
-		if r := syscallN(p, 0); r != 0 {
+		if r := cuInit(p, 0); r != 0 {
 			libState.err = newError(symInit, r)
 			return
 		}
@@ -135,6 +136,14 @@ type scratch struct {
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch takes a scratch from the pool, for a hot call that has none
+// of its own; putScratch gives it back.
+func getScratch() *scratch  { return scratchPool.Get().(*scratch) }
+func putScratch(s *scratch) { scratchPool.Put(s) }
+
+// outFloat32 is s.out[0] as the float that a driver call writes there.
+func (s *scratch) outFloat32() *float32 { return (*float32)(unsafe.Pointer(&s.out[0])) }
 
 // callScratch calls id with s.args[:n]. Pointers in s.args must point to
 // memory that outlives the call (s itself, pinned or C memory), and s must

@@ -25,18 +25,21 @@ const (
 	kindGraphExec
 )
 
-var destroyOf = [...]symID{
-	kindDeviceMemory: symMemFree,
-	kindHostMemory:   symMemFreeHost,
-	kindRegistration: symMemHostUnregister,
-	kindStream:       symStreamDestroy,
-	kindEvent:        symEventDestroy,
-	kindModule:       symModuleUnload,
-	kindAsyncMemory:  symMemFree, // after a context synchronisation: see release
-	kindMemPool:      symMemPoolDestroy,
-	kindGraph:        symGraphDestroy,
-	kindGraphExec:    symGraphExecDestroy,
+// destroyOf destroys a resource of each kind, given its handle.
+var destroyOf = [...]func(h uintptr) error{
+	kindDeviceMemory: freeDevice,
+	kindHostMemory:   cuMemFreeHost,
+	kindRegistration: cuMemHostUnregister,
+	kindStream:       cuStreamDestroy,
+	kindEvent:        cuEventDestroy,
+	kindModule:       cuModuleUnload,
+	kindAsyncMemory:  freeDevice, // after a context synchronisation: see release
+	kindMemPool:      cuMemPoolDestroy,
+	kindGraph:        cuGraphDestroy,
+	kindGraphExec:    cuGraphExecDestroy,
 }
+
+func freeDevice(h uintptr) error { return cuMemFree(DevicePtr(h)) }
 
 func (k resourceKind) String() string {
 	switch k {
@@ -118,7 +121,7 @@ func (k *ctxCore) track(kind resourceKind, handle uintptr, pinner *runtime.Pinne
 func (k *ctxCore) adopt(op string, kind resourceKind, handle uintptr, pinner *runtime.Pinner) (*resource, error) {
 	r, ok := k.track(kind, handle, pinner)
 	if !ok {
-		_ = call(destroyOf[kind], handle)
+		_ = destroyOf[kind](handle)
 		if pinner != nil {
 			pinner.Unpin()
 		}
@@ -177,10 +180,10 @@ func (r *resource) release() error {
 			if r.kind == kindAsyncMemory {
 				// cuMemFree does not wait for stream work on memory from a
 				// pool: wait for the context first (FreeAsync avoids this).
-				err = errors.Join(err, call(symCtxSynchronize))
+				err = errors.Join(err, cuCtxSynchronize())
 			}
 			if !keepMemory {
-				err = errors.Join(err, call(destroyOf[r.kind], h))
+				err = errors.Join(err, destroyOf[r.kind](h))
 			}
 			leave()
 		}
@@ -235,9 +238,11 @@ func (r *resource) synchronizeLocked(h uintptr) error {
 		// invalidated by it): the context's wait covers the work queued on
 		// the stream before the capture began, and the capture's own
 		// operations run nothing.
-		err = call(symCtxSynchronize)
+		err = cuCtxSynchronize()
 	} else {
-		err = hot(symStreamSynchronize, 1, h, 0, 0, 0)
+		sc := getScratch()
+		err = cuStreamSynchronize(sc, h)
+		putScratch(sc)
 	}
 	leave()
 	// Even when the stream failed (a sticky error), it runs nothing more.
