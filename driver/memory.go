@@ -52,11 +52,11 @@ func (c *Context) Alloc(n int) (*DeviceBuffer, error) {
 		return nil, err
 	}
 	defer k.end()
-	p := new(uint64)
-	if err := call(symMemAlloc, uintptr(unsafe.Pointer(p)), uintptr(n)); err != nil {
+	var p DevicePtr
+	if err := cuMemAlloc(&p, uintptr(n)); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("Alloc", kindDeviceMemory, uintptr(*p), nil)
+	r, err := k.adopt("Alloc", kindDeviceMemory, uintptr(p), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func (b *DeviceBuffer) Memset(v byte) error {
 		return err
 	}
 	defer leave()
-	return call(symMemsetD8, p, uintptr(v), uintptr(b.size))
+	return cuMemsetD8(DevicePtr(p), v, uintptr(b.size))
 }
 
 // CopyFromHost copies src into the buffer at byte offset off and returns
@@ -150,7 +150,7 @@ func (b *DeviceBuffer) CopyFromHost(off int, src []byte) error {
 		return err
 	}
 	defer leave()
-	err = call(symMemcpyHtoD, p, uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)))
+	err = cuMemcpyHtoD(DevicePtr(p), &src[0], uintptr(len(src)))
 	runtime.KeepAlive(src)
 	return err
 }
@@ -173,7 +173,7 @@ func (b *DeviceBuffer) CopyToHost(dst []byte, off int) error {
 		return err
 	}
 	defer leave()
-	err = call(symMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), p, uintptr(len(dst)))
+	err = cuMemcpyDtoH(&dst[0], DevicePtr(p), uintptr(len(dst)))
 	runtime.KeepAlive(dst)
 	return err
 }
@@ -202,12 +202,12 @@ func (b *DeviceBuffer) CopyFromDevice(off int, src *DeviceBuffer, srcOff, n int)
 	if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
 		return err
 	}
-	d, s := b.liveHandle()+uintptr(off), src.liveHandle()+uintptr(srcOff)
+	d, s := b.Ptr()+DevicePtr(off), src.Ptr()+DevicePtr(srcOff)
 	if err := b.res.core.enter(op); err != nil {
 		return err
 	}
 	defer leave()
-	return call(symMemcpyDtoD, d, s, uintptr(n))
+	return cuMemcpyDtoD(d, s, uintptr(n))
 }
 
 // HostMemory is page-locked host memory that asynchronous copies may use:
@@ -245,8 +245,8 @@ type HostAllocOptions struct {
 	Mapped bool
 }
 
-func (o HostAllocOptions) flags() uintptr {
-	var f uintptr
+func (o HostAllocOptions) flags() uint32 {
+	var f uint32
 	if o.Portable {
 		f |= memHostAllocPortable
 	}
@@ -287,11 +287,11 @@ func (c *Context) AllocHost(n int, opts HostAllocOptions) (*HostBuffer, error) {
 		return nil, err
 	}
 	defer k.end()
-	p := new(uintptr)
-	if err := call(symMemHostAlloc, uintptr(unsafe.Pointer(p)), uintptr(n), opts.flags()); err != nil {
+	var p uintptr
+	if err := cuMemHostAlloc(&p, uintptr(n), opts.flags()); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("AllocHost", kindHostMemory, *p, nil)
+	r, err := k.adopt("AllocHost", kindHostMemory, p, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -366,8 +366,8 @@ type RegisterOptions struct {
 	ReadOnly bool
 }
 
-func (o RegisterOptions) flags() uintptr {
-	var f uintptr
+func (o RegisterOptions) flags() uint32 {
+	var f uint32
 	if o.Portable {
 		f |= memHostRegisterPortable
 	}
@@ -405,7 +405,7 @@ func (c *Context) RegisterHost(mem []byte, opts RegisterOptions) (*HostRegistrat
 	defer k.end()
 	pin := new(runtime.Pinner)
 	pin.Pin(&mem[0])
-	if err := call(symMemHostRegister, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), opts.flags()); err != nil {
+	if err := cuMemHostRegister(&mem[0], uintptr(len(mem)), opts.flags()); err != nil {
 		pin.Unpin()
 		return nil, err
 	}
