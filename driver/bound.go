@@ -145,7 +145,3 @@ type via struct {
 	k      *ctxCore
 	direct bool
 }
-
-// call makes a non-blocking call with s.args[:n]: direct when the Bound
-// asked for it.
-func (v via) call(id symID, s *scratch, n int) error { return callScratchOn(id, s, n, v.direct) }

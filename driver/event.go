@@ -3,7 +3,6 @@ package driver
 import (
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // EventOptions configure [Context.NewEvent]. The zero value gives an event
@@ -39,18 +38,18 @@ func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
 		return nil, err
 	}
 	defer k.end()
-	var flags uintptr = eventDefaultOptions
+	var flags uint32 = eventDefaultOptions
 	if !opts.Timing {
 		flags |= eventDisableTiming
 	}
 	if opts.BlockingSync {
 		flags |= eventBlockingSync
 	}
-	h := new(uintptr)
-	if err := call(symEventCreate, uintptr(unsafe.Pointer(h)), flags); err != nil {
+	var h uintptr
+	if err := cuEventCreate(&h, flags); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("NewEvent", kindEvent, *h, nil)
+	r, err := k.adopt("NewEvent", kindEvent, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +77,12 @@ func (e *Event) record(bound via, s *Stream) error {
 		if err = sameContext(op, e.res.core, s.res.core); err == nil {
 			e.recMu.Lock()
 			mark := s.res.uses.mark()
-			if err = s.issue(op, bound, symEventRecord, 2, eh, h, 0, 0); err == nil {
+			var sc *scratch
+			if sc, err = s.issuing(op, bound); err == nil {
+				err = cuEventRecord(sc, bound.direct, eh, h)
+				bound.issued(sc)
+			}
+			if err == nil {
 				e.recStream, e.recMark = s.res, mark
 				if s.capt.Load() != nil {
 					// A captured Record records nothing now, and a launch
@@ -122,8 +126,9 @@ func (e *Event) seen(rec lastRecord) {
 	}
 }
 
-// blocking runs a call on e with its context current.
-func (e *Event) blocking(op string, id symID) error {
+// blocking runs wait, a call on e (cuEventSynchronize or cuEventQuery),
+// with its context current.
+func (e *Event) blocking(op string, wait func(sc *scratch, hEvent uintptr) error) error {
 	if e == nil {
 		return argError(op, "nil *Event")
 	}
@@ -132,10 +137,12 @@ func (e *Event) blocking(op string, id symID) error {
 		return err
 	}
 	defer e.done()
-	if err := e.res.core.enter(op); err != nil {
+	sc := getScratch()
+	defer putScratch(sc)
+	if err := e.res.core.enterWith(op, sc); err != nil {
 		return err
 	}
-	err = hot(id, 1, h, 0, 0, 0)
+	err = wait(sc, h)
 	leave()
 	return err
 }
@@ -147,7 +154,7 @@ func (e *Event) Synchronize() error {
 		return argError("Event.Synchronize", "nil *Event")
 	}
 	rec := e.lastRecord()
-	err := e.blocking("Event.Synchronize", symEventSynchronize)
+	err := e.blocking("Event.Synchronize", cuEventSynchronize)
 	if err == nil {
 		e.seen(rec)
 	}
@@ -161,7 +168,7 @@ func (e *Event) Done() (bool, error) {
 		return false, argError("Event.Done", "nil *Event")
 	}
 	rec := e.lastRecord()
-	done, err := readiness(e.blocking("Event.Done", symEventQuery))
+	done, err := readiness(e.blocking("Event.Done", cuEventQuery))
 	if done {
 		e.seen(rec)
 	}
@@ -189,19 +196,18 @@ func (e *Event) Elapsed(end *Event) (time.Duration, error) {
 	// The out-parameter lives in a pooled scratch: Elapsed allocates
 	// nothing, so that timing events around copies (BenchmarkCopyH2DTimed)
 	// costs no garbage.
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
+	sc := getScratch()
+	defer putScratch(sc)
 	if err := e.res.core.enterWith(op, sc); err != nil {
 		return 0, err
 	}
 	sc.out[0] = 0
-	sc.args[0], sc.args[1], sc.args[2] = uintptr(unsafe.Pointer(&sc.out[0])), e.liveHandle(), end.liveHandle()
-	err := callScratch(symEventElapsedTime, sc, 3)
+	err := cuEventElapsedTime(sc, sc.outFloat32(), e.liveHandle(), end.liveHandle())
 	leave()
 	if err != nil {
 		return 0, err
 	}
-	ms := *(*float32)(unsafe.Pointer(&sc.out[0])) // the driver wrote a float there
+	ms := *sc.outFloat32()
 	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"unsafe"
 )
 
 // CUDA graphs: work captured once from a stream ([Stream.Capture]) and
@@ -146,7 +145,9 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	}
 	r.capturing.Store(true)
 	defer r.capturing.Store(false)
-	err = hot(symStreamBeginCapture, 2, h, captureModeThreadLocal, 0, 0)
+	sc := getScratch()
+	err = cuStreamBeginCapture(sc, h, captureModeThreadLocal)
+	putScratch(sc)
 	s.done()
 	if err != nil {
 		return nil, err
@@ -182,20 +183,20 @@ func (s *Stream) endCapture(op string, k *ctxCore, h uintptr, c *capture, fnErr 
 	if k.enter(op) == nil {
 		defer leave()
 	}
-	g := new(uintptr)
+	var g uintptr
 	s.res.mu.RLock()
-	err := call(symStreamEndCapture, h, uintptr(unsafe.Pointer(g)))
+	err := cuStreamEndCapture(h, &g)
 	s.res.mu.RUnlock()
 	if fnErr != nil || err != nil {
-		if *g != 0 {
-			_ = call(symGraphDestroy, *g)
+		if g != 0 {
+			_ = cuGraphDestroy(g)
 		}
 		if fnErr != nil {
 			return nil, fnErr
 		}
 		return nil, err
 	}
-	r, err := k.adopt(op, kindGraph, *g, nil)
+	r, err := k.adopt(op, kindGraph, g, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -218,11 +219,11 @@ func (s *Stream) Capturing() (bool, error) {
 		return false, err
 	}
 	defer leave()
-	st := new(int32)
-	if err := call(symStreamIsCapturing, h, uintptr(unsafe.Pointer(st))); err != nil {
+	var st int32
+	if err := cuStreamIsCapturing(h, &st); err != nil {
 		return false, err
 	}
-	return *st == 1, nil // CU_STREAM_CAPTURE_STATUS_ACTIVE
+	return st == 1, nil // CU_STREAM_CAPTURE_STATUS_ACTIVE
 }
 
 // Instantiate makes an executable graph of g (cuGraphInstantiateWithFlags,
@@ -248,11 +249,11 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	defer leave()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	h := new(uintptr)
-	if err := call(symGraphInstantiateWithFlags, uintptr(unsafe.Pointer(h)), gh, 0); err != nil {
+	var h uintptr
+	if err := cuGraphInstantiateWithFlags(&h, gh, 0); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt(op, kindGraphExec, *h, nil)
+	r, err := k.adopt(op, kindGraphExec, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +339,11 @@ func (e *GraphExec) launch(bound via, s *Stream) error {
 		return err
 	}
 	e.launchMu.Lock()
-	err = s.issue(op, bound, symGraphLaunch, 2, eh, h, 0, 0)
+	var sc *scratch
+	if sc, err = s.issuing(op, bound); err == nil {
+		err = cuGraphLaunch(sc, bound.direct, eh, h)
+		bound.issued(sc)
+	}
 	e.launchMu.Unlock()
 	if err != nil {
 		return err
@@ -418,7 +423,7 @@ func (e *GraphExec) Update(g *Graph) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	info := new(graphExecUpdateResultInfo)
-	err = call(symGraphExecUpdate, eh, gh, uintptr(unsafe.Pointer(info)))
+	err = cuGraphExecUpdate(eh, gh, info)
 	leave()
 	if err != nil {
 		var ce *Error

@@ -172,13 +172,3 @@ func callScratchOn(id symID, s *scratch, n int, direct bool) error {
 	}
 	return nil
 }
-
-// hot calls id with up to four handle-sized arguments, none of them
-// pointers to Go memory, without allocating.
-func hot(id symID, n int, a0, a1, a2, a3 uintptr) error {
-	s := scratchPool.Get().(*scratch)
-	s.args[0], s.args[1], s.args[2], s.args[3] = a0, a1, a2, a3
-	err := callScratch(id, s, n)
-	scratchPool.Put(s)
-	return err
-}

@@ -1,9 +1,6 @@
 package driver
 
-import (
-	"sync/atomic"
-	"unsafe"
-)
+import "sync/atomic"
 
 // Flags of cuStreamCreate and cuEventCreate.
 const (
@@ -42,20 +39,20 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 		return nil, err
 	}
 	defer k.end()
-	var flags uintptr = streamNonBlocking
+	var flags uint32 = streamNonBlocking
 	if opts.Blocking {
 		flags = streamDefaultFlags
 	}
-	h := new(uintptr)
+	var h uintptr
 	if opts.Priority != 0 {
-		err = call(symStreamCreateWithPriority, uintptr(unsafe.Pointer(h)), flags, uintptr(int64(opts.Priority)))
+		err = cuStreamCreateWithPriority(&h, flags, int32(opts.Priority))
 	} else {
-		err = call(symStreamCreate, uintptr(unsafe.Pointer(h)), flags)
+		err = cuStreamCreate(&h, flags)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("NewStream", kindStream, *h, nil)
+	r, err := k.adopt("NewStream", kindStream, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -80,63 +77,60 @@ func (s *Stream) lock(op string) (uintptr, error) {
 	return s.use(op)
 }
 
-// blocking runs a call that may wait on the stream, with its context
-// current, and returns the stream's host-memory mark taken before it. It
-// makes the context current first unless the caller is bound to it (see
-// [Context.Bind]); bound to another context, it refuses.
-func (s *Stream) blocking(op string, bound via, id symID) (uint64, error) {
+// blocking runs wait, a call that may wait on the stream (cuStreamSynchronize
+// or cuStreamQuery), with its context current, and returns the stream's
+// host-memory mark taken before it. It makes the context current first
+// unless the caller is bound to it (see [Context.Bind]); bound to another
+// context, it refuses.
+func (s *Stream) blocking(op string, bound via, wait func(sc *scratch, hStream uintptr) error) (uint64, error) {
 	h, err := s.lock(op)
 	if err != nil {
 		return 0, err
 	}
 	defer s.done()
-	k := s.res.core
-	if bound.k != nil && bound.k != k {
-		return 0, sameContext(op+" (bound)", bound.k, k)
-	}
 	mark := s.res.uses.mark()
-	if bound.k == nil {
-		if err := k.enter(op); err != nil {
-			return 0, err
-		}
+	sc, err := s.issuing(op, bound)
+	if err != nil {
+		return 0, err
 	}
-	err = hot(id, 1, h, 0, 0, 0)
-	if bound.k == nil {
-		leave()
-	}
+	err = wait(sc, h)
+	bound.issued(sc)
 	return mark, err
 }
 
-// issue calls a hot entry point for s, whose caller holds s's lock: it makes
-// the context current first unless the caller is bound to it (see
-// [Context.Bind]); bound to another context, it refuses. One scratch serves
-// the context check and the call.
-func (s *Stream) issue(op string, bound via, id symID, n int, a0, a1, a2, a3 uintptr) error {
+// issuing begins a hot call for s, whose caller holds s's lock, and returns
+// the scratch to make it with: one scratch serves the context check and the
+// call. It makes the context current first unless the caller is bound to it
+// (see [Context.Bind]); bound to another context, it refuses. On success
+// the caller makes its call, then calls bound.issued.
+func (s *Stream) issuing(op string, bound via) (*scratch, error) {
 	k := s.res.core
 	if bound.k != nil && bound.k != k {
-		return sameContext(op+" (bound)", bound.k, k)
+		return nil, sameContext(op+" (bound)", bound.k, k)
 	}
-	sc := scratchPool.Get().(*scratch)
-	var err error
+	sc := getScratch()
 	if bound.k == nil {
-		err = k.enterWith(op, sc)
-	}
-	if err == nil {
-		sc.args[0], sc.args[1], sc.args[2], sc.args[3] = a0, a1, a2, a3
-		err = bound.call(id, sc, n)
-		if bound.k == nil {
-			leave()
+		if err := k.enterWith(op, sc); err != nil {
+			putScratch(sc)
+			return nil, err
 		}
 	}
-	scratchPool.Put(sc)
-	return err
+	return sc, nil
+}
+
+// issued ends a call that [Stream.issuing] began.
+func (v via) issued(sc *scratch) {
+	if v.k == nil {
+		leave()
+	}
+	putScratch(sc)
 }
 
 // Synchronize blocks until all work queued on s is done (cuStreamSynchronize).
 func (s *Stream) Synchronize() error { return s.synchronize("Stream.Synchronize", via{}) }
 
 func (s *Stream) synchronize(op string, bound via) error {
-	mark, err := s.blocking(op, bound, symStreamSynchronize)
+	mark, err := s.blocking(op, bound, cuStreamSynchronize)
 	if err == nil {
 		s.res.uses.complete(mark)
 	}
@@ -146,7 +140,7 @@ func (s *Stream) synchronize(op string, bound via) error {
 // Done reports whether all work queued on s is done (cuStreamQuery).
 // Work still running is (false, nil), not an error.
 func (s *Stream) Done() (bool, error) {
-	mark, err := s.blocking("Stream.Done", via{}, symStreamQuery)
+	mark, err := s.blocking("Stream.Done", via{}, cuStreamQuery)
 	done, err := readiness(err)
 	if done {
 		s.res.uses.complete(mark)
@@ -172,7 +166,11 @@ func (s *Stream) waitEvent(bound via, e *Event) error {
 	var h uintptr
 	if h, err = s.lock(op); err == nil {
 		if err = sameContext(op, e.res.core, s.res.core); err == nil {
-			err = s.issue(op, bound, symStreamWaitEvent, 3, h, eh, 0, 0)
+			var sc *scratch
+			if sc, err = s.issuing(op, bound); err == nil {
+				err = cuStreamWaitEvent(sc, bound.direct, h, eh, 0)
+				bound.issued(sc)
+			}
 		}
 		s.done()
 	}
@@ -231,12 +229,16 @@ func (s *Stream) hostCopyLocked(op string, bound via, toDevice bool, dev *Device
 			return err
 		}
 	}
-	var err error
-	if toDevice {
-		err = s.issue(op, bound, symMemcpyHtoDAsync, 4, d, p, uintptr(n), h)
-	} else {
-		err = s.issue(op, bound, symMemcpyDtoHAsync, 4, p, d, uintptr(n), h)
+	sc, err := s.issuing(op, bound)
+	if err != nil {
+		return err
 	}
+	if toDevice {
+		err = cuMemcpyHtoDAsync(sc, bound.direct, DevicePtr(d), p, uintptr(n), h)
+	} else {
+		err = cuMemcpyDtoHAsync(sc, bound.direct, p, DevicePtr(d), uintptr(n), h)
+	}
+	bound.issued(sc)
 	if err == nil {
 		s.res.uses.add(mem, keep)
 		if c := s.capt.Load(); c != nil {
@@ -272,8 +274,11 @@ func (s *Stream) copyToHost(bound via, dst HostMemory, dstOff int, src *DeviceBu
 	return s.hostCopy("Stream.CopyToHost", bound, false, src, srcOff, dst, dstOff, n)
 }
 
-// deviceOp queues an operation on one or two device buffers of s's context.
-func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n int, v byte) error {
+// deviceOp queues an operation on n bytes of one or two device buffers of
+// s's context: queue, which calls the driver with the span's addresses (src
+// 0 without a source buffer).
+func (s *Stream) deviceOp(op string, dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n int,
+	queue func(sc *scratch, dst, src DevicePtr, n, hStream uintptr) error) error {
 	if s == nil || s.res == nil {
 		return argError(op, "nil *Stream")
 	}
@@ -307,15 +312,19 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 	if n == 0 { // nothing to do, between open objects
 		return nil
 	}
-	d := dst.liveHandle() + uintptr(dstOff)
-	if src == nil {
-		err = s.issue(op, via{}, id, 4, d, uintptr(v), uintptr(n), h)
-	} else {
+	d, sp := dst.Ptr()+DevicePtr(dstOff), DevicePtr(0)
+	if src != nil {
 		if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
 			return err
 		}
-		err = s.issue(op, via{}, id, 4, d, src.liveHandle()+uintptr(srcOff), uintptr(n), h)
+		sp = src.Ptr() + DevicePtr(srcOff)
 	}
+	sc, err := s.issuing(op, via{})
+	if err != nil {
+		return err
+	}
+	err = queue(sc, d, sp, uintptr(n), h)
+	via{}.issued(sc)
 	if c := s.capt.Load(); c != nil && err == nil {
 		c.add(dst.res, dst, false)
 		if src != nil {
@@ -331,13 +340,14 @@ func (s *Stream) CopyDevice(dst *DeviceBuffer, dstOff int, src *DeviceBuffer, sr
 	if src == nil {
 		return argError("Stream.CopyDevice", "nil source *DeviceBuffer")
 	}
-	return s.deviceOp("Stream.CopyDevice", symMemcpyDtoDAsync, dst, dstOff, src, srcOff, n, 0)
+	return s.deviceOp("Stream.CopyDevice", dst, dstOff, src, srcOff, n, cuMemcpyDtoDAsync)
 }
 
 // Memset queues setting n bytes of dst at off to v (cuMemsetD8Async); 0
 // bytes of an open buffer does nothing.
 func (s *Stream) Memset(dst *DeviceBuffer, off, n int, v byte) error {
-	return s.deviceOp("Stream.Memset", symMemsetD8Async, dst, off, nil, 0, n, v)
+	return s.deviceOp("Stream.Memset", dst, off, nil, 0, n,
+		func(sc *scratch, dst, _ DevicePtr, n, h uintptr) error { return cuMemsetD8Async(sc, dst, v, n, h) })
 }
 
 // Close destroys the stream (cuStreamDestroy_v2). Work already queued

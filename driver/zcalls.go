@@ -75,13 +75,13 @@ func cuDevicePrimaryCtxSetFlags(dev int32, flags uint32) error {
 
 // cuCtxSetCurrent calls cuCtxSetCurrent with sc's argument block.
 func cuCtxSetCurrent(sc *scratch, ctx uintptr) error {
-	sc.args[0] = ctx
+	sc.args = [11]uintptr{ctx}
 	return callScratch(symCtxSetCurrent, sc, 1)
 }
 
 // cuCtxGetCurrent calls cuCtxGetCurrent with sc's argument block.
 func cuCtxGetCurrent(sc *scratch, pctx *uintptr) error {
-	sc.args[0] = uintptr(unsafe.Pointer(pctx))
+	sc.args = [11]uintptr{uintptr(unsafe.Pointer(pctx))}
 	return callScratch(symCtxGetCurrent, sc, 1)
 }
 
@@ -143,29 +143,20 @@ func cuMemcpyDtoD(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uintptr) e
 // cuMemcpyHtoDAsync calls cuMemcpyHtoDAsync_v2 with sc's argument block,
 // directly when direct is set.
 func cuMemcpyHtoDAsync(sc *scratch, direct bool, dstDevice DevicePtr, srcHost uintptr, byteCount uintptr, hStream uintptr) error {
-	sc.args[0] = uintptr(dstDevice)
-	sc.args[1] = srcHost
-	sc.args[2] = byteCount
-	sc.args[3] = hStream
+	sc.args = [11]uintptr{uintptr(dstDevice), srcHost, byteCount, hStream}
 	return callScratchOn(symMemcpyHtoDAsync, sc, 4, direct)
 }
 
 // cuMemcpyDtoHAsync calls cuMemcpyDtoHAsync_v2 with sc's argument block,
 // directly when direct is set.
 func cuMemcpyDtoHAsync(sc *scratch, direct bool, dstHost uintptr, srcDevice DevicePtr, byteCount uintptr, hStream uintptr) error {
-	sc.args[0] = dstHost
-	sc.args[1] = uintptr(srcDevice)
-	sc.args[2] = byteCount
-	sc.args[3] = hStream
+	sc.args = [11]uintptr{dstHost, uintptr(srcDevice), byteCount, hStream}
 	return callScratchOn(symMemcpyDtoHAsync, sc, 4, direct)
 }
 
 // cuMemcpyDtoDAsync calls cuMemcpyDtoDAsync_v2 with sc's argument block.
 func cuMemcpyDtoDAsync(sc *scratch, dstDevice DevicePtr, srcDevice DevicePtr, byteCount uintptr, hStream uintptr) error {
-	sc.args[0] = uintptr(dstDevice)
-	sc.args[1] = uintptr(srcDevice)
-	sc.args[2] = byteCount
-	sc.args[3] = hStream
+	sc.args = [11]uintptr{uintptr(dstDevice), uintptr(srcDevice), byteCount, hStream}
 	return callScratch(symMemcpyDtoDAsync, sc, 4)
 }
 
@@ -176,10 +167,7 @@ func cuMemsetD8(dstDevice DevicePtr, uc uint8, n uintptr) error {
 
 // cuMemsetD8Async calls cuMemsetD8Async with sc's argument block.
 func cuMemsetD8Async(sc *scratch, dstDevice DevicePtr, uc uint8, n uintptr, hStream uintptr) error {
-	sc.args[0] = uintptr(dstDevice)
-	sc.args[1] = uintptr(uc)
-	sc.args[2] = n
-	sc.args[3] = hStream
+	sc.args = [11]uintptr{uintptr(dstDevice), uintptr(uc), n, hStream}
 	return callScratch(symMemsetD8Async, sc, 4)
 }
 
@@ -200,22 +188,20 @@ func cuStreamDestroy(hStream uintptr) error {
 
 // cuStreamSynchronize calls cuStreamSynchronize with sc's argument block.
 func cuStreamSynchronize(sc *scratch, hStream uintptr) error {
-	sc.args[0] = hStream
+	sc.args = [11]uintptr{hStream}
 	return callScratch(symStreamSynchronize, sc, 1)
 }
 
 // cuStreamQuery calls cuStreamQuery with sc's argument block.
 func cuStreamQuery(sc *scratch, hStream uintptr) error {
-	sc.args[0] = hStream
+	sc.args = [11]uintptr{hStream}
 	return callScratch(symStreamQuery, sc, 1)
 }
 
 // cuStreamWaitEvent calls cuStreamWaitEvent with sc's argument block,
 // directly when direct is set.
 func cuStreamWaitEvent(sc *scratch, direct bool, hStream uintptr, hEvent uintptr, flags uint32) error {
-	sc.args[0] = hStream
-	sc.args[1] = hEvent
-	sc.args[2] = uintptr(flags)
+	sc.args = [11]uintptr{hStream, hEvent, uintptr(flags)}
 	return callScratchOn(symStreamWaitEvent, sc, 3, direct)
 }
 
@@ -232,28 +218,25 @@ func cuEventDestroy(hEvent uintptr) error {
 // cuEventRecord calls cuEventRecord with sc's argument block,
 // directly when direct is set.
 func cuEventRecord(sc *scratch, direct bool, hEvent uintptr, hStream uintptr) error {
-	sc.args[0] = hEvent
-	sc.args[1] = hStream
+	sc.args = [11]uintptr{hEvent, hStream}
 	return callScratchOn(symEventRecord, sc, 2, direct)
 }
 
 // cuEventQuery calls cuEventQuery with sc's argument block.
 func cuEventQuery(sc *scratch, hEvent uintptr) error {
-	sc.args[0] = hEvent
+	sc.args = [11]uintptr{hEvent}
 	return callScratch(symEventQuery, sc, 1)
 }
 
 // cuEventSynchronize calls cuEventSynchronize with sc's argument block.
 func cuEventSynchronize(sc *scratch, hEvent uintptr) error {
-	sc.args[0] = hEvent
+	sc.args = [11]uintptr{hEvent}
 	return callScratch(symEventSynchronize, sc, 1)
 }
 
 // cuEventElapsedTime calls cuEventElapsedTime_v2 with sc's argument block.
 func cuEventElapsedTime(sc *scratch, pMilliseconds *float32, hStart uintptr, hEnd uintptr) error {
-	sc.args[0] = uintptr(unsafe.Pointer(pMilliseconds))
-	sc.args[1] = hStart
-	sc.args[2] = hEnd
+	sc.args = [11]uintptr{uintptr(unsafe.Pointer(pMilliseconds)), hStart, hEnd}
 	return callScratch(symEventElapsedTime, sc, 3)
 }
 
@@ -285,17 +268,7 @@ func cuFuncGetParamInfo(hfunc uintptr, paramIndex uintptr, paramOffset *uint64, 
 // cuLaunchKernel calls cuLaunchKernel with sc's argument block,
 // directly when direct is set.
 func cuLaunchKernel(sc *scratch, direct bool, f uintptr, gridDimX uint32, gridDimY uint32, gridDimZ uint32, blockDimX uint32, blockDimY uint32, blockDimZ uint32, sharedMemBytes uint32, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
-	sc.args[0] = f
-	sc.args[1] = uintptr(gridDimX)
-	sc.args[2] = uintptr(gridDimY)
-	sc.args[3] = uintptr(gridDimZ)
-	sc.args[4] = uintptr(blockDimX)
-	sc.args[5] = uintptr(blockDimY)
-	sc.args[6] = uintptr(blockDimZ)
-	sc.args[7] = uintptr(sharedMemBytes)
-	sc.args[8] = hStream
-	sc.args[9] = uintptr(unsafe.Pointer(kernelParams))
-	sc.args[10] = uintptr(unsafe.Pointer(extra))
+	sc.args = [11]uintptr{f, uintptr(gridDimX), uintptr(gridDimY), uintptr(gridDimZ), uintptr(blockDimX), uintptr(blockDimY), uintptr(blockDimZ), uintptr(sharedMemBytes), hStream, uintptr(unsafe.Pointer(kernelParams)), uintptr(unsafe.Pointer(extra))}
 	return callScratchOn(symLaunchKernel, sc, 11, direct)
 }
 
@@ -341,8 +314,7 @@ func cuDeviceGetDefaultMemPool(poolOut *uintptr, dev int32) error {
 
 // cuStreamBeginCapture calls cuStreamBeginCapture_v2 with sc's argument block.
 func cuStreamBeginCapture(sc *scratch, hStream uintptr, mode int32) error {
-	sc.args[0] = hStream
-	sc.args[1] = uintptr(mode)
+	sc.args = [11]uintptr{hStream, uintptr(mode)}
 	return callScratch(symStreamBeginCapture, sc, 2)
 }
 
@@ -364,8 +336,7 @@ func cuGraphInstantiateWithFlags(phGraphExec *uintptr, hGraph uintptr, flags uin
 // cuGraphLaunch calls cuGraphLaunch with sc's argument block,
 // directly when direct is set.
 func cuGraphLaunch(sc *scratch, direct bool, hGraphExec uintptr, hStream uintptr) error {
-	sc.args[0] = hGraphExec
-	sc.args[1] = hStream
+	sc.args = [11]uintptr{hGraphExec, hStream}
 	return callScratchOn(symGraphLaunch, sc, 2, direct)
 }
 

@@ -104,15 +104,14 @@ func cuCtxSynchronize() error {
 
 // cuStreamQuery calls cuStreamQuery with sc's argument block.
 func cuStreamQuery(sc *scratch, hStream uintptr) error {
-	sc.args[0] = hStream
+	sc.args = [11]uintptr{hStream}
 	return callScratch(symStreamQuery, sc, 1)
 }
 
 // cuEventRecord calls cuEventRecord with sc's argument block,
 // directly when direct is set.
 func cuEventRecord(sc *scratch, direct bool, hEvent uintptr, hStream uintptr) error {
-	sc.args[0] = hEvent
-	sc.args[1] = hStream
+	sc.args = [11]uintptr{hEvent, hStream}
 	return callScratchOn(symEventRecord, sc, 2, direct)
 }
 `, string(files[callsFile]))
