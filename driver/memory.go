@@ -118,17 +118,39 @@ func checkSpan(op, role string, off, n, size int) error {
 // Memset sets every byte of the buffer to v (cuMemsetD8_v2) and returns
 // when done.
 func (b *DeviceBuffer) Memset(v byte) error {
-	p, err := b.lockSpan("Memset", "destination", 0, b.Len())
+	return b.memset("Memset", 1, func(d DevicePtr, n uintptr) error { return cuMemsetD8(d, v, n) })
+}
+
+// Memset16 sets every 16-bit element of the buffer to v (cuMemsetD16_v2)
+// and returns when done. The buffer's length must be a multiple of 2.
+func (b *DeviceBuffer) Memset16(v uint16) error {
+	return b.memset("Memset16", 2, func(d DevicePtr, n uintptr) error { return cuMemsetD16(d, v, n) })
+}
+
+// Memset32 sets every 32-bit element of the buffer to v (cuMemsetD32_v2)
+// and returns when done: math.Float32bits(x) sets float32s to x. The
+// buffer's length must be a multiple of 4.
+func (b *DeviceBuffer) Memset32(v uint32) error {
+	return b.memset("Memset32", 4, func(d DevicePtr, n uintptr) error { return cuMemsetD32(d, v, n) })
+}
+
+// memset sets the whole buffer through set, which gets the buffer's
+// address and its number of elements of width bytes.
+func (b *DeviceBuffer) memset(op string, width int, set func(d DevicePtr, n uintptr) error) error {
+	p, err := b.lockSpan(op, "destination", 0, b.Len())
 	if err != nil {
 		return err
 	}
 	defer b.done()
+	if b.size%width != 0 {
+		return argError(op, "buffer of %d bytes: not a whole number of %d-byte elements", b.size, width)
+	}
 	k := b.res.core
-	if err := k.enter("Memset"); err != nil {
+	if err := k.enter(op); err != nil {
 		return err
 	}
 	defer leave()
-	return cuMemsetD8(DevicePtr(p), v, uintptr(b.size))
+	return set(DevicePtr(p), uintptr(b.size/width))
 }
 
 // CopyFromHost copies src into the buffer at byte offset off and returns

@@ -84,6 +84,10 @@ package driver
 //cuda cuMemcpyDtoDAsync(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uintptr, hStream uintptr) = cuMemcpyDtoDAsync_v2 3020 hot
 //cuda cuMemsetD8(dstDevice DevicePtr, uc uint8, n uintptr) = cuMemsetD8_v2 3020
 //cuda cuMemsetD8Async(dstDevice DevicePtr, uc uint8, n uintptr, hStream uintptr) = cuMemsetD8Async 3020 hot
+//cuda cuMemsetD16(dstDevice DevicePtr, us uint16, n uintptr) = cuMemsetD16_v2 3020
+//cuda cuMemsetD32(dstDevice DevicePtr, ui uint32, n uintptr) = cuMemsetD32_v2 3020
+//cuda cuMemsetD16Async(dstDevice DevicePtr, us uint16, n uintptr, hStream uintptr) = cuMemsetD16Async 3020 hot
+//cuda cuMemsetD32Async(dstDevice DevicePtr, ui uint32, n uintptr, hStream uintptr) = cuMemsetD32Async 3020 hot
 
 // Streams and events (stream.go, event.go).
 

@@ -275,9 +275,10 @@ func (s *Stream) copyToHost(bound via, dst HostMemory, dstOff int, src *DeviceBu
 }
 
 // deviceOp queues an operation on n bytes of one or two device buffers of
-// s's context: queue, which calls the driver with the span's addresses (src
-// 0 without a source buffer).
-func (s *Stream) deviceOp(op string, dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n int,
+// s's context: queue, which calls the driver with the spans' addresses (src
+// 0 without a source buffer) and n. A memset of elements of width bytes
+// (1 otherwise) needs dstOff and n to be multiples of width.
+func (s *Stream) deviceOp(op string, dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n, width int,
 	queue func(sc *scratch, dst, src DevicePtr, n, hStream uintptr) error) error {
 	if s == nil || s.res == nil {
 		return argError(op, "nil *Stream")
@@ -295,6 +296,9 @@ func (s *Stream) deviceOp(op string, dst *DeviceBuffer, dstOff int, src *DeviceB
 	defer donePair(&dst.owned, so)
 	if err := checkSpan(op, "destination", dstOff, n, dst.size); err != nil {
 		return err
+	}
+	if dstOff%width != 0 || n%width != 0 {
+		return argError(op, "offset %d and size %d: must be multiples of %d bytes", dstOff, n, width)
 	}
 	h, err := s.lock(op)
 	if err != nil {
@@ -340,14 +344,30 @@ func (s *Stream) CopyDevice(dst *DeviceBuffer, dstOff int, src *DeviceBuffer, sr
 	if src == nil {
 		return argError("Stream.CopyDevice", "nil source *DeviceBuffer")
 	}
-	return s.deviceOp("Stream.CopyDevice", dst, dstOff, src, srcOff, n, cuMemcpyDtoDAsync)
+	return s.deviceOp("Stream.CopyDevice", dst, dstOff, src, srcOff, n, 1, cuMemcpyDtoDAsync)
 }
 
 // Memset queues setting n bytes of dst at off to v (cuMemsetD8Async); 0
 // bytes of an open buffer does nothing.
 func (s *Stream) Memset(dst *DeviceBuffer, off, n int, v byte) error {
-	return s.deviceOp("Stream.Memset", dst, off, nil, 0, n,
+	return s.deviceOp("Stream.Memset", dst, off, nil, 0, n, 1,
 		func(sc *scratch, dst, _ DevicePtr, n, h uintptr) error { return cuMemsetD8Async(sc, dst, v, n, h) })
+}
+
+// Memset16 queues setting n bytes of dst at off to v, repeated in 16-bit
+// elements (cuMemsetD16Async): off and n must be multiples of 2. 0 bytes of
+// an open buffer does nothing.
+func (s *Stream) Memset16(dst *DeviceBuffer, off, n int, v uint16) error {
+	return s.deviceOp("Stream.Memset16", dst, off, nil, 0, n, 2,
+		func(sc *scratch, dst, _ DevicePtr, n, h uintptr) error { return cuMemsetD16Async(sc, dst, v, n/2, h) })
+}
+
+// Memset32 queues setting n bytes of dst at off to v, repeated in 32-bit
+// elements (cuMemsetD32Async): off and n must be multiples of 4. 0 bytes of
+// an open buffer does nothing.
+func (s *Stream) Memset32(dst *DeviceBuffer, off, n int, v uint32) error {
+	return s.deviceOp("Stream.Memset32", dst, off, nil, 0, n, 4,
+		func(sc *scratch, dst, _ DevicePtr, n, h uintptr) error { return cuMemsetD32Async(sc, dst, v, n/4, h) })
 }
 
 // Close destroys the stream (cuStreamDestroy_v2). Work already queued

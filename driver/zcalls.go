@@ -171,6 +171,28 @@ func cuMemsetD8Async(sc *scratch, dstDevice DevicePtr, uc uint8, n uintptr, hStr
 	return callScratch(symMemsetD8Async, sc, 4)
 }
 
+// cuMemsetD16 calls cuMemsetD16_v2.
+func cuMemsetD16(dstDevice DevicePtr, us uint16, n uintptr) error {
+	return call(symMemsetD16, uintptr(dstDevice), uintptr(us), n)
+}
+
+// cuMemsetD32 calls cuMemsetD32_v2.
+func cuMemsetD32(dstDevice DevicePtr, ui uint32, n uintptr) error {
+	return call(symMemsetD32, uintptr(dstDevice), uintptr(ui), n)
+}
+
+// cuMemsetD16Async calls cuMemsetD16Async with sc's argument block.
+func cuMemsetD16Async(sc *scratch, dstDevice DevicePtr, us uint16, n uintptr, hStream uintptr) error {
+	sc.args = [11]uintptr{uintptr(dstDevice), uintptr(us), n, hStream}
+	return callScratch(symMemsetD16Async, sc, 4)
+}
+
+// cuMemsetD32Async calls cuMemsetD32Async with sc's argument block.
+func cuMemsetD32Async(sc *scratch, dstDevice DevicePtr, ui uint32, n uintptr, hStream uintptr) error {
+	sc.args = [11]uintptr{uintptr(dstDevice), uintptr(ui), n, hStream}
+	return callScratch(symMemsetD32Async, sc, 4)
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))

@@ -38,6 +38,10 @@ const (
 	symMemcpyDtoDAsync
 	symMemsetD8
 	symMemsetD8Async
+	symMemsetD16
+	symMemsetD32
+	symMemsetD16Async
+	symMemsetD32Async
 	symStreamCreate
 	symStreamCreateWithPriority
 	symStreamDestroy
@@ -114,6 +118,10 @@ var symbols = [numSymbols]symbol{
 	symMemcpyDtoDAsync:              {loader.Symbol{Name: "cuMemcpyDtoDAsync", Version: 3020, Export: "cuMemcpyDtoDAsync_v2"}, 4, false},
 	symMemsetD8:                     {loader.Symbol{Name: "cuMemsetD8", Version: 3020, Export: "cuMemsetD8_v2"}, 3, false},
 	symMemsetD8Async:                {loader.Symbol{Name: "cuMemsetD8Async", Version: 3020, Export: "cuMemsetD8Async"}, 4, false},
+	symMemsetD16:                    {loader.Symbol{Name: "cuMemsetD16", Version: 3020, Export: "cuMemsetD16_v2"}, 3, false},
+	symMemsetD32:                    {loader.Symbol{Name: "cuMemsetD32", Version: 3020, Export: "cuMemsetD32_v2"}, 3, false},
+	symMemsetD16Async:               {loader.Symbol{Name: "cuMemsetD16Async", Version: 3020, Export: "cuMemsetD16Async"}, 4, false},
+	symMemsetD32Async:               {loader.Symbol{Name: "cuMemsetD32Async", Version: 3020, Export: "cuMemsetD32Async"}, 4, false},
 	symStreamCreate:                 {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
 	symStreamCreateWithPriority:     {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
 	symStreamDestroy:                {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},

@@ -310,6 +310,7 @@ struct op {
     char *dst, *src;
     size_t n;
     int value;
+    int width;                    /* OP_MEMSET: bytes per element, 1 (or 0), 2 or 4 */
     unsigned char params[16][16]; /* OP_LAUNCH: the argument values */
     int nparams;
     struct obj *func;             /* OP_LAUNCH: the kernel */
@@ -317,6 +318,19 @@ struct op {
     struct op *next;
 };
 static struct op *qhead, *qtail;
+
+/* fill sets n bytes at dst to v, repeated in elements of width bytes (1, 2
+ * or 4; 0 counts as 1), as cuMemsetD8, cuMemsetD16 and cuMemsetD32 do. */
+static void fill(char *dst, unsigned v, int width, size_t n) {
+    if (width <= 1) {
+        memset(dst, (unsigned char)v, n);
+        return;
+    }
+    uint16_t v16 = (uint16_t)v;
+    uint32_t v32 = v;
+    for (size_t i = 0; i + (size_t)width <= n; i += (size_t)width)
+        memcpy(dst + i, width == 2 ? (const void *)&v16 : (const void *)&v32, (size_t)width);
+}
 static long issued_seq, done_seq;
 static pthread_t worker;
 static int worker_started;
@@ -370,7 +384,7 @@ static void *work(void *arg) {
             if (safe) memmove(op->dst, op->src, op->n);
             break;
         case OP_MEMSET:
-            memset(op->dst, op->value, op->n);
+            fill(op->dst, (unsigned)op->value, op->width, op->n);
             break;
         case OP_LAUNCH:
             run_kernel(op);
@@ -851,23 +865,46 @@ CUresult cuMemcpyDtoD_v2(uintptr_t dst, uintptr_t src, size_t n) {
     return sync_copy("cuMemcpyDtoD_v2", (char *)dst, K_DEVMEM, (const char *)src, K_DEVMEM, n);
 }
 
-CUresult cuMemsetD8_v2(uintptr_t dst, unsigned char v, size_t n) {
-    ENTER("cuMemsetD8_v2");
+/* sync_memset sets count elements of width bytes at dst to v, on the
+ * legacy default stream: after everything queued. A misaligned address is a
+ * violation, as it is an error of the driver's. */
+static CUresult sync_memset(const char *call, uintptr_t dst, unsigned v, int width, size_t count) {
+    size_t n = count * (size_t)width;
     pthread_mutex_lock(&mu);
     struct obj *d = find_mem(dst, n, K_DEVMEM);
     if (!d) {
-        violation("cuMemsetD8_v2: %zu bytes outside live device memory", n);
+        violation("%s: %zu bytes outside live device memory", call, n);
         pthread_mutex_unlock(&mu);
         return E_INVALID_VALUE;
     }
-    if (!check_ctx("cuMemsetD8_v2", d)) {
+    if (dst % (uintptr_t)width) {
+        violation("%s: address %p is not aligned to %d bytes", call, (void *)dst, width);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if (!check_ctx(call, d)) {
         pthread_mutex_unlock(&mu);
         return E_INVALID_CONTEXT;
     }
     wait_seq(issued_seq);
-    memset((void *)dst, v, n);
+    fill((char *)dst, v, width, n);
     pthread_mutex_unlock(&mu);
     return OK;
+}
+
+CUresult cuMemsetD8_v2(uintptr_t dst, unsigned char v, size_t n) {
+    ENTER("cuMemsetD8_v2");
+    return sync_memset("cuMemsetD8_v2", dst, v, 1, n);
+}
+
+CUresult cuMemsetD16_v2(uintptr_t dst, unsigned short v, size_t n) {
+    ENTER("cuMemsetD16_v2");
+    return sync_memset("cuMemsetD16_v2", dst, v, 2, n);
+}
+
+CUresult cuMemsetD32_v2(uintptr_t dst, unsigned v, size_t n) {
+    ENTER("cuMemsetD32_v2");
+    return sync_memset("cuMemsetD32_v2", dst, v, 4, n);
 }
 
 /* Streams. */
@@ -1037,15 +1074,22 @@ CUresult cuMemcpyDtoDAsync_v2(uintptr_t dst, uintptr_t src, size_t n, handle_t s
     return async_copy("cuMemcpyDtoDAsync_v2", OP_D2D, (char *)dst, (const char *)src, n, s);
 }
 
-CUresult cuMemsetD8Async(uintptr_t dst, unsigned char v, size_t n, handle_t s) {
-    ENTER("cuMemsetD8Async");
+/* async_memset queues setting count elements of width bytes at dst to v
+ * on the stream s. */
+static CUresult async_memset(const char *call, uintptr_t dst, unsigned v, int width, size_t count, handle_t s) {
+    size_t n = count * (size_t)width;
     pthread_mutex_lock(&mu);
-    struct obj *so = stream_use("cuMemsetD8Async", s);
+    struct obj *so = stream_use(call, s);
     struct obj *d = find_mem(dst, n, K_DEVMEM);
     if (!so || !d) {
-        if (so) violation("cuMemsetD8Async: %zu bytes outside live device memory", n);
+        if (so) violation("%s: %zu bytes outside live device memory", call, n);
         pthread_mutex_unlock(&mu);
         return so ? E_INVALID_VALUE : E_INVALID_HANDLE;
+    }
+    if (dst % (uintptr_t)width) {
+        violation("%s: address %p is not aligned to %d bytes", call, (void *)dst, width);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
     }
     struct op *op = calloc(1, sizeof *op);
     op->type = OP_MEMSET;
@@ -1053,10 +1097,26 @@ CUresult cuMemsetD8Async(uintptr_t dst, unsigned char v, size_t n, handle_t s) {
     op->dev = d;
     op->dst = (char *)dst;
     op->n = n;
-    op->value = v;
+    op->value = (int)v;
+    op->width = width;
     enqueue(op);
     pthread_mutex_unlock(&mu);
     return OK;
+}
+
+CUresult cuMemsetD8Async(uintptr_t dst, unsigned char v, size_t n, handle_t s) {
+    ENTER("cuMemsetD8Async");
+    return async_memset("cuMemsetD8Async", dst, v, 1, n, s);
+}
+
+CUresult cuMemsetD16Async(uintptr_t dst, unsigned short v, size_t n, handle_t s) {
+    ENTER("cuMemsetD16Async");
+    return async_memset("cuMemsetD16Async", dst, v, 2, n, s);
+}
+
+CUresult cuMemsetD32Async(uintptr_t dst, unsigned v, size_t n, handle_t s) {
+    ENTER("cuMemsetD32Async");
+    return async_memset("cuMemsetD32Async", dst, v, 4, n, s);
 }
 
 /* Events. */
