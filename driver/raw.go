@@ -11,7 +11,10 @@ import (
 
 // The raw layer: one cached entry point per row of the symbol table, and
 // calls through purego.SyscallN (callScratch: through callC, the faster
-// path on linux/amd64) with no reflection and no allocation.
+// path on linux/amd64) with no reflection and no allocation. Outside
+// tests, the typed wrappers of zcalls.go, generated from prototypes.go,
+// are the only callers of call, callScratch, callScratchOn and syscallN
+// (TestCallsThroughWrappers).
 
 var procs [numSymbols]atomic.Uintptr
 
