@@ -147,8 +147,8 @@ func kernelParams(op string, f *Function, cfg LaunchConfig, args *Args, p *kerne
 	}
 	*p = kernelNodeParams{
 		fn:    uint64(f.handle),
-		gridX: gx, gridY: gy, gridZ: gz,
-		blockX: bx, blockY: by, blockZ: bz,
+		gridX: uint32(gx), gridY: uint32(gy), gridZ: uint32(gz),
+		blockX: uint32(bx), blockY: uint32(by), blockZ: uint32(bz),
 		sharedMem:    uint32(cfg.SharedMem),
 		kernelParams: uint64(uintptr(unsafe.Pointer(&slab.ptrs[0]))),
 	}

@@ -263,7 +263,7 @@ func (a *Args) Raw(v []byte, align int) *Args {
 // Dim3 is a grid or block size. Zero Y or Z count as 1.
 type Dim3 struct{ X, Y, Z int }
 
-func (d Dim3) norm() (x, y, z uint32, ok bool) {
+func (d Dim3) norm() (x, y, z uintptr, ok bool) {
 	if d.Y == 0 {
 		d.Y = 1
 	}
@@ -273,7 +273,7 @@ func (d Dim3) norm() (x, y, z uint32, ok bool) {
 	if d.X <= 0 || d.Y <= 0 || d.Z <= 0 || int64(d.X) > math.MaxUint32 || int64(d.Y) > math.MaxUint32 || int64(d.Z) > math.MaxUint32 {
 		return 0, 0, 0, false
 	}
-	return uint32(d.X), uint32(d.Y), uint32(d.Z), true
+	return uintptr(d.X), uintptr(d.Y), uintptr(d.Z), true
 }
 
 // LaunchConfig is a kernel launch's shape.
@@ -333,7 +333,7 @@ func (f *Function) launch(bound via, s *Stream, cfg LaunchConfig, args *Args) er
 	if args == nil {
 		return argError(op, "nil *Args (use NewArgs() for a kernel without parameters)")
 	}
-	var dims [7]uint32 // grid, block, shared memory: cuLaunchKernel's order
+	var dims [7]uintptr // grid, block, shared memory: cuLaunchKernel's order
 	var ok bool
 	if dims[0], dims[1], dims[2], ok = cfg.Grid.norm(); !ok {
 		return argError(op, "grid %+v: sizes must be positive", cfg.Grid)
@@ -344,7 +344,7 @@ func (f *Function) launch(bound via, s *Stream, cfg LaunchConfig, args *Args) er
 	if cfg.SharedMem < 0 {
 		return argError(op, "shared memory %d: must not be negative", cfg.SharedMem)
 	}
-	dims[6] = uint32(cfg.SharedMem)
+	dims[6] = uintptr(cfg.SharedMem)
 	// The module first, then the stream, as every call locks. No defers on
 	// this hot path (a function with many returns gets no open-coded
 	// defers): each lock is let go on every path below, and nothing
@@ -366,7 +366,7 @@ func (f *Function) launch(bound via, s *Stream, cfg LaunchConfig, args *Args) er
 
 // launchOn launches f on the stream whose handle is h and whose context is
 // k, with f's module and the stream locked by the caller.
-func (f *Function) launchOn(op string, bound via, k *ctxCore, h uintptr, dims *[7]uint32, args *Args) error {
+func (f *Function) launchOn(op string, bound via, k *ctxCore, h uintptr, dims *[7]uintptr, args *Args) error {
 	if err := sameContext(op, f.mod.res.core, k); err != nil {
 		return err
 	}

@@ -104,14 +104,17 @@ package driver
 //cuda cuEventSynchronize(hEvent uintptr) = cuEventSynchronize 2000 hot
 //cuda cuEventElapsedTime(pMilliseconds *float32, hStart uintptr, hEnd uintptr) = cuEventElapsedTime_v2 12080 hot
 
-// Modules and launches (module.go, launch.go).
+// Modules and launches (module.go, launch.go). cuLaunchKernel's grid,
+// block and shared memory sizes are unsigned ints, passed as uintptrs (the
+// register they travel in): their conversions would make its wrapper too
+// costly for the compiler to inline into Function.launch (BenchmarkFake).
 
 //cuda cuModuleLoadDataEx(module *uintptr, image *byte, numOptions uint32, options *int32, optionValues *uintptr) = cuModuleLoadDataEx 2010
 //cuda cuModuleUnload(hmod uintptr) = cuModuleUnload 2000
 //cuda cuModuleGetFunction(hfunc *uintptr, hmod uintptr, name *byte) = cuModuleGetFunction 2000
 //cuda cuFuncGetAttribute(pi *int32, attrib FunctionAttribute, hfunc uintptr) = cuFuncGetAttribute 2020
 //cuda cuFuncGetParamInfo(hfunc uintptr, paramIndex uintptr, paramOffset *uint64, paramSize *uint64) = cuFuncGetParamInfo 12040
-//cuda cuLaunchKernel(f uintptr, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes uint32, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) = cuLaunchKernel 4000 direct
+//cuda cuLaunchKernel(f uintptr, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) = cuLaunchKernel 4000 direct
 
 // Stream-ordered allocation (pool.go). The pool attributes the binding
 // sets and reads are cuuint64_t: the value pointer is a *uint64.

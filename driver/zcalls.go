@@ -289,8 +289,8 @@ func cuFuncGetParamInfo(hfunc uintptr, paramIndex uintptr, paramOffset *uint64, 
 
 // cuLaunchKernel calls cuLaunchKernel with sc's argument block,
 // directly when direct is set.
-func cuLaunchKernel(sc *scratch, direct bool, f uintptr, gridDimX uint32, gridDimY uint32, gridDimZ uint32, blockDimX uint32, blockDimY uint32, blockDimZ uint32, sharedMemBytes uint32, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
-	sc.args = [11]uintptr{f, uintptr(gridDimX), uintptr(gridDimY), uintptr(gridDimZ), uintptr(blockDimX), uintptr(blockDimY), uintptr(blockDimZ), uintptr(sharedMemBytes), hStream, uintptr(unsafe.Pointer(kernelParams)), uintptr(unsafe.Pointer(extra))}
+func cuLaunchKernel(sc *scratch, direct bool, f uintptr, gridDimX uintptr, gridDimY uintptr, gridDimZ uintptr, blockDimX uintptr, blockDimY uintptr, blockDimZ uintptr, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
+	sc.args = [11]uintptr{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, uintptr(unsafe.Pointer(kernelParams)), uintptr(unsafe.Pointer(extra))}
 	return callScratchOn(symLaunchKernel, sc, 11, direct)
 }
 
