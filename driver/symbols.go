@@ -16,8 +16,8 @@ type symbol struct {
 	Direct bool
 }
 
-// symbols (zsymbols.go) is the single source of truth for the driver entry
-// points the binding calls: the plain name handed to cuGetProcAddress, the
-// CUDA version whose ABI we bind, the versioned export name for drivers
-// without cuGetProcAddress_v2, and the number of arguments. Error messages
-// name Export; tests check the table's shape.
+// The table, symbols (zsymbols.go), holds for each driver entry point the
+// binding calls the plain name handed to cuGetProcAddress, the CUDA version
+// whose ABI we bind, the versioned export name for drivers without
+// cuGetProcAddress_v2, and the number of arguments, as prototypes.go
+// declares them. Error messages name Export; tests check the table's shape.
