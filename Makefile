@@ -1,6 +1,7 @@
 # overlap: make test is what CI runs. It needs Go, and for the race
-# detector (make race) a C compiler as well: -race needs cgo. Where no C
-# compiler is found, the race run is skipped with a message; CI has one.
+# detector (make race) a C compiler as well: -race needs cgo. Where no
+# working C compiler is found, the race run is skipped with a message; CI
+# has one.
 GO       ?= go
 PKGS     := loader driver ptx ptx/kernels pipeline bench
 GPU_DIR  := .gpu
@@ -11,12 +12,27 @@ GPU_DIR  := .gpu
 # ran in half the time (2026-11-30).
 TEST_MEMLIMIT ?= 6GiB
 
-.PHONY: all build test fmt-check vet staticcheck race nocgo stackmove directcalls cross gpu-bundle ptx fuzz bench-fake clean
+.PHONY: all build cli test fmt-check vet staticcheck race nocgo stackmove directcalls cross gpu-bundle ptx fuzz bench-fake clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build ./...
+
+# VERSION_LDFLAGS stamp the commit that `overlap version` names. The go
+# command records it itself only when it builds in a git checkout's main
+# working tree: not in a git worktree, not under go run, not with
+# -buildvcs=false. The binary prefers the go command's record where
+# there is one.
+VCS_REV  = $(shell git rev-parse HEAD 2>/dev/null)
+VCS_TIME = $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+VCS_MOD  = $(shell if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then echo true; else echo false; fi)
+VERSION_LDFLAGS = $(if $(VCS_REV),-X main.vcsRevision=$(VCS_REV) -X main.vcsTime=$(VCS_TIME) -X main.vcsModified=$(VCS_MOD))
+
+# cli builds the command, cgo-free, into $(BIN).
+BIN ?= overlap
+cli:
+	CGO_ENABLED=0 $(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN) ./cmd/overlap
 
 test: generate-check fmt-check vet staticcheck race nocgo stackmove directcalls cross
 generate-check: ; $(GO) run ./driver/internal/mkdriver -dir driver -check
@@ -25,25 +41,42 @@ fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO_CC) $(GO) vet ./...
 
 CC ?= cc
+# CC_OK is a C compiler that compiles a trivial program: $(CC) where it
+# was set (make test CC=clang), else the first of cc, gcc and clang that
+# does. Empty where none does, and the race runs are skipped; `command
+# -v` is not enough (make test CC=false found /bin/false and then failed).
+# The go commands below get it as CC, so that cgo and the fake driver's
+# build use a compiler that works.
+CC_TRY = printf 'int main(void) { return 0; }\n' | $(1) -x c -o /dev/null - >/dev/null 2>&1 && echo yes
+ifeq ($(origin CC),default)
+CC_OK  := $(firstword $(foreach c,cc gcc clang,$(if $(shell $(call CC_TRY,$(c))),$(c))))
+CC_WHY := no C compiler (cc, gcc or clang) can compile a C program
+else
+CC_OK  := $(if $(shell $(call CC_TRY,$(CC))),$(CC))
+CC_WHY := CC=$(CC) cannot compile a C program
+endif
+# GO_CC is the C compiler setting of the go commands that cgo need not
+# serve: the working compiler, or cgo off where there is none.
+GO_CC = $(if $(CC_OK),CC='$(CC_OK)',CC= CGO_ENABLED=0)
+
 # staticcheck runs where it is installed
 # (go install honnef.co/go/tools/cmd/staticcheck@latest) and says so where not.
 staticcheck:
-	@if command -v staticcheck >/dev/null 2>&1; then echo staticcheck ./...; staticcheck ./...; \
+	@if command -v staticcheck >/dev/null 2>&1; then echo staticcheck ./...; $(GO_CC) staticcheck ./...; \
 	else echo "make staticcheck: SKIPPED: staticcheck is not installed"; fi
 
 race:
-	@if command -v $(CC) >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1; then \
-		echo "GOMEMLIMIT=$(TEST_MEMLIMIT) CGO_ENABLED=1 $(GO) test -race -count=1 ./..."; \
-		GOMEMLIMIT=$(TEST_MEMLIMIT) CGO_ENABLED=1 $(GO) test -race -count=1 ./...; \
-	else \
-		echo "make race: SKIPPED: the race detector needs cgo and no C compiler ($(CC), gcc or clang) was found; the cgo-free tests still run"; \
-	fi
+ifeq ($(CC_OK),)
+	@echo "make race: SKIPPED: the race detector needs cgo, and $(CC_WHY); the cgo-free tests still run"
+else
+	GOMEMLIMIT=$(TEST_MEMLIMIT) CC='$(CC_OK)' CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+endif
 
 nocgo:
-	GOMEMLIMIT=$(TEST_MEMLIMIT) CGO_ENABLED=0 $(GO) test -count=1 ./...
+	GOMEMLIMIT=$(TEST_MEMLIMIT) CC='$(CC_OK)' CGO_ENABLED=0 $(GO) test -count=1 ./...
 
 # stackmove runs the fake-driver tests (driver/fake_test.go) with every
 # function call moving the goroutine stack, so that a bad pointer kept on the
@@ -51,7 +84,7 @@ nocgo:
 # a C compiler, to build the fake driver; without one the test says so and
 # skips.
 stackmove:
-	$(GO) test -count=1 -gcflags='all=-d=maymorestack=runtime.mayMoreStackMove' -run '^TestFakeDriver$$' ./driver
+	$(GO_CC) $(GO) test -count=1 -gcflags='all=-d=maymorestack=runtime.mayMoreStackMove' -run '^TestFakeDriver$$' ./driver
 
 # directcalls builds with the overlap_directcalls tag, which turns on the
 # direct call path of driver.BindOptions.DirectCalls on linux/amd64, vets
@@ -60,15 +93,19 @@ stackmove:
 # is found).
 DIRECT_TESTS := TestFakeDriver|OnFakeDriver|TestSmallJobsFlags
 directcalls:
-	$(GO) vet -tags overlap_directcalls ./...
-	CGO_ENABLED=0 $(GO) test -tags overlap_directcalls -count=1 -run '$(DIRECT_TESTS)' ./driver ./pipeline ./cmd/overlap
-	@if command -v $(CC) >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1; then \
-		echo "CGO_ENABLED=1 $(GO) test -race -tags overlap_directcalls -count=1 -run 'TestFakeDriver/DirectCalls|TestDirectCallsOnFakeDriver' ./driver ./pipeline"; \
-		CGO_ENABLED=1 $(GO) test -race -tags overlap_directcalls -count=1 -run 'TestFakeDriver/DirectCalls|TestDirectCallsOnFakeDriver' ./driver ./pipeline; \
-	else \
-		echo "make directcalls: race run SKIPPED: the race detector needs cgo and no C compiler was found"; \
-	fi
+	$(GO_CC) $(GO) vet -tags overlap_directcalls ./...
+	CC='$(CC_OK)' CGO_ENABLED=0 $(GO) test -tags overlap_directcalls -count=1 -run '$(DIRECT_TESTS)' ./driver ./pipeline ./cmd/overlap
+ifeq ($(CC_OK),)
+	@echo "make directcalls: race run SKIPPED: the race detector needs cgo, and $(CC_WHY)"
+else
+	CC='$(CC_OK)' CGO_ENABLED=1 $(GO) test -race -tags overlap_directcalls -count=1 -run 'TestFakeDriver/DirectCalls|TestDirectCallsOnFakeDriver' ./driver ./pipeline
+endif
 
+# FreeBSD builds, with the flag that purego asks of a cgo-free build there
+# (its fakecgo package compiled with -std); NVIDIA ships no CUDA driver for
+# FreeBSD, so there the loader says the system is not supported and
+# overlap run uses the simulator.
+FREEBSD_GCFLAGS := -gcflags=github.com/ebitengine/purego/internal/fakecgo=-std
 cross:
 	CGO_ENABLED=0 GOOS=linux   GOARCH=amd64 $(GO) build ./...
 	CGO_ENABLED=0 GOOS=linux   GOARCH=arm64 $(GO) build ./...
@@ -76,6 +113,8 @@ cross:
 	CGO_ENABLED=0 GOOS=linux   GOARCH=386   $(GO) build ./...
 	CGO_ENABLED=0 GOOS=linux   GOARCH=amd64 $(GO) vet ./...
 	CGO_ENABLED=0 GOOS=windows GOARCH=amd64 $(GO) vet ./...
+	CGO_ENABLED=0 GOOS=freebsd GOARCH=amd64 $(GO) build $(FREEBSD_GCFLAGS) ./...
+	CGO_ENABLED=0 GOOS=freebsd GOARCH=amd64 $(GO) vet $(FREEBSD_GCFLAGS) ./...
 
 # gpu-bundle cross-compiles every package's test binary and the CLI into
 # .gpu/ for a linux/amd64 GPU host without Go. A binary is named after its
@@ -89,7 +128,7 @@ gpu-bundle:
 	mkdir -p $(GPU_DIR)
 	for p in $(PKGS); do CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -tags '$(TAGS)' -c -o $(GPU_DIR)/$$(echo $$p | tr / _).test ./$$p || exit 1; done
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -tags '$(TAGS)' -c -o $(GPU_DIR)/cmd.test ./cmd/overlap
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -tags '$(TAGS)' -o $(GPU_DIR)/overlap ./cmd/overlap
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -tags '$(TAGS)' -ldflags '$(VERSION_LDFLAGS)' -o $(GPU_DIR)/overlap ./cmd/overlap
 
 # bench-fake runs package driver's BenchmarkFake, the binding's own host
 # cost per hot call (launch, copy, record, wait), and package pipeline's
@@ -102,12 +141,15 @@ gpu-bundle:
 BENCH ?= .
 COUNT ?= 10
 bench-fake:
+ifeq ($(CC_OK),)
+	@echo "make bench-fake: the fake driver needs a C compiler, and $(CC_WHY)"; exit 1
+else
 	@dir=$$(mktemp -d) && \
-	cc=$$(command -v $(CC) || command -v gcc || command -v clang) && \
-	$$cc -shared -fPIC -O2 -o $$dir/libcuda.so.1 internal/fakecuda/src/libcuda.c -lpthread && \
+	$(CC_OK) -shared -fPIC -O2 -o $$dir/libcuda.so.1 internal/fakecuda/src/libcuda.c -lpthread && \
 	OVERLAP_FAKECUDA_CHILD=1 OVERLAP_CUDA_LIBRARY=$$dir/libcuda.so.1 CGO_ENABLED=0 \
 		$(GO) test -tags '$(TAGS)' -run '^$$' -bench 'Fake/$(BENCH)' -benchmem -count $(COUNT) ./driver ./pipeline; \
 	rc=$$?; rm -rf $$dir; exit $$rc
+endif
 
 # ptx regenerates ptx/kernels/*.ptx; it needs nvcc (the GPU machine has it).
 ptx:

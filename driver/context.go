@@ -214,7 +214,11 @@ func (c *Context) OpenObjects() int {
 
 // Close waits for the work queued on the context, closes every object still
 // open on it, then releases the primary context
-// (cuDevicePrimaryCtxRelease_v2). Objects made while Close runs are closed
+// (cuDevicePrimaryCtxRelease_v2). It first waits for the graph captures in
+// progress on any Context of the device ([Stream.Capture]) to end, and
+// holds new ones back until its objects are closed: the driver refuses to
+// wait for a context while a stream of it is capturing, and the device's
+// Contexts share one. Objects made while Close runs are closed
 // at once and their maker gets ErrClosed. Calling Close again, or from
 // several goroutines, returns nil once the first Close has finished. The
 // first error met is returned; closing goes on regardless.
@@ -243,6 +247,14 @@ func (k *ctxCore) close(all bool) error {
 	}
 	k.mu.Unlock()
 	defer close(k.closed)
+	// The driver refuses to wait for a context while a stream of it is
+	// capturing, and invalidates the capture: let the captures in
+	// progress on the device's primary context, which its every Context
+	// shares, end first (this Context's are destroyed, not adopted), and
+	// hold new ones back until the objects are closed.
+	gate := gateOf(k.dev)
+	gate.hold()
+	defer gate.letGo()
 
 	var first error
 	note := func(err error) {

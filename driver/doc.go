@@ -51,8 +51,10 @@
 // for it, so no handle is ever destroyed under a call. Calls that start after
 // Close return ErrClosed. Objects made while their Context closes are closed
 // at once and their maker gets ErrClosed. A [Stream.Capture] holds its
-// stream for the whole capture: the stream's Close, and its Context's, wait
-// for the capture to end.
+// stream for the whole capture: the stream's Close waits for the capture
+// to end, and so does the Close of every Context of the device, since the
+// driver refuses to wait for a context (all of a device's Contexts share
+// its primary context) while a stream of it is capturing.
 //
 // A nil or zero object (a nil *Stream, a zero Context) is an error in
 // every call that takes it, as receiver or argument (ErrInvalidArgument),

@@ -23,7 +23,11 @@ var reliabilityCases = []fakeCase{
 	// The audit's finding 2: GraphExec.Update did not record its new
 	// source graph. After Update(g2) the nodes of g2 identify e's nodes
 	// for the Set methods and those of g1 are refused; g1 may be closed;
-	// a re-pointed copy of g2's node lets go of what that node used.
+	// a re-pointed copy of g2's node lets go of what that node used. On
+	// the H200, the driver named e's nodes by g1's handles only (as its
+	// documentation says: nodes of the graph e was instantiated from);
+	// the fake does the same, and records a violation when those nodes
+	// are used after g1 was destroyed: g1's Close leaves it for e's.
 	{"GraphExecUpdateSource", func(t *testing.T, f *fakecuda.Fake) {
 		c := fakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
@@ -66,6 +70,12 @@ var reliabilityCases = []fakeCase{
 		require.NoError(t, g1.g.Close())
 		require.NoError(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(4)),
 			"the graph e was instantiated from is closed")
+		_, err = g1.g.Instantiate()
+		assert.ErrorIs(t, err, driver.ErrClosed, "g1 is closed for its user")
+		late, err := g2.g.AddKernel(fn, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(9), g2.d2h)
+		require.NoError(t, err)
+		assert.EqualError(t, e.SetKernel(late, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(9)),
+			"cuda: GraphExec.SetKernel: cuda: invalid argument: the node was added after the exec was instantiated or updated, or the exec was instantiated from a captured graph")
 
 		// Re-point g2's H2D at other memory: g2's old source may go, the
 		// new one may not.
@@ -92,8 +102,78 @@ var reliabilityCases = []fakeCase{
 		require.NoError(t, g2.g.Close())
 		assert.ErrorIs(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(8)), driver.ErrClosed,
 			"the source graph closed: its nodes are gone")
+		graphs := f.Live(fakecuda.Graphs) // g1, kept for e, and g3
 		require.NoError(t, e.Close())
+		assert.Equal(t, graphs-1, f.Live(fakecuda.Graphs), "e's Close destroyed g1")
 		require.NoError(t, g3.g.Close())
+	}},
+
+	// On the H200, Close mid-capture failed: the driver refuses to wait
+	// for a context, or a stream, while a stream of it is capturing
+	// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, in every capture mode and
+	// from every thread) and invalidates the capture; the fake now does
+	// the same. Mid-capture, a Close of host memory that a copy queued
+	// before the capture used must return nil without such a wait
+	// (Capture waited for that copy before it began), a Stream.Close
+	// waits for the capture and its graph, and a Context.Close waits for
+	// the capture to end, which then returns ErrClosed. So does the Close
+	// of another Context of the device: they share its primary context.
+	{"CloseWhileCapturing", func(t *testing.T, f *fakecuda.Fake) {
+		dev, err := driver.DeviceAt(0)
+		require.NoError(t, err)
+		const n = 256
+		const hold = 20 * time.Millisecond
+		for _, closing := range []string{"the stream", "the context", "another context"} {
+			c, err := driver.NewContext(dev)
+			require.NoError(t, err)
+			other, err := driver.NewContext(dev)
+			require.NoError(t, err)
+			_, err = other.Alloc(n) // an object: its Close waits for the context
+			require.NoError(t, err)
+			s, err := c.NewStream(driver.StreamOptions{})
+			require.NoError(t, err)
+			d, err := c.Alloc(n)
+			require.NoError(t, err)
+			in, out := pinned(t, c, n, 1), pinned(t, c, n, 0)
+			f.ExecDelay(hold)
+			require.NoError(t, s.CopyToDevice(d, 0, in, 0, n)) // pending for hold
+			started, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var g *driver.Graph
+			var capErr error
+			go func() {
+				defer close(done)
+				g, capErr = s.Capture(func(b *driver.Bound) error {
+					close(started)
+					<-proceed
+					return b.CopyToHost(s, out, 0, d, 0, n)
+				})
+			}()
+			<-started
+			f.ExecDelay(0)
+			assert.Zero(t, f.Pending(), "Capture waited for the copy queued before it")
+			require.NoError(t, in.Close(), "closing memory that a copy before the capture used")
+			closer := map[string]func() error{"the stream": s.Close, "the context": c.Close, "another context": other.Close}[closing]
+			closed := make(chan error, 1)
+			go func() { closed <- closer() }()
+			time.Sleep(hold)
+			select {
+			case err := <-closed:
+				t.Fatalf("closing %s returned %v mid-capture", closing, err)
+			default:
+			}
+			close(proceed)
+			require.NoError(t, <-closed, "closing %s mid-capture", closing)
+			<-done
+			if closing == "the context" {
+				require.ErrorIs(t, capErr, driver.ErrClosed)
+			} else {
+				require.NoError(t, capErr, "closing %s", closing)
+				require.NoError(t, g.Close())
+			}
+			require.NoError(t, c.Close())
+			require.NoError(t, other.Close())
+			assert.Zero(t, f.CapturingThreads())
+		}
 	}},
 
 	// The audit's missing test 4a: host memory that a queued graph launch

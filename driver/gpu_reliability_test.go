@@ -62,14 +62,17 @@ func makeAddScalarJob(ctx *Context, fn *Function, n int, a float32) (*addScalarJ
 
 // TestGPUCaptureRacesClose is the audit's finding 1 on the GPU: each
 // round, one goroutine captures H2D, add_scalar and D2H on a stream while
-// another closes the stream (even rounds) or its Context (odd rounds)
-// after a random delay, with the collector running all the while. Close
-// must return nil, and Capture a graph or ErrClosed; a graph whose
-// context is still open must run and give exact results. A Context.Close
-// mid-capture closes host memory that the capture's copies use, which
-// waits for the context while another thread captures. Afterwards
-// cuMemAlloc must work from every thread: a thread left in capture mode
-// fails it with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
+// another closes the stream, its Context or another Context of the device
+// (in turn) after a random delay, with the collector running all the
+// while. Close must return nil, and Capture a graph or ErrClosed; a graph
+// whose context is still open must run and give exact results. On the
+// H200 (run 1), Context.Close failed here: it waited for the context (and
+// closed host memory that the capture's copies use, by waiting for the
+// context too) while another thread captured, which the driver refuses
+// in every capture mode; the Contexts of a device share its primary
+// context, so another Context's Close must wait for the capture as well.
+// Afterwards cuMemAlloc must work from every thread: a thread left in
+// capture mode fails it with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
 func TestGPUCaptureRacesClose(t *testing.T) {
 	base := requireGPU(t) // keeps the primary context retained: each round's Context is cheap
 	dev := base.Device()
@@ -91,10 +94,11 @@ func TestGPUCaptureRacesClose(t *testing.T) {
 			j, err := makeAddScalarJob(ctx, fn, n, float32(i%7)+0.5)
 			require.NoError(t, err)
 			args := j.args()
-			closer := ctx.Close
-			if i%2 == 0 {
-				closer = s.Close
-			}
+			other, err := NewContext(dev)
+			require.NoError(t, err)
+			_, err = other.Alloc(4096) // an object: its Close waits for the context
+			require.NoError(t, err)
+			closer := [...]func() error{s.Close, ctx.Close, other.Close}[i%3]
 			delay := time.Duration(rand.IntN(150)) * time.Microsecond
 			var g *Graph
 			var capErr, closeErr error
@@ -116,7 +120,7 @@ func TestGPUCaptureRacesClose(t *testing.T) {
 				require.ErrorIs(t, capErr, ErrClosed, "round %d: Capture", i)
 			} else {
 				captured++
-				if ctx.Handle() != 0 { // the stream was closed, not the context
+				if ctx.Handle() != 0 { // the stream or the other Context was closed, not this one
 					e, err := g.Instantiate()
 					require.NoError(t, err, "round %d", i)
 					s2, err := ctx.NewStream(StreamOptions{})
@@ -130,6 +134,7 @@ func TestGPUCaptureRacesClose(t *testing.T) {
 				require.NoError(t, g.Close())
 			}
 			require.NoError(t, ctx.Close(), "round %d", i)
+			require.NoError(t, other.Close(), "round %d", i)
 		}
 	})
 	t.Logf("%d rounds: %d captures finished (%d of them run and checked), %d refused with ErrClosed", rounds, captured, checked, refused)
@@ -164,7 +169,10 @@ func TestGPUCaptureRacesClose(t *testing.T) {
 // after GraphExec.Update(g2), the nodes of g2 identify the exec's nodes,
 // also once the graph it was instantiated from is closed; those of that
 // graph are refused. The exec's copies and kernel are re-pointed through
-// g2's nodes at a third set of buffers and checked element by element.
+// g2's nodes at a third set of buffers and checked element by element. On
+// the H200 (run 1), the first Set through g2's nodes failed: the driver
+// names the exec's nodes by the handles of the graph it was instantiated
+// from, so the binding now passes those (g1's Close leaves g1 for e).
 func TestGPUGraphUpdateThenSetNodes(t *testing.T) {
 	ctx := requireGPU(t)
 	m := loadTestKernels(t, ctx)

@@ -78,8 +78,9 @@ type Graph struct {
 	owned
 	// mu serialises the calls that change or read the graph's nodes: the
 	// driver's graph objects are not thread-safe.
-	mu   sync.Mutex
-	uses []graphUse // guarded by mu
+	mu    sync.Mutex
+	uses  []graphUse // guarded by mu
+	nodes []uintptr  // guarded by mu: a built graph's nodes, in the order added
 }
 
 // Capture records the work that fn queues on s into a graph instead of
@@ -107,9 +108,13 @@ type Graph struct {
 // is unlocked, even when fn releases its Bound. s's Close, and its
 // Context's, wait for a capture in progress to end and its graph to be
 // adopted (or, when the context is closing, destroyed: Capture then
-// returns ErrClosed), so fn must not close s or its Context itself. A
-// Close of memory that the capture's copies use, meanwhile, waits for the
-// whole context rather than for s.
+// returns ErrClosed), and so does the Close of every other Context of the
+// device, so fn must not close s or any such Context itself: the driver
+// refuses to wait for a capturing stream, or for its context, and
+// invalidates the capture. For the same reason Capture first waits for
+// the copies queued on s that still use host memory, so that a Close of
+// that memory never needs to wait for s mid-capture; captured copies run
+// nothing, and hold no memory in use until a launch of the graph.
 func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	const op = "Stream.Capture"
 	if s == nil || s.res == nil {
@@ -124,6 +129,12 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	}
 	defer s.capt.Store(nil) // runs last, after the capture ended
 	r := s.res
+	k := r.core
+	gate, err := k.beginCapture(op)
+	if err != nil {
+		return nil, err
+	}
+	defer gate.exit() // after the graph is adopted or destroyed
 	r.capture.RLock() // release waits for the capture (see resource.capture)
 	defer r.capture.RUnlock()
 	// The capture's own lock of the thread, below fn's Bound: the capture
@@ -135,20 +146,11 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 		return nil, err
 	}
 	defer bd.Release()
-	k := r.core
 	if err := sameContext(op, bd.via().k, k); err != nil {
 		return nil, err
 	}
-	h, err := s.lock(op)
-	if err != nil {
-		return nil, err
-	}
-	r.capturing.Store(true)
+	h, err := s.beginCapture(op)
 	defer r.capturing.Store(false)
-	sc := getScratch()
-	err = cuStreamBeginCapture(sc, h, captureModeThreadLocal)
-	putScratch(sc)
-	s.done()
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +163,111 @@ func (s *Stream) Capture(fn func(b *Bound) error) (*Graph, error) {
 	fnErr := fn(bd)
 	ended = true
 	return s.endCapture(op, k, h, c, fnErr)
+}
+
+// captureGate is a device's: the captures in progress on its primary
+// context, which every Context of the device shares, and the Closes
+// waiting to synchronise that context, a wait that the driver refuses
+// while a stream of it is capturing (invalidating the capture).
+type captureGate struct {
+	mu      sync.Mutex
+	changed sync.Cond // on mu: active or holding dropped to 0
+	active  int       // captures in progress
+	holding int       // Closes waiting for them or using the lull
+}
+
+var captureGates sync.Map // device ordinal → *captureGate
+
+func gateOf(dev Device) *captureGate {
+	if g, ok := captureGates.Load(dev.ordinal); ok {
+		return g.(*captureGate)
+	}
+	g := &captureGate{}
+	g.changed.L = &g.mu
+	actual, _ := captureGates.LoadOrStore(dev.ordinal, g)
+	return actual.(*captureGate)
+}
+
+// hold waits until no capture is in progress and keeps new ones from
+// beginning until letGo.
+func (g *captureGate) hold() {
+	g.mu.Lock()
+	g.holding++
+	for g.active > 0 {
+		g.changed.Wait()
+	}
+	g.mu.Unlock()
+}
+
+func (g *captureGate) letGo() {
+	g.mu.Lock()
+	if g.holding--; g.holding == 0 {
+		g.changed.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// enter counts a capture in. It waits while a Close holds the gate with
+// no capture in progress; while others are in progress, the Close waits
+// for them anyway, and a capture that its function begins must not wait
+// for a Close that waits for the capture around it.
+func (g *captureGate) enter() {
+	g.mu.Lock()
+	for g.holding > 0 && g.active == 0 {
+		g.changed.Wait()
+	}
+	g.active++
+	g.mu.Unlock()
+}
+
+func (g *captureGate) exit() {
+	g.mu.Lock()
+	if g.active--; g.active == 0 {
+		g.changed.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// beginCapture counts a capture in progress on k's device, unless k is
+// closing. On success the caller must call the gate's exit once the
+// capture's graph is adopted or destroyed.
+func (k *ctxCore) beginCapture(op string) (*captureGate, error) {
+	k.mu.Lock()
+	closing := k.closing
+	k.mu.Unlock()
+	if closing {
+		return nil, closedError(op)
+	}
+	g := gateOf(k.dev)
+	g.enter()
+	return g, nil
+}
+
+// beginCapture begins capturing on s, with s's context current, and
+// returns its handle. It first waits for the copies queued on s that
+// still use host memory, with s write-locked so that no wait for s on
+// behalf of that memory runs meanwhile: once the capture has begun, the
+// driver refuses such a wait, and there is nothing left for one to wait
+// for (resource.synchronizeLocked).
+func (s *Stream) beginCapture(op string) (uintptr, error) {
+	r := s.res
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.handle.Load()
+	if h == 0 {
+		return 0, closedError(op)
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	if r.uses.pending() {
+		mark := r.uses.mark()
+		if err := cuStreamSynchronize(sc, h); err != nil {
+			return 0, err
+		}
+		r.uses.complete(mark)
+	}
+	r.capturing.Store(true)
+	return h, cuStreamBeginCapture(sc, h, captureModeThreadLocal)
 }
 
 // errCaptureAborted stands for fn's error when fn did not return.
@@ -257,14 +364,73 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &GraphExec{from: g.res}
+	if err := r.setOrigin(op, g.res); err != nil {
+		return nil, err
+	}
+	e := &GraphExec{from: g.res, nodes: append([]uintptr(nil), g.nodes...)}
 	e.setUses(g.uses)
 	own(e, &e.owned, g.ctx, r, true)
 	return e, nil
 }
 
+// setOrigin records g as the graph that r, a graph exec just made, was
+// instantiated from: g's Close then leaves g's handle for r's to destroy,
+// since the driver names r's nodes by g's.
+func (r *resource) setOrigin(op string, g *resource) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.handle.Load() == 0 { // released meanwhile by its context's Close
+		return closedError(op)
+	}
+	r.core.mu.Lock()
+	r.origin = g
+	g.execs++
+	r.core.mu.Unlock()
+	return nil
+}
+
+// keepForExecs reports whether r, when a graph whose handle is h, must
+// outlive its Close for the execs instantiated from it, and if so keeps h
+// for the last of them to destroy (dropOrigin).
+func (r *resource) keepForExecs(h uintptr) bool {
+	if r.kind != kindGraph {
+		return false
+	}
+	r.core.mu.Lock()
+	defer r.core.mu.Unlock()
+	if r.execs == 0 {
+		return false
+	}
+	r.kept = h
+	return true
+}
+
+// dropOrigin is part of the release of r, a graph exec, with its context
+// current: the last exec of a closed graph destroys it (cuGraphDestroy).
+func (r *resource) dropOrigin() error {
+	g := r.origin
+	if g == nil {
+		return nil
+	}
+	r.origin = nil
+	r.core.mu.Lock()
+	g.execs--
+	var h uintptr
+	if g.execs == 0 {
+		h, g.kept = g.kept, 0
+	}
+	r.core.mu.Unlock()
+	if h == 0 {
+		return nil
+	}
+	return cuGraphDestroy(h)
+}
+
 // Close destroys the graph (cuGraphDestroy). Executable graphs made from it
-// are not affected. A second Close returns nil.
+// are not affected: the driver names their nodes by this graph's, so while
+// any is open the graph is destroyed only when the last of them closes.
+// Using the graph after Close returns ErrClosed. A second Close returns
+// nil.
 func (g *Graph) Close() error {
 	if g == nil {
 		return nil
@@ -288,6 +454,10 @@ type GraphExec struct {
 	from *resource  // the graph instantiated or last updated from: its nodes are e's
 	all  []graphUse // what each node uses
 	uses []graphUse // all, each resource once: what a launch locks
+	// nodes are the graph instantiated from's nodes, in the order added
+	// (none for a captured graph), set once: the handles that name e's
+	// nodes to the driver, also after an update from another graph.
+	nodes []uintptr
 }
 
 // setUses makes uses (a copy) what e's nodes use.
@@ -350,11 +520,10 @@ func (e *GraphExec) launch(bound via, s *Stream) error {
 	}
 	c := s.capt.Load()
 	for _, u := range e.uses {
-		if u.host {
-			s.res.uses.add(u.res, u.keep)
-		}
-		if c != nil {
+		if c != nil { // a captured launch runs nothing now
 			c.add(u.res, u.keep, u.host)
+		} else if u.host {
+			s.res.uses.add(u.res, u.keep)
 		}
 	}
 	return nil
@@ -390,9 +559,14 @@ var updateResults = [...]string{
 // launch shapes and copy addresses may differ. Typically g is a new
 // capture of the same issue code with other buffers. A g that differs more
 // is ErrGraphUpdate, and e stays as it was. From then on e keeps g's
-// memory, not its old graph's, reachable, and the nodes of g (not those of
-// the graph e was made from, which may be closed) identify e's nodes for
-// the Set methods ([GraphExec.SetKernel] and the like).
+// memory, not its old graph's, reachable, and the nodes of g identify e's
+// nodes for the Set methods ([GraphExec.SetKernel] and the like): each
+// stands for the node added at the same position to the graph e was
+// instantiated from (the driver pairs them so, and names e's nodes by
+// that graph's, which e therefore keeps until it closes). Nodes of the
+// graph e was instantiated or updated from before are refused, as are
+// nodes added to g after the update, so that one set of nodes at a time
+// names e's; to use them again, Update from their graph.
 func (e *GraphExec) Update(g *Graph) error {
 	const op = "GraphExec.Update"
 	if e == nil || e.res == nil {

@@ -60,6 +60,7 @@ const (
 type GraphNode struct {
 	g      *Graph
 	h      uintptr // CUgraphNode
+	idx    int     // its position in g.nodes
 	kernel *Function
 	copyTo int // 1: to the device, 2: to the host, 0: a kernel
 }
@@ -115,7 +116,8 @@ func (g *Graph) build(op string, deps []GraphNode, add func(gh uintptr, deps *ui
 	if err != nil {
 		return GraphNode{}, err
 	}
-	return GraphNode{g: g, h: h}, nil
+	g.nodes = append(g.nodes, h)
+	return GraphNode{g: g, h: h, idx: len(g.nodes) - 1}, nil
 }
 
 // kernelParams fills p for f, cfg and args, with the argument values in a
@@ -281,12 +283,13 @@ func (g *Graph) AddCopyToHost(dst HostMemory, dstOff int, src *DeviceBuffer, src
 	return g.addCopy("Graph.AddCopyToHost", false, src, srcOff, dst, dstOff, n, deps)
 }
 
-// setNode runs set, which calls the driver to change node n of e, with e
-// write-locked (no launch meanwhile), n's graph locked and e's context
-// current. prepare, when not nil, runs first with e locked: it locks the
-// memory the node will use (e, then memory, then the graph, the order of
-// every call) and returns how to unlock it.
-func (e *GraphExec) setNode(op string, n GraphNode, prepare func() (func(), error), set func(eh uintptr) error) error {
+// setNode runs set, which calls the driver to change node n of e, named
+// by node (the handle of the node at n's position in the graph e was
+// instantiated from), with e write-locked (no launch meanwhile), n's graph
+// locked and e's context current. prepare, when not nil, runs first with e
+// locked: it locks the memory the node will use (e, then memory, then the
+// graph, the order of every call) and returns how to unlock it.
+func (e *GraphExec) setNode(op string, n GraphNode, prepare func() (func(), error), set func(eh, node uintptr) error) error {
 	if e == nil || e.res == nil {
 		return argError(op, "nil *GraphExec")
 	}
@@ -302,6 +305,10 @@ func (e *GraphExec) setNode(op string, n GraphNode, prepare func() (func(), erro
 	if n.g.res != e.from {
 		return argError(op, "the node is not of the graph the exec was instantiated or last updated from")
 	}
+	if n.idx >= len(e.nodes) {
+		return argError(op, "the node was added after the exec was instantiated or updated, or the exec was instantiated from a captured graph")
+	}
+	node := e.nodes[n.idx]
 	if prepare != nil {
 		unlock, err := prepare()
 		if err != nil {
@@ -319,7 +326,7 @@ func (e *GraphExec) setNode(op string, n GraphNode, prepare func() (func(), erro
 	defer leave()
 	n.g.mu.Lock()
 	defer n.g.mu.Unlock()
-	return set(eh)
+	return set(eh, node)
 }
 
 // SetKernel changes the launch shape and arguments of kernel node n in e
@@ -342,8 +349,8 @@ func (e *GraphExec) SetKernel(n GraphNode, cfg LaunchConfig, args *Args) error {
 		return err
 	}
 	defer putSlab(slab)
-	return e.setNode(op, n, nil, func(eh uintptr) error {
-		return cuGraphExecKernelNodeSetParams(eh, n.h, p)
+	return e.setNode(op, n, nil, func(eh, node uintptr) error {
+		return cuGraphExecKernelNodeSetParams(eh, node, p)
 	})
 }
 
@@ -370,11 +377,12 @@ func (e *GraphExec) setCopy(op string, n GraphNode, toDevice bool, dev *DeviceBu
 		}
 		return func() { mem.mu.RUnlock(); dev.done() }, nil
 	}
-	return e.setNode(op, n, prepare, func(eh uintptr) error {
-		if err := cuGraphExecMemcpyNodeSetParams(eh, n.h, p, k.handle.Load()); err != nil {
+	return e.setNode(op, n, prepare, func(eh, node uintptr) error {
+		if err := cuGraphExecMemcpyNodeSetParams(eh, node, p, k.handle.Load()); err != nil {
 			return err
 		}
-		// The node now uses this memory, not what it used before.
+		// The node now uses this memory, not what it used before (e.all
+		// names each node by its handle in e.from, as n.h does).
 		uses := make([]graphUse, 0, len(e.all)+2)
 		for _, u := range e.all {
 			if u.node != n.h {

@@ -95,10 +95,21 @@ type resource struct {
 	// never destroyed mid-capture, nor its context released with the
 	// capture's graph untracked (graph.go).
 	capture sync.RWMutex
-	// capturing is set while a capture may be under way on the stream:
-	// a wait for its work then synchronises the context, since the
-	// capture forbids waiting for the stream itself.
+	// capturing is set while a capture may be under way on the stream
+	// (set with mu held for writing, right before the capture begins): a
+	// wait for the stream's work then has nothing to wait for (see
+	// synchronizeLocked).
 	capturing atomic.Bool
+
+	// origin is a graph exec's: the graph it was instantiated from, whose
+	// node handles name the exec's nodes to the driver, also after an
+	// update from another graph (graphnode.go). Set under mu.
+	origin *resource
+	// execs counts a graph's open execs instantiated from it, and kept is
+	// the handle that the graph's Close left for the last of them to
+	// destroy. Both guarded by core.mu.
+	execs int
+	kept  uintptr
 }
 
 // track creates the resource for a new handle. It fails, and the caller
@@ -182,8 +193,11 @@ func (r *resource) release() error {
 				// pool: wait for the context first (FreeAsync avoids this).
 				err = errors.Join(err, cuCtxSynchronize())
 			}
-			if !keepMemory {
+			if !keepMemory && !r.keepForExecs(h) {
 				err = errors.Join(err, destroyOf[r.kind](h))
+			}
+			if r.kind == kindGraphExec {
+				err = errors.Join(err, r.dropOrigin())
 			}
 			leave()
 		}
@@ -223,6 +237,13 @@ func keepPinned(p *runtime.Pinner) {
 // synchronizeLocked waits for the stream whose handle is h, with r.mu held,
 // and lets go of the host memory its copies used.
 func (r *resource) synchronizeLocked(h uintptr) error {
+	if r.capturing.Load() {
+		// The driver refuses a wait for a capturing stream, or for its
+		// context, and invalidates the capture. There is nothing to wait
+		// for: Capture waited for the copies queued before it began, and
+		// captured copies run nothing.
+		return nil
+	}
 	k := r.core
 	if err := k.alive("Stream.Close"); err != nil {
 		return err
@@ -232,18 +253,9 @@ func (r *resource) synchronizeLocked(h uintptr) error {
 	if err := k.enter("Stream.Close"); err != nil {
 		return err
 	}
-	var err error
-	if r.capturing.Load() {
-		// A capture forbids waiting for the stream (and would be
-		// invalidated by it): the context's wait covers the work queued on
-		// the stream before the capture began, and the capture's own
-		// operations run nothing.
-		err = cuCtxSynchronize()
-	} else {
-		sc := getScratch()
-		err = cuStreamSynchronize(sc, h)
-		putScratch(sc)
-	}
+	sc := getScratch()
+	err := cuStreamSynchronize(sc, h)
+	putScratch(sc)
 	leave()
 	// Even when the stream failed (a sticky error), it runs nothing more.
 	r.uses.complete(mark)

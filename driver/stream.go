@@ -240,10 +240,13 @@ func (s *Stream) hostCopyLocked(op string, bound via, toDevice bool, dev *Device
 	}
 	bound.issued(sc)
 	if err == nil {
-		s.res.uses.add(mem, keep)
 		if c := s.capt.Load(); c != nil {
+			// A captured copy runs nothing now: the graph keeps the
+			// memory, and each launch's stream waits for it.
 			c.add(mem, keep, true)
 			c.add(dev.res, dev, false)
+		} else {
+			s.res.uses.add(mem, keep)
 		}
 	}
 	return err

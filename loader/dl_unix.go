@@ -35,3 +35,9 @@ func dlsym(h uintptr, name string) (uintptr, error) {
 }
 
 func dlclose(h uintptr) { _ = purego.Dlclose(h) }
+
+// call calls the C function fn with args and returns its result.
+func call(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}

@@ -5,6 +5,8 @@ package loader
 import (
 	"syscall"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 const platformSupported = true
@@ -32,3 +34,9 @@ func dlsym(h uintptr, name string) (uintptr, error) {
 }
 
 func dlclose(h uintptr) { _ = syscall.FreeLibrary(syscall.Handle(h)) }
+
+// call calls the C function fn with args and returns its result.
+func call(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}

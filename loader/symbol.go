@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // Symbol describes one driver entry point: the name that cuGetProcAddress
@@ -68,7 +66,7 @@ func (l *Library) Resolve(s Symbol) (uintptr, error) {
 		name := cString(s.Name)
 		var fn uintptr
 		var status int32
-		r, _, _ := purego.SyscallN(l.getProcAddress,
+		r := call(l.getProcAddress,
 			uintptr(unsafe.Pointer(&name[0])),
 			uintptr(unsafe.Pointer(&fn)),
 			uintptr(s.Version),
@@ -125,7 +123,7 @@ func readVersion(h uintptr) (int, error) {
 		return 0, fmt.Errorf("loader: cuDriverGetVersion not exported: %v", err)
 	}
 	var v int32
-	r, _, _ := purego.SyscallN(p, uintptr(unsafe.Pointer(&v)))
+	r := call(p, uintptr(unsafe.Pointer(&v)))
 	if int32(r) != 0 {
 		return 0, fmt.Errorf("loader: cuDriverGetVersion failed with CUresult %d", int32(r))
 	}

@@ -32,6 +32,15 @@ func cli(args ...string) func(t *testing.T) (string, int) {
 	}
 }
 
+// cliTmp runs a command line whose files are under tmp, and writes tmp as
+// $TMP in the error.
+func cliTmp(tmp string, args ...string) func(t *testing.T) (string, int) {
+	return func(t *testing.T) (string, int) {
+		code, _, errOut := runCLI(args...)
+		return strings.ReplaceAll(strings.TrimSpace(errOut), tmp, "$TMP"), code
+	}
+}
+
 func apiErr(f func() error) func(t *testing.T) (string, int) {
 	return func(t *testing.T) (string, int) {
 		err := f()
@@ -58,6 +67,19 @@ func badInputs(tmp string) []badInput {
 	seed := string(kernels.Seed.PTX())
 	junk := filepath.Join(tmp, "junk.so")
 	os.WriteFile(junk, []byte("not a library"), 0o644)
+	f32 := func(name string, size int) string {
+		path := filepath.Join(tmp, name)
+		os.WriteFile(path, make([]byte, size), 0o644)
+		return path
+	}
+	same, other, odd := f32("same.f32", 4096), f32("long.f32", 8192), f32("odd.f32", 4098)
+	os.Link(same, filepath.Join(tmp, "hard.f32"))
+	dir := filepath.Join(tmp, "dir")
+	os.Mkdir(dir, 0o755)
+	kptx := filepath.Join(tmp, "k.ptx")
+	if src, err := os.ReadFile(filepath.Join("testdata", "double.ptx")); err == nil {
+		os.WriteFile(kptx, src, 0o644)
+	}
 	sim := pipeline.NewSim(1, 0)
 	cfg := pipeline.Config{ChunkElems: 8, Inputs: []int{4}, Outputs: []int{4}}
 	in, out := make([]float32, 10), make([]float32, 10)
@@ -122,6 +144,39 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap bench --wait spin` without `--small-jobs`", cli("bench", "--wait", "spin")},
 		{"CLI", "`overlap bench --small-jobs --workers 0`", cli("bench", "--small-jobs", "--workers", "0")},
 		{"CLI", "`overlap bench --small-jobs --slots 3`", cli("bench", "--small-jobs", "--slots", "3")},
+		{"CLI", "`overlap run --in same.f32 --out ./same.f32`, the input under another name", cliTmp(tmp, "run", "--sim", "--in", same, "--out", tmp+"/./same.f32")},
+		{"CLI", "`overlap run --in same.f32 --out hard.f32`, a hard link to the input", cliTmp(tmp, "run", "--sim", "--in", same, "--out", filepath.Join(tmp, "hard.f32"))},
+		{"CLI", "`overlap run --in a.f32 --out - > a.f32`, stdout the input", func(t *testing.T) (string, int) {
+			f, err := os.OpenFile(same, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err.Error(), -1
+			}
+			defer f.Close()
+			var errOut strings.Builder
+			code := cmdRun([]string{"--sim", "--in", same, "--out", "-"}, f, &errOut)
+			return strings.ReplaceAll(strings.TrimSpace(errOut.String()), tmp, "$TMP"), code
+		}},
+		{"CLI", "`overlap run --ptx k.ptx --entry double_it --trace k.ptx`", cliTmp(tmp, "run", "--gpu", "--ptx", kptx, "--entry", "double_it", "--trace", kptx)},
+		{"CLI", "`overlap run --trace t --svg t`", cliTmp(tmp, "run", "--sim", "--trace", filepath.Join(tmp, "t"), "--svg", filepath.Join(tmp, "t"))},
+		{"CLI", "`overlap run --in dir --out o`, a directory", cliTmp(tmp, "run", "--sim", "--in", dir, "--out", filepath.Join(tmp, "o"))},
+		{"CLI", "`overlap run --in odd.f32 --out o`, not whole elements", cliTmp(tmp, "run", "--sim", "--in", odd, "--out", filepath.Join(tmp, "o"))},
+		{"CLI", "`overlap run --kernel saxpy --in a,b --out o`, of different lengths", cliTmp(tmp, "run", "--sim", "--kernel", "saxpy", "--in", same+","+other, "--out", filepath.Join(tmp, "o"))},
+		{"CLI", "`overlap run --in a --out - --verify`", cli("run", "--in", "a", "--out", "-", "--verify")},
+		{"CLI", "`overlap run --in - --out o --verify`", cli("run", "--in", "-", "--out", "o", "--verify")},
+		{"CLI", "`overlap run --in - --out o --bound`", cli("run", "--in", "-", "--out", "o", "--bound")},
+		{"CLI", "`overlap run --in a --out /dev/null --verify`", cliTmp(tmp, "run", "--sim", "--in", same, "--out", os.DevNull, "--verify")},
+		{"CLI", "`overlap run --in a --out b --kernel fft`", cli("run", "--in", "a", "--out", "b", "--kernel", "fft")},
+		{"CLI", "`overlap run --in a --out b --chunk 3`", cli("run", "--in", "a", "--out", "b", "--chunk", "3")},
+		{"CLI", "`overlap run --sim --in a.f32 --out o --iters 2000000000`", cliTmp(tmp, "run", "--sim", "--in", same, "--out", filepath.Join(tmp, "o"), "--iters", "2000000000")},
+		{"CLI", "`overlap run --gpu --iters 2000000000`", cli("run", "--gpu", "--iters", "2000000000")},
+		{"CLI", "`overlap run --sim --iters 2000000000`", cli("run", "--sim", "--iters", "2000000000")},
+		{"CLI", "`overlap run --gpu --chunk 3`", cli("run", "--gpu", "--chunk", "3")},
+		{"CLI", "`overlap run --sim --elems 1G --chunk 3`", cli("run", "--sim", "--elems", "1G", "--chunk", "3", "--iters", "1")},
+		{"CLI", "`overlap run --warm 1h`", cli("run", "--warm", "1h")},
+		{"CLI", "`overlap run --ptx double.ptx --entry wrong`, without a GPU too", cli("run", "--ptx", filepath.Join("testdata", "double.ptx"), "--entry", "wrong")},
+		{"CLI", "`overlap run --sim --devices 1000`", cli("run", "--sim", "--devices", "1000")},
+		{"CLI", "`overlap run --sim --profile dir`, a directory", cliTmp(tmp, "run", "--sim", "--profile", dir)},
+		{"CLI", "`overlap run --sim --gpu`", cli("run", "--sim", "--gpu")},
 		{"CLI", "`overlap ptx describe missing.ptx`", cli("ptx", "describe", "missing.ptx")},
 		{"CLI", "`overlap ptx explain k.ptx`", cli("ptx", "explain", "k.ptx")},
 		{"CLI", "`overlap ptx describe /dev/zero`", cli("ptx", "describe", "/dev/zero")},

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
@@ -205,8 +204,22 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 	case o.scaling && o.sim && o.allDevices:
 		return nil, errors.New("--sim --devices needs a list, such as 0,1 for two simulated H200s")
 	}
-	for _, f := range []struct{ name, path string }{{"csv", o.csvPath}, {"svg", o.svgPath}} {
-		if err := checkWritable(f.name, f.path); err != nil {
+	for _, it := range o.iters {
+		if err := checkJobWork(o.elems, it, o.sim); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range o.chunks {
+		if err := checkChunks(o.elems, c, o.sim); err != nil {
+			return nil, err
+		}
+	}
+	outs := []namedFile{{"csv", o.csvPath}, {"svg", o.svgPath}}
+	if err := checkOutputs(outs, nil); err != nil {
+		return nil, err
+	}
+	for _, f := range outs {
+		if err := checkWritable(f.flag, f.path); err != nil {
 			return nil, err
 		}
 	}
@@ -234,23 +247,23 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if code, done := flagFailure("bench", err, stderr); done {
 		return code
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signalContext()
 	defer stop()
 	if o.smallJobs {
 		if err := runSmallJobs(ctx, o, stdout, stderr); err != nil {
-			return reportError("bench", err, stderr)
+			return reportError("bench", stoppedBy(ctx, err), stderr)
 		}
 		return exitOK
 	}
 	if o.scaling {
 		if err := runScaling(ctx, o, stdout, stderr); err != nil {
-			return reportError("bench", err, stderr)
+			return reportError("bench", stoppedBy(ctx, err), stderr)
 		}
 		return exitOK
 	}
 	rows, err := runBench(ctx, o, stdout, stderr)
 	if err != nil {
-		return reportError("bench", err, stderr)
+		return reportError("bench", stoppedBy(ctx, err), stderr)
 	}
 	if err := writeBenchFiles(o, rows); err != nil {
 		fmt.Fprintf(stderr, "overlap bench: %v\n", err)

@@ -26,7 +26,7 @@ func TestHelp(t *testing.T) {
 		usage string
 		flags []string // flags that must be listed, in order
 	}{
-		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-device", "-devices", "-elems", "-entry", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
+		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-device", "-devices", "-elems", "-entry", "-gpu", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
 		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-devices", "-direct-calls", "-elems", "-host", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-slots", "-small-jobs", "-svg", "-wait", "-workers"}},
 		{[]string{"tune", "-h"}, "usage: overlap tune [flags]", []string{"-device", "-elems", "-entry", "-host", "-iters", "-kernel", "-ptx", "-repeat", "-sim"}},
 		{[]string{"devices", "-h"}, "usage: overlap devices", nil},
@@ -160,11 +160,19 @@ func TestVersion(t *testing.T) {
 		{"checkout with VCS stamp", &debug.BuildInfo{GoVersion: "go1.25.1", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
 			{Key: "vcs.revision", Value: "8c1682f0123456789abcdef"}, {Key: "vcs.time", Value: "2026-11-30T07:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
 			"overlap (devel) commit 8c1682f01234 2026-11-30T07:00:00Z (modified), go1.25.1 " + platform},
-		{"no version at all", &debug.BuildInfo{GoVersion: "go1.25.1"}, "overlap (devel), go1.25.1 " + platform},
+		{"no version at all", &debug.BuildInfo{GoVersion: "go1.25.1"}, "overlap (devel: no commit recorded; make cli records it), go1.25.1 " + platform},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, versionLine(c.info, true), c.name)
 	}
+	// The Makefile's stamp (make cli, make gpu-bundle) where the go
+	// command recorded no commit (the trial: go run, a git worktree and
+	// -buildvcs=false printed "(devel)"); the go command's own wins.
+	defer func(r, w, m string) { vcsRevision, vcsTime, vcsModified = r, w, m }(vcsRevision, vcsTime, vcsModified)
+	vcsRevision, vcsTime, vcsModified = "9f53def0123456789", "2026-12-01T09:00:00Z", "false"
+	assert.Equal(t, "overlap (devel) commit 9f53def01234 2026-12-01T09:00:00Z, go1.25.1 "+platform,
+		versionLine(&debug.BuildInfo{GoVersion: "go1.25.1", Main: debug.Module{Version: "(devel)"}}, true))
+	assert.Equal(t, cases[1].want, versionLine(cases[1].info, true), "the go command's record first")
 	assert.Equal(t, "overlap (unknown version: no build information) "+runtime.Version()+" "+platform, versionLine(nil, false))
 }
 
@@ -186,17 +194,22 @@ func TestPredictionText(t *testing.T) {
 }
 
 // TestThirtyTwoBitBuild: a 32-bit build (GOARCH=386, built by make test)
-// refuses the GPU in one line and still runs the simulator. Issue 10: it
-// did not compile.
+// refuses the GPU in one line and still runs the simulator, by default
+// when no GPU was asked for. Issue 10: it did not compile.
 func TestThirtyTwoBitBuild(t *testing.T) {
 	defer func(old int) { intSize = old }(intSize)
 	intSize = 32
-	code, out, errOut := runCLI("run", "--elems", "64K")
+	code, out, errOut := runCLI("run", "--gpu", "--elems", "64K")
 	assert.Equal(t, exitFail, code)
 	assert.Empty(t, out)
 	assert.Equal(t, "overlap run: this is a 32-bit build, and NVIDIA's driver API is 64-bit only: build for amd64 or arm64, or use --sim\n", errOut)
 	code, _, errOut = runCLI("run", "--sim", "--elems", "64K", "--chunk", "16K", "--iters", "1", "--repeat", "1", "--quiet")
 	assert.Equal(t, exitOK, code, errOut)
+	assert.Empty(t, errOut)
+	code, _, errOut = runCLI("run", "--elems", "64K", "--chunk", "16K", "--iters", "1", "--repeat", "1", "--quiet")
+	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "overlap run: this is a 32-bit build, and NVIDIA's driver API is 64-bit only: running on the CPU simulator instead (--gpu makes this an error)\n", errOut,
+		"--quiet still says that the run was simulated")
 }
 
 // TestREADMEFlagTable: the README's table for overlap run lists every flag

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -38,6 +40,12 @@ type runOptions struct {
 	svg        string
 	quiet      bool
 	sim        bool
+	// gpu is --gpu: a missing driver is an error, not a run on the
+	// simulator.
+	gpu bool
+	// noGPU says why a run that asked for no machine runs on the
+	// simulator: no driver was found (empty when it runs where asked).
+	noGPU      string
 	profile    string // --profile FILE for --sim
 	simSmaller bool   // --sim chose a smaller default job
 	noBaseline bool
@@ -139,6 +147,69 @@ func (f sizeFlag) Set(s string) error {
 // maxElems bounds --elems: 2^32-1 is the kernels' unsigned count.
 const maxElems = 1<<32 - 1
 
+// What one pass over a job (a synchronous baseline, a pipeline run, the
+// stages alone) may cost, so that a job that cannot finish in reasonable
+// time is refused when the flags are read rather than left to run for
+// hours. The seed kernel's work is its elements times its iterations: an
+// H200 did 128M elements of 100 iterations in 13.45 ms, about 1e12 a
+// second, and the simulator computes each on the CPU, some 3e7 a second
+// per core on the 2-core development machine (2026-12-01). A chunk costs
+// several driver calls on a GPU (a few µs) and 0.1-0.3 ms of CPU on the
+// simulator. The bounds refuse what is hopeless, not what is merely slow.
+const (
+	maxGPUIterWork = 1e14 // about 100 s on an H200
+	// maxSimIterWork is about 2 CPU-hours: minutes on a large host, an
+	// hour on a laptop. The simulator's default job (4M elements of 100
+	// iterations) is 4.2e8, 1G elements of 100 are 1.1e11.
+	maxSimIterWork = 2e11
+	maxGPUChunks   = 1 << 22
+	maxSimChunks   = 1 << 20
+	// minStreamChunk is a streaming run's smallest chunk: one 4 KiB page
+	// per input. Each chunk is a read and a write call and several driver
+	// calls, and the trial's --chunk 3 streamed a 4 MiB file for over a
+	// minute on the simulator.
+	minStreamChunk = 1024
+	// maxWarm bounds --warm: a run warms up before each timed part.
+	maxWarm = time.Minute
+)
+
+// sci renders a large count as 8.4e15.
+func sci(x float64) string { return strings.Replace(fmt.Sprintf("%.2g", x), "e+", "e", 1) }
+
+// checkWork refuses a seed job of elems elements at iters iterations that
+// one pass could not finish in reasonable time. what names the elements
+// and lower says what to lower besides --iters.
+func checkWork(elems int64, iters int, sim bool, what, lower string) error {
+	work := float64(elems) * float64(max(iters, 1))
+	switch {
+	case sim && work > maxSimIterWork:
+		return fmt.Errorf("--iters %d over %s is %s kernel iterations per pass; the simulator computes each one on the CPU and takes at most %s per pass: lower %s",
+			iters, what, sci(work), sci(maxSimIterWork), lower)
+	case !sim && work > maxGPUIterWork:
+		return fmt.Errorf("--iters %d over %s is %s kernel iterations per pass; a run takes at most %s per pass (about 100 s on an NVIDIA H200): lower %s",
+			iters, what, sci(work), sci(maxGPUIterWork), lower)
+	}
+	return nil
+}
+
+// checkJobWork is checkWork for a job of --elems elements.
+func checkJobWork(elems int, iters int, sim bool) error {
+	return checkWork(int64(elems), iters, sim, fmt.Sprintf("%d elements", elems), "--iters or --elems")
+}
+
+// checkChunks refuses a job cut into more chunks than one pass can issue
+// in reasonable time.
+func checkChunks(elems, chunk int, sim bool) error {
+	chunks := (int64(elems) + int64(chunk) - 1) / int64(chunk)
+	switch {
+	case sim && chunks > maxSimChunks:
+		return fmt.Errorf("--chunk %d cuts --elems %d into %d chunks; the simulator takes at most %d (about 0.1 ms of CPU each): use a larger --chunk", chunk, elems, chunks, maxSimChunks)
+	case !sim && chunks > maxGPUChunks:
+		return fmt.Errorf("--chunk %d cuts --elems %d into %d chunks; a run takes at most %d (several driver calls each): use a larger --chunk", chunk, elems, chunks, maxGPUChunks)
+	}
+	return nil
+}
+
 const (
 	runUsage  = "overlap run [flags]"
 	tuneUsage = "overlap tune [flags]"
@@ -173,6 +244,26 @@ func parseRunFlags(args []string, stdout io.Writer) (*runOptions, error) {
 		other, _, _ := streamFlags(&streamOptions{})
 		return nil, otherModeFlag(err, other, "applies to a streaming run only: overlap run --in FILE --out FILE")
 	}
+	if o.sim && o.gpu {
+		return nil, errors.New("--sim and --gpu ask for different machines; give one")
+	}
+	if o.profile != "" && !o.sim {
+		return nil, errors.New("--profile needs --sim: a GPU measures its own times")
+	}
+	// A run that asks for no machine in particular runs on the GPUs, or
+	// on the simulator where no driver is found. Asking for a GPU (--gpu,
+	// --device, --devices) or for what only a GPU does (--wait, --warm,
+	// --ptx) makes a missing driver the error.
+	asked := o.gpu || o.ptxFile != ""
+	for _, f := range []string{"device", "devices", "wait", "warm"} {
+		asked = asked || isSet(fs, f)
+	}
+	if !o.sim && !asked {
+		if why := noGPU(); why != "" {
+			o.sim = true
+			o.noGPU = why + ": running on the CPU simulator instead (--gpu makes this an error)"
+		}
+	}
 	if err := checkRunOptions(fs, o, host); err != nil {
 		return nil, err
 	}
@@ -195,6 +286,7 @@ func runFlags(o *runOptions, host *string) *flag.FlagSet {
 	fs.Var(devicesFlag{o}, "devices", "GPUs that share the job: all, or indexes such as 0,1 (with --sim: how many simulated H200s, as 0,1,2)")
 	fs.Var(runWaitFlag{o}, "wait", "how the host waits for the GPU: spin, yield, block, auto, or default (the driver's as left)")
 	fs.Var(warmFlag{&o.warm}, "warm", "untimed GPU work right before each timed part, so that an idle GPU and host reach their clocks; 0 turns it off")
+	fs.BoolVar(&o.gpu, "gpu", false, "run on the GPU only: without a driver, fail rather than run on the simulator")
 	return fs
 }
 
@@ -268,8 +360,17 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	if o.sim && !elemsSet {
 		o.elems, o.simSmaller = simDefaultElems, true
 	}
-	if o.profile != "" && !o.sim {
-		return errors.New("--profile needs --sim: a GPU measures its own times")
+	if o.profile != "" {
+		if st, err := os.Stat(o.profile); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--profile %s: no such file", o.profile)
+		} else if err != nil {
+			return fmt.Errorf("--profile %s: %v", o.profile, unwrapPath(err))
+		} else if st.IsDir() {
+			return fmt.Errorf("--profile %s: is a directory", o.profile)
+		}
+	}
+	if o.warm > maxWarm {
+		return fmt.Errorf("--warm %v: at most %v (a run warms up before each of its --repeat+2 timed parts)", o.warm, maxWarm)
 	}
 	if o.sim && o.warm > 0 && isSet(fs, "warm") {
 		return errors.New("--warm needs a GPU: the simulator's profile describes a warm device")
@@ -284,6 +385,13 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		o.allDevices = false
 	case o.sim && o.allDevices:
 		o.devices, o.allDevices = []int{0}, false // one simulated H200 unless --devices lists more
+	}
+	if o.sim {
+		for _, d := range o.devices {
+			if d >= maxSimDevices {
+				return fmt.Errorf("--devices %s: the simulator has at most %d devices, 0 to %d (--devices 0,1 simulates two)", devicesFlag{o}, maxSimDevices, maxSimDevices-1)
+			}
+		}
 	}
 	if o.chunk == -1 { // not given: the default, capped at the job
 		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
@@ -306,8 +414,17 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	if err := checkTimed(o); err != nil {
 		return err
 	}
-	for _, f := range []struct{ name, path string }{{"trace", o.trace}, {"svg", o.svg}} {
-		if err := checkWritable(f.name, f.path); err != nil {
+	if !o.chunkAuto {
+		if err := checkChunks(o.elems, o.chunk, o.sim); err != nil {
+			return err
+		}
+	}
+	outs := []namedFile{{"trace", o.trace}, {"svg", o.svg}}
+	if err := checkOutputs(outs, []namedFile{{"ptx", o.ptxFile}, {"profile", o.profile}}); err != nil {
+		return err
+	}
+	for _, f := range outs {
+		if err := checkWritable(f.flag, f.path); err != nil {
 			return err
 		}
 	}
@@ -385,7 +502,7 @@ func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		if isSet(fs, "iters") {
 			return errors.New("--iters is the seed kernel's; your --ptx kernel takes no scalars")
 		}
-		return nil
+		return checkPTXEntry(o.ptxFile, o.entry)
 	}
 	k, err := kernels.ByName(o.kernel)
 	if err != nil {
@@ -396,6 +513,34 @@ func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	}
 	if isSet(fs, "iters") && !hasScalar(o.kernel, "iters") {
 		return fmt.Errorf("--iters is the seed kernel's; %s takes no iterations", o.kernel)
+	}
+	if hasScalar(o.kernel, "iters") {
+		return checkJobWork(o.elems, o.iters, o.sim)
+	}
+	return nil
+}
+
+// checkPTXEntry reads a --ptx file without a GPU and checks that it
+// defines entry as an element-wise kernel, so that a wrong name or shape
+// is refused before any driver is loaded.
+func checkPTXEntry(path, entry string) error {
+	src, err := readPTXFile(path)
+	if err != nil {
+		return fmt.Errorf("--ptx %v", err)
+	}
+	f, err := ptx.Parse(src)
+	if err != nil {
+		return fmt.Errorf("--ptx %s: %v", path, err)
+	}
+	e, ok := f.Entry(entry)
+	switch {
+	case !ok && len(f.Entries) == 0:
+		return fmt.Errorf("--ptx %s defines no .entry (kernel) at all, so %q cannot be launched", path, entry)
+	case !ok:
+		return fmt.Errorf("--ptx %s has no entry %q; its entries are: %s", path, entry, strings.Join(f.EntryNames(), ", "))
+	}
+	if _, err := elementwiseShape(e); err != nil {
+		return fmt.Errorf("--ptx %s: %v", path, err)
 	}
 	return nil
 }

@@ -105,11 +105,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 type usageError struct{ error }
 
 // reportError prints a command's failure as one line and returns its exit
-// code: 2 for a usage error, 1 otherwise, with a hint to use --sim when no
-// driver was found.
+// code: 2 for a usage error, 128 + the signal's number for a command that
+// a signal stopped (130 for SIGINT, 143 for SIGTERM, as a shell reports
+// them), 1 otherwise, with a hint to use --sim when no driver was found.
 func reportError(cmd string, err error, stderr io.Writer) int {
 	var ue usageError
+	var se *signalError
 	switch {
+	case errors.As(err, &se):
+		fmt.Fprintln(stderr, signalLine(cmd, se))
+		return se.exitCode()
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, ue.error)
 		return exitUsage

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"runtime"
 	"sort"
 	"strings"
@@ -79,10 +78,10 @@ func cmdProfile(args []string, stdout, stderr io.Writer) int {
 	if code, done := flagFailure("profile", err, stderr); done {
 		return code
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signalContext()
 	defer stop()
 	if err := profileCommand(ctx, o, stdout); err != nil {
-		return reportError("profile", err, stderr)
+		return reportError("profile", stoppedBy(ctx, err), stderr)
 	}
 	return exitOK
 }

@@ -261,7 +261,7 @@ func TestProfileFlags(t *testing.T) {
 	assert.Equal(t, "overlap run: --profile needs --sim: a GPU measures its own times\n", stderr)
 	code, _, stderr = runCLI("run", "--sim", "--profile", "/nonexistent.json", "--elems", "1K")
 	assert.Equal(t, exitUsage, code)
-	assert.Equal(t, "overlap run: --profile: pipeline: profile: open /nonexistent.json: no such file or directory\n", stderr)
+	assert.Equal(t, "overlap run: --profile /nonexistent.json: no such file\n", stderr)
 }
 
 // TestMeasureStateCosts guards issue 11's host costs by state and the

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -18,7 +19,10 @@ import (
 
 // result is what overlap run measured, as printed and as JSON.
 type result struct {
-	Simulated      bool       `json:"simulated"`
+	Simulated bool `json:"simulated"`
+	// NoGPU says why a run that asked for no machine in particular ran
+	// on the simulator: no driver was found.
+	NoGPU          string     `json:"no_gpu,omitempty"`
 	Profile        string     `json:"profile,omitempty"`
 	Note           string     `json:"note,omitempty"`
 	Backend        string     `json:"backend"`
@@ -85,24 +89,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if code, done := flagFailure("run", err, stderr); done {
 		return code
 	}
-	if o.ptxFile != "" {
-		if st, err := os.Stat(o.ptxFile); err != nil {
-			fmt.Fprintf(stderr, "overlap run: --ptx %s: no such file\n", o.ptxFile)
-			return exitUsage
-		} else if st.IsDir() {
-			fmt.Fprintf(stderr, "overlap run: --ptx %s: is a directory\n", o.ptxFile)
-			return exitUsage
-		}
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signalContext()
 	defer stop()
 	res, err := execute(ctx, o, stdout, stderr)
 	if err != nil {
-		return reportError("run", err, stderr)
+		return reportError("run", stoppedBy(ctx, err), stderr)
 	}
-	if o.jsonOut {
+	switch {
+	case o.jsonOut:
 		writeJSON(stdout, res)
-	} else if !o.quiet {
+	case o.quiet && o.noGPU != "":
+		fmt.Fprintln(stderr, "overlap run: "+o.noGPU) // that the times are predicted, not measured
+	case !o.quiet:
 		printTable(stdout, res)
 	}
 	return exitOK
@@ -114,6 +112,28 @@ var intSize = strconv.IntSize
 // errNo32Bit refuses the GPU on a 32-bit build: NVIDIA ships no 32-bit
 // driver API. Such a build compiles and runs the simulator.
 var errNo32Bit = errors.New("this is a 32-bit build, and NVIDIA's driver API is 64-bit only: build for amd64 or arm64, or use --sim")
+
+// loadDriver loads the driver; a variable for the tests.
+var loadDriver = driver.Load
+
+// noGPU says why this process can use no GPU at all: no driver library
+// was found, the operating system has none, or the build is 32-bit. It
+// is empty where a driver loads, and where one was found but failed (too
+// old, say): that is an error to report, not a reason to simulate.
+func noGPU() string {
+	if intSize < 64 {
+		return "this is a 32-bit build, and NVIDIA's driver API is 64-bit only"
+	}
+	err := loadDriver()
+	if errors.Is(err, loader.ErrNoDriver) || errors.Is(err, loader.ErrUnsupported) {
+		return strings.TrimPrefix(noDriverLine(err), "overlap: ")
+	}
+	return ""
+}
+
+// maxSimDevices bounds --sim --devices: each simulated device is a
+// simulator of its own, with its goroutines and its memory, on one CPU.
+const maxSimDevices = 16
 
 // env is the machine a run uses: GPU contexts or simulated devices. Most
 // commands use one device, backend; overlap run uses every one of
@@ -156,8 +176,8 @@ func openEnv(o *runOptions) (*env, error) {
 			}
 		}
 		k := max(1, len(o.devices))
-		if k > 16 {
-			return nil, usageError{fmt.Errorf("--devices: %d simulated devices; at most 16", k)}
+		if k > maxSimDevices {
+			return nil, usageError{fmt.Errorf("--devices: %d simulated devices; at most %d", k, maxSimDevices)}
 		}
 		opts := pipeline.SimHostOptions{Seed: 1}
 		if k > 1 {
@@ -178,7 +198,7 @@ func openEnv(o *runOptions) (*env, error) {
 	if intSize < 64 {
 		return nil, errNo32Bit
 	}
-	if err := driver.Load(); err != nil {
+	if err := loadDriver(); err != nil {
 		return nil, err
 	}
 	n, err := driver.DeviceCount()
@@ -340,7 +360,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	prog := newProgress(stderr, o.quiet || o.jsonOut)
 	defer prog.done()
 
-	res := &result{Simulated: o.sim, Backend: e.backend.Name(), Kernel: w.name, Elems: o.elems, HostMode: o.host.String()}
+	res := &result{Simulated: o.sim, NoGPU: o.noGPU, Backend: e.backend.Name(), Kernel: w.name, Elems: o.elems, HostMode: o.host.String()}
 	if e.sim != nil {
 		res.Profile = profileLabel(o, e.sim.Profile())
 		if o.simSmaller {
@@ -509,6 +529,9 @@ func printTable(w io.Writer, r *result) {
 	label := ""
 	if r.Simulated {
 		label = fmt.Sprintf(" [simulated on the CPU: times predicted for %s]", r.Profile)
+	}
+	if r.NoGPU != "" {
+		fmt.Fprintln(w, "overlap run: "+r.NoGPU)
 	}
 	if r.Note != "" {
 		fmt.Fprintln(w, r.Note)

@@ -167,11 +167,14 @@ func TestRunSimEndToEnd(t *testing.T) {
 	assert.Empty(t, out)
 }
 
+// TestRunWithoutDriver: asked for a GPU (--gpu), a machine without a
+// driver says so in one line and exits 1; TestNoDriverRunsTheSimulator
+// covers a run that asks for no machine.
 func TestRunWithoutDriver(t *testing.T) {
 	if driverPresent() {
 		t.Skip("a driver is present; this test covers machines without one")
 	}
-	code, out, errOut := runCLI("run", "--elems", "1M")
+	code, out, errOut := runCLI("run", "--gpu", "--elems", "1M")
 	assert.Equal(t, exitFail, code)
 	assert.Empty(t, out)
 	assert.True(t, strings.HasPrefix(errOut, "overlap: no NVIDIA driver found (tried "), errOut)

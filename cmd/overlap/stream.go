@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -77,7 +76,7 @@ func parseStreamFlags(args []string, stdout io.Writer) (*streamOptions, error) {
 		return nil, otherModeFlag(err, runFlags(defaultRunOptions(), new(string)),
 			"does not apply to a streaming run (--in FILE --out FILE): overlap run --in - -h lists its flags")
 	}
-	return o, checkStreamOptions(fs, o, *in, *out)
+	return o, checkStreamOptions(fs, o, *in, *out, stdout)
 }
 
 // streamFlags is overlap run --in's flag set, writing into o; in and out
@@ -86,9 +85,9 @@ func streamFlags(o *streamOptions) (fs *flag.FlagSet, in, out *string) {
 	fs = newFlags("run")
 	in = fs.String("in", "", "input files, comma-separated, one per kernel input (- for stdin)")
 	out = fs.String("out", "", "output file (- for stdout; the report then goes to stderr)")
-	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel: seed (1 input), saxpy or lerp (2 inputs)")
+	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel: seed or axpb (1 input), saxpy or lerp (2 inputs)")
 	fs.IntVar(&o.iters, "iters", 100, "seed kernel iterations")
-	fs.Var(sizeFlag{v: &o.chunk}, "chunk", "elements per chunk")
+	fs.Var(sizeFlag{v: &o.chunk}, "chunk", "elements per chunk (at least 1K)")
 	fs.IntVar(&o.slots, "slots", 0, "buffer slots (default compute-streams+2)")
 	fs.IntVar(&o.computeStreams, "compute-streams", pipeline.DefaultComputeStreams, "streams for kernels")
 	fs.IntVar(&o.readers, "readers", 0, "goroutines reading file inputs with pread (default: one per CPU)")
@@ -104,15 +103,35 @@ func streamFlags(o *streamOptions) (fs *flag.FlagSet, in, out *string) {
 	return fs, in, out
 }
 
-// checkStreamOptions checks overlap run --in's parsed flags.
-func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string) error {
+// streamKernels names the embedded kernels that a streaming run takes:
+// those with inputs and one output.
+func streamKernels() []string {
+	var names []string
+	for _, name := range kernels.Pipelinable() {
+		if k, err := kernels.ByName(name); err == nil && k.Inputs > 0 && k.Outputs == 1 {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// checkStreamOptions checks overlap run --in's parsed flags and, before
+// any file is opened for writing, its files: each input exists, is not a
+// directory and holds whole elements, files are as long as each other,
+// the output is none of the inputs under any name, and what --verify and
+// --bound read back can be read. stdout is what --out - writes to.
+func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string, stdout io.Writer) error {
 	if in != "" {
 		o.ins = strings.Split(in, ",")
 	}
 	if out != "" {
 		o.outs = strings.Split(out, ",")
 	}
-	wantIns := map[string]int{"seed": 1, "saxpy": 2, "lerp": 2}[o.kernel]
+	wantIns := 0
+	if slices.Contains(streamKernels(), o.kernel) {
+		k, _ := kernels.ByName(o.kernel)
+		wantIns = k.Inputs
+	}
 	dashes := 0
 	for _, f := range o.ins {
 		if f == "-" {
@@ -123,7 +142,7 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string) erro
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case wantIns == 0:
-		return fmt.Errorf("--kernel %q: unknown (have seed, saxpy, lerp)", o.kernel)
+		return fmt.Errorf("--kernel %q: unknown (have %s)", o.kernel, strings.Join(streamKernels(), ", "))
 	case len(o.ins) != wantIns:
 		return fmt.Errorf("--in: kernel %s takes %d input(s), got %d", o.kernel, wantIns, len(o.ins))
 	case len(o.outs) != 1:
@@ -132,6 +151,11 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string) erro
 		return errors.New("--in: stdin (-) can be only one input")
 	case o.iters < 0:
 		return fmt.Errorf("--iters %d: must not be negative", o.iters)
+	case isSet(fs, "iters") && !hasScalar(o.kernel, "iters"):
+		return fmt.Errorf("--iters is the seed kernel's; %s takes no iterations", o.kernel)
+	case o.chunk < minStreamChunk:
+		return fmt.Errorf("--chunk %d: a streaming run's chunks are at least %d elements (%d KiB): each costs a read, a write and several driver calls",
+			o.chunk, minStreamChunk, 4*minStreamChunk/1024)
 	case o.computeStreams < 1 || o.computeStreams > 64:
 		return fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
 	case (o.slots != 0 || isSet(fs, "slots")) && (o.slots < 2 || o.slots < o.computeStreams || o.slots > 1024):
@@ -144,13 +168,67 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string) erro
 		return fmt.Errorf("--device %d: must not be negative", o.device)
 	case o.direct && (o.chunk*4)%pipeline.DirectAlign != 0:
 		return fmt.Errorf("--direct: a chunk of %d float32 is not a whole number of %d-byte pages", o.chunk, pipeline.DirectAlign)
+	case o.verify && o.outs[0] == "-":
+		return errors.New("--verify reads the output back from its file: it cannot read stdout (--out -)")
+	case o.verify && dashes > 0:
+		return errors.New("--verify reads the inputs back from their files: it cannot read stdin (--in -)")
+	case o.bound && dashes > 0:
+		return errors.New("--bound reads the inputs alone: it needs files, not stdin (--in -)")
 	}
+	// The inputs: each one readable, not a directory, whole elements, and
+	// files as long as each other (a pipe's length shows only as it is
+	// read, and the run then stops where it ends).
+	elems := int64(-1)
+	first := ""
 	for _, f := range o.ins {
 		if f == "" {
 			return errors.New("--in: empty file name")
 		}
-		if f != "-" && f == o.outs[0] {
-			return fmt.Errorf("--out %s is also an input", f)
+		if f == "-" {
+			continue
+		}
+		n, regular, err := inputFile(f)
+		if err != nil {
+			return err
+		}
+		if !regular {
+			continue
+		}
+		if elems >= 0 && n != elems {
+			return fmt.Errorf("--in: %s holds %d elements and %s %d; the inputs must be as long", first, elems, f, n)
+		}
+		elems, first = n, f
+	}
+	// The output: none of the inputs, under any name, nor the file that
+	// stdin reads or stdout writes.
+	for _, f := range o.ins {
+		var same bool
+		switch {
+		case f == "-" && o.outs[0] == "-":
+			continue // a pipe through: nothing is overwritten
+		case f == "-":
+			same = sameAsOpen(o.outs[0], stdin)
+		case o.outs[0] == "-":
+			same = sameAsOpen(f, stdout)
+		default:
+			same = sameFile(o.outs[0], f)
+		}
+		if same {
+			return fmt.Errorf("--out %s is the input %s (the same file): writing it would destroy the input as it is read", o.outs[0], f)
+		}
+	}
+	if o.verify && !regularOrNew(o.outs[0]) {
+		return fmt.Errorf("--verify reads the output back from its file: %s is not a regular file", o.outs[0])
+	}
+	if hasScalar(o.kernel, "iters") {
+		// Over the input files' elements; from stdin, whose length is not
+		// known, over one chunk, which alone must be able to finish.
+		n, what, lower := int64(o.chunk), fmt.Sprintf("one chunk of %d elements", o.chunk), "--iters or --chunk"
+		if elems >= 0 {
+			n, what, lower = elems, fmt.Sprintf("the %d elements of %s", elems, first), "--iters"
+		}
+		if err := checkWork(n, o.iters, o.sim, what, lower); err != nil {
+			return err
 		}
 	}
 	if o.outs[0] != "-" {
@@ -162,6 +240,33 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string) erro
 		o.quiet = false
 	}
 	return nil
+}
+
+// inputFile checks that an --in file exists, is not a directory and, when
+// it is a regular file, can be opened and holds whole elements; it
+// returns its length in elements then. A pipe or a device is not opened
+// here: opening a named pipe would start its writer, and closing it again
+// would end that writer's stream.
+func inputFile(name string) (elems int64, regular bool, err error) {
+	st, err := os.Stat(name)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return 0, false, fmt.Errorf("--in %s: no such file", name)
+	case err != nil:
+		return 0, false, fmt.Errorf("--in: %w", err)
+	case st.IsDir():
+		return 0, false, fmt.Errorf("--in %s: is a directory", name)
+	case !st.Mode().IsRegular():
+		return 0, false, nil
+	case st.Size()%4 != 0:
+		return 0, false, fmt.Errorf("--in %s: %d bytes is not a whole number of float32 elements (4 bytes each)", name, st.Size())
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return 0, false, fmt.Errorf("--in %s: cannot be read: %v", name, unwrapPath(err))
+	}
+	f.Close()
+	return st.Size() / 4, true, nil
 }
 
 // streamResult is what a streaming run measured, as printed and as JSON.
@@ -220,7 +325,7 @@ func cmdRunStream(args []string, stdout, stderr io.Writer) int {
 	if code, done := flagFailure("run", err, stderr); done {
 		return code
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signalContext()
 	defer stop()
 	report := stdout
 	if o.outs[0] == "-" {
@@ -228,7 +333,7 @@ func cmdRunStream(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := executeStream(ctx, o, stdout, stderr)
 	if err != nil {
-		return reportError("run", err, stderr)
+		return reportError("run", stoppedBy(ctx, err), stderr)
 	}
 	if o.jsonOut {
 		writeJSON(report, res)
@@ -239,13 +344,16 @@ func cmdRunStream(args []string, stdout, stderr io.Writer) int {
 }
 
 // kernelFor is the kernel of the run, with the table's default scalars
-// (saxpy's a = 2.5; lerp's t = 0.25, scale = 1.5) and the seed's --iters.
+// (saxpy's a = 2.5; lerp's t = 0.25, scale = 1.5; axpb's a = 2, b = -1)
+// and the seed's --iters.
 func (o *streamOptions) kernelFor(mods *kernels.Modules) (*pipeline.Kernel, error) {
 	switch o.kernel {
 	case "saxpy":
 		return kernels.Saxpy.Pipeline(mods, 2.5)
 	case "lerp":
 		return kernels.Lerp.Pipeline(mods, 0.25, 1.5)
+	case "axpb":
+		return kernels.Axpb.Pipeline(mods, 2, -1)
 	}
 	return kernels.Seed.Pipeline(mods, float64(o.iters))
 }
@@ -324,6 +432,20 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 		}
 	}
 
+	// A warm-up over 2·Slots chunks of zeros, not timed: the first run of
+	// a process pays for first touches (of the slots, the goroutines, the
+	// first launches) that the bound, measured warm, does not. It runs
+	// before the output is created, so that a failure here (or a signal)
+	// leaves no file behind.
+	prog.say("warming up…")
+	warm := pipeline.StreamJob{Kernel: k, Readers: readers, Writers: writers, PieceBytes: piece, Outputs: []io.Writer{io.Discard}}
+	for range o.ins {
+		warm.Inputs = append(warm.Inputs, &zeros{size: int64(2 * pc.Slots * pc.ChunkElems * 4)})
+	}
+	if _, err := p.RunStream(ctx, warm); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+
 	// The streaming run.
 	job := pipeline.StreamJob{Kernel: k, Readers: readers, Writers: writers, PieceBytes: piece, InputNames: o.ins, OutputNames: o.outs}
 	var files []*os.File
@@ -358,22 +480,11 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 		files = append(files, outFile)
 		job.Outputs = []io.Writer{outFile}
 	}
-	// A warm-up over 2·Slots chunks of zeros, not timed: the first run of
-	// a process pays for first touches (of the slots, the goroutines, the
-	// first launches) that the bound, measured warm, does not.
-	prog.say("warming up…")
-	warm := pipeline.StreamJob{Kernel: k, Readers: readers, Writers: writers, PieceBytes: piece, Outputs: []io.Writer{io.Discard}}
-	for range o.ins {
-		warm.Inputs = append(warm.Inputs, &zeros{size: int64(2 * pc.Slots * pc.ChunkElems * 4)})
-	}
-	if _, err := p.RunStream(ctx, warm); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
-	}
 	prog.say("streaming…")
 	rep, err := p.RunStream(ctx, job)
 	if err != nil {
 		if rep != nil && len(rep.OutputBytes) == 1 {
-			return nil, fmt.Errorf("%w (%s holds the first %d bytes of the correct output, %d elements)", err, o.outs[0], rep.OutputBytes[0], rep.OutputBytes[0]/4)
+			return nil, &partialOutput{err: err, name: o.outs[0], bytes: rep.OutputBytes[0]}
 		}
 		return nil, err
 	}
@@ -381,6 +492,10 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 		if err := outFile.Close(); err != nil {
 			return nil, fmt.Errorf("closing %s: %w", o.outs[0], err)
 		}
+	}
+	// written marks a failure after the run: the output is complete.
+	written := func(err error) error {
+		return &partialOutput{err: err, name: o.outs[0], bytes: rep.OutputBytes[0], complete: true}
 	}
 	res.PeakRSS, _ = peakRSS()
 	res.PinnedBytes = int64(ringBytes) * int64(len(o.ins)+len(o.outs))
@@ -402,7 +517,7 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 		var pipe time.Duration
 		st, pipe, err = inMemory(ctx, p, e.backend, k, len(o.ins), int(n), o.bound)
 		if err != nil {
-			return nil, fmt.Errorf("in-memory pipeline: %w", err)
+			return nil, written(fmt.Errorf("in-memory pipeline: %w", err))
 		}
 		if bound != nil {
 			bound.PipelineMs = ms(pipe)
@@ -455,14 +570,10 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 	switch {
 	case !o.verify:
 		res.Verified = "not verified (--verify reads the files back and checks every element)"
-	case o.outs[0] == "-" || slices.Contains(o.ins, "-"):
-		res.Verified = "not verified: stdin or stdout cannot be read back"
-	case !regularOrNew(o.outs[0]):
-		res.Verified = "not verified: " + o.outs[0] + " is not a regular file"
-	default:
+	default: // checkStreamOptions made sure that the files can be read back
 		prog.say("verifying every element from %s…", o.outs[0])
-		if err := verifyFiles(o, rep.N); err != nil {
-			return nil, fmt.Errorf("verifying %s: %w", o.outs[0], err)
+		if err := verifyFiles(ctx, o, rep.N); err != nil {
+			return nil, written(fmt.Errorf("verifying %s: %w", o.outs[0], err))
 		}
 		res.Verified = fmt.Sprintf("every one of the %d output elements, read back from %s, matched the CPU reference", rep.N, o.outs[0])
 	}
@@ -751,7 +862,7 @@ const verifyBlock = 1 << 20
 
 // verifyFiles reads the inputs and the output back, in parallel blocks,
 // and checks every output element against the CPU reference.
-func verifyFiles(o *streamOptions, n int64) error {
+func verifyFiles(ctx context.Context, o *streamOptions, n int64) error {
 	out, err := os.Open(o.outs[0])
 	if err != nil {
 		return err
@@ -792,7 +903,7 @@ func verifyFiles(o *streamOptions, n int64) error {
 			}
 			for {
 				blk := next.Add(1) - 1
-				if blk >= blocks {
+				if blk >= blocks || ctx.Err() != nil {
 					return
 				}
 				lo := blk * verifyBlock
@@ -830,6 +941,9 @@ func verifyFiles(o *streamOptions, n int64) error {
 	if ioErr != nil {
 		return ioErr
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if verr.Count > 0 {
 		if len(verr.First) > 5 {
 			verr.First = verr.First[:5]
@@ -850,6 +964,10 @@ func (o *streamOptions) checker() func(bufs [][]float32, j int) (float64, float6
 	case "lerp":
 		return func(b [][]float32, j int) (float64, float64) {
 			return kernels.LerpReference(b[0][j], b[1][j], 0.25, 1.5), kernels.LerpTolerance(b[0][j], b[1][j], 0.25, 1.5)
+		}
+	case "axpb": // a*x + b, saxpy's form with b for y
+		return func(b [][]float32, j int) (float64, float64) {
+			return kernels.SaxpyReference(2, b[0][j], -1), kernels.SaxpyTolerance(2, b[0][j], -1)
 		}
 	}
 	// The seed's reference costs 100 sines; overlap's standard input has

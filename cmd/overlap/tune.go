@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"time"
@@ -87,10 +86,10 @@ func cmdTune(args []string, stdout, stderr io.Writer) int {
 	if code, done := flagFailure("tune", err, stderr); done {
 		return code
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signalContext()
 	defer stop()
 	if err := tune(ctx, o, stdout); err != nil {
-		return reportError("tune", err, stderr)
+		return reportError("tune", stoppedBy(ctx, err), stderr)
 	}
 	return exitOK
 }

@@ -9,10 +9,20 @@ import (
 	"runtime/debug"
 )
 
+// vcsRevision, vcsTime and vcsModified are the commit that the Makefile
+// stamps into the binaries it builds (make cli, make gpu-bundle) with
+// -ldflags -X, in the form of the go command's vcs.revision, vcs.time and
+// vcs.modified settings. The go command records those itself only when
+// it builds in a git checkout's main working tree: go run, a git
+// worktree and -buildvcs=false record none, and such a build said only
+// "(devel)".
+var vcsRevision, vcsTime, vcsModified string
+
 // versionLine says which overlap this is, from the build information that
 // the go command embeds: the module version (v1.2.3 from go install
-// ...@v1.2.3, "(devel)" from a checkout), the commit when known, and the
-// Go toolchain and platform.
+// ...@v1.2.3, a pseudo-version or "(devel)" from a checkout), the commit
+// when known (from the go command's settings, else from the Makefile's
+// stamp), and the Go toolchain and platform.
 func versionLine(info *debug.BuildInfo, ok bool) string {
 	if !ok || info == nil {
 		return fmt.Sprintf("overlap (unknown version: no build information) %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
@@ -34,7 +44,13 @@ func versionLine(info *debug.BuildInfo, ok bool) string {
 			modified = s.Value == "true"
 		}
 	}
-	if rev != "" {
+	if rev == "" && vcsRevision != "" {
+		rev, when, modified = vcsRevision, vcsTime, vcsModified == "true"
+	}
+	switch {
+	case rev == "" && v == "(devel)":
+		line = "overlap (devel: no commit recorded; make cli records it)"
+	case rev != "":
 		line += " commit " + rev[:min(12, len(rev))]
 		if when != "" {
 			line += " " + when

@@ -18,9 +18,11 @@
  *     cuMemFreeAsync that frees only when the stream's earlier work has
  *     run, while cuMemFree on such memory does not wait (as the driver);
  *   - stream capture into graphs, in thread-local or global mode, whose
- *     forbidden calls invalidate the capture, and graph execs whose
- *     launches replay the captured operations after checking that the
- *     memory they use is still live.
+ *     forbidden calls invalidate the capture (among them, from any thread,
+ *     a wait for the capturing stream or for its context), and graph execs
+ *     whose launches replay the captured operations after checking that
+ *     the memory they use is still live, and whose nodes keep the handles
+ *     of the graph they were instantiated from, also after an update.
  *   - a no-op mode (fake_noop) in which the hot entry points, the ones a
  *     stream's issue loop calls, return at once and do nothing, so that a
  *     benchmark measures the binding's own cost per call.
@@ -99,6 +101,9 @@ struct obj {
     /* Graphs and graph execs: the captured operations. */
     struct op *ops;
     int nops;
+    /* Graph execs: the graph instantiated from, whose node handles name
+     * the exec's nodes, also after an update from another graph. */
+    struct obj *graph;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -258,6 +263,22 @@ static int forbidden(struct obj *so) {
     if (!c || !c->cap_graph) return 0;
     c->cap_invalid = 1;
     return 1;
+}
+
+/* ctx_capturing reports whether a stream of context ctx is capturing, and
+ * invalidates every such capture: waiting for a context with a capture in
+ * progress on it is invalid in every capture mode, from every thread, and
+ * the driver refuses it. Called with mu held. */
+static int ctx_capturing(int ctx) {
+    int any = 0;
+    for (size_t i = 0; i < nothers; i++) {
+        struct obj *o = others[i];
+        if (o->kind == K_STREAM && o->live && o->ctx == ctx && o->cap_graph) {
+            o->cap_invalid = 1;
+            any = 1;
+        }
+    }
+    return any;
 }
 
 static int check_ctx(const char *call, struct obj *o) {
@@ -653,7 +674,7 @@ CUresult cuCtxSynchronize(void) {
         pthread_mutex_unlock(&mu);
         return E_INVALID_CONTEXT;
     }
-    if (forbidden(NULL)) {
+    if (forbidden(NULL) || ctx_capturing(current->ctx)) {
         pthread_mutex_unlock(&mu);
         return E_CAPTURE_UNSUPPORTED;
     }
@@ -1717,6 +1738,7 @@ CUresult cuGraphInstantiateWithFlags(handle_t *e, handle_t g, unsigned long long
     check_ctx("cuGraphInstantiateWithFlags", go);
     struct obj *o = new_obj(K_GEXEC, go->ctx);
     copy_ops(o, go);
+    o->graph = go;
     *e = (handle_t)o;
     pthread_mutex_unlock(&mu);
     return OK;
@@ -1790,7 +1812,13 @@ CUresult cuGraphExecUpdate_v2(handle_t e, handle_t g, struct update_info *info) 
         pthread_mutex_unlock(&mu);
         return E_GRAPH_UPDATE;
     }
+    /* The parameters are g's; the nodes keep the handles of the graph e
+     * was instantiated from, the ones the exec's Set calls take. */
+    long *nodes = malloc((size_t)(eo->nops ? eo->nops : 1) * sizeof *nodes);
+    for (int i = 0; i < eo->nops; i++) nodes[i] = eo->ops[i].node;
     copy_ops(eo, go);
+    for (int i = 0; i < eo->nops; i++) eo->ops[i].node = nodes[i];
+    free(nodes);
     pthread_mutex_unlock(&mu);
     return OK;
 }
@@ -1958,13 +1986,26 @@ CUresult cuGraphAddMemcpyNode(long *node, handle_t g, const long *deps, size_t n
     return r;
 }
 
+/* exec_node finds node in the exec eo: nodes are named by the handles of
+ * the graph eo was instantiated from (not those of a graph it was updated
+ * from), which must not have been destroyed. Called with mu held. */
+static struct op *exec_node(const char *call, struct obj *eo, long node) {
+    if (!eo) return NULL;
+    if (!eo->graph->live) {
+        violation("%s: node %ld of a graph destroyed since the exec was instantiated from it", call, node);
+        return NULL;
+    }
+    return find_node(eo, node);
+}
+
 CUresult cuGraphExecKernelNodeSetParams_v2(handle_t e, long node, const struct kernel_params *p) {
     ENTER("cuGraphExecKernelNodeSetParams_v2");
     pthread_mutex_lock(&mu);
     struct obj *eo = lookup("cuGraphExecKernelNodeSetParams_v2", e, K_GEXEC);
-    struct op *n = eo ? find_node(eo, node) : NULL;
+    struct op *n = exec_node("cuGraphExecKernelNodeSetParams_v2", eo, node);
     if (!n || n->type != OP_LAUNCH || !p) {
-        if (eo) violation("cuGraphExecKernelNodeSetParams_v2: %ld is not a kernel node of the exec", node);
+        if (eo && eo->graph->live) /* else exec_node said why */
+            violation("cuGraphExecKernelNodeSetParams_v2: %ld is not a kernel node of the exec", node);
         pthread_mutex_unlock(&mu);
         return E_INVALID_VALUE;
     }
@@ -1980,9 +2021,10 @@ CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memc
     ENTER("cuGraphExecMemcpyNodeSetParams");
     pthread_mutex_lock(&mu);
     struct obj *eo = lookup("cuGraphExecMemcpyNodeSetParams", e, K_GEXEC);
-    struct op *n = eo ? find_node(eo, node) : NULL;
+    struct op *n = exec_node("cuGraphExecMemcpyNodeSetParams", eo, node);
     if (!n || (n->type != OP_H2D && n->type != OP_D2H) || !p) {
-        if (eo) violation("cuGraphExecMemcpyNodeSetParams: %ld is not a copy node of the exec", node);
+        if (eo && eo->graph->live) /* else exec_node said why */
+            violation("cuGraphExecMemcpyNodeSetParams: %ld is not a copy node of the exec", node);
         pthread_mutex_unlock(&mu);
         return E_INVALID_VALUE;
     }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// stopSignals are the signals that stop a command cleanly: SIGINT
+// (Ctrl-C) and SIGTERM (kill, a container's stop). A second one, once
+// the first has been taken, ends the process at once, as without
+// handling.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
+// signalError is a command stopped by a signal: the work in flight
+// drained, and err is what the command returned then.
+type signalError struct {
+	sig os.Signal
+	err error
+}
+
+func (e *signalError) Error() string { return signalWord(e.sig) }
+func (e *signalError) Unwrap() error { return e.err }
+
+// signalWord says what happened in the words a shell uses.
+func signalWord(sig os.Signal) string {
+	if sig == syscall.SIGTERM {
+		return "terminated (SIGTERM)"
+	}
+	return "interrupted (SIGINT)"
+}
+
+// exitCode is 128 + the signal's number, as a shell reports a process
+// that a signal ended: 130 for SIGINT, 143 for SIGTERM.
+func (e *signalError) exitCode() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 128 + 2
+}
+
+// signalContext returns a context that ends when one of stopSignals
+// arrives, with the signal as its cause (see stoppedBy). stop releases
+// the signals; call it when the command returns.
+func signalContext() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, stopSignals...)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			signal.Reset(stopSignals...) // the next one ends the process
+			cancel(&signalError{sig: sig})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// stoppedBy returns err as a *signalError when ctx ended on a signal, and
+// err as it is otherwise: a command that a signal stopped says so, not
+// "context canceled".
+func stoppedBy(ctx context.Context, err error) error {
+	var se *signalError
+	if err == nil || errors.As(err, &se) || !errors.As(context.Cause(ctx), &se) {
+		return err
+	}
+	return &signalError{sig: se.sig, err: err}
+}
+
+// partialOutput is a streaming run's failure with what its output file
+// holds: an exact prefix of the correct output, bytes long, or all of it
+// (complete) when what failed came after the run.
+type partialOutput struct {
+	err      error
+	name     string
+	bytes    int64
+	complete bool
+}
+
+func (e *partialOutput) Error() string {
+	if e.complete {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("%v (%s holds the first %d bytes of the correct output, %d elements)", e.err, e.name, e.bytes, e.bytes/4)
+}
+
+func (e *partialOutput) Unwrap() error { return e.err }
+
+// signalLine is the one line for a command that a signal stopped: what
+// happened and, for a streaming run, what its output holds.
+func signalLine(cmd string, se *signalError) string {
+	line := fmt.Sprintf("overlap %s: %s", cmd, signalWord(se.sig))
+	var po *partialOutput
+	if !errors.As(se.err, &po) {
+		return line
+	}
+	name, holds := po.name, "holds"
+	if name == "-" {
+		name, holds = "stdout", "got"
+	}
+	if po.complete {
+		return line + fmt.Sprintf(" after the run; %s %s all %d bytes of the output (%d elements)", name, holds, po.bytes, po.bytes/4)
+	}
+	return line + fmt.Sprintf("; %s %s the first %d bytes of the correct output (%d elements)", name, holds, po.bytes, po.bytes/4)
+}
