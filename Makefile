@@ -12,7 +12,7 @@ GPU_DIR  := .gpu
 # ran in half the time (2026-11-30).
 TEST_MEMLIMIT ?= 6GiB
 
-.PHONY: all build cli test fmt-check vet staticcheck race nocgo stackmove directcalls cross gpu-bundle ptx fuzz bench-fake clean
+.PHONY: generate-check all build cli test fmt-check vet staticcheck race nocgo stackmove directcalls cross gpu-bundle ptx fuzz bench-fake clean
 
 all: build
 
@@ -34,7 +34,12 @@ BIN ?= overlap
 cli:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN) ./cmd/overlap
 
-test: fmt-check vet staticcheck race nocgo stackmove directcalls cross beam
+test: generate-check fmt-check vet staticcheck race nocgo stackmove directcalls cross beam
+
+# generate-check fails when driver's generated files (zcalls.go, zsymbols.go,
+# the fake's zexports.h) are stale against driver/prototypes.go.
+generate-check:
+	$(GO) run ./driver/internal/mkdriver -dir driver -check
 
 # beam runs the Beam module's checks (beam/Makefile: gofmt, vet, its tests on
 # prism and the direct runner with the simulator). It is a module of its own,

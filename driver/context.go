@@ -1,12 +1,9 @@
 package driver
 
 import (
-	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Context is a retained reference to a device's primary context, the
@@ -48,12 +45,12 @@ func NewContext(dev Device) (*Context, error) {
 	if err := dev.check("NewContext"); err != nil {
 		return nil, err
 	}
-	h := new(uintptr)
-	if err := call(symDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(h)), uintptr(dev.ordinal)); err != nil {
+	var h uintptr
+	if err := cuDevicePrimaryCtxRetain(&h, dev.cu()); err != nil {
 		return nil, err
 	}
 	core := &ctxCore{dev: dev, objects: map[*resource]struct{}{}, closed: make(chan struct{})}
-	core.handle.Store(*h)
+	core.handle.Store(h)
 	c := &Context{core: core}
 	c.cleanup = runtime.AddCleanup(c, collectContext, core)
 	return c, nil
@@ -105,11 +102,9 @@ func (k *ctxCore) enterWith(op string, s *scratch) error {
 	}
 	runtime.LockOSThread()
 	s.out[0] = 0
-	s.args[0] = uintptr(unsafe.Pointer(&s.out[0]))
-	err := callScratch(symCtxGetCurrent, s, 1)
+	err := cuCtxGetCurrent(s, &s.out[0])
 	if err == nil && s.out[0] != h {
-		s.args[0] = h
-		err = callScratch(symCtxSetCurrent, s, 1)
+		err = cuCtxSetCurrent(s, h)
 	}
 	if err != nil {
 		runtime.UnlockOSThread()
@@ -153,154 +148,6 @@ func (k *ctxCore) end() {
 	k.life.RUnlock()
 }
 
-// Bound is a goroutine locked to its OS thread with a context current, for
-// loops that issue many calls in a row (the pipeline's issue loop). Its
-// methods skip the per-call context check for objects of that context, and
-// refuse objects of any other context with ErrWrongContext, leaving the
-// bound context current. A Bound belongs to the goroutine that bound it,
-// until Release: never share it.
-type Bound struct {
-	ctx    *Context
-	direct bool
-}
-
-// BindOptions are a binding's choices; the zero value is the safe one.
-type BindOptions struct {
-	// DirectCalls makes the Bound's calls that do not wait (Launch,
-	// CopyToDevice, CopyToHost, Record, WaitEvent and LaunchGraph) enter
-	// the driver without telling the Go scheduler: no runtime.cgocall, no
-	// system-call transition, 55–134 ns less per launch on an H200 host
-	// (issue 14; bench/RESULTS.md, launches back to back). Synchronize
-	// and every other call that waits keep the safe path.
-	//
-	// The trade-offs. While such a call runs, its goroutine keeps its P
-	// and cannot be stopped, so a call that blocks holds up every
-	// stop-the-world of the garbage collector, and every goroutine with
-	// it, until it returns; meanwhile the runtime signals the thread every
-	// few microseconds to preempt it. The driver blocks in these calls
-	// when a stream's queue is full (about a thousand operations queued
-	// ahead of the GPU) and, at times, for its own locks. A crash inside
-	// the driver during such a call is reported without the goroutine's
-	// stack, and CPU profiles charge the call's time to
-	// runtime._ExternalCode rather than to its caller. Ask for it where
-	// each Bound keeps little queued: many small jobs that each end in a
-	// synchronisation (pipeline.GPUOptions.DirectCalls).
-	//
-	// The direct path exists only in builds for linux/amd64 with the
-	// overlap_directcalls build tag (go build -tags overlap_directcalls):
-	// it links runtime.asmcgocall, which the runtime does not promise to
-	// keep linkable. Elsewhere the option changes nothing;
-	// [DirectCallsAvailable] says which.
-	DirectCalls bool
-}
-
-// DirectCallsAvailable reports whether this build has the direct call path
-// of [BindOptions].DirectCalls (linux/amd64, built with the
-// overlap_directcalls tag).
-func DirectCallsAvailable() bool { return haveDirectCalls }
-
-// Bind locks the calling goroutine to its OS thread and makes c current
-// there. Call Release, from the same goroutine, when done.
-func (c *Context) Bind() (*Bound, error) {
-	b := new(Bound)
-	if err := c.bind("Bind", b, BindOptions{}); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// BindInto is [Context.Bind] into b, a zero or released Bound, and
-// allocates nothing: a caller that binds once per small job (the
-// pipeline's issuer) keeps its Bound and binds it again. A Bound that is
-// still bound is refused, and stays as it was.
-func (c *Context) BindInto(b *Bound) error {
-	return c.bindInto("BindInto", b, BindOptions{})
-}
-
-// BindWith is [Context.BindInto] with options.
-func (c *Context) BindWith(b *Bound, opts BindOptions) error {
-	return c.bindInto("BindWith", b, opts)
-}
-
-func (c *Context) bindInto(op string, b *Bound, opts BindOptions) error {
-	if b == nil {
-		return argError(op, "nil *Bound")
-	}
-	if b.ctx != nil {
-		return argError(op, "the Bound is still bound; Release it first")
-	}
-	return c.bind(op, b, opts)
-}
-
-func (c *Context) bind(op string, b *Bound, opts BindOptions) error {
-	k, err := c.begin(op)
-	if err != nil {
-		return err
-	}
-	// Keep the thread locked past end: lock once more before end unlocks.
-	runtime.LockOSThread()
-	k.end()
-	b.ctx, b.direct = c, opts.DirectCalls && haveDirectCalls
-	return nil
-}
-
-// Release unlocks the goroutine from its thread. A second Release does
-// nothing.
-func (b *Bound) Release() {
-	if b != nil && b.ctx != nil {
-		b.ctx = nil
-		leave()
-	}
-}
-
-// Launch is [Function.Launch] without the context check.
-func (b *Bound) Launch(f *Function, s *Stream, cfg LaunchConfig, args *Args) error {
-	return f.launch(b.via(), s, cfg, args)
-}
-
-// CopyToDevice is [Stream.CopyToDevice] without the context check.
-func (b *Bound) CopyToDevice(s *Stream, dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
-	return s.copyToDevice(b.via(), dst, dstOff, src, srcOff, n)
-}
-
-// CopyToHost is [Stream.CopyToHost] without the context check.
-func (b *Bound) CopyToHost(s *Stream, dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
-	return s.copyToHost(b.via(), dst, dstOff, src, srcOff, n)
-}
-
-// Synchronize is [Stream.Synchronize] without the context check: a
-// caller that issued a small job through b waits for it without making
-// its context current once more (issue 14).
-func (b *Bound) Synchronize(s *Stream) error { return s.synchronize("Stream.Synchronize", b.via()) }
-
-// Record is [Event.Record] without the context check.
-func (b *Bound) Record(e *Event, s *Stream) error { return e.record(b.via(), s) }
-
-// WaitEvent is [Stream.WaitEvent] without the context check.
-func (b *Bound) WaitEvent(s *Stream, e *Event) error { return s.waitEvent(b.via(), e) }
-
-// via returns how b's calls reach the driver: its context's core and
-// whether non-blocking calls go direct, or full checks (the zero via)
-// after Release.
-func (b *Bound) via() via {
-	if b == nil || b.ctx == nil {
-		return via{}
-	}
-	return via{k: b.ctx.core, direct: b.direct}
-}
-
-// via is how a call reaches the driver: through a Bound (k, the bound
-// context's core: no context check) or not (k nil), and for a call that
-// does not wait, whether it skips runtime.cgocall (direct).
-type via struct {
-	k      *ctxCore
-	direct bool
-}
-
-// call makes a non-blocking call with s.args[:n]: direct when the Bound
-// asked for it.
-func (v via) call(id symID, s *scratch, n int) error { return callScratchOn(id, s, n, v.direct) }
-
 // Synchronize blocks until all work on the context is done (cuCtxSynchronize).
 // Host memory that copies on the context's streams were keeping alive is
 // let go.
@@ -311,7 +158,7 @@ func (c *Context) Synchronize() error {
 	}
 	defer k.life.RUnlock()
 	marks := k.streamMarks()
-	err = call(symCtxSynchronize)
+	err = cuCtxSynchronize()
 	leave()
 	if err == nil {
 		for _, m := range marks {
@@ -350,7 +197,7 @@ func (c *Context) MemoryInfo() (free, total uint64, err error) {
 	}
 	defer k.end()
 	out := new([2]uint64)
-	err = call(symMemGetInfo, uintptr(unsafe.Pointer(&out[0])), uintptr(unsafe.Pointer(&out[1])))
+	err = cuMemGetInfo(&out[0], &out[1])
 	return out[0], out[1], err
 }
 
@@ -422,7 +269,7 @@ func (k *ctxCore) close(all bool) error {
 	if len(objs) > 0 && k.alive("Close") == nil {
 		marks := k.streamMarks()
 		if k.enter("Close") == nil {
-			err := call(symCtxSynchronize)
+			err := cuCtxSynchronize()
 			note(err)
 			leave()
 			if err == nil {
@@ -447,369 +294,8 @@ func (k *ctxCore) close(all bool) error {
 	k.life.Lock()
 	h := k.handle.Swap(0)
 	if h != 0 {
-		note(call(symDevicePrimaryCtxRelease, uintptr(k.dev.ordinal)))
+		note(cuDevicePrimaryCtxRelease(k.dev.cu()))
 	}
 	k.life.Unlock()
 	return first
-}
-
-// resourceKind says how to destroy a resource.
-type resourceKind int
-
-const (
-	kindDeviceMemory resourceKind = iota
-	kindHostMemory
-	kindRegistration
-	kindStream
-	kindEvent
-	kindModule
-	kindAsyncMemory // device memory from a stream-ordered pool (pool.go)
-	kindMemPool
-	kindGraph
-	kindGraphExec
-)
-
-var destroyOf = [...]symID{
-	kindDeviceMemory: symMemFree,
-	kindHostMemory:   symMemFreeHost,
-	kindRegistration: symMemHostUnregister,
-	kindStream:       symStreamDestroy,
-	kindEvent:        symEventDestroy,
-	kindModule:       symModuleUnload,
-	kindAsyncMemory:  symMemFree, // after a context synchronisation: see release
-	kindMemPool:      symMemPoolDestroy,
-	kindGraph:        symGraphDestroy,
-	kindGraphExec:    symGraphExecDestroy,
-}
-
-func (k resourceKind) String() string {
-	switch k {
-	case kindDeviceMemory:
-		return "device buffer"
-	case kindHostMemory:
-		return "host buffer"
-	case kindRegistration:
-		return "host registration"
-	case kindStream:
-		return "stream"
-	case kindEvent:
-		return "event"
-	case kindModule:
-		return "module"
-	case kindAsyncMemory:
-		return "pool buffer"
-	case kindMemPool:
-		return "memory pool"
-	case kindGraph:
-		return "graph"
-	case kindGraphExec:
-		return "graph exec"
-	}
-	return "object"
-}
-
-// resource is the part of an owned object that the context's registry and
-// the object's cleanup share. It never points back at the object, so a
-// dropped object can still be collected and cleaned up.
-//
-// Every call that uses the handle read-holds mu for the call's duration,
-// and release write-holds it, so that a handle is never destroyed while a
-// call uses it, by Close, by Context.Close or by the cleanup.
-type resource struct {
-	core   *ctxCore
-	kind   resourceKind
-	mu     sync.RWMutex
-	handle atomic.Uintptr // set under mu held for writing; 0 once released
-	pinner *runtime.Pinner
-	// portable host memory may be used with every context's streams.
-	portable bool
-
-	// inflight counts asynchronous copies queued on streams that use this
-	// host memory and that the host has not yet seen complete.
-	inflight atomic.Int64
-	// uses is a stream's list of host memory its queued copies use.
-	uses hostUses
-
-	// capture is a stream's: Stream.Capture read-holds it from before the
-	// capture begins to after its graph is adopted or destroyed, and
-	// release write-holds it before anything else, so that a stream is
-	// never destroyed mid-capture, nor its context released with the
-	// capture's graph untracked (graph.go).
-	capture sync.RWMutex
-	// capturing is set while a capture may be under way on the stream
-	// (set with mu held for writing, right before the capture begins): a
-	// wait for the stream's work then has nothing to wait for (see
-	// synchronizeLocked).
-	capturing atomic.Bool
-
-	// origin is a graph exec's: the graph it was instantiated from, whose
-	// node handles name the exec's nodes to the driver, also after an
-	// update from another graph (graphnode.go). Set under mu.
-	origin *resource
-	// execs counts a graph's open execs instantiated from it, and kept is
-	// the handle that the graph's Close left for the last of them to
-	// destroy. Both guarded by core.mu.
-	execs int
-	kept  uintptr
-}
-
-// track creates the resource for a new handle. It fails, and the caller
-// must destroy the handle, when the context is closing.
-func (k *ctxCore) track(kind resourceKind, handle uintptr, pinner *runtime.Pinner) (*resource, bool) {
-	r := &resource{core: k, kind: kind, pinner: pinner}
-	r.handle.Store(handle)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.closing {
-		return nil, false
-	}
-	k.objects[r] = struct{}{}
-	return r, true
-}
-
-// adopt tracks a handle that op just made, with the context current and
-// k.life read-held. When the context is closing, it destroys the handle
-// and reports ErrClosed.
-func (k *ctxCore) adopt(op string, kind resourceKind, handle uintptr, pinner *runtime.Pinner) (*resource, error) {
-	r, ok := k.track(kind, handle, pinner)
-	if !ok {
-		_ = call(destroyOf[kind], handle)
-		if pinner != nil {
-			pinner.Unpin()
-		}
-		return nil, closedError(op)
-	}
-	return r, nil
-}
-
-// acquire read-locks r for a call and returns its live handle. On success
-// the caller must call r.mu.RUnlock when the call is done.
-func (r *resource) acquire(op string) (uintptr, error) {
-	r.mu.RLock()
-	if h := r.handle.Load(); h != 0 {
-		return h, nil
-	}
-	r.mu.RUnlock()
-	return 0, closedError(op)
-}
-
-// release destroys the resource once, after any call that is using it, after
-// any capture in progress on it (a stream's), and after any queued copy that
-// uses its memory; later calls return nil.
-func (r *resource) release() error {
-	if r.kind == kindStream {
-		r.capture.Lock()
-		defer r.capture.Unlock()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	h := r.handle.Load()
-	if h == 0 {
-		return nil
-	}
-	k := r.core
-	var err error
-	keepMemory := false
-	switch {
-	case r.kind == kindStream && r.uses.pending():
-		// Copies on the stream still keep host memory alive: wait for them
-		// before letting it go.
-		err = r.synchronizeLocked(h)
-	case r.inflight.Load() > 0:
-		err = k.waitForUses(r)
-		// The device may still copy to or from the memory: a pinned
-		// buffer stays allocated rather than go back to the driver.
-		keepMemory = err != nil && r.kind == kindHostMemory
-	}
-	// A failed wait above must survive a successful destroy: it means the
-	// device may still use the host memory, which then stays pinned.
-	if e := k.alive("Close"); e != nil {
-		err = errors.Join(err, e)
-	} else {
-		if e := k.enter("Close"); e != nil {
-			err = errors.Join(err, e)
-		} else {
-			if r.kind == kindAsyncMemory {
-				// cuMemFree does not wait for stream work on memory from a
-				// pool: wait for the context first (FreeAsync avoids this).
-				err = errors.Join(err, call(symCtxSynchronize))
-			}
-			if !keepMemory && !r.keepForExecs(h) {
-				err = errors.Join(err, call(destroyOf[r.kind], h))
-			}
-			if r.kind == kindGraphExec {
-				err = errors.Join(err, r.dropOrigin())
-			}
-			leave()
-		}
-		k.life.RUnlock()
-	}
-	r.handle.Store(0)
-	k.mu.Lock()
-	delete(k.objects, r)
-	k.mu.Unlock()
-	if r.pinner != nil {
-		if err == nil {
-			r.pinner.Unpin()
-		} else {
-			// The driver may still have the memory registered: keep it
-			// pinned, and reachable, for the life of the process rather
-			// than let Go reuse memory the device may write.
-			keepPinned(r.pinner)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("cuda: closing %s: %w", r.kind, err)
-	}
-	return nil
-}
-
-var stuckPins struct {
-	sync.Mutex
-	pins []*runtime.Pinner
-}
-
-func keepPinned(p *runtime.Pinner) {
-	stuckPins.Lock()
-	stuckPins.pins = append(stuckPins.pins, p)
-	stuckPins.Unlock()
-}
-
-// synchronizeLocked waits for the stream whose handle is h, with r.mu held,
-// and lets go of the host memory its copies used.
-func (r *resource) synchronizeLocked(h uintptr) error {
-	if r.capturing.Load() {
-		// The driver refuses a wait for a capturing stream, or for its
-		// context, and invalidates the capture. There is nothing to wait
-		// for: Capture waited for the copies queued before it began, and
-		// captured copies run nothing.
-		return nil
-	}
-	k := r.core
-	if err := k.alive("Stream.Close"); err != nil {
-		return err
-	}
-	defer k.life.RUnlock()
-	mark := r.uses.mark()
-	if err := k.enter("Stream.Close"); err != nil {
-		return err
-	}
-	err := hot(symStreamSynchronize, 1, h, 0, 0, 0)
-	leave()
-	// Even when the stream failed (a sticky error), it runs nothing more.
-	r.uses.complete(mark)
-	return err
-}
-
-// waitForUses synchronises every stream of k with a queued copy that uses
-// the host memory mem, which the caller holds for writing.
-func (k *ctxCore) waitForUses(mem *resource) error {
-	k.mu.Lock()
-	var streams []*resource
-	for r := range k.objects {
-		if r.kind == kindStream && r.uses.uses(mem) {
-			streams = append(streams, r)
-		}
-	}
-	k.mu.Unlock()
-	var first error
-	for _, s := range streams {
-		h, err := s.acquire("Close")
-		if err != nil {
-			continue // closed meanwhile: its Close waited for it
-		}
-		if err := s.synchronizeLocked(h); err != nil && first == nil {
-			first = err
-		}
-		s.mu.RUnlock()
-	}
-	return first
-}
-
-// owned is embedded in every owning type: the context it keeps reachable,
-// its resource, and the cleanup that releases it if the object is dropped
-// without Close.
-type owned struct {
-	ctx     *Context
-	res     *resource
-	cleanup runtime.Cleanup
-}
-
-// own wires obj's owned part to r and, when safetyNet is true, registers
-// the cleanup that releases r once obj is unreachable.
-func own[T any](obj *T, o *owned, c *Context, r *resource, safetyNet bool) {
-	o.ctx = c
-	o.res = r
-	if safetyNet {
-		o.cleanup = runtime.AddCleanup(obj, releaseQuietly, r)
-	}
-}
-
-func releaseQuietly(r *resource) { _ = r.release() }
-
-// use read-locks the object for a call and returns its live handle; the
-// caller must call o.res.mu.RUnlock (done) afterwards.
-func (o *owned) use(op string) (uintptr, error) {
-	if o == nil || o.res == nil {
-		return 0, argError(op, "nil object")
-	}
-	return o.res.acquire(op)
-}
-
-func (o *owned) done() { o.res.mu.RUnlock() }
-
-// usePair read-locks two objects for one call: b may be nil or the same
-// object as a. They are locked in a fixed order (by address), so that two
-// calls locking the same pair the other way round cannot deadlock against
-// a Close waiting on each. On success the caller must call donePair.
-func usePair(op string, a, b *owned) error {
-	if b == nil || b.res == a.res {
-		_, err := a.use(op)
-		return err
-	}
-	first, second := a, b
-	if uintptr(unsafe.Pointer(first.res)) > uintptr(unsafe.Pointer(second.res)) {
-		first, second = second, first
-	}
-	if _, err := first.use(op); err != nil {
-		return err
-	}
-	if _, err := second.use(op); err != nil {
-		first.done()
-		return err
-	}
-	return nil
-}
-
-func donePair(a, b *owned) {
-	a.done()
-	if b != nil && b.res != a.res {
-		b.done()
-	}
-}
-
-// liveHandle returns the handle, or 0 once closed, without locking.
-func (o *owned) liveHandle() uintptr {
-	if o == nil || o.res == nil {
-		return 0
-	}
-	return o.res.handle.Load()
-}
-
-// close releases the resource and stops the cleanup.
-func (o *owned) close() error {
-	if o == nil || o.res == nil {
-		return nil
-	}
-	o.cleanup.Stop()
-	return o.res.release()
-}
-
-// sameContext reports objects of two contexts used together.
-func sameContext(op string, a, b *ctxCore) error {
-	if a != b {
-		return fmt.Errorf("cuda: %s: %w: an object of GPU %d's context used with one of GPU %d's",
-			op, ErrWrongContext, a.dev.ordinal, b.dev.ordinal)
-	}
-	return nil
 }

@@ -3,7 +3,6 @@ package driver
 import (
 	"bytes"
 	"fmt"
-	"unsafe"
 )
 
 // DeviceAttribute is a CUdevice_attribute id, for [Device.Attribute].
@@ -34,11 +33,11 @@ type Device struct {
 
 // DeviceCount returns the number of CUDA devices (cuDeviceGetCount).
 func DeviceCount() (int, error) {
-	out := new(int32)
-	if err := call(symDeviceGetCount, uintptr(unsafe.Pointer(out))); err != nil {
+	var n int32
+	if err := cuDeviceGetCount(&n); err != nil {
 		return 0, err
 	}
-	return int(*out), nil
+	return int(n), nil
 }
 
 // DeviceAt returns the device with the given ordinal (cuDeviceGet). An
@@ -51,11 +50,11 @@ func DeviceAt(ordinal int) (Device, error) {
 	if ordinal < 0 || ordinal >= n {
 		return Device{}, argError("DeviceAt", "device %d out of range: %d device(s) present", ordinal, n)
 	}
-	out := new(int32)
-	if err := call(symDeviceGet, uintptr(unsafe.Pointer(out)), uintptr(ordinal)); err != nil {
+	var dev int32
+	if err := cuDeviceGet(&dev, int32(ordinal)); err != nil {
 		return Device{}, err
 	}
-	return Device{ordinal: int(*out), valid: true}, nil
+	return Device{ordinal: int(dev), valid: true}, nil
 }
 
 func (d Device) check(op string) error {
@@ -64,6 +63,9 @@ func (d Device) check(op string) error {
 	}
 	return nil
 }
+
+// cu returns the device as a CUdevice.
+func (d Device) cu() int32 { return int32(d.ordinal) }
 
 // Ordinal returns the device's index.
 func (d Device) Ordinal() int { return d.ordinal }
@@ -74,7 +76,7 @@ func (d Device) Name() (string, error) {
 		return "", err
 	}
 	buf := make([]byte, 256)
-	if err := call(symDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d.ordinal)); err != nil {
+	if err := cuDeviceGetName(&buf[0], int32(len(buf)), d.cu()); err != nil {
 		return "", err
 	}
 	return cTrim(buf), nil
@@ -85,11 +87,11 @@ func (d Device) Attribute(a DeviceAttribute) (int, error) {
 	if err := d.check("Attribute"); err != nil {
 		return 0, err
 	}
-	out := new(int32)
-	if err := call(symDeviceGetAttribute, uintptr(unsafe.Pointer(out)), uintptr(a), uintptr(d.ordinal)); err != nil {
+	var v int32
+	if err := cuDeviceGetAttribute(&v, a, d.cu()); err != nil {
 		return 0, err
 	}
-	return int(*out), nil
+	return int(v), nil
 }
 
 // ComputeCapability returns the major and minor compute capability.
@@ -106,11 +108,11 @@ func (d Device) TotalMemory() (uint64, error) {
 	if err := d.check("TotalMemory"); err != nil {
 		return 0, err
 	}
-	out := new(uint64)
-	if err := call(symDeviceTotalMem, uintptr(unsafe.Pointer(out)), uintptr(d.ordinal)); err != nil {
+	var n uint64
+	if err := cuDeviceTotalMem(&n, d.cu()); err != nil {
 		return 0, err
 	}
-	return *out, nil
+	return n, nil
 }
 
 // PCIBusID returns the device's PCI address, such as "0000:19:00.0"
@@ -120,7 +122,7 @@ func (d Device) PCIBusID() (string, error) {
 		return "", err
 	}
 	buf := make([]byte, 64)
-	if err := call(symDeviceGetPCIBusId, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d.ordinal)); err != nil {
+	if err := cuDeviceGetPCIBusId(&buf[0], int32(len(buf)), d.cu()); err != nil {
 		return "", err
 	}
 	return cTrim(buf), nil

@@ -3,10 +3,15 @@
 //
 // It has three layers, as cudarc does:
 //
-//   - raw: one table of driver symbols (symbols.go) is the source of truth
-//     for every entry point's name, ABI version and export name; each is
-//     resolved lazily through package loader and cached, and called with
-//     purego.SyscallN, with no reflection and no allocation on hot paths.
+//   - raw: one prototype line per driver entry point (prototypes.go) is
+//     the source of truth for its name, parameters, ABI version, export
+//     name and call path; go generate turns the list into the symbol
+//     table (zsymbols.go) and one typed wrapper per entry point
+//     (zcalls.go), the only code that packs a call's arguments, as
+//     golang.org/x/sys/unix does with its //sys lines (README.md says how
+//     to add a call). Each entry point is resolved lazily through package
+//     loader and cached, and called with purego.SyscallN, with no
+//     reflection and no allocation on hot paths.
 //     On linux/amd64 the hot calls (launches, asynchronous copies, events,
 //     stream waits and synchronisations, the context check) skip
 //     purego.SyscallN's wrapper and call runtime.cgocall, as it does, on a

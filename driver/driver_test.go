@@ -75,6 +75,16 @@ func TestSymbolTable(t *testing.T) {
 		assert.False(t, seen[s.Name], "%s listed twice", s.Name)
 		seen[s.Name] = true
 	}
+	// The calls that a Bound with BindOptions.DirectCalls makes directly,
+	// as its documentation names them: none of them waits for the device.
+	var direct []string
+	for _, s := range symbols {
+		if s.Direct {
+			direct = append(direct, s.Name)
+		}
+	}
+	assert.Equal(t, []string{"cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuStreamWaitEvent", "cuEventRecord",
+		"cuLaunchKernel", "cuGraphLaunch"}, direct)
 	// The versioned exports that cuda.h maps plain names to.
 	for name, export := range map[string]string{
 		"cuMemAlloc": "cuMemAlloc_v2", "cuMemFree": "cuMemFree_v2", "cuMemGetInfo": "cuMemGetInfo_v2",

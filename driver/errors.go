@@ -56,7 +56,7 @@ var (
 
 // Name returns the CUresult's name, such as "CUDA_ERROR_OUT_OF_MEMORY".
 func (r Result) Name() string {
-	if s, ok := driverString(symGetErrorName, r); ok {
+	if s, ok := driverString(symGetErrorName, cuGetErrorName, r); ok {
 		return s
 	}
 	if s, ok := resultNames[r]; ok {
@@ -67,7 +67,7 @@ func (r Result) Name() string {
 
 // Text returns the driver's description of the CUresult.
 func (r Result) Text() string {
-	if s, ok := driverString(symGetErrorString, r); ok {
+	if s, ok := driverString(symGetErrorString, cuGetErrorString, r); ok {
 		return s
 	}
 	if s, ok := resultTexts[r]; ok {
@@ -134,9 +134,10 @@ func newError(id symID, r Result) error {
 // driverStrings caches cuGetErrorName/cuGetErrorString answers.
 var driverStrings sync.Map // key: [2]int32{sym, code}
 
-// driverString asks the driver to name r. It answers false when the driver
-// is not loaded or does not know r.
-func driverString(id symID, r Result) (string, bool) {
+// driverString asks the driver to name r, through get, the wrapper of the
+// entry point id. It answers false when the driver is not loaded or does
+// not know r.
+func driverString(id symID, get func(entry uintptr, code Result, pStr *uintptr) Result, r Result) (string, bool) {
 	key := [2]int32{int32(id), int32(r)}
 	if v, ok := driverStrings.Load(key); ok {
 		return v.(string), true
@@ -149,7 +150,7 @@ func driverString(id symID, r Result) (string, bool) {
 		return "", false
 	}
 	var cs uintptr
-	if rc := syscallN(p, uintptr(r), uintptr(unsafe.Pointer(&cs))); rc != 0 || cs == 0 {
+	if rc := get(p, r, &cs); rc != 0 || cs == 0 {
 		return "", false
 	}
 	s := goString(cs)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"unsafe"
 )
 
 // CUDA graphs: work captured once from a stream ([Stream.Capture]) and
@@ -258,15 +257,17 @@ func (s *Stream) beginCapture(op string) (uintptr, error) {
 	if h == 0 {
 		return 0, closedError(op)
 	}
+	sc := getScratch()
+	defer putScratch(sc)
 	if r.uses.pending() {
 		mark := r.uses.mark()
-		if err := hot(symStreamSynchronize, 1, h, 0, 0, 0); err != nil {
+		if err := cuStreamSynchronize(sc, h); err != nil {
 			return 0, err
 		}
 		r.uses.complete(mark)
 	}
 	r.capturing.Store(true)
-	return h, hot(symStreamBeginCapture, 2, h, captureModeThreadLocal, 0, 0)
+	return h, cuStreamBeginCapture(sc, h, captureModeThreadLocal)
 }
 
 // errCaptureAborted stands for fn's error when fn did not return.
@@ -289,20 +290,20 @@ func (s *Stream) endCapture(op string, k *ctxCore, h uintptr, c *capture, fnErr 
 	if k.enter(op) == nil {
 		defer leave()
 	}
-	g := new(uintptr)
+	var g uintptr
 	s.res.mu.RLock()
-	err := call(symStreamEndCapture, h, uintptr(unsafe.Pointer(g)))
+	err := cuStreamEndCapture(h, &g)
 	s.res.mu.RUnlock()
 	if fnErr != nil || err != nil {
-		if *g != 0 {
-			_ = call(symGraphDestroy, *g)
+		if g != 0 {
+			_ = cuGraphDestroy(g)
 		}
 		if fnErr != nil {
 			return nil, fnErr
 		}
 		return nil, err
 	}
-	r, err := k.adopt(op, kindGraph, *g, nil)
+	r, err := k.adopt(op, kindGraph, g, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -325,11 +326,11 @@ func (s *Stream) Capturing() (bool, error) {
 		return false, err
 	}
 	defer leave()
-	st := new(int32)
-	if err := call(symStreamIsCapturing, h, uintptr(unsafe.Pointer(st))); err != nil {
+	var st int32
+	if err := cuStreamIsCapturing(h, &st); err != nil {
 		return false, err
 	}
-	return *st == 1, nil // CU_STREAM_CAPTURE_STATUS_ACTIVE
+	return st == 1, nil // CU_STREAM_CAPTURE_STATUS_ACTIVE
 }
 
 // Instantiate makes an executable graph of g (cuGraphInstantiateWithFlags,
@@ -355,11 +356,11 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 	defer leave()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	h := new(uintptr)
-	if err := call(symGraphInstantiate, uintptr(unsafe.Pointer(h)), gh, 0); err != nil {
+	var h uintptr
+	if err := cuGraphInstantiateWithFlags(&h, gh, 0); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt(op, kindGraphExec, *h, nil)
+	r, err := k.adopt(op, kindGraphExec, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +423,7 @@ func (r *resource) dropOrigin() error {
 	if h == 0 {
 		return nil
 	}
-	return call(symGraphDestroy, h)
+	return cuGraphDestroy(h)
 }
 
 // Close destroys the graph (cuGraphDestroy). Executable graphs made from it
@@ -508,7 +509,11 @@ func (e *GraphExec) launch(bound via, s *Stream) error {
 		return err
 	}
 	e.launchMu.Lock()
-	err = s.issue(op, bound, symGraphLaunch, 2, eh, h, 0, 0)
+	var sc *scratch
+	if sc, err = s.issuing(op, bound); err == nil {
+		err = cuGraphLaunch(sc, bound.direct, eh, h)
+		bound.issued(sc)
+	}
 	e.launchMu.Unlock()
 	if err != nil {
 		return err
@@ -592,7 +597,7 @@ func (e *GraphExec) Update(g *Graph) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	info := new(graphExecUpdateResultInfo)
-	err = call(symGraphExecUpdate, eh, gh, uintptr(unsafe.Pointer(info)))
+	err = cuGraphExecUpdate(eh, gh, info)
 	leave()
 	if err != nil {
 		var ce *Error

@@ -75,11 +75,11 @@ func (c *Context) NewGraph() (*Graph, error) {
 		return nil, err
 	}
 	defer k.end()
-	h := new(uintptr)
-	if err := call(symGraphCreate, uintptr(unsafe.Pointer(h)), 0); err != nil {
+	var h uintptr
+	if err := cuGraphCreate(&h, 0); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt(op, kindGraph, *h, nil)
+	r, err := k.adopt(op, kindGraph, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +89,8 @@ func (c *Context) NewGraph() (*Graph, error) {
 }
 
 // build runs add, which calls the driver to add a node with deps, with g
-// locked, its context current and the dependency handles in an array.
-func (g *Graph) build(op string, deps []GraphNode, add func(gh, deps uintptr, n int) (uintptr, error)) (GraphNode, error) {
+// locked, its context current and the n dependency handles in an array.
+func (g *Graph) build(op string, deps []GraphNode, add func(gh uintptr, deps *uintptr, n int) (uintptr, error)) (GraphNode, error) {
 	if g == nil {
 		return GraphNode{}, argError(op, "nil *Graph")
 	}
@@ -112,7 +112,7 @@ func (g *Graph) build(op string, deps []GraphNode, add func(gh, deps uintptr, n 
 	defer leave()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	h, err := add(gh, uintptr(unsafe.Pointer(&hs[0])), len(deps))
+	h, err := add(gh, &hs[0], len(deps))
 	if err != nil {
 		return GraphNode{}, err
 	}
@@ -181,10 +181,10 @@ func (g *Graph) AddKernel(f *Function, cfg LaunchConfig, args *Args, deps ...Gra
 		return GraphNode{}, err
 	}
 	defer putSlab(slab)
-	n, err := g.build(op, deps, func(gh, dh uintptr, nd int) (uintptr, error) {
-		h := new(uintptr)
-		err := call(symGraphAddKernelNode, uintptr(unsafe.Pointer(h)), gh, dh, uintptr(nd), uintptr(unsafe.Pointer(p)))
-		return *h, err
+	n, err := g.build(op, deps, func(gh uintptr, dh *uintptr, nd int) (uintptr, error) {
+		var h uintptr
+		err := cuGraphAddKernelNode(&h, gh, dh, uintptr(nd), p)
+		return h, err
 	})
 	if err != nil {
 		return GraphNode{}, err
@@ -249,16 +249,16 @@ func (g *Graph) addCopy(op string, toDevice bool, dev *DeviceBuffer, devOff int,
 	}
 	defer mem.mu.RUnlock()
 	defer dev.done()
-	node, err := g.build(op, deps, func(gh, dh uintptr, nd int) (uintptr, error) {
-		h := new(uintptr)
-		err := call(symGraphAddMemcpyNode, uintptr(unsafe.Pointer(h)), gh, dh, uintptr(nd), uintptr(unsafe.Pointer(p)), k.handle.Load())
+	node, err := g.build(op, deps, func(gh uintptr, dh *uintptr, nd int) (uintptr, error) {
+		var h uintptr
+		err := cuGraphAddMemcpyNode(&h, gh, dh, uintptr(nd), p, k.handle.Load())
 		if err == nil {
 			// Under g.mu, which build holds.
 			g.uses = append(g.uses,
-				graphUse{res: mem, keep: keep, host: true, node: *h},
-				graphUse{res: dev.res, keep: dev, node: *h})
+				graphUse{res: mem, keep: keep, host: true, node: h},
+				graphUse{res: dev.res, keep: dev, node: h})
 		}
-		return *h, err
+		return h, err
 	})
 	if err != nil {
 		return GraphNode{}, err
@@ -350,7 +350,7 @@ func (e *GraphExec) SetKernel(n GraphNode, cfg LaunchConfig, args *Args) error {
 	}
 	defer putSlab(slab)
 	return e.setNode(op, n, nil, func(eh, node uintptr) error {
-		return call(symGraphExecKernelNodeSetParams, eh, node, uintptr(unsafe.Pointer(p)))
+		return cuGraphExecKernelNodeSetParams(eh, node, p)
 	})
 }
 
@@ -378,7 +378,7 @@ func (e *GraphExec) setCopy(op string, n GraphNode, toDevice bool, dev *DeviceBu
 		return func() { mem.mu.RUnlock(); dev.done() }, nil
 	}
 	return e.setNode(op, n, prepare, func(eh, node uintptr) error {
-		if err := call(symGraphExecMemcpyNodeSetParams, eh, node, uintptr(unsafe.Pointer(p)), k.handle.Load()); err != nil {
+		if err := cuGraphExecMemcpyNodeSetParams(eh, node, p, k.handle.Load()); err != nil {
 			return err
 		}
 		// The node now uses this memory, not what it used before (e.all

@@ -386,9 +386,8 @@ func (f *Function) launchOn(op string, bound via, k *ctxCore, h uintptr, dims *[
 			return err
 		}
 	}
-	sc.args = [11]uintptr{f.handle, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], h,
-		uintptr(unsafe.Pointer(&slab.ptrs[0])), 0}
-	err := bound.call(symLaunchKernel, sc, 11)
+	err := cuLaunchKernel(sc, bound.direct, f.handle, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], h,
+		&slab.ptrs[0], nil)
 	if bound.k == nil {
 		leave()
 	}

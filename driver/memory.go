@@ -52,11 +52,11 @@ func (c *Context) Alloc(n int) (*DeviceBuffer, error) {
 		return nil, err
 	}
 	defer k.end()
-	p := new(uint64)
-	if err := call(symMemAlloc, uintptr(unsafe.Pointer(p)), uintptr(n)); err != nil {
+	var p DevicePtr
+	if err := cuMemAlloc(&p, uintptr(n)); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("Alloc", kindDeviceMemory, uintptr(*p), nil)
+	r, err := k.adopt("Alloc", kindDeviceMemory, uintptr(p), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -118,17 +118,39 @@ func checkSpan(op, role string, off, n, size int) error {
 // Memset sets every byte of the buffer to v (cuMemsetD8_v2) and returns
 // when done.
 func (b *DeviceBuffer) Memset(v byte) error {
-	p, err := b.lockSpan("Memset", "destination", 0, b.Len())
+	return b.memset("Memset", 1, func(d DevicePtr, n uintptr) error { return cuMemsetD8(d, v, n) })
+}
+
+// Memset16 sets every 16-bit element of the buffer to v (cuMemsetD16_v2)
+// and returns when done. The buffer's length must be a multiple of 2.
+func (b *DeviceBuffer) Memset16(v uint16) error {
+	return b.memset("Memset16", 2, func(d DevicePtr, n uintptr) error { return cuMemsetD16(d, v, n) })
+}
+
+// Memset32 sets every 32-bit element of the buffer to v (cuMemsetD32_v2)
+// and returns when done: math.Float32bits(x) sets float32s to x. The
+// buffer's length must be a multiple of 4.
+func (b *DeviceBuffer) Memset32(v uint32) error {
+	return b.memset("Memset32", 4, func(d DevicePtr, n uintptr) error { return cuMemsetD32(d, v, n) })
+}
+
+// memset sets the whole buffer through set, which gets the buffer's
+// address and its number of elements of width bytes.
+func (b *DeviceBuffer) memset(op string, width int, set func(d DevicePtr, n uintptr) error) error {
+	p, err := b.lockSpan(op, "destination", 0, b.Len())
 	if err != nil {
 		return err
 	}
 	defer b.done()
+	if b.size%width != 0 {
+		return argError(op, "buffer of %d bytes: not a whole number of %d-byte elements", b.size, width)
+	}
 	k := b.res.core
-	if err := k.enter("Memset"); err != nil {
+	if err := k.enter(op); err != nil {
 		return err
 	}
 	defer leave()
-	return call(symMemsetD8, p, uintptr(v), uintptr(b.size))
+	return set(DevicePtr(p), uintptr(b.size/width))
 }
 
 // CopyFromHost copies src into the buffer at byte offset off and returns
@@ -150,7 +172,7 @@ func (b *DeviceBuffer) CopyFromHost(off int, src []byte) error {
 		return err
 	}
 	defer leave()
-	err = call(symMemcpyHtoD, p, uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)))
+	err = cuMemcpyHtoD(DevicePtr(p), &src[0], uintptr(len(src)))
 	runtime.KeepAlive(src)
 	return err
 }
@@ -173,7 +195,7 @@ func (b *DeviceBuffer) CopyToHost(dst []byte, off int) error {
 		return err
 	}
 	defer leave()
-	err = call(symMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), p, uintptr(len(dst)))
+	err = cuMemcpyDtoH(&dst[0], DevicePtr(p), uintptr(len(dst)))
 	runtime.KeepAlive(dst)
 	return err
 }
@@ -202,12 +224,12 @@ func (b *DeviceBuffer) CopyFromDevice(off int, src *DeviceBuffer, srcOff, n int)
 	if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
 		return err
 	}
-	d, s := b.liveHandle()+uintptr(off), src.liveHandle()+uintptr(srcOff)
+	d, s := b.Ptr()+DevicePtr(off), src.Ptr()+DevicePtr(srcOff)
 	if err := b.res.core.enter(op); err != nil {
 		return err
 	}
 	defer leave()
-	return call(symMemcpyDtoD, d, s, uintptr(n))
+	return cuMemcpyDtoD(d, s, uintptr(n))
 }
 
 // HostMemory is page-locked host memory that asynchronous copies may use:
@@ -245,8 +267,8 @@ type HostAllocOptions struct {
 	Mapped bool
 }
 
-func (o HostAllocOptions) flags() uintptr {
-	var f uintptr
+func (o HostAllocOptions) flags() uint32 {
+	var f uint32
 	if o.Portable {
 		f |= memHostAllocPortable
 	}
@@ -287,11 +309,11 @@ func (c *Context) AllocHost(n int, opts HostAllocOptions) (*HostBuffer, error) {
 		return nil, err
 	}
 	defer k.end()
-	p := new(uintptr)
-	if err := call(symMemHostAlloc, uintptr(unsafe.Pointer(p)), uintptr(n), opts.flags()); err != nil {
+	var p uintptr
+	if err := cuMemHostAlloc(&p, uintptr(n), opts.flags()); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("AllocHost", kindHostMemory, *p, nil)
+	r, err := k.adopt("AllocHost", kindHostMemory, p, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -366,8 +388,8 @@ type RegisterOptions struct {
 	ReadOnly bool
 }
 
-func (o RegisterOptions) flags() uintptr {
-	var f uintptr
+func (o RegisterOptions) flags() uint32 {
+	var f uint32
 	if o.Portable {
 		f |= memHostRegisterPortable
 	}
@@ -405,7 +427,7 @@ func (c *Context) RegisterHost(mem []byte, opts RegisterOptions) (*HostRegistrat
 	defer k.end()
 	pin := new(runtime.Pinner)
 	pin.Pin(&mem[0])
-	if err := call(symMemHostRegister, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), opts.flags()); err != nil {
+	if err := cuMemHostRegister(&mem[0], uintptr(len(mem)), opts.flags()); err != nil {
 		pin.Unpin()
 		return nil, err
 	}

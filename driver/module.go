@@ -136,9 +136,8 @@ func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) 
 		return nil, err
 	}
 	defer k.end()
-	h := new(uintptr)
-	err = call(symModuleLoadDataEx, uintptr(unsafe.Pointer(h)), uintptr(unsafe.Pointer(&img[0])),
-		uintptr(len(keys)), uintptr(unsafe.Pointer(&keys[0])), uintptr(unsafe.Pointer(&vals[0])))
+	var h uintptr
+	err = cuModuleLoadDataEx(&h, &img[0], uint32(len(keys)), &keys[0], &vals[0])
 	runtime.KeepAlive(img)
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(vals)
@@ -150,7 +149,7 @@ func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) 
 		}
 		return nil, err
 	}
-	r, err := k.adopt("LoadModule", kindModule, *h, nil)
+	r, err := k.adopt("LoadModule", kindModule, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -214,8 +213,8 @@ func (m *Module) Function(name string) (*Function, error) {
 	}
 	defer leave()
 	cname := append([]byte(name), 0)
-	h := new(uintptr)
-	err = call(symModuleGetFunction, uintptr(unsafe.Pointer(h)), mh, uintptr(unsafe.Pointer(&cname[0])))
+	var h uintptr
+	err = cuModuleGetFunction(&h, mh, &cname[0])
 	runtime.KeepAlive(cname)
 	if err != nil {
 		if e, ok := err.(*Error); ok {
@@ -223,8 +222,8 @@ func (m *Module) Function(name string) (*Function, error) {
 		}
 		return nil, err
 	}
-	f := &Function{mod: m, handle: *h, name: name}
-	if params, ok := readParams(*h); ok {
+	f := &Function{mod: m, handle: h, name: name}
+	if params, ok := readParams(h); ok {
 		f.params.Store(&params)
 	}
 	return f, nil
@@ -240,7 +239,7 @@ func readParams(fh uintptr) ([]ParamInfo, bool) {
 	out := new([2]uint64)
 	var params []ParamInfo
 	for i := 0; i < maxArgs+1; i++ {
-		err := call(symFuncGetParamInfo, fh, uintptr(i), uintptr(unsafe.Pointer(&out[0])), uintptr(unsafe.Pointer(&out[1])))
+		err := cuFuncGetParamInfo(fh, uintptr(i), &out[0], &out[1])
 		if err != nil {
 			if e, ok := err.(*Error); ok && e.Code == ErrInvalidValue {
 				return params, true
@@ -329,9 +328,9 @@ func (f *Function) Attribute(a FunctionAttribute) (int, error) {
 		return 0, err
 	}
 	defer leave()
-	out := new(int32)
-	if err := call(symFuncGetAttribute, uintptr(unsafe.Pointer(out)), uintptr(a), f.handle); err != nil {
+	var v int32
+	if err := cuFuncGetAttribute(&v, a, f.handle); err != nil {
 		return 0, err
 	}
-	return int(*out), nil
+	return int(v), nil
 }

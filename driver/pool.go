@@ -79,19 +79,19 @@ func (c *Context) NewMemPool(opts MemPoolOptions) (*MemPool, error) {
 	props := &memPoolProps{
 		allocType:    memAllocationTypePinned,
 		locationType: memLocationTypeDevice,
-		locationID:   int32(k.dev.ordinal),
+		locationID:   k.dev.cu(),
 	}
-	h := new(uintptr)
-	if err := call(symMemPoolCreate, uintptr(unsafe.Pointer(h)), uintptr(unsafe.Pointer(props))); err != nil {
+	var h uintptr
+	if err := cuMemPoolCreate(&h, props); err != nil {
 		return nil, err
 	}
 	if opts.ReleaseThreshold != 0 {
-		if err := setPoolThreshold(*h, opts.ReleaseThreshold); err != nil {
-			_ = call(symMemPoolDestroy, *h)
+		if err := setPoolThreshold(h, opts.ReleaseThreshold); err != nil {
+			_ = cuMemPoolDestroy(h)
 			return nil, err
 		}
 	}
-	r, err := k.adopt(op, kindMemPool, *h, nil)
+	r, err := k.adopt(op, kindMemPool, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -101,15 +101,13 @@ func (c *Context) NewMemPool(opts MemPoolOptions) (*MemPool, error) {
 }
 
 func setPoolThreshold(h uintptr, n uint64) error {
-	v := new(uint64)
-	*v = n
-	return call(symMemPoolSetAttribute, h, memPoolAttrReleaseThreshold, uintptr(unsafe.Pointer(v)))
+	return cuMemPoolSetAttribute(h, memPoolAttrReleaseThreshold, &n)
 }
 
 func poolThreshold(h uintptr) (uint64, error) {
-	v := new(uint64)
-	err := call(symMemPoolGetAttribute, h, memPoolAttrReleaseThreshold, uintptr(unsafe.Pointer(v)))
-	return *v, err
+	var v uint64
+	err := cuMemPoolGetAttribute(h, memPoolAttrReleaseThreshold, &v)
+	return v, err
 }
 
 // ReleaseThreshold returns the pool's release threshold in bytes, as the
@@ -163,9 +161,9 @@ func (p *MemPool) Close() error {
 // defaultPool returns the default memory pool of k's device; the caller
 // has k current. The handle is the device's own: never destroyed.
 func (k *ctxCore) defaultPool() (uintptr, error) {
-	h := new(uintptr)
-	err := call(symDeviceGetDefaultMemPool, uintptr(unsafe.Pointer(h)), uintptr(k.dev.ordinal))
-	return *h, err
+	var h uintptr
+	err := cuDeviceGetDefaultMemPool(&h, k.dev.cu())
+	return h, err
 }
 
 // DefaultPoolReleaseThreshold returns the release threshold of the default
@@ -256,16 +254,16 @@ func (s *Stream) allocAsync(op string, pool *MemPool, n int) (*DeviceBuffer, err
 		return nil, err
 	}
 	defer leave()
-	p := new(uint64)
+	var p DevicePtr
 	if pool != nil {
-		err = call(symMemAllocFromPoolAsync, uintptr(unsafe.Pointer(p)), uintptr(n), ph, h)
+		err = cuMemAllocFromPoolAsync(&p, uintptr(n), ph, h)
 	} else {
-		err = call(symMemAllocAsync, uintptr(unsafe.Pointer(p)), uintptr(n), h)
+		err = cuMemAllocAsync(&p, uintptr(n), h)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r, err := k.adopt(op, kindAsyncMemory, uintptr(*p), nil)
+	r, err := k.adopt(op, kindAsyncMemory, uintptr(p), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +311,7 @@ func (s *Stream) FreeAsync(b *DeviceBuffer) error {
 	if err := k.enter(op); err != nil {
 		return err
 	}
-	err = call(symMemFreeAsync, p, h)
+	err = cuMemFreeAsync(DevicePtr(p), h)
 	leave()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package driver
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/purecuda/overlap/loader"
@@ -10,7 +11,10 @@ import (
 
 // The raw layer: one cached entry point per row of the symbol table, and
 // calls through purego.SyscallN (callScratch: through callC, the faster
-// path on linux/amd64) with no reflection and no allocation.
+// path on linux/amd64) with no reflection and no allocation. Outside
+// tests, the typed wrappers of zcalls.go, generated from prototypes.go,
+// are the only callers of call, callScratch, callScratchOn and syscallN
+// (TestCallsThroughWrappers).
 
 var procs [numSymbols]atomic.Uintptr
 
@@ -39,7 +43,7 @@ func openLibrary() (*loader.Library, error) {
 			libState.err = err
 			return
 		}
-		if r := syscallN(p, 0); r != 0 {
+		if r := cuInit(p, 0); r != 0 {
 			libState.err = newError(symInit, r)
 			return
 		}
@@ -136,6 +140,14 @@ type scratch struct {
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
+// getScratch takes a scratch from the pool, for a hot call that has none
+// of its own; putScratch gives it back.
+func getScratch() *scratch  { return scratchPool.Get().(*scratch) }
+func putScratch(s *scratch) { scratchPool.Put(s) }
+
+// outFloat32 is s.out[0] as the float that a driver call writes there.
+func (s *scratch) outFloat32() *float32 { return (*float32)(unsafe.Pointer(&s.out[0])) }
+
 // callScratch calls id with s.args[:n]. Pointers in s.args must point to
 // memory that outlives the call (s itself, pinned or C memory), and s must
 // not move: heap or pinned memory.
@@ -162,14 +174,4 @@ func callScratchOn(id symID, s *scratch, n int, direct bool) error {
 		return newError(id, r)
 	}
 	return nil
-}
-
-// hot calls id with up to four handle-sized arguments, none of them
-// pointers to Go memory, without allocating.
-func hot(id symID, n int, a0, a1, a2, a3 uintptr) error {
-	s := scratchPool.Get().(*scratch)
-	s.args[0], s.args[1], s.args[2], s.args[3] = a0, a1, a2, a3
-	err := callScratch(id, s, n)
-	scratchPool.Put(s)
-	return err
 }

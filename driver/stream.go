@@ -1,11 +1,6 @@
 package driver
 
-import (
-	"sync"
-	"sync/atomic"
-	"time"
-	"unsafe"
-)
+import "sync/atomic"
 
 // Flags of cuStreamCreate and cuEventCreate.
 const (
@@ -44,20 +39,20 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 		return nil, err
 	}
 	defer k.end()
-	var flags uintptr = streamNonBlocking
+	var flags uint32 = streamNonBlocking
 	if opts.Blocking {
 		flags = streamDefaultFlags
 	}
-	h := new(uintptr)
+	var h uintptr
 	if opts.Priority != 0 {
-		err = call(symStreamCreateWithPriority, uintptr(unsafe.Pointer(h)), flags, uintptr(int64(opts.Priority)))
+		err = cuStreamCreateWithPriority(&h, flags, int32(opts.Priority))
 	} else {
-		err = call(symStreamCreate, uintptr(unsafe.Pointer(h)), flags)
+		err = cuStreamCreate(&h, flags)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("NewStream", kindStream, *h, nil)
+	r, err := k.adopt("NewStream", kindStream, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -82,63 +77,60 @@ func (s *Stream) lock(op string) (uintptr, error) {
 	return s.use(op)
 }
 
-// blocking runs a call that may wait on the stream, with its context
-// current, and returns the stream's host-memory mark taken before it. It
-// makes the context current first unless the caller is bound to it (see
-// [Context.Bind]); bound to another context, it refuses.
-func (s *Stream) blocking(op string, bound via, id symID) (uint64, error) {
+// blocking runs wait, a call that may wait on the stream (cuStreamSynchronize
+// or cuStreamQuery), with its context current, and returns the stream's
+// host-memory mark taken before it. It makes the context current first
+// unless the caller is bound to it (see [Context.Bind]); bound to another
+// context, it refuses.
+func (s *Stream) blocking(op string, bound via, wait func(sc *scratch, hStream uintptr) error) (uint64, error) {
 	h, err := s.lock(op)
 	if err != nil {
 		return 0, err
 	}
 	defer s.done()
-	k := s.res.core
-	if bound.k != nil && bound.k != k {
-		return 0, sameContext(op+" (bound)", bound.k, k)
-	}
 	mark := s.res.uses.mark()
-	if bound.k == nil {
-		if err := k.enter(op); err != nil {
-			return 0, err
-		}
+	sc, err := s.issuing(op, bound)
+	if err != nil {
+		return 0, err
 	}
-	err = hot(id, 1, h, 0, 0, 0)
-	if bound.k == nil {
-		leave()
-	}
+	err = wait(sc, h)
+	bound.issued(sc)
 	return mark, err
 }
 
-// issue calls a hot entry point for s, whose caller holds s's lock: it makes
-// the context current first unless the caller is bound to it (see
-// [Context.Bind]); bound to another context, it refuses. One scratch serves
-// the context check and the call.
-func (s *Stream) issue(op string, bound via, id symID, n int, a0, a1, a2, a3 uintptr) error {
+// issuing begins a hot call for s, whose caller holds s's lock, and returns
+// the scratch to make it with: one scratch serves the context check and the
+// call. It makes the context current first unless the caller is bound to it
+// (see [Context.Bind]); bound to another context, it refuses. On success
+// the caller makes its call, then calls bound.issued.
+func (s *Stream) issuing(op string, bound via) (*scratch, error) {
 	k := s.res.core
 	if bound.k != nil && bound.k != k {
-		return sameContext(op+" (bound)", bound.k, k)
+		return nil, sameContext(op+" (bound)", bound.k, k)
 	}
-	sc := scratchPool.Get().(*scratch)
-	var err error
+	sc := getScratch()
 	if bound.k == nil {
-		err = k.enterWith(op, sc)
-	}
-	if err == nil {
-		sc.args[0], sc.args[1], sc.args[2], sc.args[3] = a0, a1, a2, a3
-		err = bound.call(id, sc, n)
-		if bound.k == nil {
-			leave()
+		if err := k.enterWith(op, sc); err != nil {
+			putScratch(sc)
+			return nil, err
 		}
 	}
-	scratchPool.Put(sc)
-	return err
+	return sc, nil
+}
+
+// issued ends a call that [Stream.issuing] began.
+func (v via) issued(sc *scratch) {
+	if v.k == nil {
+		leave()
+	}
+	putScratch(sc)
 }
 
 // Synchronize blocks until all work queued on s is done (cuStreamSynchronize).
 func (s *Stream) Synchronize() error { return s.synchronize("Stream.Synchronize", via{}) }
 
 func (s *Stream) synchronize(op string, bound via) error {
-	mark, err := s.blocking(op, bound, symStreamSynchronize)
+	mark, err := s.blocking(op, bound, cuStreamSynchronize)
 	if err == nil {
 		s.res.uses.complete(mark)
 	}
@@ -148,7 +140,7 @@ func (s *Stream) synchronize(op string, bound via) error {
 // Done reports whether all work queued on s is done (cuStreamQuery).
 // Work still running is (false, nil), not an error.
 func (s *Stream) Done() (bool, error) {
-	mark, err := s.blocking("Stream.Done", via{}, symStreamQuery)
+	mark, err := s.blocking("Stream.Done", via{}, cuStreamQuery)
 	done, err := readiness(err)
 	if done {
 		s.res.uses.complete(mark)
@@ -174,7 +166,11 @@ func (s *Stream) waitEvent(bound via, e *Event) error {
 	var h uintptr
 	if h, err = s.lock(op); err == nil {
 		if err = sameContext(op, e.res.core, s.res.core); err == nil {
-			err = s.issue(op, bound, symStreamWaitEvent, 3, h, eh, 0, 0)
+			var sc *scratch
+			if sc, err = s.issuing(op, bound); err == nil {
+				err = cuStreamWaitEvent(sc, bound.direct, h, eh, 0)
+				bound.issued(sc)
+			}
 		}
 		s.done()
 	}
@@ -233,12 +229,16 @@ func (s *Stream) hostCopyLocked(op string, bound via, toDevice bool, dev *Device
 			return err
 		}
 	}
-	var err error
-	if toDevice {
-		err = s.issue(op, bound, symMemcpyHtoDAsync, 4, d, p, uintptr(n), h)
-	} else {
-		err = s.issue(op, bound, symMemcpyDtoHAsync, 4, p, d, uintptr(n), h)
+	sc, err := s.issuing(op, bound)
+	if err != nil {
+		return err
 	}
+	if toDevice {
+		err = cuMemcpyHtoDAsync(sc, bound.direct, DevicePtr(d), p, uintptr(n), h)
+	} else {
+		err = cuMemcpyDtoHAsync(sc, bound.direct, p, DevicePtr(d), uintptr(n), h)
+	}
+	bound.issued(sc)
 	if err == nil {
 		if c := s.capt.Load(); c != nil {
 			// A captured copy runs nothing now: the graph keeps the
@@ -277,8 +277,12 @@ func (s *Stream) copyToHost(bound via, dst HostMemory, dstOff int, src *DeviceBu
 	return s.hostCopy("Stream.CopyToHost", bound, false, src, srcOff, dst, dstOff, n)
 }
 
-// deviceOp queues an operation on one or two device buffers of s's context.
-func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n int, v byte) error {
+// deviceOp queues an operation on n bytes of one or two device buffers of
+// s's context: queue, which calls the driver with the spans' addresses (src
+// 0 without a source buffer) and n. A memset of elements of width bytes
+// (1 otherwise) needs dstOff and n to be multiples of width.
+func (s *Stream) deviceOp(op string, dst *DeviceBuffer, dstOff int, src *DeviceBuffer, srcOff, n, width int,
+	queue func(sc *scratch, dst, src DevicePtr, n, hStream uintptr) error) error {
 	if s == nil || s.res == nil {
 		return argError(op, "nil *Stream")
 	}
@@ -296,6 +300,9 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 	if err := checkSpan(op, "destination", dstOff, n, dst.size); err != nil {
 		return err
 	}
+	if dstOff%width != 0 || n%width != 0 {
+		return argError(op, "offset %d and size %d: must be multiples of %d bytes", dstOff, n, width)
+	}
 	h, err := s.lock(op)
 	if err != nil {
 		return err
@@ -312,15 +319,19 @@ func (s *Stream) deviceOp(op string, id symID, dst *DeviceBuffer, dstOff int, sr
 	if n == 0 { // nothing to do, between open objects
 		return nil
 	}
-	d := dst.liveHandle() + uintptr(dstOff)
-	if src == nil {
-		err = s.issue(op, via{}, id, 4, d, uintptr(v), uintptr(n), h)
-	} else {
+	d, sp := dst.Ptr()+DevicePtr(dstOff), DevicePtr(0)
+	if src != nil {
 		if err := checkSpan(op, "source", srcOff, n, src.size); err != nil {
 			return err
 		}
-		err = s.issue(op, via{}, id, 4, d, src.liveHandle()+uintptr(srcOff), uintptr(n), h)
+		sp = src.Ptr() + DevicePtr(srcOff)
 	}
+	sc, err := s.issuing(op, via{})
+	if err != nil {
+		return err
+	}
+	err = queue(sc, d, sp, uintptr(n), h)
+	via{}.issued(sc)
 	if c := s.capt.Load(); c != nil && err == nil {
 		c.add(dst.res, dst, false)
 		if src != nil {
@@ -336,13 +347,30 @@ func (s *Stream) CopyDevice(dst *DeviceBuffer, dstOff int, src *DeviceBuffer, sr
 	if src == nil {
 		return argError("Stream.CopyDevice", "nil source *DeviceBuffer")
 	}
-	return s.deviceOp("Stream.CopyDevice", symMemcpyDtoDAsync, dst, dstOff, src, srcOff, n, 0)
+	return s.deviceOp("Stream.CopyDevice", dst, dstOff, src, srcOff, n, 1, cuMemcpyDtoDAsync)
 }
 
 // Memset queues setting n bytes of dst at off to v (cuMemsetD8Async); 0
 // bytes of an open buffer does nothing.
 func (s *Stream) Memset(dst *DeviceBuffer, off, n int, v byte) error {
-	return s.deviceOp("Stream.Memset", symMemsetD8Async, dst, off, nil, 0, n, v)
+	return s.deviceOp("Stream.Memset", dst, off, nil, 0, n, 1,
+		func(sc *scratch, dst, _ DevicePtr, n, h uintptr) error { return cuMemsetD8Async(sc, dst, v, n, h) })
+}
+
+// Memset16 queues setting n bytes of dst at off to v, repeated in 16-bit
+// elements (cuMemsetD16Async): off and n must be multiples of 2. 0 bytes of
+// an open buffer does nothing.
+func (s *Stream) Memset16(dst *DeviceBuffer, off, n int, v uint16) error {
+	return s.deviceOp("Stream.Memset16", dst, off, nil, 0, n, 2,
+		func(sc *scratch, dst, _ DevicePtr, n, h uintptr) error { return cuMemsetD16Async(sc, dst, v, n/2, h) })
+}
+
+// Memset32 queues setting n bytes of dst at off to v, repeated in 32-bit
+// elements (cuMemsetD32Async): off and n must be multiples of 4. 0 bytes of
+// an open buffer does nothing.
+func (s *Stream) Memset32(dst *DeviceBuffer, off, n int, v uint32) error {
+	return s.deviceOp("Stream.Memset32", dst, off, nil, 0, n, 4,
+		func(sc *scratch, dst, _ DevicePtr, n, h uintptr) error { return cuMemsetD32Async(sc, dst, v, n/4, h) })
 }
 
 // Close destroys the stream (cuStreamDestroy_v2). Work already queued
@@ -365,211 +393,4 @@ func readiness(err error) (bool, error) {
 		return false, nil
 	}
 	return false, err
-}
-
-// EventOptions configure [Context.NewEvent]. The zero value gives an event
-// without timing, the cheapest kind, for ordering work.
-type EventOptions struct {
-	// Timing lets the event be used with [Event.Elapsed].
-	Timing bool
-	// BlockingSync makes Synchronize sleep instead of spinning.
-	BlockingSync bool
-}
-
-// Event is a CUDA event: a marker in a stream that other streams and the
-// host can wait for. The caller owns it and must Close it.
-type Event struct {
-	owned
-	timing bool
-
-	// The stream and host-memory mark of the last Record, so that seeing
-	// the event done lets go of the memory that copies before it used.
-	// recGen counts Records; Record holds recMu across its driver call,
-	// so that a wait that sees recGen unchanged from before its own driver
-	// call to after it knows which Record it waited for.
-	recMu     sync.Mutex
-	recStream *resource // nil: nothing to let go of
-	recMark   uint64
-	recGen    uint64
-}
-
-// NewEvent creates an event (cuEventCreate).
-func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
-	k, err := c.begin("NewEvent")
-	if err != nil {
-		return nil, err
-	}
-	defer k.end()
-	var flags uintptr = eventDefaultOptions
-	if !opts.Timing {
-		flags |= eventDisableTiming
-	}
-	if opts.BlockingSync {
-		flags |= eventBlockingSync
-	}
-	h := new(uintptr)
-	if err := call(symEventCreate, uintptr(unsafe.Pointer(h)), flags); err != nil {
-		return nil, err
-	}
-	r, err := k.adopt("NewEvent", kindEvent, *h, nil)
-	if err != nil {
-		return nil, err
-	}
-	e := &Event{timing: opts.Timing}
-	own(e, &e.owned, c, r, true)
-	return e, nil
-}
-
-// Record captures the work queued on s so far (cuEventRecord).
-func (e *Event) Record(s *Stream) error { return e.record(via{}, s) }
-
-func (e *Event) record(bound via, s *Stream) error {
-	const op = "Event.Record"
-	if e == nil {
-		return argError(op, "nil *Event")
-	}
-	// No defers on the issue paths (see Function.launch): each lock is let
-	// go on every path.
-	eh, err := e.use(op)
-	if err != nil {
-		return err
-	}
-	var h uintptr
-	if h, err = s.lock(op); err == nil {
-		if err = sameContext(op, e.res.core, s.res.core); err == nil {
-			e.recMu.Lock()
-			mark := s.res.uses.mark()
-			if err = s.issue(op, bound, symEventRecord, 2, eh, h, 0, 0); err == nil {
-				e.recStream, e.recMark = s.res, mark
-				if s.capt.Load() != nil {
-					// A captured Record records nothing now, and a launch
-					// of its graph says nothing of s's earlier copies.
-					e.recStream = nil
-				}
-				e.recGen++
-			}
-			e.recMu.Unlock()
-		}
-		s.done()
-	}
-	e.done()
-	return err
-}
-
-// lastRecord is what the last Record covers, taken before a wait for the
-// event: the stream and mark it let go of, and the Record's number.
-type lastRecord struct {
-	stream *resource
-	mark   uint64
-	gen    uint64
-}
-
-func (e *Event) lastRecord() lastRecord {
-	e.recMu.Lock()
-	defer e.recMu.Unlock()
-	return lastRecord{e.recStream, e.recMark, e.recGen}
-}
-
-// seen lets go of the host memory used by copies before the Record that
-// rec (taken before the wait) describes, now that the event is known done,
-// unless another Record came meanwhile: the wait may then have been for
-// either, and the memory's Close waits for its streams itself.
-func (e *Event) seen(rec lastRecord) {
-	e.recMu.Lock()
-	same := e.recGen == rec.gen
-	e.recMu.Unlock()
-	if same && rec.stream != nil {
-		rec.stream.uses.complete(rec.mark)
-	}
-}
-
-// blocking runs a call on e with its context current.
-func (e *Event) blocking(op string, id symID) error {
-	if e == nil {
-		return argError(op, "nil *Event")
-	}
-	h, err := e.use(op)
-	if err != nil {
-		return err
-	}
-	defer e.done()
-	if err := e.res.core.enter(op); err != nil {
-		return err
-	}
-	err = hot(id, 1, h, 0, 0, 0)
-	leave()
-	return err
-}
-
-// Synchronize blocks until the work the event captured is done
-// (cuEventSynchronize).
-func (e *Event) Synchronize() error {
-	if e == nil || e.res == nil {
-		return argError("Event.Synchronize", "nil *Event")
-	}
-	rec := e.lastRecord()
-	err := e.blocking("Event.Synchronize", symEventSynchronize)
-	if err == nil {
-		e.seen(rec)
-	}
-	return err
-}
-
-// Done reports whether the captured work is done (cuEventQuery). Work still
-// running is (false, nil).
-func (e *Event) Done() (bool, error) {
-	if e == nil || e.res == nil {
-		return false, argError("Event.Done", "nil *Event")
-	}
-	rec := e.lastRecord()
-	done, err := readiness(e.blocking("Event.Done", symEventQuery))
-	if done {
-		e.seen(rec)
-	}
-	return done, err
-}
-
-// Elapsed returns the GPU time from e to end (cuEventElapsedTime), with
-// about half a microsecond of resolution. Both events need Timing and must
-// have completed.
-func (e *Event) Elapsed(end *Event) (time.Duration, error) {
-	const op = "Event.Elapsed"
-	if e == nil || end == nil {
-		return 0, argError(op, "nil *Event")
-	}
-	if !e.timing || !end.timing {
-		return 0, argError(op, "both events need EventOptions.Timing")
-	}
-	if err := usePair(op, &e.owned, &end.owned); err != nil {
-		return 0, err
-	}
-	defer donePair(&e.owned, &end.owned)
-	if err := sameContext(op, e.res.core, end.res.core); err != nil {
-		return 0, err
-	}
-	// The out-parameter lives in a pooled scratch: Elapsed allocates
-	// nothing, so that timing events around copies (BenchmarkCopyH2DTimed)
-	// costs no garbage.
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
-	if err := e.res.core.enterWith(op, sc); err != nil {
-		return 0, err
-	}
-	sc.out[0] = 0
-	sc.args[0], sc.args[1], sc.args[2] = uintptr(unsafe.Pointer(&sc.out[0])), e.liveHandle(), end.liveHandle()
-	err := callScratch(symEventElapsedTime, sc, 3)
-	leave()
-	if err != nil {
-		return 0, err
-	}
-	ms := *(*float32)(unsafe.Pointer(&sc.out[0])) // the driver wrote a float there
-	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
-}
-
-// Close destroys the event (cuEventDestroy_v2). A second Close returns nil.
-func (e *Event) Close() error {
-	if e == nil {
-		return nil
-	}
-	return e.close()
 }

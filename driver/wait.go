@@ -3,8 +3,6 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"unsafe"
 )
 
 // Wait is how a host thread waits for the GPU in a context's synchronising
@@ -121,7 +119,7 @@ func NewContextWith(dev Device, opts ContextOptions) (*Context, error) {
 		return nil, waitModeError(op, dev, opts.Wait, flags)
 	}
 	if !active && flags&ctxSchedMask != want {
-		if err := call(symDevicePrimaryCtxSetFlags, uintptr(dev.ordinal), uintptr(flags&^ctxSchedMask|want)); err != nil {
+		if err := cuDevicePrimaryCtxSetFlags(dev.cu(), flags&^ctxSchedMask|want); err != nil {
 			return nil, err
 		}
 	}
@@ -148,10 +146,12 @@ func waitModeError(op string, dev Device, want Wait, flags uint32) error {
 // primaryState returns dev's primary context flags and whether it is
 // active (cuDevicePrimaryCtxGetState).
 func primaryState(dev Device) (flags uint32, active bool, err error) {
-	out := new([2]int32) // flags (unsigned int), active (int)
-	err = call(symDevicePrimaryCtxGetState, uintptr(dev.ordinal), uintptr(unsafe.Pointer(&out[0])), uintptr(unsafe.Pointer(&out[1])))
-	runtime.KeepAlive(out)
-	return uint32(out[0]), out[1] != 0, err
+	st := new(struct {
+		flags  uint32
+		active int32
+	})
+	err = cuDevicePrimaryCtxGetState(dev.cu(), &st.flags, &st.active)
+	return st.flags, st.active != 0, err
 }
 
 // Wait returns how host threads wait for the GPU on c: its primary

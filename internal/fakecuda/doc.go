@@ -3,7 +3,10 @@
 //
 // The fake (src/libcuda.c) is a small C library that exports the driver
 // entry points package driver binds, both through cuGetProcAddress_v2 and
-// under their versioned export names. Tests load it through the real
+// under their versioned export names; their list, src/zexports.h, is
+// generated from driver/prototypes.go, so that the fake fails to compile
+// when it lacks one (but for those it leaves out on purpose, named in
+// libcuda.c). Tests load it through the real
 // loader and the real call paths, by pointing loader.EnvVar at it in a
 // child process (the driver library is loaded once per process). It
 // records calls, can fail or delay any call on demand, runs stream work

@@ -21,8 +21,14 @@ import (
 	"github.com/purecuda/overlap/loader"
 )
 
-//go:embed src/libcuda.c
-var source []byte
+// source is the fake's C source; exports is the header it includes, the
+// entry points package driver binds (generated from driver/prototypes.go).
+var (
+	//go:embed src/libcuda.c
+	source []byte
+	//go:embed src/zexports.h
+	exports []byte
+)
 
 // childEnv marks the child process that runs a test against the fake.
 const childEnv = "OVERLAP_FAKECUDA_CHILD"
@@ -55,6 +61,9 @@ func Build(dir string) (string, error) {
 	}
 	src := filepath.Join(dir, "libcuda.c")
 	if err := os.WriteFile(src, source, 0o644); err != nil {
+		return "", fmt.Errorf("fakecuda: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "zexports.h"), exports, 0o644); err != nil {
 		return "", fmt.Errorf("fakecuda: %w", err)
 	}
 	out := filepath.Join(dir, "libcuda.so.1")

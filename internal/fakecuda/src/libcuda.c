@@ -331,6 +331,7 @@ struct op {
     char *dst, *src;
     size_t n;
     int value;
+    int width;                    /* OP_MEMSET: bytes per element, 1 (or 0), 2 or 4 */
     unsigned char params[16][16]; /* OP_LAUNCH: the argument values */
     int nparams;
     struct obj *func;             /* OP_LAUNCH: the kernel */
@@ -338,6 +339,19 @@ struct op {
     struct op *next;
 };
 static struct op *qhead, *qtail;
+
+/* fill sets n bytes at dst to v, repeated in elements of width bytes (1, 2
+ * or 4; 0 counts as 1), as cuMemsetD8, cuMemsetD16 and cuMemsetD32 do. */
+static void fill(char *dst, unsigned v, int width, size_t n) {
+    if (width <= 1) {
+        memset(dst, (unsigned char)v, n);
+        return;
+    }
+    uint16_t v16 = (uint16_t)v;
+    uint32_t v32 = v;
+    for (size_t i = 0; i + (size_t)width <= n; i += (size_t)width)
+        memcpy(dst + i, width == 2 ? (const void *)&v16 : (const void *)&v32, (size_t)width);
+}
 static long issued_seq, done_seq;
 static pthread_t worker;
 static int worker_started;
@@ -391,7 +405,7 @@ static void *work(void *arg) {
             if (safe) memmove(op->dst, op->src, op->n);
             break;
         case OP_MEMSET:
-            memset(op->dst, op->value, op->n);
+            fill(op->dst, (unsigned)op->value, op->width, op->n);
             break;
         case OP_LAUNCH:
             run_kernel(op);
@@ -872,23 +886,46 @@ CUresult cuMemcpyDtoD_v2(uintptr_t dst, uintptr_t src, size_t n) {
     return sync_copy("cuMemcpyDtoD_v2", (char *)dst, K_DEVMEM, (const char *)src, K_DEVMEM, n);
 }
 
-CUresult cuMemsetD8_v2(uintptr_t dst, unsigned char v, size_t n) {
-    ENTER("cuMemsetD8_v2");
+/* sync_memset sets count elements of width bytes at dst to v, on the
+ * legacy default stream: after everything queued. A misaligned address is a
+ * violation, as it is an error of the driver's. */
+static CUresult sync_memset(const char *call, uintptr_t dst, unsigned v, int width, size_t count) {
+    size_t n = count * (size_t)width;
     pthread_mutex_lock(&mu);
     struct obj *d = find_mem(dst, n, K_DEVMEM);
     if (!d) {
-        violation("cuMemsetD8_v2: %zu bytes outside live device memory", n);
+        violation("%s: %zu bytes outside live device memory", call, n);
         pthread_mutex_unlock(&mu);
         return E_INVALID_VALUE;
     }
-    if (!check_ctx("cuMemsetD8_v2", d)) {
+    if (dst % (uintptr_t)width) {
+        violation("%s: address %p is not aligned to %d bytes", call, (void *)dst, width);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
+    }
+    if (!check_ctx(call, d)) {
         pthread_mutex_unlock(&mu);
         return E_INVALID_CONTEXT;
     }
     wait_seq(issued_seq);
-    memset((void *)dst, v, n);
+    fill((char *)dst, v, width, n);
     pthread_mutex_unlock(&mu);
     return OK;
+}
+
+CUresult cuMemsetD8_v2(uintptr_t dst, unsigned char v, size_t n) {
+    ENTER("cuMemsetD8_v2");
+    return sync_memset("cuMemsetD8_v2", dst, v, 1, n);
+}
+
+CUresult cuMemsetD16_v2(uintptr_t dst, unsigned short v, size_t n) {
+    ENTER("cuMemsetD16_v2");
+    return sync_memset("cuMemsetD16_v2", dst, v, 2, n);
+}
+
+CUresult cuMemsetD32_v2(uintptr_t dst, unsigned v, size_t n) {
+    ENTER("cuMemsetD32_v2");
+    return sync_memset("cuMemsetD32_v2", dst, v, 4, n);
 }
 
 /* Streams. */
@@ -1058,15 +1095,22 @@ CUresult cuMemcpyDtoDAsync_v2(uintptr_t dst, uintptr_t src, size_t n, handle_t s
     return async_copy("cuMemcpyDtoDAsync_v2", OP_D2D, (char *)dst, (const char *)src, n, s);
 }
 
-CUresult cuMemsetD8Async(uintptr_t dst, unsigned char v, size_t n, handle_t s) {
-    ENTER("cuMemsetD8Async");
+/* async_memset queues setting count elements of width bytes at dst to v
+ * on the stream s. */
+static CUresult async_memset(const char *call, uintptr_t dst, unsigned v, int width, size_t count, handle_t s) {
+    size_t n = count * (size_t)width;
     pthread_mutex_lock(&mu);
-    struct obj *so = stream_use("cuMemsetD8Async", s);
+    struct obj *so = stream_use(call, s);
     struct obj *d = find_mem(dst, n, K_DEVMEM);
     if (!so || !d) {
-        if (so) violation("cuMemsetD8Async: %zu bytes outside live device memory", n);
+        if (so) violation("%s: %zu bytes outside live device memory", call, n);
         pthread_mutex_unlock(&mu);
         return so ? E_INVALID_VALUE : E_INVALID_HANDLE;
+    }
+    if (dst % (uintptr_t)width) {
+        violation("%s: address %p is not aligned to %d bytes", call, (void *)dst, width);
+        pthread_mutex_unlock(&mu);
+        return E_INVALID_VALUE;
     }
     struct op *op = calloc(1, sizeof *op);
     op->type = OP_MEMSET;
@@ -1074,10 +1118,26 @@ CUresult cuMemsetD8Async(uintptr_t dst, unsigned char v, size_t n, handle_t s) {
     op->dev = d;
     op->dst = (char *)dst;
     op->n = n;
-    op->value = v;
+    op->value = (int)v;
+    op->width = width;
     enqueue(op);
     pthread_mutex_unlock(&mu);
     return OK;
+}
+
+CUresult cuMemsetD8Async(uintptr_t dst, unsigned char v, size_t n, handle_t s) {
+    ENTER("cuMemsetD8Async");
+    return async_memset("cuMemsetD8Async", dst, v, 1, n, s);
+}
+
+CUresult cuMemsetD16Async(uintptr_t dst, unsigned short v, size_t n, handle_t s) {
+    ENTER("cuMemsetD16Async");
+    return async_memset("cuMemsetD16Async", dst, v, 2, n, s);
+}
+
+CUresult cuMemsetD32Async(uintptr_t dst, unsigned v, size_t n, handle_t s) {
+    ENTER("cuMemsetD32Async");
+    return async_memset("cuMemsetD32Async", dst, v, 4, n, s);
 }
 
 /* Events. */
@@ -1976,51 +2036,24 @@ CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memc
     return r;
 }
 
-/* cuGetProcAddress_v2: every entry point by its plain name. */
+/* cuGetProcAddress_v2: every entry point by its plain name. The list is
+ * package driver's (driver/prototypes.go), generated into zexports.h, so
+ * that an entry point the fake lacks fails to compile, unless it lacks it
+ * on purpose: these are NULL in the table, and not found, so that tests
+ * see how the binding reports a symbol that the driver does not have. */
+#define cuDevicePrimaryCtxGetState NULL
+#define cuDevicePrimaryCtxSetFlags_v2 NULL
 struct entry { const char *name; void *fn; };
-#define E(plain, fn) {plain, (void *)fn}
+#define E(plain, fn, nargs) {plain, (void *)fn}
 static const struct entry entries[] = {
-    E("cuInit", cuInit), E("cuDriverGetVersion", cuDriverGetVersion), E("cuGetErrorName", cuGetErrorName),
-    E("cuGetErrorString", cuGetErrorString), E("cuDeviceGet", cuDeviceGet), E("cuDeviceGetCount", cuDeviceGetCount),
-    E("cuDeviceGetName", cuDeviceGetName), E("cuDeviceGetAttribute", cuDeviceGetAttribute),
-    E("cuDeviceTotalMem", cuDeviceTotalMem_v2), E("cuDeviceGetPCIBusId", cuDeviceGetPCIBusId),
-    E("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
-    E("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2), E("cuCtxSetCurrent", cuCtxSetCurrent),
-    E("cuCtxGetCurrent", cuCtxGetCurrent), E("cuCtxSynchronize", cuCtxSynchronize),
-    E("cuMemGetInfo", cuMemGetInfo_v2), E("cuMemAlloc", cuMemAlloc_v2), E("cuMemFree", cuMemFree_v2),
-    E("cuMemHostAlloc", cuMemHostAlloc), E("cuMemFreeHost", cuMemFreeHost),
-    E("cuMemHostRegister", cuMemHostRegister_v2), E("cuMemHostUnregister", cuMemHostUnregister),
-    E("cuMemcpyHtoD", cuMemcpyHtoD_v2), E("cuMemcpyDtoH", cuMemcpyDtoH_v2), E("cuMemcpyDtoD", cuMemcpyDtoD_v2),
-    E("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync_v2), E("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync_v2),
-    E("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync_v2), E("cuMemsetD8", cuMemsetD8_v2),
-    E("cuMemsetD8Async", cuMemsetD8Async), E("cuStreamCreate", cuStreamCreate),
-    E("cuStreamCreateWithPriority", cuStreamCreateWithPriority), E("cuStreamDestroy", cuStreamDestroy_v2),
-    E("cuStreamSynchronize", cuStreamSynchronize), E("cuStreamQuery", cuStreamQuery),
-    E("cuStreamWaitEvent", cuStreamWaitEvent), E("cuEventCreate", cuEventCreate),
-    E("cuEventDestroy", cuEventDestroy_v2), E("cuEventRecord", cuEventRecord), E("cuEventQuery", cuEventQuery),
-    E("cuEventSynchronize", cuEventSynchronize), E("cuEventElapsedTime", cuEventElapsedTime_v2),
-    E("cuModuleLoadDataEx", cuModuleLoadDataEx), E("cuModuleUnload", cuModuleUnload),
-    E("cuModuleGetFunction", cuModuleGetFunction), E("cuFuncGetAttribute", cuFuncGetAttribute),
-    E("cuFuncGetParamInfo", cuFuncGetParamInfo), E("cuLaunchKernel", cuLaunchKernel),
-    E("cuMemAllocAsync", cuMemAllocAsync), E("cuMemFreeAsync", cuMemFreeAsync),
-    E("cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync), E("cuMemPoolCreate", cuMemPoolCreate),
-    E("cuMemPoolDestroy", cuMemPoolDestroy), E("cuMemPoolSetAttribute", cuMemPoolSetAttribute),
-    E("cuMemPoolGetAttribute", cuMemPoolGetAttribute), E("cuDeviceGetDefaultMemPool", cuDeviceGetDefaultMemPool),
-    E("cuStreamBeginCapture", cuStreamBeginCapture_v2), E("cuStreamEndCapture", cuStreamEndCapture),
-    E("cuStreamIsCapturing", cuStreamIsCapturing), E("cuGraphInstantiateWithFlags", cuGraphInstantiateWithFlags),
-    E("cuGraphLaunch", cuGraphLaunch), E("cuGraphExecUpdate", cuGraphExecUpdate_v2),
-    E("cuGraphExecDestroy", cuGraphExecDestroy), E("cuGraphDestroy", cuGraphDestroy),
-    E("cuGraphCreate", cuGraphCreate), E("cuGraphAddKernelNode", cuGraphAddKernelNode_v2),
-    E("cuGraphAddMemcpyNode", cuGraphAddMemcpyNode),
-    E("cuGraphExecKernelNodeSetParams", cuGraphExecKernelNodeSetParams_v2),
-    E("cuGraphExecMemcpyNodeSetParams", cuGraphExecMemcpyNodeSetParams),
+#include "zexports.h"
 };
 
 CUresult cuGetProcAddress_v2(const char *name, void **fn, int version, unsigned long long flags, int *status) {
     (void)version;
     (void)flags;
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
-        if (strcmp(entries[i].name, name) == 0) {
+        if (entries[i].fn && strcmp(entries[i].name, name) == 0) {
             *fn = entries[i].fn;
             if (status) *status = 0;
             return OK;

@@ -1,0 +1,148 @@
+package driver
+
+// The driver entry points the binding calls, one //cuda line each: the
+// single source of truth for them. go generate ./driver runs mkdriver
+// (internal/mkdriver), which turns the list into the symID constants and
+// the symbol table (zsymbols.go), one typed wrapper per entry point
+// (zcalls.go), and the list of entry points that the fake driver must
+// export (internal/fakecuda/src/zexports.h). make test fails when those
+// are stale. README.md says how to add a call.
+//
+// A line reads
+//
+//	//cuda NAME(PARAMS) = EXPORT VERSION [MARK]
+//
+//   - NAME is the plain CUDA name, the one cuGetProcAddress takes. It names
+//     the wrapper too (cuMemAlloc), and its symID (symMemAlloc).
+//   - PARAMS are the C parameters of cuda.h's prototype, in order, as Go
+//     parameters: uintptr for handles, sizes (size_t) and host addresses
+//     the binding holds as integers (pinned or C memory); DevicePtr for a
+//     CUdeviceptr; int32 or uint32 (or a named integer type) for int and
+//     unsigned int; a pointer to Go memory as *T. The wrapper converts
+//     each to a uintptr: that is the only place where a driver call's
+//     arguments are packed.
+//   - EXPORT is the name the library exports: cuda.h maps some plain names
+//     to versioned ones (cuMemAlloc to cuMemAlloc_v2).
+//   - VERSION is the CUDA version, 1000*major + 10*minor, whose ABI the
+//     binding binds, handed to cuGetProcAddress_v2: the version in which
+//     the export it names first appeared (cudaTypedefs.h's PFN_..._vNNNNN).
+//   - MARK picks the call path, and so the wrapper's signature:
+//     none: call (purego.SyscallN); func(PARAMS) error. Go memory that a
+//     pointer argument points to is kept alive, and moved to the heap, for
+//     the call (go:uintptrescapes).
+//     hot: callScratch, through the caller's scratch, allocating nothing;
+//     func(sc *scratch, PARAMS) error. Pointer arguments must point at
+//     memory that does not move: sc itself, heap, pinned or C memory.
+//     direct: as hot, and through callCDirect when direct is set
+//     ([BindOptions].DirectCalls); func(sc *scratch, direct bool, PARAMS)
+//     error. Only for calls that never wait for the device.
+//     raw: syscallN on an entry point that the caller resolved, the
+//     CUresult unchecked; func(entry uintptr, PARAMS) Result. For calls
+//     made before the table can be used, or whose failure is an answer.
+//     nowrap: a row of the table and an export of the fake, no wrapper:
+//     package loader calls it itself.
+//
+//go:generate go run ./internal/mkdriver
+
+// Initialisation, versions and error strings.
+
+//cuda cuInit(flags uint32) = cuInit 2000 raw
+//cuda cuDriverGetVersion(driverVersion *int32) = cuDriverGetVersion 2020 nowrap
+//cuda cuGetErrorName(code Result, pStr *uintptr) = cuGetErrorName 6000 raw
+//cuda cuGetErrorString(code Result, pStr *uintptr) = cuGetErrorString 6000 raw
+
+// Devices and primary contexts (device.go, context.go, wait.go).
+
+//cuda cuDeviceGet(device *int32, ordinal int32) = cuDeviceGet 2000
+//cuda cuDeviceGetCount(count *int32) = cuDeviceGetCount 2000
+//cuda cuDeviceGetName(name *byte, length int32, dev int32) = cuDeviceGetName 2000
+//cuda cuDeviceGetAttribute(pi *int32, attrib DeviceAttribute, dev int32) = cuDeviceGetAttribute 2000
+//cuda cuDeviceTotalMem(bytes *uint64, dev int32) = cuDeviceTotalMem_v2 3020
+//cuda cuDeviceGetPCIBusId(pciBusId *byte, length int32, dev int32) = cuDeviceGetPCIBusId 4010
+//cuda cuDevicePrimaryCtxRetain(pctx *uintptr, dev int32) = cuDevicePrimaryCtxRetain 7000
+//cuda cuDevicePrimaryCtxRelease(dev int32) = cuDevicePrimaryCtxRelease_v2 11000
+//cuda cuDevicePrimaryCtxGetState(dev int32, flags *uint32, active *int32) = cuDevicePrimaryCtxGetState 7000
+//cuda cuDevicePrimaryCtxSetFlags(dev int32, flags uint32) = cuDevicePrimaryCtxSetFlags_v2 11000
+//cuda cuCtxSetCurrent(ctx uintptr) = cuCtxSetCurrent 4000 hot
+//cuda cuCtxGetCurrent(pctx *uintptr) = cuCtxGetCurrent 4000 hot
+//cuda cuCtxSynchronize() = cuCtxSynchronize 2000
+
+// Memory and copies (memory.go, stream.go).
+
+//cuda cuMemGetInfo(free *uint64, total *uint64) = cuMemGetInfo_v2 3020
+//cuda cuMemAlloc(dptr *DevicePtr, bytesize uintptr) = cuMemAlloc_v2 3020
+//cuda cuMemFree(dptr DevicePtr) = cuMemFree_v2 3020
+//cuda cuMemHostAlloc(pp *uintptr, bytesize uintptr, flags uint32) = cuMemHostAlloc 2020
+//cuda cuMemFreeHost(p uintptr) = cuMemFreeHost 2000
+//cuda cuMemHostRegister(p *byte, bytesize uintptr, flags uint32) = cuMemHostRegister_v2 6050
+//cuda cuMemHostUnregister(p uintptr) = cuMemHostUnregister 4000
+//cuda cuMemcpyHtoD(dstDevice DevicePtr, srcHost *byte, byteCount uintptr) = cuMemcpyHtoD_v2 3020
+//cuda cuMemcpyDtoH(dstHost *byte, srcDevice DevicePtr, byteCount uintptr) = cuMemcpyDtoH_v2 3020
+//cuda cuMemcpyDtoD(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uintptr) = cuMemcpyDtoD_v2 3020
+//cuda cuMemcpyHtoDAsync(dstDevice DevicePtr, srcHost uintptr, byteCount uintptr, hStream uintptr) = cuMemcpyHtoDAsync_v2 3020 direct
+//cuda cuMemcpyDtoHAsync(dstHost uintptr, srcDevice DevicePtr, byteCount uintptr, hStream uintptr) = cuMemcpyDtoHAsync_v2 3020 direct
+//cuda cuMemcpyDtoDAsync(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uintptr, hStream uintptr) = cuMemcpyDtoDAsync_v2 3020 hot
+//cuda cuMemsetD8(dstDevice DevicePtr, uc uint8, n uintptr) = cuMemsetD8_v2 3020
+//cuda cuMemsetD8Async(dstDevice DevicePtr, uc uint8, n uintptr, hStream uintptr) = cuMemsetD8Async 3020 hot
+//cuda cuMemsetD16(dstDevice DevicePtr, us uint16, n uintptr) = cuMemsetD16_v2 3020
+//cuda cuMemsetD32(dstDevice DevicePtr, ui uint32, n uintptr) = cuMemsetD32_v2 3020
+//cuda cuMemsetD16Async(dstDevice DevicePtr, us uint16, n uintptr, hStream uintptr) = cuMemsetD16Async 3020 hot
+//cuda cuMemsetD32Async(dstDevice DevicePtr, ui uint32, n uintptr, hStream uintptr) = cuMemsetD32Async 3020 hot
+
+// Streams and events (stream.go, event.go).
+
+//cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000
+//cuda cuStreamCreateWithPriority(phStream *uintptr, flags uint32, priority int32) = cuStreamCreateWithPriority 5050
+//cuda cuStreamDestroy(hStream uintptr) = cuStreamDestroy_v2 4000
+//cuda cuStreamSynchronize(hStream uintptr) = cuStreamSynchronize 2000 hot
+//cuda cuStreamQuery(hStream uintptr) = cuStreamQuery 2000 hot
+//cuda cuStreamWaitEvent(hStream uintptr, hEvent uintptr, flags uint32) = cuStreamWaitEvent 3020 direct
+//cuda cuEventCreate(phEvent *uintptr, flags uint32) = cuEventCreate 2000
+//cuda cuEventDestroy(hEvent uintptr) = cuEventDestroy_v2 4000
+//cuda cuEventRecord(hEvent uintptr, hStream uintptr) = cuEventRecord 2000 direct
+//cuda cuEventQuery(hEvent uintptr) = cuEventQuery 2000 hot
+//cuda cuEventSynchronize(hEvent uintptr) = cuEventSynchronize 2000 hot
+//cuda cuEventElapsedTime(pMilliseconds *float32, hStart uintptr, hEnd uintptr) = cuEventElapsedTime_v2 12080 hot
+
+// Modules and launches (module.go, launch.go). cuLaunchKernel's grid,
+// block and shared memory sizes are unsigned ints, passed as uintptrs (the
+// register they travel in): their conversions would make its wrapper too
+// costly for the compiler to inline into Function.launch (BenchmarkFake).
+
+//cuda cuModuleLoadDataEx(module *uintptr, image *byte, numOptions uint32, options *int32, optionValues *uintptr) = cuModuleLoadDataEx 2010
+//cuda cuModuleUnload(hmod uintptr) = cuModuleUnload 2000
+//cuda cuModuleGetFunction(hfunc *uintptr, hmod uintptr, name *byte) = cuModuleGetFunction 2000
+//cuda cuFuncGetAttribute(pi *int32, attrib FunctionAttribute, hfunc uintptr) = cuFuncGetAttribute 2020
+//cuda cuFuncGetParamInfo(hfunc uintptr, paramIndex uintptr, paramOffset *uint64, paramSize *uint64) = cuFuncGetParamInfo 12040
+//cuda cuLaunchKernel(f uintptr, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) = cuLaunchKernel 4000 direct
+
+// Stream-ordered allocation (pool.go). The pool attributes the binding
+// sets and reads are cuuint64_t: the value pointer is a *uint64.
+
+//cuda cuMemAllocAsync(dptr *DevicePtr, bytesize uintptr, hStream uintptr) = cuMemAllocAsync 11020
+//cuda cuMemFreeAsync(dptr DevicePtr, hStream uintptr) = cuMemFreeAsync 11020
+//cuda cuMemAllocFromPoolAsync(dptr *DevicePtr, bytesize uintptr, pool uintptr, hStream uintptr) = cuMemAllocFromPoolAsync 11020
+//cuda cuMemPoolCreate(pool *uintptr, poolProps *memPoolProps) = cuMemPoolCreate 11020
+//cuda cuMemPoolDestroy(pool uintptr) = cuMemPoolDestroy 11020
+//cuda cuMemPoolSetAttribute(pool uintptr, attr int32, value *uint64) = cuMemPoolSetAttribute 11020
+//cuda cuMemPoolGetAttribute(pool uintptr, attr int32, value *uint64) = cuMemPoolGetAttribute 11020
+//cuda cuDeviceGetDefaultMemPool(poolOut *uintptr, dev int32) = cuDeviceGetDefaultMemPool 11020
+
+// Stream capture and graphs (graph.go).
+
+//cuda cuStreamBeginCapture(hStream uintptr, mode int32) = cuStreamBeginCapture_v2 10010 hot
+//cuda cuStreamEndCapture(hStream uintptr, phGraph *uintptr) = cuStreamEndCapture 10000
+//cuda cuStreamIsCapturing(hStream uintptr, captureStatus *int32) = cuStreamIsCapturing 10000
+//cuda cuGraphInstantiateWithFlags(phGraphExec *uintptr, hGraph uintptr, flags uint64) = cuGraphInstantiateWithFlags 11040
+//cuda cuGraphLaunch(hGraphExec uintptr, hStream uintptr) = cuGraphLaunch 10000 direct
+//cuda cuGraphExecUpdate(hGraphExec uintptr, hGraph uintptr, resultInfo *graphExecUpdateResultInfo) = cuGraphExecUpdate_v2 12000
+//cuda cuGraphExecDestroy(hGraphExec uintptr) = cuGraphExecDestroy 10000
+//cuda cuGraphDestroy(hGraph uintptr) = cuGraphDestroy 10000
+
+// Graphs built node by node (graphnode.go).
+
+//cuda cuGraphCreate(phGraph *uintptr, flags uint32) = cuGraphCreate 10000
+//cuda cuGraphAddKernelNode(phGraphNode *uintptr, hGraph uintptr, dependencies *uintptr, numDependencies uintptr, nodeParams *kernelNodeParams) = cuGraphAddKernelNode_v2 12000
+//cuda cuGraphAddMemcpyNode(phGraphNode *uintptr, hGraph uintptr, dependencies *uintptr, numDependencies uintptr, copyParams *memcpy3D, ctx uintptr) = cuGraphAddMemcpyNode 10000
+//cuda cuGraphExecKernelNodeSetParams(hGraphExec uintptr, hNode uintptr, nodeParams *kernelNodeParams) = cuGraphExecKernelNodeSetParams_v2 12000
+//cuda cuGraphExecMemcpyNodeSetParams(hGraphExec uintptr, hNode uintptr, copyParams *memcpy3D, ctx uintptr) = cuGraphExecMemcpyNodeSetParams 10020
