@@ -17,10 +17,17 @@
 //     streams, on a GPU or on a CPU simulator with a hazard detector.
 //   - [github.com/purecuda/overlap/ptx/kernels] is the kernel table: each
 //     embedded kernel's PTX, arguments, CPU stand-in, reference and
-//     verifier, as the engine runs it.
+//     verifier, as the engine runs it, and the GEMM module.
+//   - [github.com/purecuda/overlap/model] runs a PyTorch-trained MLP from
+//     a safetensors file as one pipeline kernel of a GEMM step per layer,
+//     and checks it against a float64 reference.
 //   - [github.com/purecuda/overlap/bench] holds the benchmarks and the CUDA
 //     C++ reference programs.
 //   - [github.com/purecuda/overlap/cmd/overlap] is the command-line tool.
+//
+// The directory beam/ is a module of its own, github.com/purecuda/overlap/beam,
+// which runs the engine as a step of an Apache Beam pipeline; internal/ holds
+// the fake driver and helpers that the tests share.
 //
 // Start with the pipeline package's examples, which run on the simulator
 // without a GPU, and with README.md.

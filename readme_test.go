@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
-// README:begin
+// README:begin runSeed
 // runSeed runs the seed kernel (100 iterations) over in into out on GPU 0,
 // prints what the run reports, and checks every element.
 func runSeed(in, out []float32) error {
@@ -55,27 +56,105 @@ func runSeed(in, out []float32) error {
 
 var _ = runSeed // compiled here; the GPU tests run the same calls
 
-// TestREADMESnippet: the README's library snippet is runSeed above, as
-// written, so it compiles. Issue 10: it used names it never defined.
+// README:begin runMLP
+// runMLP runs the MLP saved in path over x, rows of m.In() float32, on
+// backend: pipeline.GPU(ctx), or pipeline.NewSim(1, 0) without a GPU.
+func runMLP(backend pipeline.Backend, path string, x []float32) ([]float32, error) {
+	m, err := model.Load(path, model.Options{}) // safetensors, as PyTorch saves it
+	if err != nil {
+		return nil, err
+	}
+	var gemm kernels.GemmModules // loads the GEMM kernels on each GPU context once
+	defer gemm.Close()
+	k, err := m.Kernel(model.KernelOptions{Precision: model.FP32, Gemm: &gemm})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := m.Config(0) // the model's default rows per chunk
+	if err != nil {
+		return nil, err
+	}
+	p, err := pipeline.New(backend, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	y := make([]float32, len(x)/m.In()*m.Out())
+	if _, err := p.Run(context.Background(), pipeline.Job{
+		N:       len(x) / m.In(),
+		Kernel:  k,
+		Inputs:  []pipeline.Buffer{pipeline.Rows(x, m.In())},
+		Outputs: []pipeline.Buffer{pipeline.Rows(y, m.Out())},
+	}); err != nil {
+		return nil, err
+	}
+	return y, m.Verify(x, y, model.VerifyOptions{Precision: model.FP32})
+}
+
+// README:end
+
+// TestREADMESnippet: the README's library snippets are the functions
+// between README markers above, as written and in order, so they compile,
+// and the README has no other Go block there. Issue 10: it used names it
+// never defined.
 func TestREADMESnippet(t *testing.T) {
 	src, err := os.ReadFile("readme_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?s)// README:begin\n(.*?)\n// README:end`).FindSubmatch(src)
-	if m == nil {
-		t.Fatal("no README markers in readme_test.go")
+	marked := regexp.MustCompile(`(?s)// README:begin (\w+)\n(.*?)\n// README:end`).FindAllSubmatch(src, -1)
+	if len(marked) != 2 {
+		t.Fatalf("readme_test.go has %d README snippets, want 2 (runSeed, runMLP)", len(marked))
 	}
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := regexp.MustCompile("(?s)## Using the library\n.*?```go\n(.*?)```").FindSubmatch(readme)
-	if block == nil {
-		t.Fatal("README.md has no Go block under '## Using the library'")
+	section := regexp.MustCompile("(?s)\n## Using the library\n(.*?)(\n## |$)").FindSubmatch(readme)
+	if section == nil {
+		t.Fatal("README.md has no '## Using the library' section")
 	}
-	if got, want := strings.TrimSpace(string(block[1])), strings.TrimSpace(string(m[1])); got != want {
-		t.Errorf("README.md's snippet differs from runSeed in readme_test.go; copy it from there:\n%s", want)
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(section[1], -1)
+	if len(blocks) != len(marked) {
+		t.Fatalf("README.md has %d Go blocks under '## Using the library', want %d, one per README snippet in readme_test.go", len(blocks), len(marked))
+	}
+	for i, m := range marked {
+		if got, want := strings.TrimSpace(string(blocks[i][1])), strings.TrimSpace(string(m[2])); got != want {
+			t.Errorf("README.md's Go block %d differs from %s in readme_test.go; copy it from there:\n%s", i+1, m[1], want)
+		}
+	}
+}
+
+// TestREADMEModelSnippet runs the README's runMLP on the simulator over a
+// random model written as PyTorch would save it, so that the snippet does
+// what it says, not only compiles.
+func TestREADMEModelSnippet(t *testing.T) {
+	m, err := model.Random([]int{24, 32, 5}, model.GELU, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mlp.safetensors")
+	if err := m.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 1000
+	x := make([]float32, rows*m.In())
+	kernels.FillPattern(x, 0)
+	y, err := runMLP(pipeline.NewSim(1, 0), path, x)
+	if err != nil {
+		t.Fatalf("runMLP on the simulator: %v", err)
+	}
+	if len(y) != rows*m.Out() {
+		t.Fatalf("runMLP returned %d values, want %d", len(y), rows*m.Out())
+	}
+	want, err := m.Forward(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range y {
+		if d := float64(y[i]) - want[i]; d > 1e-3 || d < -1e-3 {
+			t.Fatalf("value %d: %g, the float64 reference %g", i, y[i], want[i])
+		}
 	}
 }
 
