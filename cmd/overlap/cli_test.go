@@ -212,13 +212,13 @@ func TestThirtyTwoBitBuild(t *testing.T) {
 		"--quiet still says that the run was simulated")
 }
 
-// TestREADMEFlagTable: the README's table for overlap run lists every flag
+// TestREADMEFlagTable: docs/CLI.md's table for overlap run lists every flag
 // that run takes, and no other. Issue 10: --no-baseline was missing.
 func TestREADMEFlagTable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/CLI.md")
 	require.NoError(t, err)
 	section := regexp.MustCompile("(?s)## overlap run\n(.*?)\n\n").FindSubmatch(readme)
-	require.NotNil(t, section, "README.md has an '## overlap run' table")
+	require.NotNil(t, section, "docs/CLI.md has an '## overlap run' table")
 	listed := map[string]bool{}
 	for _, row := range strings.Split(string(section[1]), "\n") {
 		cells := strings.Split(row, "|")
