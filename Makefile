@@ -12,7 +12,7 @@ GPU_DIR  := .gpu
 # ran in half the time (2026-11-30).
 TEST_MEMLIMIT ?= 6GiB
 
-.PHONY: generate-check all build cli test fmt-check vet staticcheck race nocgo stackmove directcalls cross gpu-bundle ptx fuzz bench-fake clean
+.PHONY: generate-check beam all build cli test fmt-check vet staticcheck race nocgo stackmove directcalls cross gpu-bundle ptx fuzz bench-fake clean
 
 all: build
 
