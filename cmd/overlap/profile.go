@@ -134,6 +134,9 @@ func profileCommand(ctx context.Context, o *profileOptions, w io.Writer) error {
 	if err := measureStagingInRun(ctx, e.backend, stagingKernel(o, ks), prof, o.elems/2); err != nil {
 		return err
 	}
+	if err := measureModelCosts(e, prof); err != nil {
+		return fmt.Errorf("measuring the GEMM kernels: %w", err)
+	}
 	if err := prof.Check(); err != nil {
 		return fmt.Errorf("the measured profile is unusable: %w", err)
 	}
