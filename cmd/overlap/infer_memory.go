@@ -136,6 +136,8 @@ func executeInfer(ctx context.Context, o *inferOptions, m *model.Model, stderr i
 		if n := (int64(rows) + int64(c) - 1) / int64(c); o.run.sim && n > maxSimChunks {
 			return nil, usageError{fmt.Errorf("--chunk %d cuts --rows %d into %d chunks; the simulator takes at most %d: use a larger --chunk", c, rows, n, maxSimChunks)}
 		}
+		// The runs use registered rows in place: no staging slots.
+		cfg.Host = pipeline.HostPinned
 		cfgs[i] = cfg
 	}
 	e, k, err := inferEnv(o, m)

@@ -19,7 +19,8 @@ import (
 // into a file (or stdout), chunk by chunk, through pinned slots whose size
 // does not depend on the stream's, on every device of the group
 // (Group.RunStream); with --bound, beside the stream's bound measured in
-// the same run, as overlap run --in --bound measures it.
+// the same run, as overlap run --in --bound measures it, but after the
+// stream, so that the stream's peak memory is its own.
 
 // inferStreamResult is what a streaming overlap infer measured.
 type inferStreamResult struct {
@@ -47,7 +48,8 @@ type inferStreamResult struct {
 	// Devices are each device's chunks, for a group of several.
 	Devices []streamDeviceRow `json:"devices,omitempty"`
 	// PeakRSS is the process's peak resident memory (VmHWM) right after
-	// the stream, before the bound's in-memory pipeline and --verify.
+	// the stream (its warm-up included), before --bound's parts and
+	// --verify.
 	PeakRSS int64 `json:"peak_rss_bytes,omitempty"`
 	// PinnedBytes is the page-locked memory of the slots, fixed by the
 	// chunk, the slots and the devices whatever the length of the stream.
@@ -112,33 +114,6 @@ func executeInferStream(ctx context.Context, o *inferOptions, m *model.Model, st
 		Activation: m.Activation.String(), From: m.ActivationFrom, Precision: o.precision.String(), Input: o.in, Output: o.out,
 		ChunkRows: pc.ChunkElems, Slots: pc.Slots,
 		PinnedBytes: int64(len(e.backends)) * int64(pc.Slots) * int64(pc.ChunkElems) * int64(inRow+outRow)}
-
-	// The bound's host parts go first, as overlap run --in --bound does
-	// them: the write's scratch file is removed before the run, so that
-	// its dirty pages do not slow the run. Each is timed twice, the
-	// faster kept.
-	var bound *streamBound
-	if o.bound {
-		bound = &streamBound{}
-		prog.say("bound: reading the input alone (twice)…")
-		d, err := bestOfTwo(func() (time.Duration, error) {
-			return readAlone(e.backend, &streamOptions{ins: []string{o.in}}, readers, piece, pc.Slots*pc.ChunkElems*inRow)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("bound: reading the input alone: %w", err)
-		}
-		bound.ReadMs = ms(d)
-		if regularOrNew(o.out) && total > 0 {
-			prog.say("bound: writing the output alone (twice)…")
-			d, err := bestOfTwo(func() (time.Duration, error) {
-				return writeAlone(e.backend, o.out, total*int64(outRow), writers, piece, pc.Slots*pc.ChunkElems*outRow)
-			})
-			if err != nil {
-				return nil, fmt.Errorf("bound: writing alone: %w", err)
-			}
-			bound.WriteMs, bound.WriteMeasured = ms(d), true
-		}
-	}
 
 	// An untimed warm-up over 2·Slots chunks of zeros a device: the first
 	// stream of a process pays for first touches (of the slots, the
@@ -211,9 +186,33 @@ func executeInferStream(ctx context.Context, o *inferOptions, m *model.Model, st
 		}
 	}
 
-	// The bound's device part: the in-memory pinned pipeline over as many
-	// rows, each stage alone and the whole pipeline (the faster of two).
-	if bound != nil {
+	// The bound, after the stream, so that the peak RSS above is the
+	// stream's own: reading the input alone and writing as much output
+	// alone (to a scratch file beside a regular output, removed), each
+	// timed twice, the faster kept; and the in-memory pinned pipeline over
+	// as many rows, each stage alone and the whole pipeline (the faster of
+	// two).
+	var bound *streamBound
+	if o.bound {
+		bound = &streamBound{}
+		prog.say("bound: reading the input alone (twice)…")
+		d, err := bestOfTwo(func() (time.Duration, error) {
+			return readAlone(e.backend, &streamOptions{ins: []string{o.in}}, readers, piece, pc.Slots*pc.ChunkElems*inRow)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bound: reading the input alone: %w", err)
+		}
+		bound.ReadMs = ms(d)
+		if regularOrNew(o.out) {
+			prog.say("bound: writing the output alone (twice)…")
+			d, err := bestOfTwo(func() (time.Duration, error) {
+				return writeAlone(e.backend, o.out, rep.N*int64(outRow), writers, piece, pc.Slots*pc.ChunkElems*outRow)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("bound: writing alone: %w", err)
+			}
+			bound.WriteMs, bound.WriteMeasured = ms(d), true
+		}
 		prog.say("bound: the in-memory pipeline over %d rows…", rep.N)
 		st, pipe, err := inferInMemoryBound(ctx, g, e.backend, k, int(rep.N), inRow, outRow)
 		if err != nil {
