@@ -8,7 +8,7 @@
 # It needs python3 with torch (PYTHON= names another) and about 15 GiB of
 # free disk in $WORK (default /tmp/infer-vs-torch, removed at the end
 # unless KEEP=1). Steps, each with a time limit, the whole within
-# BUDGET seconds (default 470; a step that would start past it is
+# BUDGET seconds (default 450; a step that would start past it is
 # skipped), everything printed teed to $OUT/infer.log:
 #
 #   1. overlap infer --reference at 1M rows (ROWS) for small/fp32
@@ -38,7 +38,7 @@ VERIFY_ROWS=${VERIFY_ROWS:-65536}
 # 8 GiB of rows of 768 float32 (3 KiB each), less the last partial row.
 STREAM_ROWS=${STREAM_ROWS:-2796202}
 PYTHON=${PYTHON:-python3}
-BUDGET=${BUDGET:-470}
+BUDGET=${BUDGET:-450}
 mkdir -p "$OUT" "$WORK" || exit 1
 : > "$OUT/infer.log"
 : > "$OUT/steps.txt"
