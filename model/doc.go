@@ -50,6 +50,34 @@
 // necessarily. A wrong weight, bias, layout or activation falls far
 // outside either.
 //
+// # Comparing two outputs
+//
+// [Model.Compare] checks two outputs of the same rows against each other,
+// such as overlap's GPU output and PyTorch's, without the float64
+// reference: each is within its precision's bound of the exact result,
+// so they may differ by the sum of the two bounds ([CompareTolerance]).
+// Verify's bound needs each layer's exact input to a row, which costs as
+// much as the model's arithmetic; Compare bounds the same terms by norms,
+// which cost one pass over the rows' inputs:
+//
+//   - a row's input x contributes ‖x‖₂, exactly;
+//   - a hidden layer's exact output z = Wx + b has ‖z‖₂ ≤ σ(W)·‖x‖₂ + ‖b‖₂,
+//     with σ(W), W's largest singular value, bounded from above once per
+//     layer by f·tr(G⁸)^(1/16) (f = ‖W‖_F, G the Gram matrix of W/f: at
+//     most n^(1/16) times σ for n-wide layers, 1.1–1.3 times for random
+//     weights), and both activations have |act(z)| ≤ |z|;
+//   - the error a layer carries in, a vector e over its inputs, enters by
+//     ‖e‖₂, as in Verify: a layer adds at most p·(‖W‖_F·(‖x‖₂ + ‖e‖₂) +
+//     ‖b‖₂) to the norm of its outputs' errors (p the precision's error
+//     per term, ‖W‖_F the norm over outputs of each output's ‖w‖₂) and
+//     passes ‖W‖_F·‖e‖₂ on; GELU multiplies the result by 1.13 and adds
+//     2⁻²⁰ of its input's norm.
+//
+// Each step bounds Verify's own term from above, so each value's
+// tolerance is at least the sum of the two outputs' Verify bounds, and
+// on random models not much more; a wrong weight, layout or activation
+// falls far outside it.
+//
 // The loops are written by hand rather than with gonum: they need
 // neither a float64 copy of the input nor a dependency, and four rows by
 // two outputs at a time keep the scalar float64 units busy.

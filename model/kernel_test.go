@@ -52,7 +52,7 @@ func TestKernelShape(t *testing.T) {
 				assert.Equal(t, map[Precision]string{FP32: "gemm_f32", TF32: "gemm_tf32"}[p], s.Name)
 				assert.Equal(t, c.reads[i], s.Reads, "%v step %d", c.widths, i)
 				assert.Equal(t, refs(c.writes[i]), s.Writes, "%v step %d", c.widths, i)
-				assert.Equal(t, 2*float64(c.widths[i]*c.widths[i+1]), s.FlopsPerElem)
+				assert.Equal(t, 2*float64(c.widths[i]*128), s.FlopsPerElem, "2·in·out, out in whole 128-wide tiles")
 				assert.Nil(t, s.Function, "no GPU function without KernelOptions.Gemm")
 				// gemm_f32 runs 256 threads a block, gemm_tf32 128 (the
 				// TF32 steps were once launched with 256), both on 128×128
@@ -160,4 +160,21 @@ func TestConfig(t *testing.T) {
 	tiny, err := Random([]int{8, 16, 4}, ReLU, 1)
 	require.NoError(t, err)
 	assert.Equal(t, 16384, tiny.DefaultChunkRows())
+}
+
+// TestStepFlops: a step costs 2·in·out a row with out in whole 128-wide
+// tiles, as the GEMM's blocks compute them.
+func TestStepFlops(t *testing.T) {
+	for _, c := range []struct {
+		in, out int
+		want    float64
+	}{
+		{768, 256, 2 * 768 * 256},
+		{768, 3072, 2 * 768 * 3072},
+		{256, 16, 2 * 256 * 128},
+		{10, 129, 2 * 10 * 256},
+		{1, 1, 2 * 128},
+	} {
+		assert.Equal(t, c.want, StepFlops(c.in, c.out), "%d→%d", c.in, c.out)
+	}
 }

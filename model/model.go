@@ -81,6 +81,9 @@ type Model struct {
 
 	ref     sync.Once
 	refData []refLayer
+	// norms and normData are each layer's norms, for Compare.
+	norms    sync.Once
+	normData []normLayer
 }
 
 // Options are how a model is read. The zero value reads any model.

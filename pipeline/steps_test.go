@@ -343,12 +343,22 @@ func TestStepCosts(t *testing.T) {
 	assert.Empty(t, note)
 
 	// The built-in profile's kernels: saxpy has the largest fixed cost,
-	// seed the largest per element and per iteration; none has a FLOP
-	// rate, so the fallback's is an H200's FP32 peak.
+	// seed the largest per element and per iteration, gemm_f32 the
+	// slowest FLOP rate.
 	b := BuiltinProfile()
 	fixed, work, note, err = ProfileLaunchCost(b, "mystery", 3, 1e6, 1000)
 	require.NoError(t, err)
-	s, sd := b.Kernels["saxpy"], b.Kernels["seed"]
+	s, sd, g := b.Kernels["saxpy"], b.Kernels["seed"], b.Kernels["gemm_f32"]
+	assert.Equal(t, time.Duration(s.FixedNs), fixed)
+	assert.Equal(t, time.Duration(1000*(sd.NsPerElem+3*sd.NsPerElemPerIter+1e6*g.NsPerFlop)), work)
+	assert.Equal(t, fmt.Sprintf(`simulator: the profile of NVIDIA H200 has no cost for kernel "mystery"; it was charged the profile's most expensive: %.0f ns + %.3g ns per element (+ %.3g per iteration) + 2.38e-05 ns per FLOP (42 TFLOP/s)`,
+		s.FixedNs, sd.NsPerElem, sd.NsPerElemPerIter), note)
+	// Where no kernel has a FLOP rate, the fallback's is an H200's FP32
+	// peak.
+	delete(b.Kernels, "gemm_f32")
+	delete(b.Kernels, "gemm_tf32")
+	fixed, work, note, err = ProfileLaunchCost(b, "mystery", 3, 1e6, 1000)
+	require.NoError(t, err)
 	assert.Equal(t, time.Duration(s.FixedNs), fixed)
 	assert.Equal(t, time.Duration(1000*(sd.NsPerElem+3*sd.NsPerElemPerIter+1e6*FallbackNsPerFlop)), work)
 	assert.Equal(t, fmt.Sprintf(`simulator: the profile of NVIDIA H200 has no cost for kernel "mystery"; it was charged the profile's most expensive: %.0f ns + %.3g ns per element (+ %.3g per iteration) + 1.49e-05 ns per FLOP (67 TFLOP/s)`,
@@ -403,7 +413,7 @@ func TestStepsParamsDoNotFit(t *testing.T) {
 
 	_, total, err := SimFreeMemory(NewSim(1, 0))
 	require.NoError(t, err)
-	assert.Equal(t, int64(141<<30), total, "the built-in profile's device memory")
+	assert.Equal(t, int64(143771<<20), total, "the built-in profile's device memory: an H200's 143771 MiB")
 }
 
 // TestStepsParamsCache runs more kernels than a pipeline keeps resident:

@@ -8,11 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,7 +96,27 @@ func TestInferBadFlags(t *testing.T) {
 		{[]string{"--model", m, "--in", in, "--out", out, "--rows", "5"}, "overlap infer: --rows runs generated rows in memory; a stream's rows are its --in file's"},
 		{[]string{"--model", m, "--in", in, "--out", out, "--repeat", "2"}, "overlap infer: --repeat and --no-baseline apply to the in-memory run (--rows), not to a stream"},
 		{[]string{"--model", m, "--in", in, "--out", in}, "overlap infer: --out " + in + " is also the input"},
-		{[]string{"--model", m, "--in", in, "--out", out, "--sim", "--devices", "0,1"}, "overlap infer: --devices: a stream runs on one GPU; several share an in-memory run (--rows)"},
+		{[]string{"--model", m, "--in", in, "--out", out, "--chunk", "1K,2K"}, "overlap infer: --chunk: a stream runs one chunk size; several are for the in-memory run (--rows)"},
+		{[]string{"--model", m, "--rows", "5", "--chunk", "1K,1K"}, `overlap infer: invalid value "1K,1K" for flag -chunk: 1K is listed twice`},
+		{[]string{"--model", m, "--rows", "5", "--chunk", "1K,0"}, `overlap infer: invalid value "1K,0" for flag -chunk: "0": must be positive`},
+		{[]string{"--model", m, "--rows", "5", "--bound"}, "overlap infer: --bound measures a stream's bound (--in FILE --out FILE); the in-memory run measures each stage alone anyway"},
+		{[]string{"--model", m, "--in", "-", "--out", out, "--bound"}, "overlap infer: --bound reads the input alone: it needs a file, not stdin (--in -)"},
+		{[]string{"--model", m, "--rows", "5", "--timing-only"}, "overlap infer: --timing-only needs --sim: a GPU always moves the bytes"},
+		{[]string{"--model", m, "--rows", "5", "--timing-only", "--sim", "--verify"}, "overlap infer: --timing-only computes nothing, so there is nothing to --verify or compare with --reference"},
+		{[]string{"--model", m, "--in", in, "--out", out, "--timing-only", "--sim"}, "overlap infer: --timing-only is for the in-memory run (--rows): a stream's bytes come from its files"},
+		{[]string{"--model", m, "--in", in, "--out", out, "--reference"}, "overlap infer: --reference compares an in-memory run (--rows) with PyTorch's, not a stream"},
+		{[]string{"--model", m, "--rows", "5", "--profile", in}, "overlap infer: --profile needs --sim: a GPU measures its own times"},
+		{[]string{"--model", m, "--rows", "5", "--sim", "--profile", filepath.Join(dir, "none.json")}, "overlap infer: --profile " + filepath.Join(dir, "none.json") + ": no such file or directory"},
+		{[]string{"--model", m, "--rows", "5", "--sim", "--profile", in}, "overlap infer: --profile: pipeline: profile: invalid character '\\x00' looking for beginning of value (in " + in + ")"},
+		{[]string{"--model", m, "--rows", "5", "--python", "python3"}, "overlap infer: --python and --reference-dir go with --reference"},
+		{[]string{"--model", m, "--rows", "5", "--reference", "--python", "no-such-python-for-overlap"}, "overlap infer: --reference runs the PyTorch twin with no-such-python-for-overlap, which is not found (--python names another): executable file not found in $PATH"},
+		{[]string{"--model", m, "--rows", "5", "--reference", "--python", "sh", "--reference-dir", in}, "overlap infer: --reference-dir " + in + ": not a directory"},
+		{[]string{"--model", m, "--rows", "5", "--json-out", m}, "overlap infer: --json-out " + m + " is also the model, the input or the output"},
+		{[]string{"--model", m, "--in", in, "--out", out, "--json-out", in}, "overlap infer: --json-out " + in + " is also the model, the input or the output"},
+		{[]string{"--model", m, "--rows", "5", "--json-out", filepath.Join(dir, "no", "r.json")}, "overlap infer: --json-out " + filepath.Join(dir, "no", "r.json") + ": no such directory " + filepath.Join(dir, "no")},
+		{[]string{"--gen-model", filepath.Join(dir, "g"), "--widths", "8,2", "--bound"}, "overlap infer: --bound does not apply to --gen-model, which only writes a model"},
+		{[]string{"--model", m, "--gen-input", filepath.Join(dir, "gi"), "--rows", "4", "--reference"}, "overlap infer: --reference does not apply to --gen-input, which only writes rows"},
+		{[]string{"--model", m, "--rows", "4M", "--chunk", "1", "--sim", "--timing-only"}, "overlap infer: --chunk 1 cuts --rows 4194304 into 4194304 chunks; the simulator takes at most 1048576: use a larger --chunk"},
 		{[]string{"--model", m, "--rows", "5", "--repeat", "0"}, "overlap infer: --repeat 0: want 1 to 1000"},
 		{[]string{"--model", m, "--rows", "5", "--precision", "fp16"}, `overlap infer: invalid value "fp16" for flag -precision: want fp32 or tf32, not "fp16"`},
 		{[]string{"--model", m, "--rows", "5", "--activation", "tanh"}, `overlap infer: invalid value "tanh" for flag -activation: want relu or gelu, not "tanh"`},
@@ -128,12 +152,13 @@ func TestInferHelp(t *testing.T) {
 	code, out, errOut := runCLI("infer", "-h")
 	assert.Equal(t, exitOK, code)
 	assert.Empty(t, errOut)
-	assert.True(t, strings.HasPrefix(out, "usage: overlap infer --model FILE (--rows N | --in FILE --out FILE | --gen-input FILE --rows N) [flags]\n"), out)
+	assert.True(t, strings.HasPrefix(out, "usage: overlap infer --model FILE (--rows N [--reference] | --in FILE --out FILE | --gen-input FILE --rows N) [flags]\n"), out)
 	var got []string
 	for _, m := range regexp.MustCompile(`(?m)^  (-[a-z-]+)`).FindAllStringSubmatch(out, -1) {
 		got = append(got, m[1])
 	}
-	assert.Equal(t, []string{"-activation", "-chunk", "-devices", "-gen-input", "-gen-model", "-in", "-json", "-model", "-no-baseline", "-out", "-precision", "-quiet", "-repeat", "-rows", "-seed", "-sim", "-verify", "-widths"}, got)
+	assert.Equal(t, []string{"-activation", "-bound", "-chunk", "-devices", "-gen-input", "-gen-model", "-in", "-json", "-json-out", "-model", "-no-baseline", "-out", "-precision",
+		"-profile", "-python", "-quiet", "-reference", "-reference-dir", "-repeat", "-rows", "-seed", "-sim", "-timing-only", "-verify", "-widths"}, got)
 }
 
 func TestInferWithoutDriver(t *testing.T) {
@@ -149,23 +174,63 @@ func TestInferWithoutDriver(t *testing.T) {
 }
 
 // TestInferSimInMemory runs generated rows in memory on one and two
-// simulated devices, verifying every value, and prints the table and the
-// JSON.
+// simulated devices, at one and several chunk sizes, verifying every
+// value, and prints the table and the JSON: each chunk size's median and
+// fastest run, the stages alone with the copies both ways at once in the
+// bound, and the efficiency against it.
 func TestInferSimInMemory(t *testing.T) {
 	m := tinyModel(t, t.TempDir())
-	code, out, errOut := runCLI("infer", "--model", m, "--rows", "3000", "--sim", "--verify", "--chunk", "512", "--repeat", "2")
+	code, out, errOut := runCLI("infer", "--model", m, "--rows", "3000", "--sim", "--verify", "--chunk", "512,1K", "--repeat", "2")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "overlap infer: MLP 8→16→4, relu (activation from the file) in fp32 on simulator, 3000 rows (93.8 KiB in, 46.9 KiB out, weights 848 B)")
-	assert.Contains(t, out, "chunk 512 rows, 6 slots")
+	assert.Contains(t, out, "input generated: overlap's standard pattern; host memory registered (page-locked once, in place); 6 slots\n")
+	assert.Regexp(t, `(?m)^CHUNK +MEDIAN +MIN +ROWS/s +GB/s\n512 .*\n1024 .*$`, out)
 	assert.Contains(t, out, "ROWS/s")
 	assert.Contains(t, out, "synchronous ")
-	assert.Contains(t, out, "pipeline (")
-	assert.Contains(t, out, "stage bound (slowest stage alone, ")
-	assert.Contains(t, out, "every value of 2 run(s) matched the float64 CPU reference within the fp32 error bound")
+	assert.Regexp(t, `(?m)^pipeline \(chunk (512|1024)\) `, out)
+	assert.Regexp(t, `stage bound \(slowest stage alone, [^)]+\): [0-9.]+ ms \(H2D [0-9.]+ ms, compute [0-9.]+ ms, D2H [0-9.]+ ms, H2D\+D2H at once [0-9.]+ ms\)`, out)
+	assert.Contains(t, out, "efficiency = stage bound / the pipeline's median time; every value of 2 run(s) matched the float64 CPU reference within the fp32 error bound")
+	assert.NotContains(t, out, "note:", "the built-in profile costs the GEMM")
+
+	code, out, errOut = runCLI("infer", "--model", m, "--rows", "3000", "--sim", "--chunk", "512,1K,256", "--repeat", "3", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	var res inferResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Len(t, res.Chunks, 3)
+	fastest := res.Chunks[0]
+	for i, c := range res.Chunks {
+		assert.Equal(t, []int{512, 1024, 256}[i], c.ChunkRows)
+		require.Len(t, c.RunsMs, 3)
+		sorted := append([]float64(nil), c.RunsMs...)
+		sort.Float64s(sorted)
+		assert.Equal(t, sorted[1], c.Ms, "the median")
+		assert.Equal(t, sorted[0], c.MinMs)
+		assert.InEpsilon(t, 3000/(c.Ms/1e3), c.RowsPerSec, 1e-9)
+		if c.Ms < fastest.Ms {
+			fastest = c
+		}
+	}
+	assert.Equal(t, fastest.ChunkRows, res.ChunkRows)
+	require.Len(t, res.Modes, 2)
+	p := res.Modes[1]
+	assert.Equal(t, "pipeline", p.Mode)
+	assert.Equal(t, fastest.ChunkRows, p.ChunkRows)
+	assert.Equal(t, fastest.Ms, p.Ms)
+	assert.Equal(t, fastest.MinMs, p.MinMs)
+	st := res.Stages
+	assert.Positive(t, st.CopiesMs, "one device: the copies both ways at once are measured too")
+	assert.GreaterOrEqual(t, st.CopiesMs, max(st.H2DMs, st.D2HMs))
+	assert.Equal(t, max(st.H2DMs, st.ComputeMs, st.D2HMs, st.CopiesMs), st.BoundMs)
+	assert.InEpsilon(t, st.BoundMs/p.Ms, res.Efficiency, 1e-12)
+	assert.Equal(t, res.Efficiency, p.Efficiency)
+	assert.Equal(t, "fp32", res.Precision)
+	assert.Equal(t, 2.0*(8*16+16*4), res.FLOPsPerRow)
+	assert.Empty(t, res.Notes)
+	assert.Positive(t, res.UploadMs)
 
 	code, out, errOut = runCLI("infer", "--model", m, "--rows", "2000", "--sim", "--devices", "0,1", "--verify", "--chunk", "256", "--precision", "tf32", "--activation", "gelu", "--json", "--repeat", "1")
 	require.Equal(t, exitOK, code, errOut)
-	var res inferResult
+	res = inferResult{}
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	assert.True(t, res.Simulated)
 	assert.Equal(t, "tf32", res.Precision)
@@ -177,8 +242,20 @@ func TestInferSimInMemory(t *testing.T) {
 	require.Len(t, res.Modes, 2)
 	assert.Greater(t, res.Modes[1].RowsPerSec, 0.0)
 	assert.Contains(t, res.Backend, "2 devices")
+	assert.Positive(t, res.Stages.CopiesMs, "a group measures its copies both ways at once")
 	assert.Contains(t, res.Verified, "every value of 2 run(s) matched")
 	assert.Equal(t, model.TF32.Tolerance(), res.Tolerance)
+
+	// --json-out writes the JSON beside the table.
+	jsonFile := filepath.Join(t.TempDir(), "r.json")
+	code, out, errOut = runCLI("infer", "--model", m, "--rows", "1000", "--sim", "--repeat", "1", "--json-out", jsonFile)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "stage bound (slowest stage alone, ")
+	b, err := os.ReadFile(jsonFile)
+	require.NoError(t, err)
+	res = inferResult{}
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, 1000, res.Rows)
 
 	// Without --chunk, a few rows still make 8 chunks a device, in
 	// multiples of the GEMM's 128-row tile.
@@ -191,9 +268,69 @@ func TestInferSimInMemory(t *testing.T) {
 	assert.Contains(t, res.Verified, "not verified")
 }
 
+// profileWithoutGemm writes the built-in profile less its GEMM entries
+// to a file, and returns its path.
+func profileWithoutGemm(t *testing.T) string {
+	p := pipeline.BuiltinProfile()
+	delete(p.Kernels, "gemm_f32")
+	delete(p.Kernels, "gemm_tf32")
+	path := filepath.Join(t.TempDir(), "nogemm.json")
+	require.NoError(t, p.Write(path))
+	return path
+}
+
+// noteFor is what a simulator of the profile at path says about a model
+// layer's kernel at precision p (Report.Notes), which it has no cost for.
+func noteFor(t *testing.T, path string, p model.Precision) string {
+	prof, err := pipeline.ReadProfile(path)
+	require.NoError(t, err)
+	m, err := model.Random([]int{4, 2}, model.ReLU, 1)
+	require.NoError(t, err)
+	k, err := m.Kernel(model.KernelOptions{Precision: p})
+	require.NoError(t, err)
+	cfg, err := m.Config(16)
+	require.NoError(t, err)
+	pl, err := pipeline.New(pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(prof), cfg)
+	require.NoError(t, err)
+	defer pl.Close()
+	rep, err := pl.Run(context.Background(), pipeline.Job{N: 16, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(make([]float32, 64), 4)}, Outputs: []pipeline.Buffer{pipeline.Rows(make([]float32, 32), 2)}})
+	require.NoError(t, err)
+	require.Len(t, rep.Notes, 1)
+	require.Contains(t, rep.Notes[0], "has no cost for kernel")
+	return rep.Notes[0]
+}
+
+// TestInferPrintsNotes: a profile without a cost for the GEMM makes the
+// simulator say what it charged instead, in the table and the JSON, once
+// per kernel, for a run in memory and a stream.
+func TestInferPrintsNotes(t *testing.T) {
+	dir := t.TempDir()
+	m := tinyModel(t, dir)
+	prof := profileWithoutGemm(t)
+	want := noteFor(t, prof, model.FP32)
+	code, out, errOut := runCLI("infer", "--model", m, "--rows", "3000", "--sim", "--profile", prof, "--chunk", "512,1K", "--repeat", "2")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, 1, strings.Count(out, "\nnote: "+want+"\n"), out)
+	assert.Contains(t, out, "times predicted for NVIDIA H200 ("+prof+")")
+
+	code, out, errOut = runCLI("infer", "--model", m, "--rows", "3000", "--sim", "--profile", prof, "--precision", "tf32", "--json", "--repeat", "1")
+	require.Equal(t, exitOK, code, errOut)
+	var res inferResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.Equal(t, []string{noteFor(t, prof, model.TF32)}, res.Notes)
+
+	in, outFile := filepath.Join(dir, "in.f32"), filepath.Join(dir, "out.f32")
+	code, _, errOut = runCLI("infer", "--model", m, "--gen-input", in, "--rows", "2000")
+	require.Equal(t, exitOK, code, errOut)
+	code, out, errOut = runCLI("infer", "--model", m, "--in", in, "--out", outFile, "--sim", "--profile", prof, "--chunk", "1K")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "\nnote: "+want+"\n")
+}
+
 // TestInferSimStream streams a file through the model and checks the
 // output byte for byte against the CPU's float32 forward, and every value
-// against the reference (--verify); then stdin to stdout.
+// against the reference (--verify); on two simulated devices the same;
+// then stdin to stdout.
 func TestInferSimStream(t *testing.T) {
 	dir := t.TempDir()
 	mp := tinyModel(t, dir)
@@ -201,24 +338,31 @@ func TestInferSimStream(t *testing.T) {
 	const rows = 10007
 	code, _, errOut := runCLI("infer", "--model", mp, "--gen-input", in, "--rows", "10007")
 	require.Equal(t, exitOK, code, errOut)
-	code, stdout, errOut := runCLI("infer", "--model", mp, "--in", in, "--out", out, "--sim", "--verify", "--chunk", "1000")
-	require.Equal(t, exitOK, code, errOut)
 	m, err := model.Load(mp, model.Options{})
 	require.NoError(t, err)
 	x := make([]float32, rows*8)
 	kernels.FillPattern(x, 0)
 	want, err := m.Forward32(x)
 	require.NoError(t, err)
-	got, err := os.ReadFile(out)
-	require.NoError(t, err)
-	assert.True(t, bytes.Equal(driver.Bytes(want), got), "the output file holds every row's output")
-	assert.Contains(t, stdout, "streaming "+in+" → "+out)
-	assert.Contains(t, stdout, "10007 rows (312.7 KiB in, 156.4 KiB out); chunk 1000 rows")
-	assert.Contains(t, stdout, "every one of the 10007 rows' 40028 values, read back from "+out+", matched the float64 CPU reference within the fp32 error bound")
+	for _, devices := range []string{"0", "0,1"} {
+		os.Remove(out)
+		code, stdout, errOut := runCLI("infer", "--model", mp, "--in", in, "--out", out, "--sim", "--verify", "--chunk", "1000", "--devices", devices)
+		require.Equal(t, exitOK, code, errOut)
+		got, err := os.ReadFile(out)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(driver.Bytes(want), got), "devices %s: the output file holds every row's output", devices)
+		assert.Contains(t, stdout, "streaming "+in+" → "+out)
+		assert.Contains(t, stdout, "10007 rows (312.7 KiB in, 156.4 KiB out); chunk 1000 rows")
+		assert.Contains(t, stdout, "every one of the 10007 rows' 40028 values, read back from "+out+", matched the float64 CPU reference within the fp32 error bound")
+		if devices == "0,1" {
+			assert.Contains(t, stdout, "on 2 devices (simulator ×2)")
+			assert.Regexp(t, `(?m)^DEVICE +NAME +CHUNKS\n0 +simulator +\d+\n1 +simulator +\d+$`, stdout)
+		}
+	}
 
 	stdin = struct{ io.Reader }{bytes.NewReader(driver.Bytes(x[:300*8]))} // a pipe: no ReadAt
 	defer func() { stdin = os.Stdin }()
-	code, stdout, errOut = runCLI("infer", "--model", mp, "--in", "-", "--out", "-", "--sim", "--chunk", "128")
+	code, stdout, errOut := runCLI("infer", "--model", mp, "--in", "-", "--out", "-", "--sim", "--chunk", "128")
 	require.Equal(t, exitOK, code, errOut)
 	assert.True(t, bytes.Equal(driver.Bytes(want[:300*4]), []byte(stdout)), "stdout holds the outputs alone")
 	assert.Contains(t, errOut, "streaming - → -")
@@ -228,6 +372,84 @@ func TestInferSimStream(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Empty(t, stdout)
 	assert.Equal(t, "overlap infer: --in -: the input is empty: no rows\n", errOut)
+}
+
+// TestInferSimStreamBound: --bound measures reading the input alone,
+// writing as much alone and the in-memory pipeline over as many rows, the
+// slowest the bound, and the efficiency against it, in the table and the
+// JSON, with the peak RSS; on two devices too, and the output is still
+// every row's.
+func TestInferSimStreamBound(t *testing.T) {
+	dir := t.TempDir()
+	mp := tinyModel(t, dir)
+	in, out := filepath.Join(dir, "in.f32"), filepath.Join(dir, "out.f32")
+	code, _, errOut := runCLI("infer", "--model", mp, "--gen-input", in, "--rows", "20000")
+	require.Equal(t, exitOK, code, errOut)
+	code, stdout, errOut := runCLI("infer", "--model", mp, "--in", in, "--out", out, "--sim", "--bound", "--chunk", "2K")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `bound, measured in this run \(slowest alone\): [0-9.]+ ms, (read|write|in-memory pipeline) \(read the input into pinned memory [0-9.]+ ms, in-memory pinned pipeline [0-9.]+ ms, write the output [0-9.]+ ms\)`, stdout)
+	assert.Regexp(t, `the in-memory pipeline's stages alone: H2D [0-9.]+ ms, compute [0-9.]+ ms, D2H [0-9.]+ ms, H2D\+D2H at once [0-9.]+ ms`, stdout)
+	assert.Regexp(t, `efficiency = bound / streaming time: [0-9.]+%`, stdout)
+	for _, devices := range []string{"0", "0,1"} {
+		os.Remove(out)
+		code, stdout, errOut = runCLI("infer", "--model", mp, "--in", in, "--out", out, "--sim", "--bound", "--chunk", "2K", "--json", "--verify", "--devices", devices)
+		require.Equal(t, exitOK, code, errOut)
+		var res inferStreamResult
+		require.NoError(t, json.Unmarshal([]byte(stdout), &res), stdout)
+		b := res.Bound
+		require.NotNil(t, b)
+		assert.Positive(t, b.ReadMs)
+		assert.Positive(t, b.PipelineMs)
+		assert.True(t, b.WriteMeasured)
+		assert.Positive(t, b.WriteMs)
+		assert.Equal(t, max(b.ReadMs, b.PipelineMs, b.WriteMs), b.BoundMs)
+		assert.InEpsilon(t, b.BoundMs/res.Ms, b.Efficiency, 1e-12)
+		require.NotNil(t, res.BoundStages)
+		assert.Positive(t, res.BoundStages.CopiesMs, "devices %s", devices)
+		assert.Equal(t, int64(20000), res.Rows)
+		if runtime.GOOS == "linux" {
+			assert.Positive(t, res.PeakRSS)
+		}
+		assert.Contains(t, res.Verified, "every one of the 20000 rows' 80000 values")
+		assert.Equal(t, model.FP32.Tolerance(), res.Tolerance)
+		if devices == "0,1" {
+			require.Len(t, res.Devices, 2)
+			assert.Equal(t, 10, res.Devices[0].Chunks+res.Devices[1].Chunks)
+		}
+	}
+}
+
+// TestInferTimingOnly: --timing-only predicts the same times as the
+// simulator that moves every byte and computes every value, without
+// doing either: 1M rows of the 768→256→16 model take moments.
+func TestInferTimingOnly(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "m.safetensors")
+	code, _, errOut := runCLI("infer", "--gen-model", small, "--widths", "64,128,8")
+	require.Equal(t, exitOK, code, errOut)
+	var res [2]inferResult
+	for i, extra := range [][]string{nil, {"--timing-only"}} {
+		code, out, errOut := runCLI(append([]string{"infer", "--model", small, "--rows", "20000", "--sim", "--chunk", "2K,4K", "--repeat", "2", "--json"}, extra...)...)
+		require.Equal(t, exitOK, code, errOut)
+		require.NoError(t, json.Unmarshal([]byte(out), &res[i]))
+	}
+	assert.False(t, res[0].TimingOnly)
+	assert.True(t, res[1].TimingOnly)
+	assert.Equal(t, res[0].Chunks, res[1].Chunks, "the same times")
+	assert.Equal(t, res[0].Modes, res[1].Modes)
+	assert.Equal(t, res[0].Stages, res[1].Stages)
+	assert.Equal(t, "not verified: the simulator computed nothing (--timing-only)", res[1].Verified)
+
+	big := filepath.Join(dir, "big.safetensors")
+	code, _, errOut = runCLI("infer", "--gen-model", big, "--widths", "768,256,16")
+	require.Equal(t, exitOK, code, errOut)
+	start := time.Now()
+	code, out, errOut := runCLI("infer", "--model", big, "--rows", "1M", "--sim", "--timing-only", "--chunk", "64K", "--repeat", "1")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Less(t, time.Since(start), 60*time.Second)
+	assert.Contains(t, out, "1048576 rows (3.0 GiB in, 64.0 MiB out")
+	assert.Contains(t, out, "[simulated, timing only: times predicted for NVIDIA H200 (built-in profile)]")
+	assert.Contains(t, out, "input none: the simulator moved no bytes (--timing-only)")
 }
 
 // TestInferStreamStops: a stream cancelled part way (Ctrl-C) fails, says
@@ -246,7 +468,7 @@ func TestInferStreamStops(t *testing.T) {
 	defer cancel()
 	stdin = &cancelAfter{r: bytes.NewReader(driver.Bytes(x)), left: rows * 32 / 2, cancel: cancel}
 	defer func() { stdin = os.Stdin }()
-	o := &inferOptions{model: mp, in: "-", out: out, repeat: 1, chunk: 512}
+	o := &inferOptions{model: mp, in: "-", out: out, repeat: 1, chunks: []int{512}}
 	o.run.sim, o.run.devices = true, []int{0}
 	_, err = executeInferStream(ctx, o, m, io.Discard, io.Discard)
 	require.Error(t, err)

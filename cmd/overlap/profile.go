@@ -134,6 +134,9 @@ func profileCommand(ctx context.Context, o *profileOptions, w io.Writer) error {
 	if err := measureStagingInRun(ctx, e.backend, stagingKernel(o, ks), prof, o.elems/2); err != nil {
 		return err
 	}
+	if err := measureModelCosts(e, prof); err != nil {
+		return fmt.Errorf("measuring the GEMM kernels: %w", err)
+	}
 	if err := prof.Check(); err != nil {
 		return fmt.Errorf("the measured profile is unusable: %w", err)
 	}
@@ -188,6 +191,10 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 	sort.Strings(names)
 	for _, n := range names {
 		k := p.Kernels[n]
+		if k.NsPerFlop > 0 {
+			fmt.Fprintf(w, "kernel %s: %.2f us + %.4g ns/FLOP (%.1f TFLOP/s)\n", n, k.FixedNs/1e3, k.NsPerFlop, 1e-3/k.NsPerFlop)
+			continue
+		}
 		fmt.Fprintf(w, "kernel %s: %.2f us + %.5f ns/elem + %.6f ns/elem/iteration\n", n, k.FixedNs/1e3, k.NsPerElem, k.NsPerElemPerIter)
 	}
 	fmt.Fprintf(w, "host: issue copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; sync %.2f us; run %.2f us; register %.1f ms/GiB\n",

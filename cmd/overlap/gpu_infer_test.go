@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/purecuda/overlap/internal/gputest"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/ptx/kernels"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requireGemm skips a GPU test without a driver, or without gemm.ptx in
+// the build.
+func requireGemm(t *testing.T) {
+	t.Helper()
+	gputest.Context(t)
+	if kernels.GemmPTX() == nil {
+		t.Skip("gemm.ptx is not embedded yet (make ptx generates it from gemm.cu)")
+	}
+}
+
+// TestGPUInferBound runs the 768→256→16 model in memory on GPU 0 at two
+// chunk sizes, every value verified: the copies both ways at once are
+// timed and in the bound, the efficiency is against it, and the GPU has
+// no simulator's notes; then a stream with --bound, bounded memory and
+// every value verified.
+func TestGPUInferBound(t *testing.T) {
+	requireGemm(t)
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "m.safetensors")
+	code, _, errOut := runCLI("infer", "--gen-model", mp, "--widths", "768,256,16")
+	require.Equal(t, exitOK, code, errOut)
+	code, out, errOut := runCLI("infer", "--model", mp, "--rows", "256K", "--chunk", "16K,64K", "--verify", "--json", "--repeat", "2", "--devices", "0")
+	require.Equal(t, exitOK, code, errOut)
+	var res inferResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	st := res.Stages
+	assert.Positive(t, st.CopiesMs)
+	assert.GreaterOrEqual(t, st.CopiesMs, 0.9*st.H2DMs, "both ways at once take at least about one way alone")
+	assert.Equal(t, max(st.H2DMs, st.ComputeMs, st.D2HMs, st.CopiesMs), st.BoundMs)
+	assert.Greater(t, res.Efficiency, 0.5)
+	assert.Less(t, res.Efficiency, 1.2)
+	assert.Empty(t, res.Notes)
+	assert.Contains(t, res.Verified, "every value of 2 run(s) matched")
+	assert.Positive(t, res.VerifyMs)
+
+	in, outFile := filepath.Join(dir, "in.f32"), filepath.Join(dir, "out.f32")
+	code, _, errOut = runCLI("infer", "--model", mp, "--gen-input", in, "--rows", "512K")
+	require.Equal(t, exitOK, code, errOut)
+	code, out, errOut = runCLI("infer", "--model", mp, "--in", in, "--out", outFile, "--bound", "--verify", "--json", "--devices", "0")
+	require.Equal(t, exitOK, code, errOut)
+	var sr inferStreamResult
+	require.NoError(t, json.Unmarshal([]byte(out), &sr))
+	require.NotNil(t, sr.Bound)
+	assert.Positive(t, sr.Bound.ReadMs)
+	assert.Positive(t, sr.Bound.PipelineMs)
+	assert.Positive(t, sr.Bound.Efficiency)
+	assert.Less(t, sr.PeakRSS, int64(1<<30), "a stream's memory is its slots'")
+	assert.Contains(t, sr.Verified, "every one of the 524288 rows")
+}
+
+// TestGPUMeasureGemm: the GEMM entries' fit on the GPU gives rates
+// between 5 and 400 TFLOP/s and a fixed cost under 100 µs.
+func TestGPUMeasureGemm(t *testing.T) {
+	requireGemm(t)
+	ctx := gputest.Context(t)
+	g := new(kernels.GemmModules)
+	defer g.Close()
+	p := &pipeline.Profile{Kernels: map[string]pipeline.KernelCost{}, Notes: map[string]string{}}
+	require.NoError(t, measureGemm(pipeline.GPU(ctx), g, p, gemmShapes[:4]))
+	for _, k := range []string{"gemm_f32", "gemm_tf32"} {
+		c := p.Kernels[k]
+		assert.Less(t, c.NsPerFlop, 1/5e3, k)
+		assert.Greater(t, c.NsPerFlop, 1/400e3, k)
+		assert.Less(t, c.FixedNs, 100e3, k)
+		t.Logf("%s: %s", k, p.Notes[k])
+	}
+}
