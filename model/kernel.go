@@ -132,12 +132,13 @@ func (m *Model) Kernel(opts KernelOptions) (*pipeline.Kernel, error) {
 // StepFlops is the arithmetic that the GEMM kernels do for one row of a
 // layer of in inputs and out outputs, the simulator's cost of the layer's
 // step (pipeline.Step.FlopsPerElem): 2·in·out with out rounded up to the
-// kernels' tile of kernels.Gemm.TileN (128) outputs, since a block
-// computes its whole tile, the columns past out included. On the H200,
+// kernels' tile of 128 outputs (TileN of every entry this package
+// launches), since a block computes its whole tile, the columns past out
+// included. On the H200,
 // gemm_f32 ran 768→256 at 42 TFLOP/s and 256→16 at 5 TFLOP/s of real
 // arithmetic: 40 TFLOP/s of this, within 5% of the wide layers' rate.
 func StepFlops(in, out int) float64 {
-	tile := kernels.Gemm.TileN
+	tile := kernels.Gemm.F32.TileN // the same for TF32 and BF16
 	return 2 * float64(in) * float64((out+tile-1)/tile*tile)
 }
 
