@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -50,6 +51,10 @@ func TestGPUInferBound(t *testing.T) {
 	in, outFile := filepath.Join(dir, "in.f32"), filepath.Join(dir, "out.f32")
 	code, _, errOut = runCLI("infer", "--model", mp, "--gen-input", in, "--rows", "512K")
 	require.Equal(t, exitOK, code, errOut)
+	// VmHWM is the process's peak since it started, and the in-memory run
+	// above ran in this process: reset it (Linux's clear_refs), so that
+	// the stream's peak is its own.
+	peakReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 	code, out, errOut = runCLI("infer", "--model", mp, "--in", in, "--out", outFile, "--bound", "--verify", "--json", "--devices", "0")
 	require.Equal(t, exitOK, code, errOut)
 	var sr inferStreamResult
@@ -58,7 +63,11 @@ func TestGPUInferBound(t *testing.T) {
 	assert.Positive(t, sr.Bound.ReadMs)
 	assert.Positive(t, sr.Bound.PipelineMs)
 	assert.Positive(t, sr.Bound.Efficiency)
-	assert.Less(t, sr.PeakRSS, int64(1<<30), "a stream's memory is its slots'")
+	if peakReset {
+		assert.Less(t, sr.PeakRSS, int64(1<<30), "a stream's memory is its slots'")
+	} else {
+		t.Log("the peak RSS could not be reset (/proc/self/clear_refs), so it is not checked")
+	}
 	assert.Contains(t, sr.Verified, "every one of the 524288 rows")
 }
 

@@ -263,8 +263,12 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 		return errors.New("give --rows N (generated rows, in memory) or --in FILE --out FILE (a stream)")
 	case o.repeat < 1 || o.repeat > 1000:
 		return fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
-	case stream && o.in != "-" && o.in == o.out:
-		return fmt.Errorf("--out %s is also the input", o.out)
+	case stream && o.in != "-" && o.out != "-" && sameFile(o.in, o.out):
+		// The same file by any spelling (a relative or absolute path, a
+		// symbolic or hard link): creating the output would erase the input.
+		return fmt.Errorf("--out %s is the input file %s: writing it would erase the input", o.out, o.in)
+	case stream && o.out != "-" && sameFile(o.model, o.out):
+		return fmt.Errorf("--out %s is the model file %s: writing it would erase the model", o.out, o.model)
 	case o.run.profile != "" && !o.run.sim:
 		return errors.New("--profile needs --sim: a GPU measures its own times")
 	case o.timingOnly && !o.run.sim:

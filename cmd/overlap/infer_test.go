@@ -95,7 +95,8 @@ func TestInferBadFlags(t *testing.T) {
 		{[]string{"--model", m, "--in", in}, "overlap infer: a stream needs both --in FILE and --out FILE"},
 		{[]string{"--model", m, "--in", in, "--out", out, "--rows", "5"}, "overlap infer: --rows runs generated rows in memory; a stream's rows are its --in file's"},
 		{[]string{"--model", m, "--in", in, "--out", out, "--repeat", "2"}, "overlap infer: --repeat and --no-baseline apply to the in-memory run (--rows), not to a stream"},
-		{[]string{"--model", m, "--in", in, "--out", in}, "overlap infer: --out " + in + " is also the input"},
+		{[]string{"--model", m, "--in", in, "--out", in}, "overlap infer: --out " + in + " is the input file " + in + ": writing it would erase the input"},
+		{[]string{"--model", m, "--in", in, "--out", m}, "overlap infer: --out " + m + " is the model file " + m + ": writing it would erase the model"},
 		{[]string{"--model", m, "--in", in, "--out", out, "--chunk", "1K,2K"}, "overlap infer: --chunk: a stream runs one chunk size; several are for the in-memory run (--rows)"},
 		{[]string{"--model", m, "--rows", "5", "--chunk", "1K,1K"}, `overlap infer: invalid value "1K,1K" for flag -chunk: 1K is listed twice`},
 		{[]string{"--model", m, "--rows", "5", "--chunk", "1K,0"}, `overlap infer: invalid value "1K,0" for flag -chunk: "0": must be positive`},
@@ -498,4 +499,40 @@ func (c *cancelAfter) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b[:min(len(b), max(c.left, 1))])
 	c.left -= n
 	return n, err
+}
+
+// TestInferOutputThatIsAnInputIsRefused guards issue 27's data loss in
+// overlap infer: --out naming the input (or the model) by another spelling
+// truncated it to 0 bytes before the stream refused to run.
+func TestInferOutputThatIsAnInputIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	tinyModel(t, dir)
+	code, _, errOut := runCLI("infer", "--model", "m.safetensors", "--gen-input", "in.f32", "--rows", "1000")
+	require.Equal(t, exitOK, code, errOut)
+	want, err := os.ReadFile("in.f32")
+	require.NoError(t, err)
+	model, err := os.ReadFile("m.safetensors")
+	require.NoError(t, err)
+	require.NoError(t, os.Mkdir("sub", 0o755))
+	require.NoError(t, os.Symlink("in.f32", "link.f32"))
+	require.NoError(t, os.Link("in.f32", "hard.f32"))
+	require.NoError(t, os.Symlink("m.safetensors", "mlink"))
+	abs := filepath.Join(dir, "in.f32")
+	for _, tc := range []struct{ out, what string }{
+		{"./in.f32", "input"}, {abs, "input"}, {"link.f32", "input"}, {"hard.f32", "input"},
+		{"sub/../in.f32", "input"}, {"./m.safetensors", "model"}, {"mlink", "model"},
+	} {
+		t.Run(tc.out, func(t *testing.T) {
+			code, _, errOut := runCLI("infer", "--model", "m.safetensors", "--in", "in.f32", "--out", tc.out, "--sim")
+			assert.Equal(t, exitUsage, code)
+			assert.Contains(t, errOut, "writing it would erase the "+tc.what)
+			got, err := os.ReadFile(abs)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(want, got), "the input is left as it was (%d bytes of %d)", len(got), len(want))
+			gotModel, err := os.ReadFile("m.safetensors")
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(model, gotModel), "the model is left as it was (%d bytes of %d)", len(gotModel), len(model))
+		})
+	}
 }
