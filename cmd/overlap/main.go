@@ -5,6 +5,7 @@
 //
 //	overlap run [flags]        the lecture's experiment: synchronous baseline, then the pipeline
 //	overlap run --in F --out G stream files through a kernel with bounded memory
+//	overlap infer --model M    run a PyTorch MLP (safetensors) over rows: in memory or streamed
 //	overlap gen --size N --out F  write an input file of the standard pattern
 //	overlap bench [flags]      sweep configurations, optionally against CUDA C++
 //	overlap tune [flags]       pick chunk size, slots and streams from a fitted cost model
@@ -43,6 +44,10 @@ Usage:
   overlap run --in FILE[,FILE] --out FILE [flags]
                        stream raw float32 files (- for stdin/stdout) through a
                        kernel with bounded memory (overlap run --in -h)
+  overlap infer --model FILE (--rows N | --in FILE --out FILE) [flags]
+                       run a PyTorch-trained MLP (a safetensors state_dict)
+                       over rows of float32, in memory against a synchronous
+                       baseline or streamed with bounded memory (overlap infer -h)
   overlap gen --size BYTES --out FILE
                        write an input file of the standard pattern
   overlap bench [flags] sweep chunk sizes, slots, host modes and intensity;
@@ -72,7 +77,7 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "overlap: missing command: run, bench, tune, profile, gen, ptx, devices, version or help (try 'overlap help')")
+		fmt.Fprintln(stderr, "overlap: missing command: run, infer, bench, tune, profile, gen, ptx, devices, version or help (try 'overlap help')")
 		return exitUsage
 	}
 	switch args[0] {
