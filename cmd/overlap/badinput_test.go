@@ -146,6 +146,8 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap bench --small-jobs --slots 3`", cli("bench", "--small-jobs", "--slots", "3")},
 		{"CLI", "`overlap run --in same.f32 --out ./same.f32`, the input under another name", cliTmp(tmp, "run", "--sim", "--in", same, "--out", tmp+"/./same.f32")},
 		{"CLI", "`overlap run --in same.f32 --out hard.f32`, a hard link to the input", cliTmp(tmp, "run", "--sim", "--in", same, "--out", filepath.Join(tmp, "hard.f32"))},
+		{"CLI", "`overlap infer --model m --in same.f32 --out ./same.f32`, the input under another name", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", same, "--out", tmp+"/./same.f32")},
+		{"CLI", "`overlap infer --model m --in a.f32 --out m`, the model file", cliTmp(tmp, "infer", "--sim", "--model", same, "--in", other, "--out", tmp+"/./same.f32")},
 		{"CLI", "`overlap run --in a.f32 --out - > a.f32`, stdout the input", func(t *testing.T) (string, int) {
 			f, err := os.OpenFile(same, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {
