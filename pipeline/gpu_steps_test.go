@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,17 +19,23 @@ import (
 // rowsPTX holds two element-wise kernels over n values in rows of width:
 // rows_scale(out, in, w, width, n): out[i] = in[i] · w[i mod width], and
 // rows_shift(out, in, b, width, n): out[i] = in[i] + b[i mod width].
-const rowsPTX = `
+var rowsPTX = `
 .version 7.0
 .target sm_52
 .address_size 64
+` + rowsEntryPTX("scale", "w", "mul") + rowsEntryPTX("shift", "b", "add")
 
-.visible .entry rows_scale(
-	.param .u64 rows_scale_out,
-	.param .u64 rows_scale_in,
-	.param .u64 rows_scale_w,
-	.param .u32 rows_scale_width,
-	.param .u32 rows_scale_n
+// rowsEntryPTX is the PTX of the entry rows_<name>(out, in, <param>,
+// width, n): out[i] = in[i] <op> param[i mod width], op a PTX f32
+// instruction such as mul or add.
+func rowsEntryPTX(name, param, op string) string {
+	return strings.NewReplacer("NAME", name, "PARAM", param, "OP", op).Replace(`
+.visible .entry rows_NAME(
+	.param .u64 rows_NAME_out,
+	.param .u64 rows_NAME_in,
+	.param .u64 rows_NAME_PARAM,
+	.param .u32 rows_NAME_width,
+	.param .u32 rows_NAME_n
 )
 {
 	.reg .pred %p<2>;
@@ -36,17 +43,17 @@ const rowsPTX = `
 	.reg .f32 %f<4>;
 	.reg .b64 %rd<11>;
 
-	ld.param.u64 %rd1, [rows_scale_out];
-	ld.param.u64 %rd2, [rows_scale_in];
-	ld.param.u64 %rd3, [rows_scale_w];
-	ld.param.u32 %r1, [rows_scale_width];
-	ld.param.u32 %r2, [rows_scale_n];
+	ld.param.u64 %rd1, [rows_NAME_out];
+	ld.param.u64 %rd2, [rows_NAME_in];
+	ld.param.u64 %rd3, [rows_NAME_PARAM];
+	ld.param.u32 %r1, [rows_NAME_width];
+	ld.param.u32 %r2, [rows_NAME_n];
 	mov.u32 %r3, %ctaid.x;
 	mov.u32 %r4, %ntid.x;
 	mov.u32 %r5, %tid.x;
 	mad.lo.s32 %r6, %r3, %r4, %r5;
 	setp.ge.u32 %p1, %r6, %r2;
-	@%p1 bra $L_scale_done;
+	@%p1 bra $L_NAME_done;
 	rem.u32 %r7, %r6, %r1;
 	cvta.to.global.u64 %rd4, %rd1;
 	cvta.to.global.u64 %rd5, %rd2;
@@ -57,54 +64,14 @@ const rowsPTX = `
 	ld.global.f32 %f1, [%rd9];
 	add.s64 %rd10, %rd6, %rd8;
 	ld.global.f32 %f2, [%rd10];
-	mul.rn.f32 %f3, %f1, %f2;
+	OP.rn.f32 %f3, %f1, %f2;
 	add.s64 %rd9, %rd4, %rd7;
 	st.global.f32 [%rd9], %f3;
-$L_scale_done:
+$L_NAME_done:
 	ret;
 }
-
-.visible .entry rows_shift(
-	.param .u64 rows_shift_out,
-	.param .u64 rows_shift_in,
-	.param .u64 rows_shift_b,
-	.param .u32 rows_shift_width,
-	.param .u32 rows_shift_n
-)
-{
-	.reg .pred %p<2>;
-	.reg .b32 %r<8>;
-	.reg .f32 %f<4>;
-	.reg .b64 %rd<11>;
-
-	ld.param.u64 %rd1, [rows_shift_out];
-	ld.param.u64 %rd2, [rows_shift_in];
-	ld.param.u64 %rd3, [rows_shift_b];
-	ld.param.u32 %r1, [rows_shift_width];
-	ld.param.u32 %r2, [rows_shift_n];
-	mov.u32 %r3, %ctaid.x;
-	mov.u32 %r4, %ntid.x;
-	mov.u32 %r5, %tid.x;
-	mad.lo.s32 %r6, %r3, %r4, %r5;
-	setp.ge.u32 %p1, %r6, %r2;
-	@%p1 bra $L_shift_done;
-	rem.u32 %r7, %r6, %r1;
-	cvta.to.global.u64 %rd4, %rd1;
-	cvta.to.global.u64 %rd5, %rd2;
-	cvta.to.global.u64 %rd6, %rd3;
-	mul.wide.u32 %rd7, %r6, 4;
-	mul.wide.u32 %rd8, %r7, 4;
-	add.s64 %rd9, %rd5, %rd7;
-	ld.global.f32 %f1, [%rd9];
-	add.s64 %rd10, %rd6, %rd8;
-	ld.global.f32 %f2, [%rd10];
-	add.rn.f32 %f3, %f1, %f2;
-	add.s64 %rd9, %rd4, %rd7;
-	st.global.f32 [%rd9], %f3;
-$L_shift_done:
-	ret;
+`)
 }
-`
 
 // gpuRowWidth is the values in a row of the GPU's two-step kernel.
 const gpuRowWidth = 4

@@ -456,33 +456,7 @@ func openInferEnv(o *inferOptions) (*env, error) {
 	if !o.timingOnly {
 		return openEnv(&ro)
 	}
-	prof := pipeline.BuiltinProfile()
-	if ro.profile != "" {
-		var err error
-		if prof, err = pipeline.ReadProfile(ro.profile); err != nil {
-			return nil, usageError{fmt.Errorf("--profile: %w", err)}
-		}
-	}
-	k := max(1, len(ro.devices))
-	if k > maxSimDevices {
-		return nil, usageError{fmt.Errorf("--devices: %d simulated devices; at most %d", k, maxSimDevices)}
-	}
-	opts := pipeline.SimHostOptions{Seed: 1, TimingOnly: true}
-	if k > 1 {
-		opts.LinkGBps = simLinkGBps
-	}
-	host := pipeline.NewSimHost(opts)
-	e := &env{}
-	for d := 0; d < k; d++ {
-		sim := host.NewDevice(prof)
-		if d == 0 {
-			e.sim = sim
-		}
-		e.backends = append(e.backends, sim)
-		e.ordinals = append(e.ordinals, d)
-	}
-	e.backend = e.backends[0]
-	return e, nil
+	return openSimEnv(&ro, true)
 }
 
 // inferEnv opens the machine and readies the model's kernel on it: the

@@ -282,15 +282,9 @@ func inferInMemoryBound(ctx context.Context, g *pipeline.Group, b pipeline.Backe
 			return st, 0, err
 		}
 	}
-	var best time.Duration
-	for range 2 {
-		rep, err := g.Run(ctx, job)
-		if err != nil {
-			return st, 0, err
-		}
-		if best == 0 || rep.Elapsed < best {
-			best = rep.Elapsed
-		}
+	best, err := fasterRun(ctx, g.Run, job)
+	if err != nil {
+		return st, 0, err
 	}
 	return st, best, nil
 }

@@ -165,36 +165,44 @@ func (e *env) close() {
 // GB/s one way, but both GPUs copying both ways at once 148 GB/s in all).
 const simLinkGBps = 148
 
-func openEnv(o *runOptions) (*env, error) {
-	e := &env{}
-	if o.sim {
-		prof := pipeline.BuiltinProfile()
-		if o.profile != "" {
-			var err error
-			if prof, err = pipeline.ReadProfile(o.profile); err != nil {
-				return nil, usageError{fmt.Errorf("--profile: %w", err)}
-			}
+// openSimEnv opens the simulated machine of --sim: one simulated device
+// for each of --devices (at least one), on --profile or the built-in
+// profile; timingOnly devices move no bytes and compute nothing.
+func openSimEnv(o *runOptions, timingOnly bool) (*env, error) {
+	prof := pipeline.BuiltinProfile()
+	if o.profile != "" {
+		var err error
+		if prof, err = pipeline.ReadProfile(o.profile); err != nil {
+			return nil, usageError{fmt.Errorf("--profile: %w", err)}
 		}
-		k := max(1, len(o.devices))
-		if k > maxSimDevices {
-			return nil, usageError{fmt.Errorf("--devices: %d simulated devices; at most %d", k, maxSimDevices)}
-		}
-		opts := pipeline.SimHostOptions{Seed: 1}
-		if k > 1 {
-			opts.LinkGBps = simLinkGBps
-		}
-		host := pipeline.NewSimHost(opts)
-		for d := 0; d < k; d++ {
-			sim := host.NewDevice(prof)
-			if d == 0 {
-				e.sim = sim
-			}
-			e.backends = append(e.backends, sim)
-			e.ordinals = append(e.ordinals, d)
-		}
-		e.backend = e.backends[0]
-		return e, nil
 	}
+	k := max(1, len(o.devices))
+	if k > maxSimDevices {
+		return nil, usageError{fmt.Errorf("--devices: %d simulated devices; at most %d", k, maxSimDevices)}
+	}
+	opts := pipeline.SimHostOptions{Seed: 1, TimingOnly: timingOnly}
+	if k > 1 {
+		opts.LinkGBps = simLinkGBps
+	}
+	host := pipeline.NewSimHost(opts)
+	e := &env{}
+	for d := 0; d < k; d++ {
+		sim := host.NewDevice(prof)
+		if d == 0 {
+			e.sim = sim
+		}
+		e.backends = append(e.backends, sim)
+		e.ordinals = append(e.ordinals, d)
+	}
+	e.backend = e.backends[0]
+	return e, nil
+}
+
+func openEnv(o *runOptions) (*env, error) {
+	if o.sim {
+		return openSimEnv(o, false)
+	}
+	e := &env{}
 	if intSize < 64 {
 		return nil, errNo32Bit
 	}

@@ -441,6 +441,26 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
+// localInputs is the local inputs, --input's matches, less the shards
+// that failed.
+func localInputs(o *options, failures []shard.Failure) ([]string, error) {
+	matches, err := filepath.Glob(o.input)
+	if err != nil {
+		return nil, err
+	}
+	failed := map[string]bool{}
+	for _, f := range failures {
+		failed[f.Shard] = true
+	}
+	var ins []string
+	for _, in := range matches {
+		if !failed[in] {
+			ins = append(ins, in)
+		}
+	}
+	return ins, nil
+}
+
 // verify reads every local input that did not fail and its output, and
 // checks each element against the kernel's reference.
 func verify(o *options, spec shard.Spec, failures []shard.Failure) (int, error) {
@@ -448,19 +468,12 @@ func verify(o *options, spec shard.Spec, failures []shard.Failure) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	matches, err := filepath.Glob(o.input)
+	ins, err := localInputs(o, failures)
 	if err != nil {
 		return 0, err
 	}
-	failed := map[string]bool{}
-	for _, f := range failures {
-		failed[f.Shard] = true
-	}
 	n := 0
-	for _, in := range matches {
-		if failed[in] {
-			continue
-		}
+	for _, in := range ins {
 		x, err := os.ReadFile(in)
 		if err != nil {
 			return n, err
@@ -488,19 +501,12 @@ const verifyRows = 1 << 16
 // block of rows at a time, and checks each value against the model's
 // float64 reference.
 func verifyModel(o *options, j job, failures []shard.Failure) (int, error) {
-	matches, err := filepath.Glob(o.input)
+	ins, err := localInputs(o, failures)
 	if err != nil {
 		return 0, err
 	}
-	failed := map[string]bool{}
-	for _, f := range failures {
-		failed[f.Shard] = true
-	}
 	n := 0
-	for _, in := range matches {
-		if failed[in] {
-			continue
-		}
+	for _, in := range ins {
 		if err := verifyModelFile(j, in, shard.OutputName(o.output, in)); err != nil {
 			return n, err
 		}
