@@ -23,14 +23,7 @@ func TestGemmModulesOnFakeDriver(t *testing.T) {
 	if f == nil {
 		return
 	}
-	var ctxs [2]*driver.Context
-	for i := range ctxs {
-		dev, err := driver.DeviceAt(i)
-		require.NoError(t, err)
-		ctxs[i], err = driver.NewContext(dev)
-		require.NoError(t, err)
-		defer ctxs[i].Close()
-	}
+	ctxs := twoContexts(t)
 	loads := f.Calls("cuModuleLoadDataEx")
 	g := &GemmModules{src: gemmTestPTX(GemmF32, GemmTF32, GemmBF16, GemmTF32Big)}
 	var first [2]GemmFunctions

@@ -21,14 +21,7 @@ func TestModulesOnFakeDriver(t *testing.T) {
 	if f == nil {
 		return
 	}
-	var ctxs [2]*driver.Context
-	for i := range ctxs {
-		dev, err := driver.DeviceAt(i)
-		require.NoError(t, err)
-		ctxs[i], err = driver.NewContext(dev)
-		require.NoError(t, err)
-		defer ctxs[i].Close()
-	}
+	ctxs := twoContexts(t)
 	loads := f.Calls("cuModuleLoadDataEx")
 	var m Modules
 	var first [2]any
@@ -72,4 +65,19 @@ func TestModulesOnFakeDriver(t *testing.T) {
 	assert.ErrorIs(t, err, driver.ErrClosed, "the kernel found last is not found after Close")
 	_, err = m.Function(ctxs[1], Seed)
 	assert.ErrorIs(t, err, driver.ErrClosed)
+}
+
+// twoContexts opens a context on each of the fake driver's first two
+// devices, closed when the test ends.
+func twoContexts(t *testing.T) [2]*driver.Context {
+	t.Helper()
+	var ctxs [2]*driver.Context
+	for i := range ctxs {
+		dev, err := driver.DeviceAt(i)
+		require.NoError(t, err)
+		ctxs[i], err = driver.NewContext(dev)
+		require.NoError(t, err)
+		t.Cleanup(func() { ctxs[i].Close() })
+	}
+	return ctxs
 }
