@@ -93,8 +93,11 @@ func activate32(y []float32, act Activation) {
 // Forward32 computes one layer on the CPU in float32, as the GPU kernel
 // does: y (m×Out) = act(x (m×In)·Wᵀ + b), accumulating in float32, with
 // act applied when apply is set. It is the simulator's stand-in for a
-// step, and uses every CPU.
+// step, and uses every CPU. A nil Layer computes nothing.
 func (l *Layer) Forward32(y, x []float32, m int, act Activation, apply bool) {
+	if l == nil {
+		return
+	}
 	parallelRows(m, 64, func(lo, hi int) {
 		yy, xx := y[lo*l.Out:hi*l.Out], x[lo*l.In:hi*l.In]
 		dense(yy, xx, l.Weight, l.Bias, hi-lo, l.Out, l.In)

@@ -174,7 +174,7 @@ func hostBuf(c pipeline.HostChunk, r pipeline.Ref) []byte {
 // or output would pass 64 MiB, and a multiple of every GEMM entry's
 // tile rows (kernels.Gemm.TileM).
 func (m *Model) DefaultChunkRows() int {
-	widest := max(m.In(), m.Out())
+	widest := max(m.In(), m.Out(), 1) // 1 for a model without layers
 	rows := min(16384, (64<<20)/(4*widest))
 	tile := kernels.Gemm.TileM
 	return max(tile, rows/tile*tile)

@@ -351,14 +351,38 @@ func (m *Model) Check() error {
 	return nil
 }
 
-// In is the model's input width: the values in one row of input.
-func (m *Model) In() int { return m.Layers[0].In }
+// layers is m's layers; none for a nil Model.
+func (m *Model) layers() []Layer {
+	if m == nil {
+		return nil
+	}
+	return m.Layers
+}
 
-// Out is the model's output width.
-func (m *Model) Out() int { return m.Layers[len(m.Layers)-1].Out }
+// In is the model's input width: the values in one row of input; 0 for
+// a nil Model or one without layers.
+func (m *Model) In() int {
+	if len(m.layers()) == 0 {
+		return 0
+	}
+	return m.Layers[0].In
+}
 
-// Widths are the model's input width and each layer's output width.
+// Out is the model's output width; 0 for a nil Model or one without
+// layers.
+func (m *Model) Out() int {
+	if len(m.layers()) == 0 {
+		return 0
+	}
+	return m.Layers[len(m.Layers)-1].Out
+}
+
+// Widths are the model's input width and each layer's output width; nil
+// for a nil Model or one without layers.
 func (m *Model) Widths() []int {
+	if len(m.layers()) == 0 {
+		return nil
+	}
 	w := []int{m.In()}
 	for _, l := range m.Layers {
 		w = append(w, l.Out)
@@ -368,6 +392,9 @@ func (m *Model) Widths() []int {
 
 // String describes the model: "768→256→16, relu".
 func (m *Model) String() string {
+	if len(m.layers()) == 0 {
+		return "no layers"
+	}
 	parts := make([]string, 0, len(m.Layers)+1)
 	for _, w := range m.Widths() {
 		parts = append(parts, strconv.Itoa(w))
@@ -383,7 +410,7 @@ func (m *Model) String() string {
 // each device holds.
 func (m *Model) ParamBytes() int64 {
 	var n int64
-	for _, l := range m.Layers {
+	for _, l := range m.layers() {
 		n += 4 * (int64(l.In)*int64(l.Out) + int64(l.Out))
 	}
 	return n
@@ -393,7 +420,7 @@ func (m *Model) ParamBytes() int64 {
 // a layer.
 func (m *Model) FLOPsPerRow() float64 {
 	f := 0.0
-	for _, l := range m.Layers {
+	for _, l := range m.layers() {
 		f += 2 * float64(l.In) * float64(l.Out)
 	}
 	return f
@@ -411,6 +438,9 @@ func (m *Model) CheckFits(deviceBytes int64) error {
 // CheckInput checks that values float32 values in rows of width are an
 // input for m, and returns the number of rows.
 func (m *Model) CheckInput(values int64, width int) (int64, error) {
+	if len(m.layers()) == 0 {
+		return 0, errors.New("model: no layers")
+	}
 	switch {
 	case width != m.In():
 		return 0, fmt.Errorf("model: the input's rows are %d values wide, but the model's first layer (%s, [%d, %d]) takes %d", width, m.Layers[0].WeightName, m.Layers[0].Out, m.In(), m.In())
@@ -425,6 +455,9 @@ func (m *Model) CheckInput(values int64, width int) (int64, error) {
 // CheckInputBytes checks that bytes of raw float32 are whole rows of the
 // model's input, and returns the number of rows.
 func (m *Model) CheckInputBytes(bytes int64) (int64, error) {
+	if len(m.layers()) == 0 {
+		return 0, errors.New("model: no layers")
+	}
 	row := 4 * int64(m.In())
 	switch {
 	case bytes == 0:
@@ -472,7 +505,7 @@ func Random(widths []int, act Activation, seed uint64) (*Model, error) {
 // its file (a layer without bias has no bias tensor).
 func (m *Model) Tensors() []Tensor {
 	var ts []Tensor
-	for i, l := range m.Layers {
+	for i, l := range m.layers() {
 		name := l.WeightName
 		if name == "" {
 			name = fmt.Sprintf("%d.weight", 2*i)
