@@ -3,7 +3,7 @@
 package fakecuda
 
 import (
-	_ "embed"
+	"embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,14 +21,13 @@ import (
 	"github.com/purecuda/overlap/loader"
 )
 
-// source is the fake's C source; exports is the header it includes, the
-// entry points package driver binds (generated from driver/prototypes.go).
-var (
-	//go:embed src/libcuda.c
-	source []byte
-	//go:embed src/zexports.h
-	exports []byte
-)
+// sources is the fake's C source: libcuda.c, the files of API families
+// that it includes (one per family, such as memset.c), and zexports.h,
+// the entry points package driver binds (generated from
+// driver/prototypes.go). libcuda.c is the one translation unit.
+//
+//go:embed src/*.c src/*.h
+var sources embed.FS
 
 // childEnv marks the child process that runs a test against the fake.
 const childEnv = "OVERLAP_FAKECUDA_CHILD"
@@ -59,13 +58,20 @@ func Build(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	files, err := sources.ReadDir("src")
+	if err != nil {
+		return "", fmt.Errorf("fakecuda: %w", err)
+	}
+	for _, f := range files {
+		b, err := sources.ReadFile("src/" + f.Name())
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, f.Name()), b, 0o644)
+		}
+		if err != nil {
+			return "", fmt.Errorf("fakecuda: %w", err)
+		}
+	}
 	src := filepath.Join(dir, "libcuda.c")
-	if err := os.WriteFile(src, source, 0o644); err != nil {
-		return "", fmt.Errorf("fakecuda: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "zexports.h"), exports, 0o644); err != nil {
-		return "", fmt.Errorf("fakecuda: %w", err)
-	}
 	out := filepath.Join(dir, "libcuda.so.1")
 	cmd := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", out, src, "-lpthread")
 	if msg, err := cmd.CombinedOutput(); err != nil {

@@ -2036,6 +2036,11 @@ CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memc
     return r;
 }
 
+/* The API families added after the core, one file each (src/<family>.c),
+ * included here so that the fake stays one translation unit with one lock
+ * and one set of handle tables. A family file adds one #include line below,
+ * in the order of driver/prototypes.go. */
+
 /* cuGetProcAddress_v2: every entry point by its plain name. The list is
  * package driver's (driver/prototypes.go), generated into zexports.h, so
  * that an entry point the fake lacks fails to compile, unless it lacks it
