@@ -29,6 +29,6 @@ for w in 1 4; do
 done
 if [ -n "$OVERLAP" ]; then
   for rep in 1 2; do
-    $OVERLAP bench --small-jobs --elems 4K --workers 1,4 --wait all 2>&1 || true
+    $OVERLAP bench --small-jobs --elems 4K --workers 1,4 --wait all --reference 2>&1 || true
   done
 fi
