@@ -3,7 +3,9 @@
 package driver_test
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
@@ -112,6 +114,12 @@ func nilAndZeroArguments(t *testing.T, f *fakecuda.Fake) {
 				if objectArg && last >= 0 && mt.Out(last) == reflect.TypeFor[error]() {
 					err, _ := out[last].Interface().(error)
 					assert.Error(t, err, "%s with a nil or zero object argument (zero objects: %v)", name, zeroObjects)
+					var de *driver.Error
+					if err != nil && !errors.As(err, &de) {
+						// The binding's own error names the method, once.
+						assert.True(t, strings.HasPrefix(err.Error(), "cuda: "+name+": "), "%s: the error does not name it: %v", name, err)
+						assert.Equal(t, 1, strings.Count(err.Error(), "cuda:"), "%s: the error says cuda: more than once: %v", name, err)
+					}
 				}
 			}
 		}
