@@ -18,9 +18,10 @@ type BindOptions struct {
 	// DirectCalls makes the Bound's calls that do not wait (Launch,
 	// CopyToDevice, CopyToHost, Record, WaitEvent and LaunchGraph) enter
 	// the driver without telling the Go scheduler: no runtime.cgocall, no
-	// system-call transition, 55–134 ns less per launch on an H200 host
-	// (issue 14; bench/RESULTS.md, launches back to back). Synchronize
-	// and every other call that waits keep the safe path.
+	// system-call transition, and so less host time per launch
+	// (bench/RESULTS.md, "Direct calls, and a one-chunk job without run
+	// state (issue 14)", has the figures).
+	// Synchronize and every other call that waits keep the safe path.
 	//
 	// The trade-offs. While such a call runs, its goroutine keeps its P
 	// and cannot be stopped, so a call that blocks holds up every
@@ -119,7 +120,8 @@ func (b *Bound) CopyToHost(s *Stream, dst HostMemory, dstOff int, src *DeviceBuf
 
 // Synchronize is [Stream.Synchronize] without the context check: a
 // caller that issued a small job through b waits for it without making
-// its context current once more (issue 14).
+// its context current once more, a driver call saved on every small
+// job.
 func (b *Bound) Synchronize(s *Stream) error { return s.synchronize("Bound.Synchronize", b.via()) }
 
 // Record is [Event.Record] without the context check.

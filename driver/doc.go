@@ -16,14 +16,18 @@
 //     stream waits and synchronisations, the context check) skip
 //     purego.SyscallN's wrapper and call runtime.cgocall, as it does, on a
 //     small trampoline of the package's own (ccall_linux_amd64.s): the
-//     same system-call semantics, about 45 ns less per call (issue 14).
+//     same system-call semantics without purego's argument copying and
+//     pooled block, because many small jobs pay the binding's own cost on
+//     every call (bench/RESULTS.md, "Notes moved from the package docs
+//     (2026-12-01)", has the figures).
 //     A [Bound] bound with [BindOptions].DirectCalls makes its calls that
 //     do not wait (launches, asynchronous copies, event records, stream
 //     waits, graph launches) through the same trampoline without
-//     runtime.cgocall: 55–134 ns less per launch on an H200 host, at the
-//     price that such a call that blocks in the driver holds up every
-//     stop-the-world of the garbage collector until it returns. It is off
-//     unless asked for, and built only with the overlap_directcalls tag;
+//     runtime.cgocall, which saves the scheduler's system-call transition,
+//     at the price that such a call that blocks in the driver holds up
+//     every stop-the-world of the garbage collector until it returns. It
+//     is off unless asked for, and built only with the overlap_directcalls
+//     tag;
 //   - checked: every CUresult becomes a *Error naming the entry point, the
 //     code and the driver's text (see Errors below), and errors.Is matches
 //     it against sentinels like ErrOutOfMemory;
@@ -96,12 +100,12 @@
 // contexts than CPUs. The mode is per device and process: a second Context
 // asking for another mode while the first is open gets ErrWaitMode.
 // overlap bench --small-jobs --wait all measures the trade-off. For many
-// goroutines that each wait for small jobs, ask for WaitYield: on an
-// H200 host with 16 CPUs, 16 goroutines that spun saw their p99 latency
-// reach up to 2.8x a C++ program's, while yielding kept it within 1.21x at
-// the same throughput (threads spinning on every CPU likely starve the
-// Go runtime's own threads). The zero value stays the driver's choice,
-// since the mode is the whole process's.
+// goroutines that each wait for small jobs, ask for WaitYield: when as
+// many threads spin as there are CPUs, they starve the Go runtime's own
+// threads and the latency's tail grows, while yielding keeps it at the
+// same throughput (bench/RESULTS.md, "Small jobs without allocations
+// (issue 14)"). The zero value stays the driver's choice, since the mode
+// is the whole process's.
 //
 // # Memory
 //

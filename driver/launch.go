@@ -52,8 +52,9 @@ const slabSlots = 64
 // unpinned: there are only as many as launches ever ran at once. A launch
 // takes a slot's slab with one compare-and-swap, starting at a slot chosen
 // by its goroutine's stack address, so that concurrent launches from
-// several goroutines rarely meet on one slot (issue 14: the mutex that
-// guarded a single free list cost a tenth of a bound launch's own time).
+// several goroutines rarely meet on one slot: a mutex that guarded a
+// single free list was a measurable part of a bound launch's own cost
+// (bench/RESULTS.md, "The hot path after ccall (issue 14)").
 var argSlabs struct {
 	slots [slabSlots]atomic.Pointer[argSlab]
 	mu    sync.Mutex // guards free and pins, and fills empty slots

@@ -110,7 +110,8 @@ func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) 
 	// Option values are integers or addresses in void* slots. They are kept
 	// as uintptr, never unsafe.Pointer: an integer such as 1 in a pointer
 	// slot is an invalid pointer that the runtime finds when it copies the
-	// stack (issue 9). The log buffers are pinned for the call.
+	// stack, and crashes on (make stackmove). The log buffers are pinned
+	// for the call.
 	keys := make([]int32, 0, 8)
 	vals := make([]uintptr, 0, 8)
 	keys = append(keys, jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize, jitTargetFromContext)
