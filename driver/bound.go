@@ -20,7 +20,7 @@ type BindOptions struct {
 	// the driver without telling the Go scheduler: no runtime.cgocall, no
 	// system-call transition, and so less host time per launch
 	// (bench/RESULTS.md, "Direct calls, and a one-chunk job without run
-	// state (issue 14)", has the figures).
+	// state", has the figures).
 	// Synchronize and every other call that waits keep the safe path.
 	//
 	// The trade-offs. While such a call runs, its goroutine keeps its P

@@ -103,8 +103,7 @@
 // goroutines that each wait for small jobs, ask for WaitYield: when as
 // many threads spin as there are CPUs, they starve the Go runtime's own
 // threads and the latency's tail grows, while yielding keeps it at the
-// same throughput (bench/RESULTS.md, "Small jobs without allocations
-// (issue 14)"). The zero value stays the driver's choice, since the mode
+// same throughput (bench/RESULTS.md, "Small jobs without allocations"). The zero value stays the driver's choice, since the mode
 // is the whole process's.
 //
 // # Memory

@@ -54,7 +54,7 @@ const slabSlots = 64
 // by its goroutine's stack address, so that concurrent launches from
 // several goroutines rarely meet on one slot: a mutex that guarded a
 // single free list was a measurable part of a bound launch's own cost
-// (bench/RESULTS.md, "The hot path after ccall (issue 14)").
+// (bench/RESULTS.md, "The hot path after ccall").
 var argSlabs struct {
 	slots [slabSlots]atomic.Pointer[argSlab]
 	mu    sync.Mutex // guards free and pins, and fills empty slots
