@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,7 +45,7 @@ func init() {
 		// queued on a span of it, set every element, and nothing else,
 		// each through its own entry point.
 		fakeCase{"Memset16And32", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			b, err := c.Alloc(64)
 			require.NoError(t, err)
 			require.NoError(t, b.Memset16(0xABCD))
@@ -79,7 +80,7 @@ func init() {
 		// closed and foreign objects are refused before the driver; the
 		// driver's own failures name the entry point.
 		fakeCase{"Memset16And32Errors", func(t *testing.T, f *fakecuda.Fake) {
-			c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+			c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 			s, err := c0.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
 			b, err := c0.Alloc(64)
@@ -115,7 +116,7 @@ func init() {
 		// A captured 32-bit memset runs at each launch of the graph, and
 		// its buffer is one the graph keeps and checks.
 		fakeCase{"Memset32Captured", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			s, err := c.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
 			b, err := c.Alloc(32)

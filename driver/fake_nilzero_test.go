@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +42,7 @@ var hostMemoryType = reflect.TypeFor[driver.HostMemory]()
 // objects: a copy of an empty slice copies nothing, as os.File's Write
 // of an empty slice writes nothing.
 func nilAndZeroArguments(t *testing.T, f *fakecuda.Fake) {
-	c := fakeContext(t, 0)
+	c := gputest.FakeContext(t, 0)
 	dev := c.Device()
 	s, err := c.NewStream(driver.StreamOptions{})
 	require.NoError(t, err)

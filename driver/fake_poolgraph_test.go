@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +36,7 @@ var poolGraphCases = []fakeCase{
 	// The fake runs each free only after the stream's earlier work and
 	// records a violation if a copy touches the memory after it.
 	{"PoolAllocFreeAsyncLoop", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 256
@@ -68,7 +69,7 @@ var poolGraphCases = []fakeCase{
 
 	// Issue 14: FreeAsync's argument checks, before any driver call.
 	{"PoolFreeAsyncChecks", func(t *testing.T, f *fakecuda.Fake) {
-		c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+		c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 		s0, err := c0.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		s1, err := c1.NewStream(driver.StreamOptions{})
@@ -98,7 +99,7 @@ var poolGraphCases = []fakeCase{
 	// the context first. The fake records a violation when pool memory is
 	// freed with operations on it still pending.
 	{"PoolBufferCloseWaits", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		in := pinned(t, c, 64, 1)
@@ -122,7 +123,7 @@ var poolGraphCases = []fakeCase{
 	// as the driver reports it; allocations from it round-trip data; the
 	// default pool's threshold can be set and read back.
 	{"MemPool", func(t *testing.T, f *fakecuda.Fake) {
-		c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+		c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 		s, err := c0.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		p0, err := c0.NewMemPool(driver.MemPoolOptions{})
@@ -182,7 +183,7 @@ var poolGraphCases = []fakeCase{
 	// update the exec from a capture with other buffers and arguments; a
 	// different topology is refused; closed memory is refused at launch.
 	{"GraphCaptureLaunchUpdate", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		fn := fakeKernel(t, f, c)
@@ -280,7 +281,7 @@ var poolGraphCases = []fakeCase{
 	// node without instantiating again; a copy re-pointed at other memory
 	// no longer needs its old memory open.
 	{"GraphBuiltNodeByNode", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
@@ -358,7 +359,7 @@ var poolGraphCases = []fakeCase{
 	// from it may run, even when nothing else references it: the fake
 	// records a violation when a launch copies memory no longer registered.
 	{"GraphKeepsHostMemory", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		d, err := c.Alloc(64)
@@ -395,7 +396,7 @@ var poolGraphCases = []fakeCase{
 	// Issue 14: capture's errors name the call, end the capture, discard
 	// its graph and leave the stream usable.
 	{"GraphCaptureErrors", func(t *testing.T, f *fakecuda.Fake) {
-		c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+		c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 		s, err := c0.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		s1, err := c1.NewStream(driver.StreamOptions{})

@@ -29,7 +29,7 @@ var reliabilityCases = []fakeCase{
 	// the fake does the same, and records a violation when those nodes
 	// are used after g1 was destroyed: g1's Close leaves it for e's.
 	{"GraphExecUpdateSource", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		fn := fakeKernel(t, f, c)
@@ -182,7 +182,7 @@ var reliabilityCases = []fakeCase{
 	// violation when memory is freed or unregistered with a copy on it
 	// pending, or a copy runs on memory no longer pinned.
 	{"GraphLaunchHostMemoryClose", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 4096
@@ -262,7 +262,7 @@ var reliabilityCases = []fakeCase{
 	// memory of the copies queued before that later Record, which may
 	// still be pending: the memory's Close must wait for them.
 	{"EventRecordRacesWait", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 4096
