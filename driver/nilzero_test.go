@@ -135,6 +135,7 @@ func TestNilAndZeroReceivers(t *testing.T) {
 						case k.what == "zero" && zeroOK[name]:
 						default:
 							assert.Error(t, err, "%s on a %s receiver", name, k.what)
+							assertNames(t, err, name)
 						}
 						return
 					}
@@ -160,9 +161,23 @@ func TestNilAndZeroReceivers(t *testing.T) {
 			if mustFail[name] {
 				err, _ := out[len(out)-1].(error)
 				assert.Error(t, err, "%s on zero arguments", name)
+				assertNames(t, err, name)
 			}
 		})
 	}
+}
+
+// assertNames checks the rule of doc.go's Errors section: an error of the
+// binding's own, from a call on nil or zero values, reads "cuda: Op: ..."
+// with op the method (Type.Method) or function called, and says "cuda:"
+// once. An error from the loader (no driver here) is the loader's own.
+func assertNames(t *testing.T, err error, op string) {
+	t.Helper()
+	if err == nil || strings.HasPrefix(err.Error(), "loader: ") {
+		return
+	}
+	assert.True(t, strings.HasPrefix(err.Error(), "cuda: "+op+": "), "%s: the error does not name it: %v", op, err)
+	assert.Equal(t, 1, strings.Count(err.Error(), "cuda:"), "%s: the error says cuda: more than once: %v", op, err)
 }
 
 // A few values beyond the zero ones that a method must not panic on.
