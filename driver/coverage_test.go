@@ -28,7 +28,7 @@ type coverageFamily struct {
 // Go source. After merging a branch that adds a family, regenerate:
 // OVERLAP_UPDATE_DOCS=1 go test ./driver -run Coverage.
 var coverageFamilies = []coverageFamily{
-	{name: "memset 8/16/32, sync and async", entry: []string{"cuMemsetD8", "cuMemsetD16", "cuMemsetD32",
+	{name: "memset 8/16/32 sync and async", entry: []string{"cuMemsetD8", "cuMemsetD16", "cuMemsetD32",
 		"cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async"}},
 	{name: "2D/3D copies", entry: []string{"cuMemcpy2D", "cuMemcpy2DAsync", "cuMemcpy3D", "cuMemcpy3DAsync"}},
 	{name: "peer access and peer copies", entry: []string{"cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess",
@@ -38,9 +38,9 @@ var coverageFamilies = []coverageFamily{
 		"cuIpcCloseMemHandle", "cuIpcGetEventHandle", "cuIpcOpenEventHandle"}},
 	{name: "virtual memory management", entry: []string{"cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate",
 		"cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAllocationGranularity"}},
-	{name: "cubin/fatbin loading, JIT linker", entry: []string{"cuModuleLoadData", "cuModuleLoadDataEx",
+	{name: "cubin/fatbin loading", entry: []string{"cuModuleLoadData", "cuModuleLoadDataEx",
 		"cuModuleLoadFatBinary", "cuLinkCreate", "cuLinkAddData", "cuLinkComplete", "cuLinkDestroy"}},
-	{name: "library API (context-independent loading)", entry: []string{"cuLibraryLoadData", "cuLibraryUnload",
+	{name: "library API", entry: []string{"cuLibraryLoadData", "cuLibraryUnload",
 		"cuLibraryGetKernel", "cuLibraryGetModule", "cuKernelGetFunction"}},
 	{name: "cuLaunchKernelEx with attributes, cooperative launch", entry: []string{"cuLaunchKernelEx",
 		"cuLaunchCooperativeKernel"}},

@@ -18,10 +18,22 @@ import (
 type Library struct {
 	mu      sync.RWMutex // read-held by calls that use the handle, written by Close
 	handle  uintptr      // guarded by mu; 0 once unloaded
-	infoLog string
+	jit     *libraryJIT
 	modsMu  sync.Mutex
 	mods    map[*ctxCore]*Module // the library's module on each context asked for
 	cleanup runtime.Cleanup
+}
+
+// libraryJIT holds what cuLibraryLoadData was given for the JIT: the
+// option arrays and the log buffers they point to, pinned until the
+// library is unloaded. With lazy loading (CUDA_MODULE_LOADING=LAZY, the
+// default since CUDA 12.2) the driver may compile for a context long after
+// the load, and its logs must not point at memory Go has moved or reused.
+type libraryJIT struct {
+	keys            []int32
+	vals            []uintptr
+	infoLog, errLog []byte
+	pin             runtime.Pinner
 }
 
 // Kernel is a kernel of a [Library], on no context in particular
@@ -52,41 +64,50 @@ func LoadLibrary(image []byte, opts ModuleOptions) (*Library, error) {
 	if logSize <= 0 {
 		logSize = 16 << 10
 	}
-	infoLog := make([]byte, logSize)
-	errLog := make([]byte, logSize)
-	keys := []int32{jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize}
-	vals := []uintptr{uintptr(unsafe.Pointer(&infoLog[0])), uintptr(logSize), uintptr(unsafe.Pointer(&errLog[0])), uintptr(logSize)}
+	j := &libraryJIT{infoLog: make([]byte, logSize), errLog: make([]byte, logSize)}
+	j.keys = []int32{jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize}
+	j.vals = []uintptr{uintptr(unsafe.Pointer(&j.infoLog[0])), uintptr(logSize), uintptr(unsafe.Pointer(&j.errLog[0])), uintptr(logSize)}
 	if opts.OptimizationLevel > 0 {
-		keys = append(keys, jitOptimizationLevel)
-		vals = append(vals, uintptr(min(opts.OptimizationLevel, 4)))
+		j.keys = append(j.keys, jitOptimizationLevel)
+		j.vals = append(j.vals, uintptr(min(opts.OptimizationLevel, 4)))
 	}
 	if opts.Verbose {
-		keys = append(keys, jitLogVerbose)
-		vals = append(vals, 1)
+		j.keys = append(j.keys, jitLogVerbose)
+		j.vals = append(j.vals, 1)
 	}
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	pin.Pin(&infoLog[0])
-	pin.Pin(&errLog[0])
+	j.pin.Pin(&j.infoLog[0])
+	j.pin.Pin(&j.errLog[0])
+	j.pin.Pin(&j.keys[0])
+	j.pin.Pin(&j.vals[0])
 	var h uintptr
-	err = cuLibraryLoadData(&h, &img[0], &keys[0], &vals[0], uint32(len(keys)), nil, nil, 0)
+	err = cuLibraryLoadData(&h, &img[0], &j.keys[0], &j.vals[0], uint32(len(j.keys)), nil, nil, 0)
 	runtime.KeepAlive(img)
-	runtime.KeepAlive(keys)
-	runtime.KeepAlive(vals)
 	if err != nil {
 		if e, ok := err.(*Error); ok {
-			e.Detail = strings.TrimSpace(cTrim(errLog))
+			e.Detail = strings.TrimSpace(cTrim(j.errLog))
 		}
+		j.pin.Unpin()
 		return nil, err
 	}
-	l := &Library{handle: h, infoLog: strings.TrimSpace(cTrim(infoLog)), mods: map[*ctxCore]*Module{}}
-	l.cleanup = runtime.AddCleanup(l, unloadLibrary, h)
+	l := &Library{handle: h, jit: j, mods: map[*ctxCore]*Module{}}
+	l.cleanup = runtime.AddCleanup(l, unloadLibrary, libraryHandle{h, j})
 	return l, nil
+}
+
+type libraryHandle struct {
+	h   uintptr
+	jit *libraryJIT
 }
 
 // unloadLibrary is the safety net for a Library dropped without Close:
 // nothing uses it then, since its Kernels and Functions keep it reachable.
-func unloadLibrary(h uintptr) { _ = cuLibraryUnload(h) }
+func unloadLibrary(lh libraryHandle) {
+	if cuLibraryUnload(lh.h) == nil {
+		lh.jit.pin.Unpin()
+	} else {
+		keepPinned(&lh.jit.pin)
+	}
+}
 
 // use read-locks l for a call and returns its live handle; the caller
 // must call l.mu.RUnlock afterwards.
@@ -105,12 +126,23 @@ func (l *Library) use(op string) (uintptr, error) {
 	return l.handle, nil
 }
 
-// InfoLog returns the JIT's info log from loading; "" for a nil Library.
+// InfoLog returns the JIT's info log so far (the driver may compile for a
+// context after the load); "" for a nil, zero or closed Library.
 func (l *Library) InfoLog() string {
-	if l == nil {
+	if _, err := l.use("Library.InfoLog"); err != nil {
 		return ""
 	}
-	return l.infoLog
+	defer l.mu.RUnlock()
+	return strings.TrimSpace(cTrim(l.jit.infoLog))
+}
+
+// jitError adds the JIT's error log to a driver error, when it has one:
+// a lazily loaded library compiles for a context when first asked for it.
+func (l *Library) jitError(err error) error {
+	if e, ok := err.(*Error); ok && e.Detail == "" {
+		e.Detail = strings.TrimSpace(cTrim(l.jit.errLog))
+	}
+	return err
 }
 
 // Kernel looks up the kernel named name (cuLibraryGetKernel). A name that
@@ -172,7 +204,7 @@ func (l *Library) moduleOn(op string, h uintptr, c *Context) (*Module, error) {
 	defer k.end()
 	var mh uintptr
 	if err := cuLibraryGetModule(&mh, h); err != nil {
-		return nil, err
+		return nil, l.jitError(err)
 	}
 	r, err := k.adopt(op, kindLibModule, mh, nil)
 	if err != nil {
@@ -209,9 +241,15 @@ func (l *Library) Close() error {
 	}
 	l.modsMu.Unlock()
 	l.handle = 0
-	if err := cuLibraryUnload(h); err != nil && first == nil {
-		first = err
+	if err := cuLibraryUnload(h); err != nil {
+		if first == nil {
+			first = err
+		}
+		// The driver may still hold the logs: keep them pinned.
+		keepPinned(&l.jit.pin)
+		return first
 	}
+	l.jit.pin.Unpin()
 	return first
 }
 
@@ -252,7 +290,7 @@ func (k *Kernel) Function(c *Context) (*Function, error) {
 	defer leave()
 	var fh uintptr
 	if err := cuKernelGetFunction(&fh, k.handle); err != nil {
-		return nil, err
+		return nil, k.lib.jitError(err)
 	}
 	f := &Function{mod: m, handle: fh, name: k.name}
 	if params, ok := readParams(fh); ok {
