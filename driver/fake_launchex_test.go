@@ -58,6 +58,31 @@ func init() {
 			assert.Zero(t, f.Calls("cuLaunchKernel"))
 		}},
 
+		// LaunchEx and LaunchCooperative allocate nothing per launch: the
+		// arguments go through the pinned slabs, the config through a
+		// pinned exSlab.
+		fakeCase{"LaunchExAllocs", func(t *testing.T, f *fakecuda.Fake) {
+			c := fakeContext(t, 0)
+			fn := copyKernel(t, f, c)
+			s, err := c.NewStream(driver.StreamOptions{})
+			require.NoError(t, err)
+			b, err := c.Alloc(64)
+			require.NoError(t, err)
+			args := driver.NewArgs().Buffer(b, 0).Buffer(b, 0).Uint32(16)
+			cfg := driver.LaunchConfig{Grid: driver.Dim3{X: 2}, Block: driver.Dim3{X: 8}}
+			attrs := driver.LaunchAttributes{Cluster: driver.Dim3{X: 2}, SetPriority: true}
+			launch := func() {
+				require.NoError(t, fn.LaunchEx(s, cfg, attrs, args))
+				require.NoError(t, fn.LaunchCooperative(s, cfg, args))
+			}
+			launch()
+			if allocs := testing.AllocsPerRun(100, launch); !raceEnabled {
+				assert.Zero(t, allocs, "allocations per LaunchEx and LaunchCooperative")
+			}
+			require.NoError(t, s.Synchronize())
+			require.NoError(t, b.Close())
+		}},
+
 		// Bad shapes, clusters and arguments are refused before the
 		// driver; the driver's refusals name the entry point.
 		fakeCase{"LaunchExErrors", func(t *testing.T, f *fakecuda.Fake) {
