@@ -26,7 +26,9 @@ func TestGPUOccupancy(t *testing.T) {
 	assert.Equal(t, per, perFlags, "add_scalar does not touch the caching mode")
 	withSmem, err := f.MaxActiveBlocksPerSM(256, 100<<10, OccupancyDefault)
 	require.NoError(t, err)
-	assert.True(t, withSmem >= 1 && withSmem <= 2, "blocks with 100 KiB of shared memory each: %d", withSmem)
+	// More than 48 KiB needs the function's opt-in, which add_scalar has
+	// not: the driver may answer 0.
+	assert.True(t, withSmem >= 0 && withSmem <= 2, "blocks with 100 KiB of shared memory each: %d", withSmem)
 
 	minGrid, block, err := f.MaxPotentialBlockSize(0, 0, OccupancyDefault)
 	require.NoError(t, err)
@@ -39,7 +41,7 @@ func TestGPUOccupancy(t *testing.T) {
 
 	smem, err := f.AvailableDynamicSMem(1, 256)
 	require.NoError(t, err)
-	assert.Greater(t, smem, 48<<10, "one block may have more than 48 KiB (opt-in)")
+	assert.True(t, smem > 0 && smem <= 228<<10, "dynamic shared memory for one block: %d", smem)
 	smem2, err := f.AvailableDynamicSMem(2, 256)
 	require.NoError(t, err)
 	assert.Less(t, smem2, smem)
@@ -51,7 +53,8 @@ func TestGPUOccupancy(t *testing.T) {
 	clusters, err := f.MaxActiveClusters(cfg, LaunchAttributes{Cluster: Dim3{X: 2}})
 	require.NoError(t, err)
 	assert.Greater(t, clusters, 0)
-	t.Logf("clusters: up to %d blocks, %d of 2 resident", size, clusters)
+	t.Logf("clusters: up to %d blocks, %d of 2 resident; dynamic shared memory %d (1 block), %d (2), %d blocks with 100 KiB",
+		size, clusters, smem, smem2, withSmem)
 
 	checkAddScalar(t, ctx, f, minGrid*block, LaunchConfig{Grid: Dim3{X: minGrid}, Block: Dim3{X: block}}, plainLaunch)
 }
