@@ -32,8 +32,8 @@
 //     code and the driver's text (see Errors below), and errors.Is matches
 //     it against sentinels like ErrOutOfMemory;
 //   - owning: Context, DeviceBuffer, HostBuffer, HostRegistration, Stream,
-//     Event, Module, Function, MemPool, Graph and GraphExec are what the
-//     rest of overlap uses. No other package touches a raw handle.
+//     Event, Module, Function, Linker, Library, Kernel, MemPool, Graph and
+//     GraphExec are what the rest of overlap uses. No other package touches a raw handle.
 //
 // Arguments are checked before they reach the driver: sizes must be
 // positive, copy spans must fit both sides (ErrLength), nil and closed
@@ -105,6 +105,20 @@
 // threads and the latency's tail grows, while yielding keeps it at the
 // same throughput (bench/RESULTS.md, "Small jobs without allocations"). The zero value stays the driver's choice, since the mode
 // is the whole process's.
+//
+// # Code and launches
+//
+// [Context.LoadModule] JIT-compiles PTX; [Context.LoadImage] also loads a
+// cubin or a fatbin, whose kind [CheckImage] tells by its magic, refusing
+// anything else. A [Linker] links PTX, cubins and fatbins into a cubin with
+// the driver's own JIT, no nvcc needed. A [Library] is loaded once for every
+// context ([LoadLibrary]): its [Kernel] gives a Function on each Context.
+// [Function.LaunchEx] launches with attributes (thread block clusters, a
+// cooperative grid, a priority), [Function.LaunchCooperative] launches a
+// cooperative grid, and the occupancy calculations
+// ([Function.MaxActiveBlocksPerSM] and others) size grids.
+// [Stream.LaunchHostFunc] queues a Go function in a stream's order; every
+// host function shares one C callback, whatever their number.
 //
 // # Memory
 //

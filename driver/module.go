@@ -83,6 +83,7 @@ func preparePTX(image []byte) ([]byte, error) {
 type Module struct {
 	owned
 	infoLog string
+	lib     *Library // a library's module on a context (library.go): the library's to unload
 }
 
 // LoadModule loads a PTX, cubin or fatbin image (cuModuleLoadDataEx). PTX
@@ -168,8 +169,9 @@ func (m *Module) InfoLog() string {
 }
 
 // Close unloads the module (cuModuleUnload). A second Close returns nil.
+// A [Library]'s module is the library's: Close does nothing to it.
 func (m *Module) Close() error {
-	if m == nil {
+	if m == nil || m.lib != nil {
 		return nil
 	}
 	return m.close()

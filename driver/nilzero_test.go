@@ -36,6 +36,7 @@ var receivers = []any{
 	(*Args)(nil), (*Bound)(nil), (*Context)(nil), (*DeviceBuffer)(nil), (*Error)(nil),
 	(*Event)(nil), (*Function)(nil), (*Graph)(nil), (*GraphExec)(nil), (*HostBuffer)(nil),
 	(*HostRegistration)(nil), (*MemPool)(nil), (*Module)(nil), (*Stream)(nil),
+	(*Kernel)(nil), (*Library)(nil), (*Linker)(nil),
 	Device{}, ImageKind(0), Result(0), Wait(0),
 }
 
@@ -73,13 +74,16 @@ var packageFuncs = map[string]func() []any{
 		return []any{c, err}
 	},
 	"DetectImage": func() []any { return []any{DetectImage(nil)} },
+	"CheckImage":  func() []any { k, err := CheckImage(nil); return []any{k, err} },
+	"LoadLibrary": func() []any { l, err := LoadLibrary(nil, ModuleOptions{}); return []any{l, err} },
 	"GridFor":     func() []any { return []any{GridFor(0, 0)} },
 	"ParseWait":   func() []any { w, err := ParseWait(""); return []any{w, err} },
 }
 
 // mustFail lists the package functions that must return an error on their
 // zero arguments (those that need a driver may fail for want of one too).
-var mustFail = map[string]bool{"DeviceAt": true, "NewContext": true, "NewContextWith": true, "ParseWait": true}
+var mustFail = map[string]bool{"DeviceAt": true, "NewContext": true, "NewContextWith": true, "ParseWait": true,
+	"CheckImage": true, "LoadLibrary": true}
 
 // callZero calls m with zero arguments and returns its results, or the
 // panic it raised.

@@ -116,6 +116,33 @@ package driver
 //cuda cuFuncGetParamInfo(hfunc uintptr, paramIndex uintptr, paramOffset *uint64, paramSize *uint64) = cuFuncGetParamInfo 12040
 //cuda cuLaunchKernel(f uintptr, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) = cuLaunchKernel 4000 direct
 
+// Module images, the JIT linker, libraries, extended and cooperative
+// launches, occupancy and host functions (image.go, link.go, library.go,
+// launchex.go, occupancy.go, hostfunc.go). cuLaunchCooperativeKernel's
+// sizes are uintptrs, as cuLaunchKernel's are.
+
+//cuda cuModuleLoadData(module *uintptr, image *byte) = cuModuleLoadData 2000
+//cuda cuModuleLoadFatBinary(module *uintptr, fatCubin *byte) = cuModuleLoadFatBinary 2000
+//cuda cuLinkCreate(numOptions uint32, options *int32, optionValues *uintptr, stateOut *uintptr) = cuLinkCreate_v2 6050
+//cuda cuLinkAddData(state uintptr, typ int32, data *byte, size uintptr, name *byte, numOptions uint32, options *int32, optionValues *uintptr) = cuLinkAddData_v2 6050
+//cuda cuLinkComplete(state uintptr, cubinOut *uintptr, sizeOut *uintptr) = cuLinkComplete 5050
+//cuda cuLinkDestroy(state uintptr) = cuLinkDestroy 5050
+//cuda cuLibraryLoadData(library *uintptr, code *byte, jitOptions *int32, jitOptionsValues *uintptr, numJitOptions uint32, libraryOptions *int32, libraryOptionValues *uintptr, numLibraryOptions uint32) = cuLibraryLoadData 12000
+//cuda cuLibraryUnload(library uintptr) = cuLibraryUnload 12000
+//cuda cuLibraryGetKernel(pKernel *uintptr, library uintptr, name *byte) = cuLibraryGetKernel 12000
+//cuda cuLibraryGetModule(pMod *uintptr, library uintptr) = cuLibraryGetModule 12000
+//cuda cuKernelGetFunction(pFunc *uintptr, kernel uintptr) = cuKernelGetFunction 12000
+//cuda cuLaunchKernelEx(config *launchConfig, f uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) = cuLaunchKernelEx 11060 hot
+//cuda cuLaunchCooperativeKernel(f uintptr, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer) = cuLaunchCooperativeKernel 9000 hot
+//cuda cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks *int32, f uintptr, blockSize int32, dynamicSMemSize uintptr) = cuOccupancyMaxActiveBlocksPerMultiprocessor 6050
+//cuda cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks *int32, f uintptr, blockSize int32, dynamicSMemSize uintptr, flags uint32) = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags 7000
+//cuda cuOccupancyMaxPotentialBlockSize(minGridSize *int32, blockSize *int32, f uintptr, blockSizeToDynamicSMemSize uintptr, dynamicSMemSize uintptr, blockSizeLimit int32) = cuOccupancyMaxPotentialBlockSize 6050
+//cuda cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize *int32, blockSize *int32, f uintptr, blockSizeToDynamicSMemSize uintptr, dynamicSMemSize uintptr, blockSizeLimit int32, flags uint32) = cuOccupancyMaxPotentialBlockSizeWithFlags 7000
+//cuda cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize *uintptr, f uintptr, numBlocks int32, blockSize int32) = cuOccupancyAvailableDynamicSMemPerBlock 10020
+//cuda cuOccupancyMaxPotentialClusterSize(clusterSize *int32, f uintptr, config *launchConfig) = cuOccupancyMaxPotentialClusterSize 11070
+//cuda cuOccupancyMaxActiveClusters(numClusters *int32, f uintptr, config *launchConfig) = cuOccupancyMaxActiveClusters 11070
+//cuda cuLaunchHostFunc(hStream uintptr, fn uintptr, userData uintptr) = cuLaunchHostFunc 10000 hot
+
 // Stream-ordered allocation (pool.go). The pool attributes the binding
 // sets and reads are cuuint64_t: the value pointer is a *uint64.
 

@@ -23,6 +23,8 @@ const (
 	kindMemPool
 	kindGraph
 	kindGraphExec
+	kindLinker    // a JIT link state (link.go)
+	kindLibModule // a library's module on a context, the library's to unload (library.go)
 )
 
 // destroyOf destroys a resource of each kind, given its handle.
@@ -37,6 +39,8 @@ var destroyOf = [...]func(h uintptr) error{
 	kindMemPool:      cuMemPoolDestroy,
 	kindGraph:        cuGraphDestroy,
 	kindGraphExec:    cuGraphExecDestroy,
+	kindLinker:       cuLinkDestroy,
+	kindLibModule:    func(uintptr) error { return nil },
 }
 
 func freeDevice(h uintptr) error { return cuMemFree(DevicePtr(h)) }
@@ -63,6 +67,10 @@ func (k resourceKind) String() string {
 		return "graph"
 	case kindGraphExec:
 		return "graph exec"
+	case kindLinker:
+		return "linker"
+	case kindLibModule:
+		return "library module"
 	}
 	return "object"
 }

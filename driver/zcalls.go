@@ -294,6 +294,114 @@ func cuLaunchKernel(sc *scratch, direct bool, f uintptr, gridDimX uintptr, gridD
 	return callScratchOn(symLaunchKernel, sc, 11, direct)
 }
 
+// cuModuleLoadData calls cuModuleLoadData.
+func cuModuleLoadData(module *uintptr, image *byte) error {
+	return call(symModuleLoadData, uintptr(unsafe.Pointer(module)), uintptr(unsafe.Pointer(image)))
+}
+
+// cuModuleLoadFatBinary calls cuModuleLoadFatBinary.
+func cuModuleLoadFatBinary(module *uintptr, fatCubin *byte) error {
+	return call(symModuleLoadFatBinary, uintptr(unsafe.Pointer(module)), uintptr(unsafe.Pointer(fatCubin)))
+}
+
+// cuLinkCreate calls cuLinkCreate_v2.
+func cuLinkCreate(numOptions uint32, options *int32, optionValues *uintptr, stateOut *uintptr) error {
+	return call(symLinkCreate, uintptr(numOptions), uintptr(unsafe.Pointer(options)), uintptr(unsafe.Pointer(optionValues)), uintptr(unsafe.Pointer(stateOut)))
+}
+
+// cuLinkAddData calls cuLinkAddData_v2.
+func cuLinkAddData(state uintptr, typ int32, data *byte, size uintptr, name *byte, numOptions uint32, options *int32, optionValues *uintptr) error {
+	return call(symLinkAddData, state, uintptr(typ), uintptr(unsafe.Pointer(data)), size, uintptr(unsafe.Pointer(name)), uintptr(numOptions), uintptr(unsafe.Pointer(options)), uintptr(unsafe.Pointer(optionValues)))
+}
+
+// cuLinkComplete calls cuLinkComplete.
+func cuLinkComplete(state uintptr, cubinOut *uintptr, sizeOut *uintptr) error {
+	return call(symLinkComplete, state, uintptr(unsafe.Pointer(cubinOut)), uintptr(unsafe.Pointer(sizeOut)))
+}
+
+// cuLinkDestroy calls cuLinkDestroy.
+func cuLinkDestroy(state uintptr) error {
+	return call(symLinkDestroy, state)
+}
+
+// cuLibraryLoadData calls cuLibraryLoadData.
+func cuLibraryLoadData(library *uintptr, code *byte, jitOptions *int32, jitOptionsValues *uintptr, numJitOptions uint32, libraryOptions *int32, libraryOptionValues *uintptr, numLibraryOptions uint32) error {
+	return call(symLibraryLoadData, uintptr(unsafe.Pointer(library)), uintptr(unsafe.Pointer(code)), uintptr(unsafe.Pointer(jitOptions)), uintptr(unsafe.Pointer(jitOptionsValues)), uintptr(numJitOptions), uintptr(unsafe.Pointer(libraryOptions)), uintptr(unsafe.Pointer(libraryOptionValues)), uintptr(numLibraryOptions))
+}
+
+// cuLibraryUnload calls cuLibraryUnload.
+func cuLibraryUnload(library uintptr) error {
+	return call(symLibraryUnload, library)
+}
+
+// cuLibraryGetKernel calls cuLibraryGetKernel.
+func cuLibraryGetKernel(pKernel *uintptr, library uintptr, name *byte) error {
+	return call(symLibraryGetKernel, uintptr(unsafe.Pointer(pKernel)), library, uintptr(unsafe.Pointer(name)))
+}
+
+// cuLibraryGetModule calls cuLibraryGetModule.
+func cuLibraryGetModule(pMod *uintptr, library uintptr) error {
+	return call(symLibraryGetModule, uintptr(unsafe.Pointer(pMod)), library)
+}
+
+// cuKernelGetFunction calls cuKernelGetFunction.
+func cuKernelGetFunction(pFunc *uintptr, kernel uintptr) error {
+	return call(symKernelGetFunction, uintptr(unsafe.Pointer(pFunc)), kernel)
+}
+
+// cuLaunchKernelEx calls cuLaunchKernelEx with sc's argument block.
+func cuLaunchKernelEx(sc *scratch, config *launchConfig, f uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
+	sc.args = [11]uintptr{uintptr(unsafe.Pointer(config)), f, uintptr(unsafe.Pointer(kernelParams)), uintptr(unsafe.Pointer(extra))}
+	return callScratch(symLaunchKernelEx, sc, 4)
+}
+
+// cuLaunchCooperativeKernel calls cuLaunchCooperativeKernel with sc's argument block.
+func cuLaunchCooperativeKernel(sc *scratch, f uintptr, gridDimX uintptr, gridDimY uintptr, gridDimZ uintptr, blockDimX uintptr, blockDimY uintptr, blockDimZ uintptr, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer) error {
+	sc.args = [11]uintptr{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, uintptr(unsafe.Pointer(kernelParams))}
+	return callScratch(symLaunchCooperativeKernel, sc, 10)
+}
+
+// cuOccupancyMaxActiveBlocksPerMultiprocessor calls cuOccupancyMaxActiveBlocksPerMultiprocessor.
+func cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks *int32, f uintptr, blockSize int32, dynamicSMemSize uintptr) error {
+	return call(symOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(numBlocks)), f, uintptr(blockSize), dynamicSMemSize)
+}
+
+// cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags calls cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.
+func cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks *int32, f uintptr, blockSize int32, dynamicSMemSize uintptr, flags uint32) error {
+	return call(symOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, uintptr(unsafe.Pointer(numBlocks)), f, uintptr(blockSize), dynamicSMemSize, uintptr(flags))
+}
+
+// cuOccupancyMaxPotentialBlockSize calls cuOccupancyMaxPotentialBlockSize.
+func cuOccupancyMaxPotentialBlockSize(minGridSize *int32, blockSize *int32, f uintptr, blockSizeToDynamicSMemSize uintptr, dynamicSMemSize uintptr, blockSizeLimit int32) error {
+	return call(symOccupancyMaxPotentialBlockSize, uintptr(unsafe.Pointer(minGridSize)), uintptr(unsafe.Pointer(blockSize)), f, blockSizeToDynamicSMemSize, dynamicSMemSize, uintptr(blockSizeLimit))
+}
+
+// cuOccupancyMaxPotentialBlockSizeWithFlags calls cuOccupancyMaxPotentialBlockSizeWithFlags.
+func cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize *int32, blockSize *int32, f uintptr, blockSizeToDynamicSMemSize uintptr, dynamicSMemSize uintptr, blockSizeLimit int32, flags uint32) error {
+	return call(symOccupancyMaxPotentialBlockSizeWithFlags, uintptr(unsafe.Pointer(minGridSize)), uintptr(unsafe.Pointer(blockSize)), f, blockSizeToDynamicSMemSize, dynamicSMemSize, uintptr(blockSizeLimit), uintptr(flags))
+}
+
+// cuOccupancyAvailableDynamicSMemPerBlock calls cuOccupancyAvailableDynamicSMemPerBlock.
+func cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize *uintptr, f uintptr, numBlocks int32, blockSize int32) error {
+	return call(symOccupancyAvailableDynamicSMemPerBlock, uintptr(unsafe.Pointer(dynamicSmemSize)), f, uintptr(numBlocks), uintptr(blockSize))
+}
+
+// cuOccupancyMaxPotentialClusterSize calls cuOccupancyMaxPotentialClusterSize.
+func cuOccupancyMaxPotentialClusterSize(clusterSize *int32, f uintptr, config *launchConfig) error {
+	return call(symOccupancyMaxPotentialClusterSize, uintptr(unsafe.Pointer(clusterSize)), f, uintptr(unsafe.Pointer(config)))
+}
+
+// cuOccupancyMaxActiveClusters calls cuOccupancyMaxActiveClusters.
+func cuOccupancyMaxActiveClusters(numClusters *int32, f uintptr, config *launchConfig) error {
+	return call(symOccupancyMaxActiveClusters, uintptr(unsafe.Pointer(numClusters)), f, uintptr(unsafe.Pointer(config)))
+}
+
+// cuLaunchHostFunc calls cuLaunchHostFunc with sc's argument block.
+func cuLaunchHostFunc(sc *scratch, hStream uintptr, fn uintptr, userData uintptr) error {
+	sc.args = [11]uintptr{hStream, fn, userData}
+	return callScratch(symLaunchHostFunc, sc, 3)
+}
+
 // cuMemAllocAsync calls cuMemAllocAsync.
 func cuMemAllocAsync(dptr *DevicePtr, bytesize uintptr, hStream uintptr) error {
 	return call(symMemAllocAsync, uintptr(unsafe.Pointer(dptr)), bytesize, hStream)

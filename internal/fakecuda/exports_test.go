@@ -73,6 +73,12 @@ func TestExports(t *testing.T) {
 	require.NoError(t, err)
 	c, err := os.ReadFile("src/libcuda.c")
 	require.NoError(t, err)
+	// The family files libcuda.c includes define entry points too.
+	for _, m := range regexp.MustCompile(`(?m)^#include "(\w+\.c)"$`).FindAllStringSubmatch(string(c), -1) {
+		fam, err := os.ReadFile("src/" + m[1])
+		require.NoError(t, err)
+		c = append(append(c, '\n'), fam...)
+	}
 	rows := exportRows(string(h))
 	require.NotEmpty(t, rows)
 	assert.Equal(t, strings.Count(string(h), "\nE("), len(rows), "every E line of zexports.h parses")
