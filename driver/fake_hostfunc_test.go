@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +21,7 @@ func init() {
 		// table never holds more than what is queued. purego makes at
 		// most 2000 callbacks: one per call would fail long before.
 		fakeCase{"HostFuncMillion", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			s, err := c.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
 			const n = 1_000_000
@@ -46,7 +47,7 @@ func init() {
 		// A host function runs after the copies queued before it, and the
 		// stream waits for it; several streams queue at once.
 		fakeCase{"HostFuncOrderAndStreams", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			h, err := c.AllocHost(64, driver.HostAllocOptions{})
 			require.NoError(t, err)
 			defer h.Close()
@@ -79,7 +80,7 @@ func init() {
 		// Refused calls free their slot at once; nil and closed streams,
 		// a nil func and a capturing stream are errors.
 		fakeCase{"HostFuncErrors", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			s, err := c.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
 			ran := false

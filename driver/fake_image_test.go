@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -76,7 +77,7 @@ func init() {
 		// LoadImage loads each kind through its own entry point, and a
 		// module loaded from a cubin or fatbin gives kernels as any other.
 		fakeCase{"LoadImageKinds", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			for _, tc := range []struct {
 				name, call string
 				image      []byte
@@ -103,7 +104,7 @@ func init() {
 		// Garbage is refused before the driver; the driver's own refusal
 		// names the entry point; a closed or nil context is an error.
 		fakeCase{"LoadImageErrors", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			_, err := c.LoadImage([]byte{0x1f, 0x8b, 8, 0})
 			assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 			assert.Zero(t, f.Calls("cuModuleLoadData"))
@@ -113,7 +114,7 @@ func init() {
 			assert.Contains(t, err.Error(), "cuda: cuModuleLoadData: CUDA_ERROR_INVALID_IMAGE (200)")
 			_, err = (*driver.Context)(nil).LoadImage(fakeCubin())
 			assert.ErrorIs(t, err, driver.ErrInvalidArgument)
-			c2 := fakeContext(t, 1)
+			c2 := gputest.FakeContext(t, 1)
 			require.NoError(t, c2.Close())
 			_, err = c2.LoadImage(fakeFatbin(4))
 			assert.ErrorIs(t, err, driver.ErrClosed)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,7 +29,7 @@ func init() {
 		// LaunchEx and LaunchCooperative run the kernel through their own
 		// entry points, with the attributes asked for and nothing else.
 		fakeCase{"LaunchExAttributes", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			fn := copyKernel(t, f, c)
 			for _, tc := range []struct {
 				name  string
@@ -62,7 +63,7 @@ func init() {
 		// arguments go through the pinned slabs, the config through a
 		// pinned exSlab.
 		fakeCase{"LaunchExAllocs", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			fn := copyKernel(t, f, c)
 			s, err := c.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
@@ -86,7 +87,7 @@ func init() {
 		// Bad shapes, clusters and arguments are refused before the
 		// driver; the driver's refusals name the entry point.
 		fakeCase{"LaunchExErrors", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			fn := copyKernel(t, f, c)
 			s, err := c.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
@@ -122,7 +123,7 @@ func init() {
 			assert.ErrorContains(t, err, "cuda: cuLaunchKernelEx: CUDA_ERROR_INVALID_CLUSTER_SIZE (912)")
 
 			// Another context's stream, and closed objects.
-			c1 := fakeContext(t, 1)
+			c1 := gputest.FakeContext(t, 1)
 			s1, err := c1.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
 			assert.ErrorIs(t, fn.LaunchEx(s1, one, driver.LaunchAttributes{}, args), driver.ErrWrongContext)

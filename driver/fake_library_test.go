@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,7 +59,7 @@ func init() {
 			assert.Equal(t, "fake_copy", k.Name())
 			f.SetParams(8, 8, 4)
 			for dev := range 2 {
-				c := fakeContext(t, dev)
+				c := gputest.FakeContext(t, dev)
 				fn, err := k.Function(c)
 				require.NoError(t, err)
 				p, ok := fn.Params()
@@ -89,7 +90,7 @@ func init() {
 			k, err := lib.Kernel("fake_copy")
 			require.NoError(t, err)
 			f.SetParams(8, 8, 4)
-			c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+			c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 			fn0, err := k.Function(c0)
 			require.NoError(t, err)
 			fn1, err := k.Function(c1)
@@ -142,7 +143,7 @@ func init() {
 		// library's module is never unloaded under a call (the fake
 		// records that), and each call works or reports ErrClosed.
 		fakeCase{"LibraryConcurrentClose", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			s, err := c.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
 			f.Delay("cuLaunchKernel", 200*time.Microsecond)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +19,7 @@ func init() {
 		// the PTX reaches the driver NUL-terminated (the fake records a
 		// violation otherwise); the cubin is a copy that outlives Close.
 		fakeCase{"LinkerLinks", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			l, err := c.NewLinker(driver.ModuleOptions{OptimizationLevel: 3, Verbose: true})
 			require.NoError(t, err)
 			_, err = l.Complete()
@@ -49,7 +50,7 @@ func init() {
 		// carries its log, and a linker left open is destroyed with its
 		// context.
 		fakeCase{"LinkerErrors", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			l, err := c.NewLinker(driver.ModuleOptions{})
 			require.NoError(t, err)
 			err = l.Add([]byte{0x1f, 0x8b}, "gz")
@@ -76,7 +77,7 @@ func init() {
 		// state is destroyed under a call (the fake records that), and
 		// each call either works or reports ErrClosed.
 		fakeCase{"LinkerConcurrentClose", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			for range 20 {
 				l, err := c.NewLinker(driver.ModuleOptions{})
 				require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ func init() {
 		// asked for: the fake's device has 4 SMs of 2048 threads and 32
 		// blocks, 228 KiB of shared memory, 1 KiB reserved per block.
 		fakeCase{"Occupancy", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			fn := fakeKernel(t, f, c)
 			n, err := fn.MaxActiveBlocksPerSM(256, 0, driver.OccupancyDefault)
 			require.NoError(t, err)
@@ -50,7 +51,7 @@ func init() {
 		}},
 
 		fakeCase{"OccupancyErrors", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			fn := fakeKernel(t, f, c)
 			cfg := driver.LaunchConfig{Grid: driver.Dim3{X: 2}, Block: driver.Dim3{X: 64}}
 			errs := map[string]error{}
