@@ -89,6 +89,14 @@ package driver
 //cuda cuMemsetD16Async(dstDevice DevicePtr, us uint16, n uintptr, hStream uintptr) = cuMemsetD16Async 3020 hot
 //cuda cuMemsetD32Async(dstDevice DevicePtr, ui uint32, n uintptr, hStream uintptr) = cuMemsetD32Async 3020 hot
 
+// 2D and 3D copies (copy2d.go). The CUDA_MEMCPY2D or CUDA_MEMCPY3D is Go
+// memory that the driver reads during the call.
+
+//cuda cuMemcpy2D(pCopy *memcpy2D) = cuMemcpy2D_v2 3020
+//cuda cuMemcpy2DAsync(pCopy *memcpy2D, hStream uintptr) = cuMemcpy2DAsync_v2 3020
+//cuda cuMemcpy3D(pCopy *memcpy3D) = cuMemcpy3D_v2 3020
+//cuda cuMemcpy3DAsync(pCopy *memcpy3D, hStream uintptr) = cuMemcpy3DAsync_v2 3020
+
 // Streams and events (stream.go, event.go).
 
 //cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000

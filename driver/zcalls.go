@@ -193,6 +193,26 @@ func cuMemsetD32Async(sc *scratch, dstDevice DevicePtr, ui uint32, n uintptr, hS
 	return callScratch(symMemsetD32Async, sc, 4)
 }
 
+// cuMemcpy2D calls cuMemcpy2D_v2.
+func cuMemcpy2D(pCopy *memcpy2D) error {
+	return call(symMemcpy2D, uintptr(unsafe.Pointer(pCopy)))
+}
+
+// cuMemcpy2DAsync calls cuMemcpy2DAsync_v2.
+func cuMemcpy2DAsync(pCopy *memcpy2D, hStream uintptr) error {
+	return call(symMemcpy2DAsync, uintptr(unsafe.Pointer(pCopy)), hStream)
+}
+
+// cuMemcpy3D calls cuMemcpy3D_v2.
+func cuMemcpy3D(pCopy *memcpy3D) error {
+	return call(symMemcpy3D, uintptr(unsafe.Pointer(pCopy)))
+}
+
+// cuMemcpy3DAsync calls cuMemcpy3DAsync_v2.
+func cuMemcpy3DAsync(pCopy *memcpy3D, hStream uintptr) error {
+	return call(symMemcpy3DAsync, uintptr(unsafe.Pointer(pCopy)), hStream)
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))

@@ -42,6 +42,10 @@ const (
 	symMemsetD32
 	symMemsetD16Async
 	symMemsetD32Async
+	symMemcpy2D
+	symMemcpy2DAsync
+	symMemcpy3D
+	symMemcpy3DAsync
 	symStreamCreate
 	symStreamCreateWithPriority
 	symStreamDestroy
@@ -122,6 +126,10 @@ var symbols = [numSymbols]symbol{
 	symMemsetD32:                    {loader.Symbol{Name: "cuMemsetD32", Version: 3020, Export: "cuMemsetD32_v2"}, 3, false},
 	symMemsetD16Async:               {loader.Symbol{Name: "cuMemsetD16Async", Version: 3020, Export: "cuMemsetD16Async"}, 4, false},
 	symMemsetD32Async:               {loader.Symbol{Name: "cuMemsetD32Async", Version: 3020, Export: "cuMemsetD32Async"}, 4, false},
+	symMemcpy2D:                     {loader.Symbol{Name: "cuMemcpy2D", Version: 3020, Export: "cuMemcpy2D_v2"}, 1, false},
+	symMemcpy2DAsync:                {loader.Symbol{Name: "cuMemcpy2DAsync", Version: 3020, Export: "cuMemcpy2DAsync_v2"}, 2, false},
+	symMemcpy3D:                     {loader.Symbol{Name: "cuMemcpy3D", Version: 3020, Export: "cuMemcpy3D_v2"}, 1, false},
+	symMemcpy3DAsync:                {loader.Symbol{Name: "cuMemcpy3DAsync", Version: 3020, Export: "cuMemcpy3DAsync_v2"}, 2, false},
 	symStreamCreate:                 {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
 	symStreamCreateWithPriority:     {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
 	symStreamDestroy:                {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},

@@ -2040,6 +2040,7 @@ CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memc
  * included here so that the fake stays one translation unit with one lock
  * and one set of handle tables. A family file adds one #include line below,
  * in the order of driver/prototypes.go. */
+#include "copy2d.c"
 
 /* cuGetProcAddress_v2: every entry point by its plain name. The list is
  * package driver's (driver/prototypes.go), generated into zexports.h, so
