@@ -97,6 +97,14 @@ package driver
 //cuda cuMemcpy3D(pCopy *memcpy3D) = cuMemcpy3D_v2 3020
 //cuda cuMemcpy3DAsync(pCopy *memcpy3D, hStream uintptr) = cuMemcpy3DAsync_v2 3020
 
+// Peer access and copies between devices' contexts (peer.go).
+
+//cuda cuDeviceCanAccessPeer(canAccessPeer *int32, dev int32, peerDev int32) = cuDeviceCanAccessPeer 4000
+//cuda cuCtxEnablePeerAccess(peerContext uintptr, flags uint32) = cuCtxEnablePeerAccess 4000
+//cuda cuCtxDisablePeerAccess(peerContext uintptr) = cuCtxDisablePeerAccess 4000
+//cuda cuMemcpyPeer(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr) = cuMemcpyPeer 4000
+//cuda cuMemcpyPeerAsync(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr, hStream uintptr) = cuMemcpyPeerAsync 4000
+
 // Streams and events (stream.go, event.go).
 
 //cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000

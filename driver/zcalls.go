@@ -213,6 +213,31 @@ func cuMemcpy3DAsync(pCopy *memcpy3D, hStream uintptr) error {
 	return call(symMemcpy3DAsync, uintptr(unsafe.Pointer(pCopy)), hStream)
 }
 
+// cuDeviceCanAccessPeer calls cuDeviceCanAccessPeer.
+func cuDeviceCanAccessPeer(canAccessPeer *int32, dev int32, peerDev int32) error {
+	return call(symDeviceCanAccessPeer, uintptr(unsafe.Pointer(canAccessPeer)), uintptr(dev), uintptr(peerDev))
+}
+
+// cuCtxEnablePeerAccess calls cuCtxEnablePeerAccess.
+func cuCtxEnablePeerAccess(peerContext uintptr, flags uint32) error {
+	return call(symCtxEnablePeerAccess, peerContext, uintptr(flags))
+}
+
+// cuCtxDisablePeerAccess calls cuCtxDisablePeerAccess.
+func cuCtxDisablePeerAccess(peerContext uintptr) error {
+	return call(symCtxDisablePeerAccess, peerContext)
+}
+
+// cuMemcpyPeer calls cuMemcpyPeer.
+func cuMemcpyPeer(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr) error {
+	return call(symMemcpyPeer, uintptr(dstDevice), dstContext, uintptr(srcDevice), srcContext, byteCount)
+}
+
+// cuMemcpyPeerAsync calls cuMemcpyPeerAsync.
+func cuMemcpyPeerAsync(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr, hStream uintptr) error {
+	return call(symMemcpyPeerAsync, uintptr(dstDevice), dstContext, uintptr(srcDevice), srcContext, byteCount, hStream)
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))

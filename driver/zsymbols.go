@@ -46,6 +46,11 @@ const (
 	symMemcpy2DAsync
 	symMemcpy3D
 	symMemcpy3DAsync
+	symDeviceCanAccessPeer
+	symCtxEnablePeerAccess
+	symCtxDisablePeerAccess
+	symMemcpyPeer
+	symMemcpyPeerAsync
 	symStreamCreate
 	symStreamCreateWithPriority
 	symStreamDestroy
@@ -130,6 +135,11 @@ var symbols = [numSymbols]symbol{
 	symMemcpy2DAsync:                {loader.Symbol{Name: "cuMemcpy2DAsync", Version: 3020, Export: "cuMemcpy2DAsync_v2"}, 2, false},
 	symMemcpy3D:                     {loader.Symbol{Name: "cuMemcpy3D", Version: 3020, Export: "cuMemcpy3D_v2"}, 1, false},
 	symMemcpy3DAsync:                {loader.Symbol{Name: "cuMemcpy3DAsync", Version: 3020, Export: "cuMemcpy3DAsync_v2"}, 2, false},
+	symDeviceCanAccessPeer:          {loader.Symbol{Name: "cuDeviceCanAccessPeer", Version: 4000, Export: "cuDeviceCanAccessPeer"}, 3, false},
+	symCtxEnablePeerAccess:          {loader.Symbol{Name: "cuCtxEnablePeerAccess", Version: 4000, Export: "cuCtxEnablePeerAccess"}, 2, false},
+	symCtxDisablePeerAccess:         {loader.Symbol{Name: "cuCtxDisablePeerAccess", Version: 4000, Export: "cuCtxDisablePeerAccess"}, 1, false},
+	symMemcpyPeer:                   {loader.Symbol{Name: "cuMemcpyPeer", Version: 4000, Export: "cuMemcpyPeer"}, 5, false},
+	symMemcpyPeerAsync:              {loader.Symbol{Name: "cuMemcpyPeerAsync", Version: 4000, Export: "cuMemcpyPeerAsync"}, 6, false},
 	symStreamCreate:                 {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
 	symStreamCreateWithPriority:     {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
 	symStreamDestroy:                {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},

@@ -317,6 +317,7 @@ static struct obj *find_mem(uintptr_t p, size_t n, int kind) {
 }
 
 static void bury(struct obj *o);
+static void peer_forget(int dev);
 static struct op *graph_append(struct obj *g, const struct op *op);
 
 /* ---- the asynchronous engine: one worker runs every stream's work in
@@ -606,6 +607,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
     }
     if (--primary_refs[dev] == 0) {
         kill_obj("cuDevicePrimaryCtxRelease_v2", primary[dev]);
+        peer_forget(dev); /* peer.c */
         /* Like the real driver, destroying the context frees what is left
          * on it; the fake reports it as a leak. */
         for (size_t i = 0; i < nmems;) {
@@ -2041,6 +2043,7 @@ CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memc
  * and one set of handle tables. A family file adds one #include line below,
  * in the order of driver/prototypes.go. */
 #include "copy2d.c"
+#include "peer.c"
 
 /* cuGetProcAddress_v2: every entry point by its plain name. The list is
  * package driver's (driver/prototypes.go), generated into zexports.h, so
