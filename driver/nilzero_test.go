@@ -37,6 +37,7 @@ var receivers = []any{
 	(*Event)(nil), (*Function)(nil), (*Graph)(nil), (*GraphExec)(nil), (*HostBuffer)(nil),
 	(*HostRegistration)(nil), (*MemPool)(nil), (*Module)(nil), (*Stream)(nil),
 	Device{}, ImageKind(0), Result(0), Wait(0),
+	(*ManagedBuffer)(nil), Location{},
 }
 
 // zeroOK lists the methods that succeed on a zero (not nil) receiver: the

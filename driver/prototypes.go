@@ -105,6 +105,14 @@ package driver
 //cuda cuMemcpyPeer(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr) = cuMemcpyPeer 4000
 //cuda cuMemcpyPeerAsync(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr, hStream uintptr) = cuMemcpyPeerAsync 4000
 
+// Managed memory (managed.go). A CUmemLocation, {int type; int id}, is
+// passed by value, in one register: a uint64, type in the low half.
+
+//cuda cuMemAllocManaged(dptr *DevicePtr, bytesize uintptr, flags uint32) = cuMemAllocManaged 6000
+//cuda cuMemAdvise(devPtr DevicePtr, count uintptr, advice int32, location uint64) = cuMemAdvise_v2 12020
+//cuda cuMemPrefetchAsync(devPtr DevicePtr, count uintptr, location uint64, flags uint32, hStream uintptr) = cuMemPrefetchAsync_v2 12020
+//cuda cuMemRangeGetAttribute(data *int32, dataSize uintptr, attribute int32, devPtr DevicePtr, count uintptr) = cuMemRangeGetAttribute 8000
+
 // Streams and events (stream.go, event.go).
 
 //cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000

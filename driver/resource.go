@@ -23,6 +23,9 @@ const (
 	kindMemPool
 	kindGraph
 	kindGraphExec
+
+	// The memory families' kinds.
+	kindManagedMemory // managed.go
 )
 
 // destroyOf destroys a resource of each kind, given its handle.
@@ -37,6 +40,8 @@ var destroyOf = [...]func(h uintptr) error{
 	kindMemPool:      cuMemPoolDestroy,
 	kindGraph:        cuGraphDestroy,
 	kindGraphExec:    cuGraphExecDestroy,
+
+	kindManagedMemory: freeDevice,
 }
 
 func freeDevice(h uintptr) error { return cuMemFree(DevicePtr(h)) }
@@ -63,6 +68,8 @@ func (k resourceKind) String() string {
 		return "graph"
 	case kindGraphExec:
 		return "graph exec"
+	case kindManagedMemory:
+		return "managed buffer"
 	}
 	return "object"
 }

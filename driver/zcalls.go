@@ -238,6 +238,26 @@ func cuMemcpyPeerAsync(dstDevice DevicePtr, dstContext uintptr, srcDevice Device
 	return call(symMemcpyPeerAsync, uintptr(dstDevice), dstContext, uintptr(srcDevice), srcContext, byteCount, hStream)
 }
 
+// cuMemAllocManaged calls cuMemAllocManaged.
+func cuMemAllocManaged(dptr *DevicePtr, bytesize uintptr, flags uint32) error {
+	return call(symMemAllocManaged, uintptr(unsafe.Pointer(dptr)), bytesize, uintptr(flags))
+}
+
+// cuMemAdvise calls cuMemAdvise_v2.
+func cuMemAdvise(devPtr DevicePtr, count uintptr, advice int32, location uint64) error {
+	return call(symMemAdvise, uintptr(devPtr), count, uintptr(advice), uintptr(location))
+}
+
+// cuMemPrefetchAsync calls cuMemPrefetchAsync_v2.
+func cuMemPrefetchAsync(devPtr DevicePtr, count uintptr, location uint64, flags uint32, hStream uintptr) error {
+	return call(symMemPrefetchAsync, uintptr(devPtr), count, uintptr(location), uintptr(flags), hStream)
+}
+
+// cuMemRangeGetAttribute calls cuMemRangeGetAttribute.
+func cuMemRangeGetAttribute(data *int32, dataSize uintptr, attribute int32, devPtr DevicePtr, count uintptr) error {
+	return call(symMemRangeGetAttribute, uintptr(unsafe.Pointer(data)), dataSize, uintptr(attribute), uintptr(devPtr), count)
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))

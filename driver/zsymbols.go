@@ -51,6 +51,10 @@ const (
 	symCtxDisablePeerAccess
 	symMemcpyPeer
 	symMemcpyPeerAsync
+	symMemAllocManaged
+	symMemAdvise
+	symMemPrefetchAsync
+	symMemRangeGetAttribute
 	symStreamCreate
 	symStreamCreateWithPriority
 	symStreamDestroy
@@ -140,6 +144,10 @@ var symbols = [numSymbols]symbol{
 	symCtxDisablePeerAccess:         {loader.Symbol{Name: "cuCtxDisablePeerAccess", Version: 4000, Export: "cuCtxDisablePeerAccess"}, 1, false},
 	symMemcpyPeer:                   {loader.Symbol{Name: "cuMemcpyPeer", Version: 4000, Export: "cuMemcpyPeer"}, 5, false},
 	symMemcpyPeerAsync:              {loader.Symbol{Name: "cuMemcpyPeerAsync", Version: 4000, Export: "cuMemcpyPeerAsync"}, 6, false},
+	symMemAllocManaged:              {loader.Symbol{Name: "cuMemAllocManaged", Version: 6000, Export: "cuMemAllocManaged"}, 3, false},
+	symMemAdvise:                    {loader.Symbol{Name: "cuMemAdvise", Version: 12020, Export: "cuMemAdvise_v2"}, 4, false},
+	symMemPrefetchAsync:             {loader.Symbol{Name: "cuMemPrefetchAsync", Version: 12020, Export: "cuMemPrefetchAsync_v2"}, 5, false},
+	symMemRangeGetAttribute:         {loader.Symbol{Name: "cuMemRangeGetAttribute", Version: 8000, Export: "cuMemRangeGetAttribute"}, 5, false},
 	symStreamCreate:                 {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
 	symStreamCreateWithPriority:     {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
 	symStreamDestroy:                {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},
