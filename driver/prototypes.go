@@ -113,6 +113,17 @@ package driver
 //cuda cuMemPrefetchAsync(devPtr DevicePtr, count uintptr, location uint64, flags uint32, hStream uintptr) = cuMemPrefetchAsync_v2 12020
 //cuda cuMemRangeGetAttribute(data *int32, dataSize uintptr, attribute int32, devPtr DevicePtr, count uintptr) = cuMemRangeGetAttribute 8000
 
+// Virtual memory management (vmm.go).
+
+//cuda cuMemGetAllocationGranularity(granularity *uintptr, prop *memAllocationProp, option int32) = cuMemGetAllocationGranularity 10020
+//cuda cuMemCreate(handle *uint64, size uintptr, prop *memAllocationProp, flags uint64) = cuMemCreate 10020
+//cuda cuMemRelease(handle uint64) = cuMemRelease 10020
+//cuda cuMemAddressReserve(ptr *DevicePtr, size uintptr, alignment uintptr, addr DevicePtr, flags uint64) = cuMemAddressReserve 10020
+//cuda cuMemAddressFree(ptr DevicePtr, size uintptr) = cuMemAddressFree 10020
+//cuda cuMemMap(ptr DevicePtr, size uintptr, offset uintptr, handle uint64, flags uint64) = cuMemMap 10020
+//cuda cuMemUnmap(ptr DevicePtr, size uintptr) = cuMemUnmap 10020
+//cuda cuMemSetAccess(ptr DevicePtr, size uintptr, desc *memAccessDesc, count uintptr) = cuMemSetAccess 10020
+
 // Streams and events (stream.go, event.go).
 
 //cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000

@@ -26,6 +26,7 @@ const (
 
 	// The memory families' kinds.
 	kindManagedMemory // managed.go
+	kindVirtualMemory // vmm.go
 )
 
 // destroyOf destroys a resource of each kind, given its handle.
@@ -42,6 +43,7 @@ var destroyOf = [...]func(h uintptr) error{
 	kindGraphExec:    cuGraphExecDestroy,
 
 	kindManagedMemory: freeDevice,
+	kindVirtualMemory: freeVirtual,
 }
 
 func freeDevice(h uintptr) error { return cuMemFree(DevicePtr(h)) }
@@ -70,6 +72,8 @@ func (k resourceKind) String() string {
 		return "graph exec"
 	case kindManagedMemory:
 		return "managed buffer"
+	case kindVirtualMemory:
+		return "virtual buffer"
 	}
 	return "object"
 }

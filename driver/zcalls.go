@@ -258,6 +258,46 @@ func cuMemRangeGetAttribute(data *int32, dataSize uintptr, attribute int32, devP
 	return call(symMemRangeGetAttribute, uintptr(unsafe.Pointer(data)), dataSize, uintptr(attribute), uintptr(devPtr), count)
 }
 
+// cuMemGetAllocationGranularity calls cuMemGetAllocationGranularity.
+func cuMemGetAllocationGranularity(granularity *uintptr, prop *memAllocationProp, option int32) error {
+	return call(symMemGetAllocationGranularity, uintptr(unsafe.Pointer(granularity)), uintptr(unsafe.Pointer(prop)), uintptr(option))
+}
+
+// cuMemCreate calls cuMemCreate.
+func cuMemCreate(handle *uint64, size uintptr, prop *memAllocationProp, flags uint64) error {
+	return call(symMemCreate, uintptr(unsafe.Pointer(handle)), size, uintptr(unsafe.Pointer(prop)), uintptr(flags))
+}
+
+// cuMemRelease calls cuMemRelease.
+func cuMemRelease(handle uint64) error {
+	return call(symMemRelease, uintptr(handle))
+}
+
+// cuMemAddressReserve calls cuMemAddressReserve.
+func cuMemAddressReserve(ptr *DevicePtr, size uintptr, alignment uintptr, addr DevicePtr, flags uint64) error {
+	return call(symMemAddressReserve, uintptr(unsafe.Pointer(ptr)), size, alignment, uintptr(addr), uintptr(flags))
+}
+
+// cuMemAddressFree calls cuMemAddressFree.
+func cuMemAddressFree(ptr DevicePtr, size uintptr) error {
+	return call(symMemAddressFree, uintptr(ptr), size)
+}
+
+// cuMemMap calls cuMemMap.
+func cuMemMap(ptr DevicePtr, size uintptr, offset uintptr, handle uint64, flags uint64) error {
+	return call(symMemMap, uintptr(ptr), size, offset, uintptr(handle), uintptr(flags))
+}
+
+// cuMemUnmap calls cuMemUnmap.
+func cuMemUnmap(ptr DevicePtr, size uintptr) error {
+	return call(symMemUnmap, uintptr(ptr), size)
+}
+
+// cuMemSetAccess calls cuMemSetAccess.
+func cuMemSetAccess(ptr DevicePtr, size uintptr, desc *memAccessDesc, count uintptr) error {
+	return call(symMemSetAccess, uintptr(ptr), size, uintptr(unsafe.Pointer(desc)), count)
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))

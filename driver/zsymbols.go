@@ -55,6 +55,14 @@ const (
 	symMemAdvise
 	symMemPrefetchAsync
 	symMemRangeGetAttribute
+	symMemGetAllocationGranularity
+	symMemCreate
+	symMemRelease
+	symMemAddressReserve
+	symMemAddressFree
+	symMemMap
+	symMemUnmap
+	symMemSetAccess
 	symStreamCreate
 	symStreamCreateWithPriority
 	symStreamDestroy
@@ -148,6 +156,14 @@ var symbols = [numSymbols]symbol{
 	symMemAdvise:                    {loader.Symbol{Name: "cuMemAdvise", Version: 12020, Export: "cuMemAdvise_v2"}, 4, false},
 	symMemPrefetchAsync:             {loader.Symbol{Name: "cuMemPrefetchAsync", Version: 12020, Export: "cuMemPrefetchAsync_v2"}, 5, false},
 	symMemRangeGetAttribute:         {loader.Symbol{Name: "cuMemRangeGetAttribute", Version: 8000, Export: "cuMemRangeGetAttribute"}, 5, false},
+	symMemGetAllocationGranularity:  {loader.Symbol{Name: "cuMemGetAllocationGranularity", Version: 10020, Export: "cuMemGetAllocationGranularity"}, 3, false},
+	symMemCreate:                    {loader.Symbol{Name: "cuMemCreate", Version: 10020, Export: "cuMemCreate"}, 4, false},
+	symMemRelease:                   {loader.Symbol{Name: "cuMemRelease", Version: 10020, Export: "cuMemRelease"}, 1, false},
+	symMemAddressReserve:            {loader.Symbol{Name: "cuMemAddressReserve", Version: 10020, Export: "cuMemAddressReserve"}, 5, false},
+	symMemAddressFree:               {loader.Symbol{Name: "cuMemAddressFree", Version: 10020, Export: "cuMemAddressFree"}, 2, false},
+	symMemMap:                       {loader.Symbol{Name: "cuMemMap", Version: 10020, Export: "cuMemMap"}, 5, false},
+	symMemUnmap:                     {loader.Symbol{Name: "cuMemUnmap", Version: 10020, Export: "cuMemUnmap"}, 2, false},
+	symMemSetAccess:                 {loader.Symbol{Name: "cuMemSetAccess", Version: 10020, Export: "cuMemSetAccess"}, 4, false},
 	symStreamCreate:                 {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
 	symStreamCreateWithPriority:     {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
 	symStreamDestroy:                {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},
