@@ -124,6 +124,18 @@ package driver
 //cuda cuMemUnmap(ptr DevicePtr, size uintptr) = cuMemUnmap 10020
 //cuda cuMemSetAccess(ptr DevicePtr, size uintptr, desc *memAccessDesc, count uintptr) = cuMemSetAccess 10020
 
+// Interprocess memory and events (ipc.go). cuIpcOpenMemHandle_v2 and
+// cuIpcOpenEventHandle take a 64-byte handle by value: their prototypes
+// name the argument words that the platform's ABI puts it in, which
+// byValue64 lays out (ipc_sysv.go, ipc_byref.go).
+
+//cuda cuIpcGetMemHandle(pHandle *IPCMemHandle, dptr DevicePtr) = cuIpcGetMemHandle 4010
+//cuda cuIpcOpenMemHandle(pdptr *DevicePtr, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 uintptr) = cuIpcOpenMemHandle_v2 11000
+//cuda cuIpcCloseMemHandle(dptr DevicePtr) = cuIpcCloseMemHandle 4010
+//cuda cuIpcGetEventHandle(pHandle *IPCEventHandle, event uintptr) = cuIpcGetEventHandle 4010
+//cuda cuIpcOpenEventHandle(phEvent *uintptr, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 uintptr) = cuIpcOpenEventHandle 4010
+//cuda cuMemGetAddressRange(pbase *DevicePtr, psize *uintptr, dptr DevicePtr) = cuMemGetAddressRange_v2 3020
+
 // Streams and events (stream.go, event.go).
 
 //cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000

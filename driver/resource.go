@@ -27,6 +27,7 @@ const (
 	// The memory families' kinds.
 	kindManagedMemory // managed.go
 	kindVirtualMemory // vmm.go
+	kindIPCMemory     // ipc.go: another process's memory, opened here
 )
 
 // destroyOf destroys a resource of each kind, given its handle.
@@ -44,6 +45,7 @@ var destroyOf = [...]func(h uintptr) error{
 
 	kindManagedMemory: freeDevice,
 	kindVirtualMemory: freeVirtual,
+	kindIPCMemory:     closeIPC,
 }
 
 func freeDevice(h uintptr) error { return cuMemFree(DevicePtr(h)) }
@@ -74,6 +76,8 @@ func (k resourceKind) String() string {
 		return "managed buffer"
 	case kindVirtualMemory:
 		return "virtual buffer"
+	case kindIPCMemory:
+		return "shared buffer"
 	}
 	return "object"
 }

@@ -298,6 +298,36 @@ func cuMemSetAccess(ptr DevicePtr, size uintptr, desc *memAccessDesc, count uint
 	return call(symMemSetAccess, uintptr(ptr), size, uintptr(unsafe.Pointer(desc)), count)
 }
 
+// cuIpcGetMemHandle calls cuIpcGetMemHandle.
+func cuIpcGetMemHandle(pHandle *IPCMemHandle, dptr DevicePtr) error {
+	return call(symIpcGetMemHandle, uintptr(unsafe.Pointer(pHandle)), uintptr(dptr))
+}
+
+// cuIpcOpenMemHandle calls cuIpcOpenMemHandle_v2.
+func cuIpcOpenMemHandle(pdptr *DevicePtr, w0 uintptr, w1 uintptr, w2 uintptr, w3 uintptr, w4 uintptr, w5 uintptr, w6 uintptr, w7 uintptr, w8 uintptr, w9 uintptr, w10 uintptr, w11 uintptr, w12 uintptr) error {
+	return call(symIpcOpenMemHandle, uintptr(unsafe.Pointer(pdptr)), w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12)
+}
+
+// cuIpcCloseMemHandle calls cuIpcCloseMemHandle.
+func cuIpcCloseMemHandle(dptr DevicePtr) error {
+	return call(symIpcCloseMemHandle, uintptr(dptr))
+}
+
+// cuIpcGetEventHandle calls cuIpcGetEventHandle.
+func cuIpcGetEventHandle(pHandle *IPCEventHandle, event uintptr) error {
+	return call(symIpcGetEventHandle, uintptr(unsafe.Pointer(pHandle)), event)
+}
+
+// cuIpcOpenEventHandle calls cuIpcOpenEventHandle.
+func cuIpcOpenEventHandle(phEvent *uintptr, w0 uintptr, w1 uintptr, w2 uintptr, w3 uintptr, w4 uintptr, w5 uintptr, w6 uintptr, w7 uintptr, w8 uintptr, w9 uintptr, w10 uintptr, w11 uintptr, w12 uintptr) error {
+	return call(symIpcOpenEventHandle, uintptr(unsafe.Pointer(phEvent)), w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12)
+}
+
+// cuMemGetAddressRange calls cuMemGetAddressRange_v2.
+func cuMemGetAddressRange(pbase *DevicePtr, psize *uintptr, dptr DevicePtr) error {
+	return call(symMemGetAddressRange, uintptr(unsafe.Pointer(pbase)), uintptr(unsafe.Pointer(psize)), uintptr(dptr))
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))

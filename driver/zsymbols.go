@@ -63,6 +63,12 @@ const (
 	symMemMap
 	symMemUnmap
 	symMemSetAccess
+	symIpcGetMemHandle
+	symIpcOpenMemHandle
+	symIpcCloseMemHandle
+	symIpcGetEventHandle
+	symIpcOpenEventHandle
+	symMemGetAddressRange
 	symStreamCreate
 	symStreamCreateWithPriority
 	symStreamDestroy
@@ -164,6 +170,12 @@ var symbols = [numSymbols]symbol{
 	symMemMap:                       {loader.Symbol{Name: "cuMemMap", Version: 10020, Export: "cuMemMap"}, 5, false},
 	symMemUnmap:                     {loader.Symbol{Name: "cuMemUnmap", Version: 10020, Export: "cuMemUnmap"}, 2, false},
 	symMemSetAccess:                 {loader.Symbol{Name: "cuMemSetAccess", Version: 10020, Export: "cuMemSetAccess"}, 4, false},
+	symIpcGetMemHandle:              {loader.Symbol{Name: "cuIpcGetMemHandle", Version: 4010, Export: "cuIpcGetMemHandle"}, 2, false},
+	symIpcOpenMemHandle:             {loader.Symbol{Name: "cuIpcOpenMemHandle", Version: 11000, Export: "cuIpcOpenMemHandle_v2"}, 14, false},
+	symIpcCloseMemHandle:            {loader.Symbol{Name: "cuIpcCloseMemHandle", Version: 4010, Export: "cuIpcCloseMemHandle"}, 1, false},
+	symIpcGetEventHandle:            {loader.Symbol{Name: "cuIpcGetEventHandle", Version: 4010, Export: "cuIpcGetEventHandle"}, 2, false},
+	symIpcOpenEventHandle:           {loader.Symbol{Name: "cuIpcOpenEventHandle", Version: 4010, Export: "cuIpcOpenEventHandle"}, 14, false},
+	symMemGetAddressRange:           {loader.Symbol{Name: "cuMemGetAddressRange", Version: 3020, Export: "cuMemGetAddressRange_v2"}, 3, false},
 	symStreamCreate:                 {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
 	symStreamCreateWithPriority:     {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
 	symStreamDestroy:                {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},
