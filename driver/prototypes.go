@@ -136,6 +136,12 @@ package driver
 //cuda cuIpcOpenEventHandle(phEvent *uintptr, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 uintptr) = cuIpcOpenEventHandle 4010
 //cuda cuMemGetAddressRange(pbase *DevicePtr, psize *uintptr, dptr DevicePtr) = cuMemGetAddressRange_v2 3020
 
+// Batched copies (batch.go), CUDA 13.0's cuMemcpyBatchAsync_v2 (without
+// 12.8's failIdx). The arrays and the attributes are Go memory that the
+// driver reads during the call.
+
+//cuda cuMemcpyBatchAsync(dsts *DevicePtr, srcs *DevicePtr, sizes *uintptr, count uintptr, attrs *memcpyAttributes, attrsIdxs *uintptr, numAttrs uintptr, hStream uintptr) = cuMemcpyBatchAsync_v2 13000
+
 // Streams and events (stream.go, event.go).
 
 //cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000

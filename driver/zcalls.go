@@ -328,6 +328,11 @@ func cuMemGetAddressRange(pbase *DevicePtr, psize *uintptr, dptr DevicePtr) erro
 	return call(symMemGetAddressRange, uintptr(unsafe.Pointer(pbase)), uintptr(unsafe.Pointer(psize)), uintptr(dptr))
 }
 
+// cuMemcpyBatchAsync calls cuMemcpyBatchAsync_v2.
+func cuMemcpyBatchAsync(dsts *DevicePtr, srcs *DevicePtr, sizes *uintptr, count uintptr, attrs *memcpyAttributes, attrsIdxs *uintptr, numAttrs uintptr, hStream uintptr) error {
+	return call(symMemcpyBatchAsync, uintptr(unsafe.Pointer(dsts)), uintptr(unsafe.Pointer(srcs)), uintptr(unsafe.Pointer(sizes)), count, uintptr(unsafe.Pointer(attrs)), uintptr(unsafe.Pointer(attrsIdxs)), numAttrs, hStream)
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))

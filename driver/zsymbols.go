@@ -69,6 +69,7 @@ const (
 	symIpcGetEventHandle
 	symIpcOpenEventHandle
 	symMemGetAddressRange
+	symMemcpyBatchAsync
 	symStreamCreate
 	symStreamCreateWithPriority
 	symStreamDestroy
@@ -176,6 +177,7 @@ var symbols = [numSymbols]symbol{
 	symIpcGetEventHandle:            {loader.Symbol{Name: "cuIpcGetEventHandle", Version: 4010, Export: "cuIpcGetEventHandle"}, 2, false},
 	symIpcOpenEventHandle:           {loader.Symbol{Name: "cuIpcOpenEventHandle", Version: 4010, Export: "cuIpcOpenEventHandle"}, 14, false},
 	symMemGetAddressRange:           {loader.Symbol{Name: "cuMemGetAddressRange", Version: 3020, Export: "cuMemGetAddressRange_v2"}, 3, false},
+	symMemcpyBatchAsync:             {loader.Symbol{Name: "cuMemcpyBatchAsync", Version: 13000, Export: "cuMemcpyBatchAsync_v2"}, 8, false},
 	symStreamCreate:                 {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
 	symStreamCreateWithPriority:     {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
 	symStreamDestroy:                {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},

@@ -2047,6 +2047,7 @@ CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memc
 #include "managed.c"
 #include "vmm.c"
 #include "ipc.c"
+#include "batch.c"
 
 /* cuGetProcAddress_v2: every entry point by its plain name. The list is
  * package driver's (driver/prototypes.go), generated into zexports.h, so
