@@ -50,6 +50,11 @@ func init() {
 			assert.True(t, ok)
 			assert.Equal(t, gpu1, loc)
 			assert.Equal(t, "GPU 1", loc.String())
+			gpu0 := driver.Location{Device: c.Device()}
+			require.NoError(t, m.Advise(driver.AdvisePreferredLocation, gpu0))
+			loc, _, err = m.PreferredLocation()
+			require.NoError(t, err)
+			assert.Equal(t, gpu0, loc, "the CUmemLocation by value names GPU 0")
 			require.NoError(t, m.Advise(driver.AdvisePreferredLocation, driver.Location{Host: true}))
 			loc, _, err = m.PreferredLocation()
 			require.NoError(t, err)
