@@ -174,6 +174,9 @@ func (b *DeviceBuffer) Copy2DToHost(dst []byte, c Copy2D) error {
 
 // Copy2DFromDevice copies c's rows from src into the buffer and returns
 // when done (cuMemcpy2D_v2). Both buffers must belong to the same context.
+// Between two device buffers the driver may refuse pitches that
+// cuMemAllocPitch would not give (multiples of the device's pitch
+// alignment, 512 bytes always being one).
 func (b *DeviceBuffer) Copy2DFromDevice(c Copy2D, src *DeviceBuffer) error {
 	return b.syncDevice("Copy2DFromDevice", c.box(), src)
 }
@@ -278,7 +281,8 @@ func (s *Stream) Copy2DToHost(dst HostMemory, src *DeviceBuffer, c Copy2D) error
 }
 
 // Copy2DDevice queues a copy of c's rows between two device buffers of the
-// stream's context (cuMemcpy2DAsync_v2).
+// stream's context (cuMemcpy2DAsync_v2), with the pitches that
+// [DeviceBuffer.Copy2DFromDevice] says.
 func (s *Stream) Copy2DDevice(dst, src *DeviceBuffer, c Copy2D) error {
 	return s.pitchedDevice("Stream.Copy2DDevice", c.box(), dst, src)
 }

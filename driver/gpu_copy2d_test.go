@@ -64,9 +64,15 @@ func TestGPUCopy2D3D(t *testing.T) {
 	defer h.Close()
 	got := make([]byte, n)
 
+	// Odd offsets and pitches between host and device; between two
+	// device buffers, pitches as cuMemAllocPitch gives them (multiples of
+	// 512), since the driver may refuse others for intra-device copies.
 	c2 := Copy2D{Width: 1001, Height: 1500, DstOff: 7, DstPitch: 1024, SrcOff: 3, SrcPitch: 1999}
 	c3 := Copy3D{Width: 301, Height: 97, Depth: 29, DstOff: 11, DstPitch: 320, DstHeight: 101,
 		SrcOff: 5, SrcPitch: 333, SrcHeight: 100}
+	d2 := Copy2D{Width: 1001, Height: 1500, DstOff: 512, DstPitch: 1024, SrcOff: 0, SrcPitch: 2048}
+	d3 := Copy3D{Width: 301, Height: 97, Depth: 29, DstOff: 1024, DstPitch: 512, DstHeight: 101,
+		SrcOff: 0, SrcPitch: 1024, SrcHeight: 100}
 	for _, tc := range []struct {
 		name string
 		c    Copy3D
@@ -78,16 +84,16 @@ func TestGPUCopy2D3D(t *testing.T) {
 	}{
 		{"Copy2DFromHost", flat(c2), func() error { return dB.Copy2DFromHost(c2, src) }, true, false},
 		{"Copy2DToHost", flat(c2), func() error { return dA.Copy2DToHost(got, c2) }, false, true},
-		{"Copy2DFromDevice", flat(c2), func() error { return dB.Copy2DFromDevice(c2, dA) }, true, false},
+		{"Copy2DFromDevice", flat(d2), func() error { return dB.Copy2DFromDevice(d2, dA) }, true, false},
 		{"Stream.Copy2DToDevice", flat(c2), func() error { return s.Copy2DToDevice(dB, h, c2) }, true, false},
 		{"Stream.Copy2DToHost", flat(c2), func() error { return s.Copy2DToHost(h, dA, c2) }, false, false},
-		{"Stream.Copy2DDevice", flat(c2), func() error { return s.Copy2DDevice(dB, dA, c2) }, true, false},
+		{"Stream.Copy2DDevice", flat(d2), func() error { return s.Copy2DDevice(dB, dA, d2) }, true, false},
 		{"Copy3DFromHost", c3, func() error { return dB.Copy3DFromHost(c3, src) }, true, false},
 		{"Copy3DToHost", c3, func() error { return dA.Copy3DToHost(got, c3) }, false, true},
-		{"Copy3DFromDevice", c3, func() error { return dB.Copy3DFromDevice(c3, dA) }, true, false},
+		{"Copy3DFromDevice", d3, func() error { return dB.Copy3DFromDevice(d3, dA) }, true, false},
 		{"Stream.Copy3DToDevice", c3, func() error { return s.Copy3DToDevice(dB, h, c3) }, true, false},
 		{"Stream.Copy3DToHost", c3, func() error { return s.Copy3DToHost(h, dA, c3) }, false, false},
-		{"Stream.Copy3DDevice", c3, func() error { return s.Copy3DDevice(dB, dA, c3) }, true, false},
+		{"Stream.Copy3DDevice", d3, func() error { return s.Copy3DDevice(dB, dA, d3) }, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, dA.CopyFromHost(0, src))

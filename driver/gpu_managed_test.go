@@ -42,7 +42,7 @@ func TestGPUManaged(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, gpu, loc)
-	require.NoError(t, y.Advise(AdviseAccessedBy, Location{Host: true}))
+	require.NoError(t, x.Advise(AdviseAccessedBy, gpu))
 
 	s, err := ctx.NewStream(StreamOptions{})
 	require.NoError(t, err)
