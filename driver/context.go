@@ -282,7 +282,7 @@ func (k *ctxCore) close(all bool) error {
 	}
 	keep := false
 	for _, r := range objs {
-		if !all && r.kind == kindHostMemory {
+		if !all && (r.kind == kindHostMemory || r.kind == kindManagedMemory) { // views point into them
 			keep = true
 			continue
 		}

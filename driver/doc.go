@@ -31,9 +31,10 @@
 //   - checked: every CUresult becomes a *Error naming the entry point, the
 //     code and the driver's text (see Errors below), and errors.Is matches
 //     it against sentinels like ErrOutOfMemory;
-//   - owning: Context, DeviceBuffer, HostBuffer, HostRegistration, Stream,
-//     Event, Module, Function, Linker, Library, Kernel, MemPool, Graph and
-//     GraphExec are what the rest of overlap uses. No other package touches a raw handle.
+//   - owning: Context, DeviceBuffer, HostBuffer, HostRegistration,
+//     ManagedBuffer, Stream, Event, Module, Function, Linker, Library,
+//     Kernel, MemPool, Graph and GraphExec are what the rest of overlap
+//     uses. No other package touches a raw handle.
 //
 // Arguments are checked before they reach the driver: sizes must be
 // positive, copy spans must fit both sides (ErrLength), nil and closed
@@ -138,6 +139,16 @@
 //
 // Kernel arguments are copied, at each launch, into slabs pinned for the
 // life of the process; an Args itself is plain Go memory.
+//
+// Beyond plain buffers: pitched 2D and 3D copies ([Copy2D], [Copy3D]),
+// copies between devices' contexts and peer access
+// ([Context.EnablePeerAccess], [Stream.CopyPeer]), managed memory
+// ([Context.AllocManaged], only when asked, never past the device's free
+// memory), memory and events shared with other processes
+// ([DeviceBuffer.IPCHandle], [Context.OpenIPCMem]), memory mapped through
+// the virtual memory calls ([Context.AllocVirtual]) and batched copies
+// ([Stream.CopyBatch]). Each is a DeviceBuffer, or takes DeviceBuffers and
+// HostMemory, under the rules above.
 //
 // Stream-ordered buffers ([Stream.AllocAsync], [Stream.AllocFromPool]) are
 // DeviceBuffers that a stream allocates and [Stream.FreeAsync] frees in

@@ -71,7 +71,9 @@ func TestSymbolTable(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Export, s.Name), "%s: export %s must extend the name", s.Name, s.Export)
 		assert.GreaterOrEqual(t, s.Version, 2000, s.Name)
 		assert.LessOrEqual(t, s.Version, loader.MinDriverVersion+1000, "%s binds an ABI newer than needed", s.Name)
-		assert.True(t, s.Args >= 0 && s.Args <= 11, s.Name)
+		// At most 15, purego.SyscallN's limit on every platform; a hot or
+		// direct call's 11 (the scratch's block) mkdriver checks.
+		assert.True(t, s.Args >= 0 && s.Args <= 15, s.Name)
 		assert.False(t, seen[s.Name], "%s listed twice", s.Name)
 		seen[s.Name] = true
 	}

@@ -24,7 +24,7 @@ var owningTypes = map[reflect.Type]bool{}
 func init() {
 	for _, v := range []any{&driver.Context{}, &driver.DeviceBuffer{}, &driver.HostBuffer{},
 		&driver.HostRegistration{}, &driver.Stream{}, &driver.Event{}, &driver.Module{},
-		&driver.Function{}, &driver.MemPool{}, &driver.Graph{}, &driver.GraphExec{}} {
+		&driver.Function{}, &driver.MemPool{}, &driver.Graph{}, &driver.GraphExec{}, &driver.ManagedBuffer{}} {
 		owningTypes[reflect.TypeOf(v)] = true
 	}
 }
@@ -71,8 +71,10 @@ func nilAndZeroArguments(t *testing.T, f *fakecuda.Fake) {
 	b, err := c.Bind()
 	require.NoError(t, err)
 	defer b.Release()
+	mb, err := c.AllocManaged(64, driver.ManagedOptions{})
+	require.NoError(t, err)
 
-	objects := []any{c, b, s, d, h, reg, e, fn, m, p, g, x, driver.NewArgs(), dev, derr}
+	objects := []any{c, b, s, d, h, reg, e, fn, m, p, g, x, driver.NewArgs(), dev, derr, mb, driver.Location{}}
 	for _, zeroObjects := range []bool{false, true} {
 		for _, obj := range objects {
 			v := reflect.ValueOf(obj)

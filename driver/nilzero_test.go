@@ -38,6 +38,7 @@ var receivers = []any{
 	(*HostRegistration)(nil), (*MemPool)(nil), (*Module)(nil), (*Stream)(nil),
 	(*Kernel)(nil), (*Library)(nil), (*Linker)(nil),
 	Device{}, ImageKind(0), Result(0), Wait(0),
+	(*ManagedBuffer)(nil), Location{},
 }
 
 // zeroOK lists the methods that succeed on a zero (not nil) receiver: the

@@ -89,6 +89,59 @@ package driver
 //cuda cuMemsetD16Async(dstDevice DevicePtr, us uint16, n uintptr, hStream uintptr) = cuMemsetD16Async 3020 hot
 //cuda cuMemsetD32Async(dstDevice DevicePtr, ui uint32, n uintptr, hStream uintptr) = cuMemsetD32Async 3020 hot
 
+// 2D and 3D copies (copy2d.go). The CUDA_MEMCPY2D or CUDA_MEMCPY3D is Go
+// memory that the driver reads during the call.
+
+//cuda cuMemcpy2D(pCopy *memcpy2D) = cuMemcpy2D_v2 3020
+//cuda cuMemcpy2DAsync(pCopy *memcpy2D, hStream uintptr) = cuMemcpy2DAsync_v2 3020
+//cuda cuMemcpy3D(pCopy *memcpy3D) = cuMemcpy3D_v2 3020
+//cuda cuMemcpy3DAsync(pCopy *memcpy3D, hStream uintptr) = cuMemcpy3DAsync_v2 3020
+
+// Peer access and copies between devices' contexts (peer.go).
+
+//cuda cuDeviceCanAccessPeer(canAccessPeer *int32, dev int32, peerDev int32) = cuDeviceCanAccessPeer 4000
+//cuda cuCtxEnablePeerAccess(peerContext uintptr, flags uint32) = cuCtxEnablePeerAccess 4000
+//cuda cuCtxDisablePeerAccess(peerContext uintptr) = cuCtxDisablePeerAccess 4000
+//cuda cuMemcpyPeer(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr) = cuMemcpyPeer 4000
+//cuda cuMemcpyPeerAsync(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr, hStream uintptr) = cuMemcpyPeerAsync 4000
+
+// Managed memory (managed.go). A CUmemLocation, {int type; int id}, is
+// passed by value, in one register: a uint64, type in the low half.
+
+//cuda cuMemAllocManaged(dptr *DevicePtr, bytesize uintptr, flags uint32) = cuMemAllocManaged 6000
+//cuda cuMemAdvise(devPtr DevicePtr, count uintptr, advice int32, location uint64) = cuMemAdvise_v2 12020
+//cuda cuMemPrefetchAsync(devPtr DevicePtr, count uintptr, location uint64, flags uint32, hStream uintptr) = cuMemPrefetchAsync_v2 12020
+//cuda cuMemRangeGetAttribute(data *int32, dataSize uintptr, attribute int32, devPtr DevicePtr, count uintptr) = cuMemRangeGetAttribute 8000
+
+// Virtual memory management (vmm.go).
+
+//cuda cuMemGetAllocationGranularity(granularity *uintptr, prop *memAllocationProp, option int32) = cuMemGetAllocationGranularity 10020
+//cuda cuMemCreate(handle *uint64, size uintptr, prop *memAllocationProp, flags uint64) = cuMemCreate 10020
+//cuda cuMemRelease(handle uint64) = cuMemRelease 10020
+//cuda cuMemAddressReserve(ptr *DevicePtr, size uintptr, alignment uintptr, addr DevicePtr, flags uint64) = cuMemAddressReserve 10020
+//cuda cuMemAddressFree(ptr DevicePtr, size uintptr) = cuMemAddressFree 10020
+//cuda cuMemMap(ptr DevicePtr, size uintptr, offset uintptr, handle uint64, flags uint64) = cuMemMap 10020
+//cuda cuMemUnmap(ptr DevicePtr, size uintptr) = cuMemUnmap 10020
+//cuda cuMemSetAccess(ptr DevicePtr, size uintptr, desc *memAccessDesc, count uintptr) = cuMemSetAccess 10020
+
+// Interprocess memory and events (ipc.go). cuIpcOpenMemHandle_v2 and
+// cuIpcOpenEventHandle take a 64-byte handle by value: their prototypes
+// name the argument words that the platform's ABI puts it in, which
+// byValue64 lays out (ipc_sysv.go, ipc_byref.go).
+
+//cuda cuIpcGetMemHandle(pHandle *IPCMemHandle, dptr DevicePtr) = cuIpcGetMemHandle 4010
+//cuda cuIpcOpenMemHandle(pdptr *DevicePtr, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 uintptr) = cuIpcOpenMemHandle_v2 11000
+//cuda cuIpcCloseMemHandle(dptr DevicePtr) = cuIpcCloseMemHandle 4010
+//cuda cuIpcGetEventHandle(pHandle *IPCEventHandle, event uintptr) = cuIpcGetEventHandle 4010
+//cuda cuIpcOpenEventHandle(phEvent *uintptr, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 uintptr) = cuIpcOpenEventHandle 4010
+//cuda cuMemGetAddressRange(pbase *DevicePtr, psize *uintptr, dptr DevicePtr) = cuMemGetAddressRange_v2 3020
+
+// Batched copies (batch.go), CUDA 13.0's cuMemcpyBatchAsync_v2 (without
+// 12.8's failIdx). The arrays and the attributes are Go memory that the
+// driver reads during the call.
+
+//cuda cuMemcpyBatchAsync(dsts *DevicePtr, srcs *DevicePtr, sizes *uintptr, count uintptr, attrs *memcpyAttributes, attrsIdxs *uintptr, numAttrs uintptr, hStream uintptr) = cuMemcpyBatchAsync_v2 13000
+
 // Streams and events (stream.go, event.go).
 
 //cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000

@@ -25,6 +25,11 @@ const (
 	kindGraphExec
 	kindLinker    // a JIT link state (link.go)
 	kindLibModule // a library's module on a context, the library's to unload (library.go)
+
+	// The memory families' kinds.
+	kindManagedMemory // managed.go
+	kindVirtualMemory // vmm.go
+	kindIPCMemory     // ipc.go: another process's memory, opened here
 )
 
 // destroyOf destroys a resource of each kind, given its handle.
@@ -41,6 +46,10 @@ var destroyOf = [...]func(h uintptr) error{
 	kindGraphExec:    cuGraphExecDestroy,
 	kindLinker:       cuLinkDestroy,
 	kindLibModule:    func(uintptr) error { return nil },
+
+	kindManagedMemory: freeDevice,
+	kindVirtualMemory: freeVirtual,
+	kindIPCMemory:     closeIPC,
 }
 
 func freeDevice(h uintptr) error { return cuMemFree(DevicePtr(h)) }
@@ -71,6 +80,12 @@ func (k resourceKind) String() string {
 		return "linker"
 	case kindLibModule:
 		return "library module"
+	case kindManagedMemory:
+		return "managed buffer"
+	case kindVirtualMemory:
+		return "virtual buffer"
+	case kindIPCMemory:
+		return "shared buffer"
 	}
 	return "object"
 }

@@ -193,6 +193,146 @@ func cuMemsetD32Async(sc *scratch, dstDevice DevicePtr, ui uint32, n uintptr, hS
 	return callScratch(symMemsetD32Async, sc, 4)
 }
 
+// cuMemcpy2D calls cuMemcpy2D_v2.
+func cuMemcpy2D(pCopy *memcpy2D) error {
+	return call(symMemcpy2D, uintptr(unsafe.Pointer(pCopy)))
+}
+
+// cuMemcpy2DAsync calls cuMemcpy2DAsync_v2.
+func cuMemcpy2DAsync(pCopy *memcpy2D, hStream uintptr) error {
+	return call(symMemcpy2DAsync, uintptr(unsafe.Pointer(pCopy)), hStream)
+}
+
+// cuMemcpy3D calls cuMemcpy3D_v2.
+func cuMemcpy3D(pCopy *memcpy3D) error {
+	return call(symMemcpy3D, uintptr(unsafe.Pointer(pCopy)))
+}
+
+// cuMemcpy3DAsync calls cuMemcpy3DAsync_v2.
+func cuMemcpy3DAsync(pCopy *memcpy3D, hStream uintptr) error {
+	return call(symMemcpy3DAsync, uintptr(unsafe.Pointer(pCopy)), hStream)
+}
+
+// cuDeviceCanAccessPeer calls cuDeviceCanAccessPeer.
+func cuDeviceCanAccessPeer(canAccessPeer *int32, dev int32, peerDev int32) error {
+	return call(symDeviceCanAccessPeer, uintptr(unsafe.Pointer(canAccessPeer)), uintptr(dev), uintptr(peerDev))
+}
+
+// cuCtxEnablePeerAccess calls cuCtxEnablePeerAccess.
+func cuCtxEnablePeerAccess(peerContext uintptr, flags uint32) error {
+	return call(symCtxEnablePeerAccess, peerContext, uintptr(flags))
+}
+
+// cuCtxDisablePeerAccess calls cuCtxDisablePeerAccess.
+func cuCtxDisablePeerAccess(peerContext uintptr) error {
+	return call(symCtxDisablePeerAccess, peerContext)
+}
+
+// cuMemcpyPeer calls cuMemcpyPeer.
+func cuMemcpyPeer(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr) error {
+	return call(symMemcpyPeer, uintptr(dstDevice), dstContext, uintptr(srcDevice), srcContext, byteCount)
+}
+
+// cuMemcpyPeerAsync calls cuMemcpyPeerAsync.
+func cuMemcpyPeerAsync(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr, hStream uintptr) error {
+	return call(symMemcpyPeerAsync, uintptr(dstDevice), dstContext, uintptr(srcDevice), srcContext, byteCount, hStream)
+}
+
+// cuMemAllocManaged calls cuMemAllocManaged.
+func cuMemAllocManaged(dptr *DevicePtr, bytesize uintptr, flags uint32) error {
+	return call(symMemAllocManaged, uintptr(unsafe.Pointer(dptr)), bytesize, uintptr(flags))
+}
+
+// cuMemAdvise calls cuMemAdvise_v2.
+func cuMemAdvise(devPtr DevicePtr, count uintptr, advice int32, location uint64) error {
+	return call(symMemAdvise, uintptr(devPtr), count, uintptr(advice), uintptr(location))
+}
+
+// cuMemPrefetchAsync calls cuMemPrefetchAsync_v2.
+func cuMemPrefetchAsync(devPtr DevicePtr, count uintptr, location uint64, flags uint32, hStream uintptr) error {
+	return call(symMemPrefetchAsync, uintptr(devPtr), count, uintptr(location), uintptr(flags), hStream)
+}
+
+// cuMemRangeGetAttribute calls cuMemRangeGetAttribute.
+func cuMemRangeGetAttribute(data *int32, dataSize uintptr, attribute int32, devPtr DevicePtr, count uintptr) error {
+	return call(symMemRangeGetAttribute, uintptr(unsafe.Pointer(data)), dataSize, uintptr(attribute), uintptr(devPtr), count)
+}
+
+// cuMemGetAllocationGranularity calls cuMemGetAllocationGranularity.
+func cuMemGetAllocationGranularity(granularity *uintptr, prop *memAllocationProp, option int32) error {
+	return call(symMemGetAllocationGranularity, uintptr(unsafe.Pointer(granularity)), uintptr(unsafe.Pointer(prop)), uintptr(option))
+}
+
+// cuMemCreate calls cuMemCreate.
+func cuMemCreate(handle *uint64, size uintptr, prop *memAllocationProp, flags uint64) error {
+	return call(symMemCreate, uintptr(unsafe.Pointer(handle)), size, uintptr(unsafe.Pointer(prop)), uintptr(flags))
+}
+
+// cuMemRelease calls cuMemRelease.
+func cuMemRelease(handle uint64) error {
+	return call(symMemRelease, uintptr(handle))
+}
+
+// cuMemAddressReserve calls cuMemAddressReserve.
+func cuMemAddressReserve(ptr *DevicePtr, size uintptr, alignment uintptr, addr DevicePtr, flags uint64) error {
+	return call(symMemAddressReserve, uintptr(unsafe.Pointer(ptr)), size, alignment, uintptr(addr), uintptr(flags))
+}
+
+// cuMemAddressFree calls cuMemAddressFree.
+func cuMemAddressFree(ptr DevicePtr, size uintptr) error {
+	return call(symMemAddressFree, uintptr(ptr), size)
+}
+
+// cuMemMap calls cuMemMap.
+func cuMemMap(ptr DevicePtr, size uintptr, offset uintptr, handle uint64, flags uint64) error {
+	return call(symMemMap, uintptr(ptr), size, offset, uintptr(handle), uintptr(flags))
+}
+
+// cuMemUnmap calls cuMemUnmap.
+func cuMemUnmap(ptr DevicePtr, size uintptr) error {
+	return call(symMemUnmap, uintptr(ptr), size)
+}
+
+// cuMemSetAccess calls cuMemSetAccess.
+func cuMemSetAccess(ptr DevicePtr, size uintptr, desc *memAccessDesc, count uintptr) error {
+	return call(symMemSetAccess, uintptr(ptr), size, uintptr(unsafe.Pointer(desc)), count)
+}
+
+// cuIpcGetMemHandle calls cuIpcGetMemHandle.
+func cuIpcGetMemHandle(pHandle *IPCMemHandle, dptr DevicePtr) error {
+	return call(symIpcGetMemHandle, uintptr(unsafe.Pointer(pHandle)), uintptr(dptr))
+}
+
+// cuIpcOpenMemHandle calls cuIpcOpenMemHandle_v2.
+func cuIpcOpenMemHandle(pdptr *DevicePtr, w0 uintptr, w1 uintptr, w2 uintptr, w3 uintptr, w4 uintptr, w5 uintptr, w6 uintptr, w7 uintptr, w8 uintptr, w9 uintptr, w10 uintptr, w11 uintptr, w12 uintptr) error {
+	return call(symIpcOpenMemHandle, uintptr(unsafe.Pointer(pdptr)), w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12)
+}
+
+// cuIpcCloseMemHandle calls cuIpcCloseMemHandle.
+func cuIpcCloseMemHandle(dptr DevicePtr) error {
+	return call(symIpcCloseMemHandle, uintptr(dptr))
+}
+
+// cuIpcGetEventHandle calls cuIpcGetEventHandle.
+func cuIpcGetEventHandle(pHandle *IPCEventHandle, event uintptr) error {
+	return call(symIpcGetEventHandle, uintptr(unsafe.Pointer(pHandle)), event)
+}
+
+// cuIpcOpenEventHandle calls cuIpcOpenEventHandle.
+func cuIpcOpenEventHandle(phEvent *uintptr, w0 uintptr, w1 uintptr, w2 uintptr, w3 uintptr, w4 uintptr, w5 uintptr, w6 uintptr, w7 uintptr, w8 uintptr, w9 uintptr, w10 uintptr, w11 uintptr, w12 uintptr) error {
+	return call(symIpcOpenEventHandle, uintptr(unsafe.Pointer(phEvent)), w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12)
+}
+
+// cuMemGetAddressRange calls cuMemGetAddressRange_v2.
+func cuMemGetAddressRange(pbase *DevicePtr, psize *uintptr, dptr DevicePtr) error {
+	return call(symMemGetAddressRange, uintptr(unsafe.Pointer(pbase)), uintptr(unsafe.Pointer(psize)), uintptr(dptr))
+}
+
+// cuMemcpyBatchAsync calls cuMemcpyBatchAsync_v2.
+func cuMemcpyBatchAsync(dsts *DevicePtr, srcs *DevicePtr, sizes *uintptr, count uintptr, attrs *memcpyAttributes, attrsIdxs *uintptr, numAttrs uintptr, hStream uintptr) error {
+	return call(symMemcpyBatchAsync, uintptr(unsafe.Pointer(dsts)), uintptr(unsafe.Pointer(srcs)), uintptr(unsafe.Pointer(sizes)), count, uintptr(unsafe.Pointer(attrs)), uintptr(unsafe.Pointer(attrsIdxs)), numAttrs, hStream)
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))

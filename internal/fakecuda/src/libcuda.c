@@ -319,6 +319,7 @@ static struct obj *find_mem(uintptr_t p, size_t n, int kind) {
 }
 
 static void bury(struct obj *o);
+static void peer_forget(int dev);
 static struct op *graph_append(struct obj *g, const struct op *op);
 
 /* ---- the asynchronous engine: one worker runs every stream's work in
@@ -615,6 +616,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
     }
     if (--primary_refs[dev] == 0) {
         kill_obj("cuDevicePrimaryCtxRelease_v2", primary[dev]);
+        peer_forget(dev); /* peer.c */
         /* Like the real driver, destroying the context frees what is left
          * on it; the fake reports it as a leak. */
         for (size_t i = 0; i < nmems;) {
@@ -2055,6 +2057,12 @@ CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memc
 #include "launch.c"
 #include "occupancy.c"
 #include "hostfunc.c"
+#include "copy2d.c"
+#include "peer.c"
+#include "managed.c"
+#include "vmm.c"
+#include "ipc.c"
+#include "batch.c"
 
 /* cuGetProcAddress_v2: every entry point by its plain name. The list is
  * package driver's (driver/prototypes.go), generated into zexports.h, so
