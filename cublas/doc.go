@@ -3,7 +3,9 @@
 // its stream and math mode, and float32 GEMMs on device buffers of
 // package driver ([Handle.Sgemm], [Handle.GemmEx] with a compute type
 // such as [Compute32FFastTF32], and the row-major helpers
-// [Handle.MatMul] and [Handle.Linear]).
+// [Handle.MatMul] and [Handle.Linear]); and [Lt], a cuBLASLt handle that
+// runs a whole Linear layer, the product, its bias and its ReLU or GELU,
+// in one matmul ([Lt.Linear]), as package kernels' GEMM entries do.
 //
 // cuBLAS is optional: overlap's core never needs it, and nothing here is
 // loaded until a function of this package is called. The library is
@@ -16,6 +18,8 @@
 // cublas64_13.dll or cublas64_12.dll under %CUDA_PATH%. When none is
 // found, [New] returns the loader's error, which names the files looked
 // for and every path tried (errors.Is(err, loader.ErrNoLibrary)).
+// cuBLASLt is found the same way ([loader.CUBLASLt],
+// OVERLAP_CUBLASLT_LIBRARY, libcublasLt.so.13 or .12) by [NewLt].
 //
 // # Layout
 //
@@ -59,7 +63,10 @@
 //
 // [New] creates the handle (cublasCreate_v2); the caller owns it and must
 // Close it (cublasDestroy_v2) before closing its Context or the stream it
-// was given. Close is idempotent; use after Close returns an error
+// was given. [NewLt] creates a cuBLASLt handle and its 32 MiB device
+// workspace, both released by its Close; each [Lt.Linear] creates its
+// matmul descriptor and matrix layouts and destroys them before it
+// returns, on every path. Close is idempotent; use after Close returns an error
 // wrapping driver.ErrClosed. A runtime cleanup destroys a Handle dropped
 // without Close, as a safety net, not the contract. The library stays
 // loaded for the life of the process.

@@ -41,7 +41,7 @@ func buildFake(t *testing.T) string {
 	src, err := filepath.Abs(filepath.Join("testdata", "fakecublas.c"))
 	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "libcublas.so.12")
-	if msg, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", out, src, "-ldl").CombinedOutput(); err != nil {
+	if msg, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", out, src, "-ldl", "-lm").CombinedOutput(); err != nil {
 		t.Fatalf("building the fake cuBLAS: %v\n%s", err, msg)
 	}
 	return out
@@ -56,7 +56,7 @@ func controls(t *testing.T) *fakeControls {
 	l, err := loader.CUBLAS.OpenFirst([]string{os.Getenv(loader.CUBLAS.EnvVar)})
 	require.NoError(t, err)
 	c := &fakeControls{syms: map[string]uintptr{}}
-	for _, n := range []string{"fake_live", "fake_violations", "fake_last", "fake_fail"} {
+	for _, n := range []string{"fake_live", "fake_violations", "fake_last", "fake_fail", "fake_lt_objects", "fake_lt_handles"} {
 		p, err := l.Symbol(n)
 		require.NoError(t, err)
 		c.syms[n] = p
@@ -111,7 +111,9 @@ func seq(n int, scale float32) []float32 {
 // helpers' results, the argument checks and the handle's lifetime.
 func TestFakeCUBLAS(t *testing.T) {
 	if os.Getenv(loader.CUBLAS.EnvVar) == "" || os.Getenv("OVERLAP_FAKECUDA_CHILD") == "" {
-		t.Setenv(loader.CUBLAS.EnvVar, buildFake(t))
+		lib := buildFake(t)
+		t.Setenv(loader.CUBLAS.EnvVar, lib)
+		t.Setenv(loader.CUBLASLt.EnvVar, lib) // the fake is both
 	}
 	if fakecuda.Run(t) == nil {
 		return
@@ -288,6 +290,78 @@ func TestFakeCUBLAS(t *testing.T) {
 		require.True(t, errors.As(err, &e))
 		assert.Equal(t, Error{Op: "cublasCreate_v2", Status: 3}, *e)
 		assert.Equal(t, 1, fc.int("fake_live"), "the failed create left a handle")
+	})
+
+	t.Run("Lt.Linear: bias and activation in the matmul", func(t *testing.T) {
+		lt, err := NewLt(ctx)
+		require.NoError(t, err)
+		defer lt.Close()
+		assert.Equal(t, 1, fc.int("fake_lt_handles"))
+		const rows, in, out = 6, 3, 2
+		x, w := seq(rows*in, 1), seq(out*in, 1)
+		for i := range w {
+			w[i] -= 4 // some products negative, for the ReLU
+		}
+		bias := []float32{-3, 5}
+		xb, wb, bb := upload(t, ctx, x), upload(t, ctx, w), upload(t, ctx, bias)
+		yb := upload(t, ctx, make([]float32, rows*out))
+		layer := LinearLayer{Y: RowMajor{Buf: yb, Rows: rows, Cols: out}, X: RowMajor{Buf: xb, Rows: rows, Cols: in},
+			W: RowMajor{Buf: wb, Rows: out, Cols: in}, Bias: bb, Epilogue: EpilogueReLUBias}
+		require.NoError(t, lt.Linear(s, layer))
+		assert.Equal(t, "cublasLtMatmul compute=68 scale=0 ta=1 tb=0 ep=6 bias=set A=3x2/3 B=3x6/3 D=2x6/2 C=D:yes alpha=1 beta=0 algo=null ws=33554432 stream=set", fc.last())
+		assert.Equal(t, 0, fc.int("fake_lt_objects"), "descriptors or layouts left")
+		got := download(t, yb)
+		negatives := 0
+		for r := 0; r < rows; r++ {
+			for o := 0; o < out; o++ {
+				want := bias[o]
+				for p := 0; p < in; p++ {
+					want += x[r*in+p] * w[o*in+p]
+				}
+				if want < 0 {
+					want, negatives = 0, negatives+1
+				}
+				assert.Equal(t, want, got[r*out+o], "Y[%d][%d]", r, o)
+			}
+		}
+		assert.NotZero(t, negatives, "the test's data should exercise the ReLU")
+
+		// Each failure destroys what was created.
+		for _, fn := range []string{"cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute", "cublasLtMatrixLayoutCreate", "cublasLtMatmul"} {
+			fc.fail(fn, 14)
+			err := lt.Linear(s, layer)
+			fc.fail("", 0)
+			require.Error(t, err, fn)
+			assert.Equal(t, "cublas: "+fn+": CUBLAS_STATUS_INTERNAL_ERROR (14)", err.Error())
+			assert.Equal(t, 0, fc.int("fake_lt_objects"), "%s failed: descriptors or layouts left", fn)
+		}
+
+		short := upload(t, ctx, []float32{1})
+		before := fc.last()
+		for _, c := range []struct {
+			change func(*LinearLayer)
+			stream *driver.Stream
+			want   string
+		}{
+			{func(l *LinearLayer) { l.Bias = nil }, s, "cublas: invalid argument: Lt.Linear: epilogue bias+relu needs a Bias buffer"},
+			{func(l *LinearLayer) { l.Epilogue = EpilogueGELU }, s, "cublas: invalid argument: Lt.Linear: a Bias buffer, but epilogue gelu adds none"},
+			{func(l *LinearLayer) { l.Bias = short }, s, "cublas: invalid argument: Lt.Linear: Bias has 4 bytes, fewer than the 8 of 2 outputs"},
+			{func(l *LinearLayer) { l.Epilogue = 3 }, s, "cublas: invalid argument: Lt.Linear: Epilogue(3) is not an epilogue of a Linear layer"},
+			{func(l *LinearLayer) { l.W.Cols = 4 }, s, "cublas: invalid argument: Lt.Linear: op(A) is 2 × 4, op(B) 3 × 6 and C 2 × 6: want M × K, K × N and M × N"},
+			{func(*LinearLayer) {}, nil, "cublas: invalid argument: Lt.Linear: nil or closed stream"},
+		} {
+			bad := layer
+			c.change(&bad)
+			err := lt.Linear(c.stream, bad)
+			require.Error(t, err, c.want)
+			assert.Equal(t, c.want, err.Error())
+			assert.True(t, errors.Is(err, ErrInvalidArgument))
+		}
+		assert.Equal(t, before, fc.last(), "a refused call reached cuBLASLt")
+		require.NoError(t, lt.Close())
+		assert.Equal(t, 0, fc.int("fake_lt_handles"))
+		assert.NoError(t, lt.Close())
+		assert.True(t, errors.Is(lt.Linear(s, layer), driver.ErrClosed))
 	})
 
 	t.Run("Close", func(t *testing.T) {

@@ -22,6 +22,7 @@ type gpuEnv struct {
 	ctx *driver.Context
 	s   *driver.Stream
 	h   *cublas.Handle
+	lt  *cublas.Lt
 }
 
 // requireCUBLAS skips without a driver, as every GPU test does, and
@@ -50,8 +51,15 @@ func requireCUBLAS(t testing.TB) gpuEnv {
 	require.NoError(t, h.SetStream(s))
 	v, err := h.Version()
 	require.NoError(t, err)
-	t.Logf("cuBLAS %d from %s", v, cublas.LibraryPath())
-	return gpuEnv{ctx, s, h}
+	lt, err := cublas.NewLt(ctx)
+	require.NoError(t, err, "cuBLAS is here, but not cuBLASLt beside it")
+	t.Cleanup(func() {
+		if err := lt.Close(); err != nil {
+			t.Errorf("closing the cuBLASLt handle: %v", err)
+		}
+	})
+	t.Logf("cuBLAS %d from %s, cuBLASLt from %s", v, cublas.LibraryPath(), cublas.LtLibraryPath())
+	return gpuEnv{ctx, s, h, lt}
 }
 
 func randoms(n int, seed uint64) []float32 {
@@ -202,9 +210,11 @@ type gemmRun struct {
 	queue func() error
 }
 
-// gemmCase sets up X (rows × in), W (out × in) and Y on the GPU and the
-// four ways to compute Y: cuBLAS fp32 and fast TF32, and package
-// kernels' gemm_f32 and gemm_tf32 as package model launches them.
+// gemmCase sets up X (rows × in), W (out × in), a zero bias and Y on
+// the GPU and the ways to compute Y: cuBLAS fp32 and fast TF32, cuBLASLt
+// with the bias in its epilogue (as package kernels' entries add theirs),
+// and package kernels' gemm_f32 and gemm_tf32 as package model launches
+// them.
 func gemmCase(t testing.TB, e gpuEnv, mods *kernels.GemmModules, rows, in, out int) (x, w []float32, y *driver.DeviceBuffer, runs []gemmRun) {
 	x, w = randoms(rows*in, 5), randoms(out*in, 6)
 	xb, wb := e.upload(t, x), e.upload(t, w)
@@ -224,11 +234,18 @@ func gemmCase(t testing.TB, e gpuEnv, mods *kernels.GemmModules, rows, in, out i
 		cfg := c.Launch(rows, out)
 		return func() error { return fn.Launch(e.s, cfg, args) }
 	}
+	fused := func(c cublas.Compute) func() error {
+		layer := cublas.LinearLayer{Y: cublas.RowMajor{Buf: y, Rows: rows, Cols: out}, X: cublas.RowMajor{Buf: xb, Rows: rows, Cols: in},
+			W: cublas.RowMajor{Buf: wb, Rows: out, Cols: in}, Bias: bias, Epilogue: cublas.EpilogueBias, Compute: c}
+		return func() error { return e.lt.Linear(e.s, layer) }
+	}
 	fp32 := func(k int) float64 { return tolerance(cublas.Compute32F, cublas.DefaultMath, k) }
 	tf32 := func(int) float64 { return 1e-2 }
 	return x, w, y, []gemmRun{
 		{"cuBLAS fp32", fp32, linear(cublas.Compute32F)},
 		{"cuBLAS tf32-fast", tf32, linear(cublas.Compute32FFastTF32)},
+		{"cuBLASLt fp32+bias", fp32, fused(cublas.Compute32F)},
+		{"cuBLASLt tf32+bias", tf32, fused(cublas.Compute32FFastTF32)},
 		{"gemm_f32", fp32, ours(kernels.Gemm.F32, fns.F32)},
 		{"gemm_tf32", tf32, ours(kernels.Gemm.TF32, fns.TF32)},
 	}
@@ -268,7 +285,7 @@ func TestGPUGemmThroughput(t *testing.T) {
 	var mods kernels.GemmModules
 	defer mods.Close()
 	var table strings.Builder
-	fmt.Fprintf(&table, "%-22s %-18s %10s %10s\n", "SHAPE", "GEMM", "TIME", "TFLOP/s")
+	fmt.Fprintf(&table, "%-22s %-20s %10s %10s\n", "SHAPE", "GEMM", "TIME", "TFLOP/s")
 	for _, sh := range gemmShapes {
 		x, w, y, runs := gemmCase(t, e, &mods, sh.rows, sh.in, sh.out)
 		var sample []int
@@ -285,7 +302,7 @@ func TestGPUGemmThroughput(t *testing.T) {
 			checkLinear(t, download(t, y), x, w, sh.in, sh.out, sample, r.tol(sh.in), shape+" "+r.name)
 			timeRuns(t, e, 3, r.queue) // warm up: clocks, cuBLAS's heuristics
 			d := timeRuns(t, e, 20, r.queue)
-			fmt.Fprintf(&table, "%-22s %-18s %10v %10.1f\n", shape, r.name, d.Round(time.Microsecond), flops/d.Seconds()/1e12)
+			fmt.Fprintf(&table, "%-22s %-20s %10v %10.1f\n", shape, r.name, d.Round(time.Microsecond), flops/d.Seconds()/1e12)
 		}
 	}
 	t.Logf("Y = X·Wᵀ on %s, the mean of 20 back-to-back GEMMs after 3 untimed ones:\n%s", e.ctx.Device(), table.String())
@@ -314,6 +331,71 @@ func BenchmarkGPUGemm(b *testing.B) {
 				require.NoError(b, e.s.Synchronize())
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
 			})
+		}
+	}
+}
+
+// TestGPULtLinear runs fused Linear layers through cuBLASLt, each
+// epilogue in fp32 and fast TF32, and checks every element against
+// float64: act(X·Wᵀ + b) within the GEMM's tolerance (times GELU's
+// slope, at most 1.13), plus 1e-3 for GELU, since cuBLASLt's GELU is an
+// approximation of its own and the reference is the exact erf form.
+func TestGPULtLinear(t *testing.T) {
+	e := requireCUBLAS(t)
+	for _, sh := range []struct{ rows, in, out int }{{1000, 768, 256}, {333, 100, 37}} {
+		x, w, b := randoms(sh.rows*sh.in, 8), randoms(sh.out*sh.in, 9), randoms(sh.out, 10)
+		xb, wb, bb := e.upload(t, x), e.upload(t, w), e.upload(t, b)
+		for _, ep := range []cublas.Epilogue{cublas.EpilogueNone, cublas.EpilogueBias, cublas.EpilogueReLUBias, cublas.EpilogueGELUBias, cublas.EpilogueReLU, cublas.EpilogueGELU} {
+			for _, c := range []cublas.Compute{cublas.Compute32F, cublas.Compute32FFastTF32} {
+				name := fmt.Sprintf("%dx%d→%d/%v/%v", sh.rows, sh.in, sh.out, ep, c)
+				t.Run(name, func(t *testing.T) {
+					yb := e.upload(t, make([]float32, sh.rows*sh.out))
+					layer := cublas.LinearLayer{Y: cublas.RowMajor{Buf: yb, Rows: sh.rows, Cols: sh.out},
+						X: cublas.RowMajor{Buf: xb, Rows: sh.rows, Cols: sh.in}, W: cublas.RowMajor{Buf: wb, Rows: sh.out, Cols: sh.in},
+						Epilogue: ep, Compute: c}
+					withBias := ep == cublas.EpilogueBias || ep == cublas.EpilogueReLUBias || ep == cublas.EpilogueGELUBias
+					if withBias {
+						layer.Bias = bb
+					}
+					require.NoError(t, e.lt.Linear(e.s, layer))
+					require.NoError(t, e.s.Synchronize())
+					y := download(t, yb)
+					tol := tolerance(c, cublas.DefaultMath, sh.in)
+					gelu := ep == cublas.EpilogueGELU || ep == cublas.EpilogueGELUBias
+					relu := ep == cublas.EpilogueReLU || ep == cublas.EpilogueReLUBias
+					bad, worst := 0, 0.0
+					for r := 0; r < sh.rows; r++ {
+						for o := 0; o < sh.out; o++ {
+							var s, mag float64
+							for p := 0; p < sh.in; p++ {
+								v := float64(x[r*sh.in+p]) * float64(w[o*sh.in+p])
+								s, mag = s+v, mag+math.Abs(v)
+							}
+							if withBias {
+								s, mag = s+float64(b[o]), mag+math.Abs(float64(b[o]))
+							}
+							bound := tol * mag
+							switch {
+							case relu:
+								s = max(s, 0)
+							case gelu:
+								s = 0.5 * s * (1 + math.Erf(s/math.Sqrt2))
+								bound = 1.13*bound + 1e-3
+							}
+							d := math.Abs(float64(y[r*sh.out+o]) - s)
+							worst = max(worst, d/max(bound, 1e-30))
+							if !(d <= bound) {
+								if bad < 5 {
+									t.Errorf("Y[%d][%d] = %v, want %v (off by %.3g; bound %.3g)", r, o, y[r*sh.out+o], s, d, bound)
+								}
+								bad++
+							}
+						}
+					}
+					require.Zero(t, bad, "values outside the bound")
+					t.Logf("worst error %.3g of the bound", worst)
+				})
+			}
 		}
 	}
 }
