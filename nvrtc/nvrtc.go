@@ -140,7 +140,11 @@ func bind(l *loader.OptionalLibrary) (*lib, error) {
 // call calls fn with args and returns the nvrtcResult. Go memory passed
 // in args is converted in the call's own argument list, which purego's
 // SyscallN (go:uintptrescapes) keeps alive and in place for the call;
-// memory that args point to indirectly is pinned by the caller.
+// memory that args point to indirectly is pinned by the caller. This
+// directive extends that to call's own arguments, so that callers
+// convert their pointers in the call to call.
+//
+//go:uintptrescapes
 func (b *lib) call(fn uintptr, args ...uintptr) int {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return int(int32(r))
