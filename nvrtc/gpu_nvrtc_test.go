@@ -73,6 +73,7 @@ func runAxpy(t *testing.T, ctx *driver.Context, image []byte, offset float32) {
 	}
 	require.NoError(t, bufs[1].CopyFromHost(0, driver.Bytes(x)))
 	require.NoError(t, bufs[2].CopyFromHost(0, driver.Bytes(y)))
+	require.NoError(t, ctx.Synchronize()) // the stream below does not wait for the copies
 	s, err := ctx.NewStream(driver.StreamOptions{})
 	require.NoError(t, err)
 	defer s.Close()
