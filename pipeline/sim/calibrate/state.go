@@ -1,4 +1,4 @@
-package main
+package calibrate
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // This file measures what a driver call and a dependency cost in the state
-// the engine makes them in (issue 11): calls on a stream with unfinished
+// the engine makes them in: calls on a stream with unfinished
 // work, waits for pending events, the device's latency of a dependency
 // between streams, and the engine's issue loop at several shapes.
 
@@ -360,14 +360,14 @@ func measureDep(b pipeline.Backend, ks kernelSet, p *pipeline.Profile, n int) er
 	// The simulator starts a stream waiting for another stream's event at
 	// max(WaitNs after the wait reaches it, DepNs after the event): the
 	// chain without DepNs already holds each hop for WaitNs, which DepNs
-	// replaces rather than adds to (issue 11: without this, dep_ns came
+	// replaces rather than adds to (without this, dep_ns came
 	// out short by wait_ns).
 	p.DepNs = max(0, float64(measured-predicted)/float64(hops)+p.WaitNs)
 	p.Notes["dep"] = fmt.Sprintf("%d rounds of an H2D copy, a kernel and a D2H copy of %d float32s, each on its own stream waiting for the one before, took %v on the device; the rest of this profile predicts %v; the difference over %d dependencies, plus wait_ns (which that prediction charges at each dependency)", rounds, n, measured, predicted, hops)
 	return nil
 }
 
-// loopShapes are the issue loop's shapes that `overlap profile` times:
+// loopShapes are the issue loop's shapes that Measure times:
 // slots, compute streams and inputs (H2D copies per chunk).
 var loopShapes = [][3]int{{2, 1, 1}, {6, 4, 1}, {6, 4, 2}}
 
@@ -554,7 +554,7 @@ func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOu
 				}
 			}
 			t0 := pipeline.Now(b)
-			if err := both(b, stageIn(each), stageOut(each)); err != nil {
+			if err := goTogether(b, stageIn(each), stageOut(each)); err != nil {
 				return 0, err
 			}
 			best = min(best, pipeline.Now(b)-t0)
@@ -591,7 +591,7 @@ func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOu
 		if each == 4<<20 {
 			p.StagingDMA = share.Both
 		}
-		notes = append(notes, fmt.Sprintf("%s: %v alone", humanBytes(int64(each)), alone))
+		notes = append(notes, fmt.Sprintf("%s: %v alone", bytesText(int64(each)), alone))
 	}
 	p.Notes["staging_dma"] = fmt.Sprintf("staging in and out at once over %d MiB each, in copies of each size, alone and while the device copies %d MiB of pinned memory host to device, device to host, or both ways on two streams throughout, best of %d; the ratios (%s); staging_dma is the both-ways share at 4 MiB", total>>20, dmaBytes>>20, stagingReps, strings.Join(notes, "; "))
 	return nil

@@ -1,4 +1,4 @@
-package main
+package calibrate
 
 import (
 	"testing"
@@ -56,13 +56,12 @@ func TestMeasureGemm(t *testing.T) {
 // shapes and the device's memory is the simulated profile's.
 func TestMeasureModelCostsSim(t *testing.T) {
 	truth := pipeline.BuiltinProfile()
-	e := &env{sim: pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)}
-	e.backend = e.sim
+	d := Device{Backend: pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)}
 	got := truth.Clone()
 	delete(got.Kernels, "gemm_f32")
 	delete(got.Kernels, "gemm_tf32")
 	got.DeviceMemoryBytes = 0
-	require.NoError(t, measureModelCosts(e, got))
+	require.NoError(t, measureModelCosts(d, got))
 	assert.Equal(t, truth.DeviceMemoryBytes, got.DeviceMemoryBytes)
 	for _, k := range []string{"gemm_f32", "gemm_tf32"} {
 		assert.InEpsilon(t, truth.Kernels[k].NsPerFlop, got.Kernels[k].NsPerFlop, 0.02, k)

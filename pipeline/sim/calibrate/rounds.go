@@ -1,28 +1,13 @@
-package main
+package calibrate
 
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/purecuda/overlap/pipeline"
 )
 
-// median is the middle value of xs, or the mean of the two middle ones
-// for an even count; 0 for none. xs is left as it was.
-func median[T ~int64 | ~float64](xs []T) T {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]T(nil), xs...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// hostSamples are the host's speed figures of a profile that --validate
+// hostSamples are the host's speed figures of a profile that Validate
 // times again in each of its rounds: the engine's issue loops
 // (IssueLoops) and the staging copies in a staged run (StagingInRun,
 // StagingChunkNs). The

@@ -1,4 +1,4 @@
-package main
+package calibrate
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 )
 
 // This file measures what copies in the two directions at once cost each
-// other beyond sharing the link (Profile.BothFixedNs, issue 11).
+// other beyond sharing the link (Profile.BothFixedNs).
 
 // bothCopyCount is how many copies each direction makes in bothCopies.
 const bothCopyCount = 256

@@ -1,4 +1,4 @@
-package main
+package calibrate
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 )
 
 // kernelStreams is how many streams measureKernelSerial spreads kernels
-// over: the most that --validate uses.
+// over: the most that Validate uses.
 const kernelStreams = 4
 
 // kernelsOnStreams times on the device count seed kernels (100 iterations)
@@ -291,28 +291,25 @@ func measureGemm(b pipeline.Backend, g *kernels.GemmModules, p *pipeline.Profile
 // device's memory (which the simulator refuses weights beyond). Without
 // gemm.ptx in the build, the GEMM entries are left out, and a note says
 // so.
-func measureModelCosts(e *env, p *pipeline.Profile) error {
-	if e.ctx != nil {
-		total, err := e.ctx.Device().TotalMemory()
-		if err != nil {
-			return err
-		}
-		p.DeviceMemoryBytes = int64(total)
-		p.Notes["device_memory"] = "the device's memory as the driver reports it (cuDeviceTotalMem)"
-	} else {
-		p.DeviceMemoryBytes = e.sim.Profile().DeviceMemoryBytes
+func measureModelCosts(d Device, p *pipeline.Profile) error {
+	if d.Context == nil {
+		p.DeviceMemoryBytes = simulatedProfile(d.Backend).DeviceMemoryBytes
+		return measureGemm(d.Backend, nil, p, gemmSimShapes)
 	}
-	if e.ctx == nil {
-		return measureGemm(e.backend, nil, p, gemmSimShapes)
+	total, err := d.Context.Device().TotalMemory()
+	if err != nil {
+		return err
 	}
+	p.DeviceMemoryBytes = int64(total)
+	p.Notes["device_memory"] = "the device's memory as the driver reports it (cuDeviceTotalMem)"
 	if kernels.GemmPTX() == nil {
 		p.Notes["gemm"] = "not measured: this build has no gemm.ptx (make ptx generates it)"
 		return nil
 	}
 	g := new(kernels.GemmModules)
 	defer g.Close()
-	if _, err := g.Functions(e.ctx); err != nil {
+	if _, err := g.Functions(d.Context); err != nil {
 		return err
 	}
-	return measureGemm(e.backend, g, p, gemmShapes)
+	return measureGemm(d.Backend, g, p, gemmShapes)
 }

@@ -1,4 +1,4 @@
-package main
+package calibrate
 
 import (
 	"context"
@@ -177,7 +177,7 @@ func TestGPUSchedulesPredicted(t *testing.T) {
 	mods := new(kernels.Modules)
 	defer mods.Close()
 	b, ks := pipeline.GPU(ctx), kernelSet{mods: mods}
-	prof, err := measureProfile(context.Background(), b, ks, 64<<10, 2<<20)
+	prof, err := measureProfile(context.Background(), b, ks, 64<<10, 2<<20, Options{})
 	require.NoError(t, err)
 	t.Logf("both_fixed_ns %.0f, dep_ns %.0f", prof.BothFixedNs, prof.DepNs)
 	const k64, k256 = 64 << 10, 256 << 10

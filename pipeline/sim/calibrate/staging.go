@@ -1,4 +1,4 @@
-package main
+package calibrate
 
 import (
 	"context"
@@ -18,7 +18,7 @@ const stagingRunReps = 3
 
 // stagingRunChunks are the chunk sizes at which measureStagingInRun times
 // a staged run of n elements: n/1024 to n/4, the staged rows' chunks of
-// --validate (64K to 16M float32s, 256 KiB to 64 MiB a copy, when the run
+// Validate (64K to 16M float32s, 256 KiB to 64 MiB a copy, when the run
 // is half the validation's 128M elements).
 func stagingRunChunks(n int) []int {
 	var chunks []int
@@ -30,7 +30,7 @@ func stagingRunChunks(n int) []int {
 
 // measureStagingInRun sets Profile.StagingInRun from staged runs of the
 // engine itself: the kernel k over n float32s of Go memory, 3 slots and 1
-// compute stream (a shape that --validate does not measure), with
+// compute stream (a shape that Validate does not measure), with
 // Config.Timing, at each of stagingRunChunks(n). Of the median of
 // stagingRunReps runs it takes each direction's bytes over the total time
 // of its spans, with the time that a span ran alone (no span of the other
@@ -40,7 +40,7 @@ func stagingRunChunks(n int) []int {
 // The staging rates of measureHost do not describe such a run: its copies
 // read Go memory too large for the host's caches into a few pinned slots
 // that DMA reads and writes between two uses. On the H200 host they put
-// staged rows of --validate up to 94% off; timed this way the copies are
+// staged rows of Validate up to 94% off; timed this way the copies are
 // what the run does.
 func measureStagingInRun(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *pipeline.Profile, n int) error {
 	switch {
@@ -196,7 +196,7 @@ func aloneBoost(ins, outs []pipeline.Span, bytes func(pipeline.Span) int, beside
 const maxAloneBoost = 3.0
 
 // chunkSlots and chunkProbe are stagingChunkNs's run's slots (more than
-// --validate uses, so that the staging goroutines set the pace) and the
+// Validate uses, so that the staging goroutines set the pace) and the
 // second StagingChunkNs that it predicts that run at.
 const (
 	chunkSlots = 8
