@@ -94,7 +94,7 @@ type ManagedBuffer struct {
 // request is refused with an error that matches ErrOutOfMemory, rather
 // than left to oversubscribe the device.
 func (c *Context) AllocManaged(n int, opts ManagedOptions) (*ManagedBuffer, error) {
-	const op = "AllocManaged"
+	const op = "Context.AllocManaged"
 	if n <= 0 {
 		return nil, argError(op, "size %d: must be positive", n)
 	}
