@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/purecuda/overlap/bench"
 )
@@ -21,3 +23,27 @@ func benchError(err error) error {
 	}
 	return err
 }
+
+// streamError is a streaming run's error as overlap prints it: a file
+// that cannot be opened is a usage error of --in or --out, and a failure
+// with output written says what the output holds (partialOutput).
+func streamError(err error) error {
+	err = benchError(err)
+	var oe *bench.OpenError
+	if errors.As(err, &oe) {
+		flag := "--in"
+		if oe.Output {
+			flag = "--out"
+		}
+		return usageError{fmt.Errorf("%s: %w", flag, oe.Err)}
+	}
+	var po *bench.PartialOutput
+	if errors.As(err, &po) {
+		return &partialOutput{err: po.Err, name: po.Name, bytes: po.Bytes, complete: po.Complete}
+	}
+	return err
+}
+
+// flagWords says in flags what package bench's prose says in options:
+// "(Verify reads …)" is "(--verify reads …)" here.
+var flagWords = strings.NewReplacer("(Verify ", "(--verify ", "(TimingOnly)", "(--timing-only)").Replace

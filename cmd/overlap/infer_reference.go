@@ -221,7 +221,7 @@ func executeInferReference(ctx context.Context, o *inferOptions, m *model.Model,
 	if tr.AllowTF32 {
 		theirs = model.TF32
 	}
-	cmp, err := compareWithFile(ctx, m, run.x, run.y, tr.Files.Output, model.CompareOptions{A: o.precision, B: theirs})
+	cmp, err := compareWithFile(ctx, m, run.X, run.Y, tr.Files.Output, model.CompareOptions{A: o.precision, B: theirs})
 	if err != nil {
 		return nil, fmt.Errorf("comparing with PyTorch's output: %w", err)
 	}
