@@ -259,24 +259,10 @@ func inferStream(ctx context.Context, backends []pipeline.Backend, k *pipeline.K
 	// as many rows, each stage alone and the whole pipeline (the faster of
 	// two).
 	if o.Bound {
-		bound := &StreamBound{}
-		say(o.Progress, "bound: reading the input alone (twice)…")
-		d, err := bestOfTwo(func() (time.Duration, error) {
-			return readAlone(b, []string{o.Input}, false, readers, piece, pc.Slots*pc.ChunkElems*inRow)
-		})
+		bound, err := hostBound(b, []string{o.Input}, false, o.Output, func() (int64, error) { return rep.N * int64(outRow), nil },
+			readers, writers, piece, pc.Slots*pc.ChunkElems*inRow, pc.Slots*pc.ChunkElems*outRow, "input", o.Progress)
 		if err != nil {
-			return nil, fmt.Errorf("bound: reading the input alone: %w", err)
-		}
-		bound.ReadMs = ms(d)
-		if RegularOrNew(o.Output) {
-			say(o.Progress, "bound: writing the output alone (twice)…")
-			d, err := bestOfTwo(func() (time.Duration, error) {
-				return writeAlone(b, o.Output, rep.N*int64(outRow), writers, piece, pc.Slots*pc.ChunkElems*outRow)
-			})
-			if err != nil {
-				return nil, fmt.Errorf("bound: writing alone: %w", err)
-			}
-			bound.WriteMs, bound.WriteMeasured = ms(d), true
+			return nil, err
 		}
 		say(o.Progress, "bound: the in-memory pipeline over %d rows…", rep.N)
 		st, pipe, err := inferInMemoryBound(ctx, g, b, k, int(rep.N), inRow, outRow)
@@ -284,16 +270,7 @@ func inferStream(ctx context.Context, backends []pipeline.Backend, k *pipeline.K
 			return nil, fmt.Errorf("bound: the in-memory pipeline: %w", err)
 		}
 		bound.PipelineMs = ms(pipe)
-		bound.BoundMs, bound.Slowest = bound.ReadMs, "read"
-		if bound.PipelineMs > bound.BoundMs {
-			bound.BoundMs, bound.Slowest = bound.PipelineMs, "in-memory pipeline"
-		}
-		if bound.WriteMs > bound.BoundMs {
-			bound.BoundMs, bound.Slowest = bound.WriteMs, "write"
-		}
-		if res.Ms > 0 {
-			bound.Efficiency = bound.BoundMs / res.Ms
-		}
+		bound.settle(res.Ms)
 		res.Bound = bound
 		res.BoundStages = &Stages{H2DMs: ms(st.H2D), ComputeMs: ms(st.Compute), D2HMs: ms(st.D2H), CopiesMs: ms(st.Copies),
 			BoundMs: ms(st.Bound()), Slowest: st.Slowest().String()}

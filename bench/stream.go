@@ -249,29 +249,13 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	// removed before the run, so its dirty pages do not slow the run.
 	var bound *StreamBound
 	if o.Bound {
-		bound = &StreamBound{}
-		// Each host part is timed twice and the faster kept: on the H200
-		// host a first pass of reading from disk or writing a new file
-		// through the page cache varied by up to 3× from the next.
-		say(o.Progress, "bound: reading the inputs alone (twice)…")
-		d, err := bestOfTwo(func() (time.Duration, error) { return readAlone(b, o.Inputs, o.Direct, readers, piece, ringBytes) })
-		if err != nil {
-			return nil, fmt.Errorf("bound: reading the inputs alone: %w", err)
-		}
-		bound.ReadMs = ms(d)
-		if RegularOrNew(o.Output) {
+		var err error
+		bound, err = hostBound(b, o.Inputs, o.Direct, o.Output, func() (int64, error) {
 			size, err := inputElems(o.Inputs[0])
-			if err != nil {
-				return nil, err
-			}
-			say(o.Progress, "bound: writing the output alone (twice)…")
-			d, err := bestOfTwo(func() (time.Duration, error) {
-				return writeAlone(b, o.Output, size*4, writers, piece, ringBytes)
-			})
-			if err != nil {
-				return nil, fmt.Errorf("bound: writing alone: %w", err)
-			}
-			bound.WriteMs, bound.WriteMeasured = ms(d), true
+			return size * 4, err
+		}, readers, writers, piece, ringBytes, ringBytes, "inputs", o.Progress)
+		if err != nil {
+			return nil, err
 		}
 	}
 
@@ -397,16 +381,7 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	}
 	res.BoundStage = res.Stages[slowest].Stage
 	if bound != nil {
-		bound.BoundMs, bound.Slowest = bound.ReadMs, "read"
-		if bound.PipelineMs > bound.BoundMs {
-			bound.BoundMs, bound.Slowest = bound.PipelineMs, "in-memory pipeline"
-		}
-		if bound.WriteMs > bound.BoundMs {
-			bound.BoundMs, bound.Slowest = bound.WriteMs, "write"
-		}
-		if res.Ms > 0 {
-			bound.Efficiency = bound.BoundMs / res.Ms
-		}
+		bound.settle(res.Ms)
 		res.Bound = bound
 	}
 
@@ -421,6 +396,54 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 		res.Verified = fmt.Sprintf("every one of the %d output elements, read back from %s, matched the CPU reference", rep.N, o.Output)
 	}
 	return res, nil
+}
+
+// hostBound times a bound's host parts: reading the inputs alone into a
+// pinned ring of ringIn bytes a stream, with the run's readers, pieces
+// and open mode, and, beside a regular (or new) output, writing
+// outBytes() bytes alone from a ring of ringOut bytes. Each is timed
+// twice and the faster kept: on the H200 host a first pass of reading
+// from disk or writing a new file through the page cache varied by up to
+// 3× from the next. inputs names the inputs in the progress lines and
+// errors ("the inputs", "the input").
+func hostBound(b pipeline.Backend, ins []string, direct bool, out string, outBytes func() (int64, error), readers, writers, piece, ringIn, ringOut int,
+	inputs string, progress func(string)) (*StreamBound, error) {
+	bound := &StreamBound{}
+	say(progress, "bound: reading the %s alone (twice)…", inputs)
+	d, err := bestOfTwo(func() (time.Duration, error) { return readAlone(b, ins, direct, readers, piece, ringIn) })
+	if err != nil {
+		return nil, fmt.Errorf("bound: reading the %s alone: %w", inputs, err)
+	}
+	bound.ReadMs = ms(d)
+	if !RegularOrNew(out) {
+		return bound, nil
+	}
+	size, err := outBytes()
+	if err != nil {
+		return nil, err
+	}
+	say(progress, "bound: writing the output alone (twice)…")
+	d, err = bestOfTwo(func() (time.Duration, error) { return writeAlone(b, out, size, writers, piece, ringOut) })
+	if err != nil {
+		return nil, fmt.Errorf("bound: writing alone: %w", err)
+	}
+	bound.WriteMs, bound.WriteMeasured = ms(d), true
+	return bound, nil
+}
+
+// settle makes the bound the slowest of its parts, and its efficiency
+// the bound over the run's runMs.
+func (b *StreamBound) settle(runMs float64) {
+	b.BoundMs, b.Slowest = b.ReadMs, "read"
+	if b.PipelineMs > b.BoundMs {
+		b.BoundMs, b.Slowest = b.PipelineMs, "in-memory pipeline"
+	}
+	if b.WriteMs > b.BoundMs {
+		b.BoundMs, b.Slowest = b.WriteMs, "write"
+	}
+	if runMs > 0 {
+		b.Efficiency = b.BoundMs / runMs
+	}
 }
 
 // zeros is a positional input of size zero bytes that holds no memory.

@@ -496,7 +496,6 @@ func inferEnv(o *inferOptions, m *model.Model) (*env, *pipeline.Kernel, error) {
 	return e, k, nil
 }
 
-
 // modelLine describes the model and where its activation came from.
 func modelLine(s, from string, layers int) string {
 	if layers < 2 {
