@@ -312,9 +312,11 @@ func (g *Group) validate(job Job) error {
 }
 
 // eachDevice runs fn for every device at once, each on a goroutine of its
-// own (an actor of its own on the simulator), and returns when all have.
+// own (a host goroutine of its own on a HostTracker), and returns when
+// all have.
 func (g *Group) eachDevice(fn func(d int)) {
-	rs := newRunState(g.pipes[0])
+	rs := &handoff{}
+	rs.init(g.pipes[0].b, 0)
 	for d := range g.pipes {
 		rs.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() { fn(d) })
 	}
@@ -343,11 +345,8 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 		return nil, g.closedErr()
 	}
 	lead := g.pipes[0]
-	start := lead.now()
-	if t := trackerOf(lead.b); t != nil {
-		start = lead.runBegin(t)
-		defer lead.runEnd(t)
-	}
+	start := lead.runBegin()
+	defer lead.runEnd()
 	if job.N == 0 {
 		return &Report{Backend: g.name(), Mode: job.Host, ChunkElems: lead.cfg.ChunkElems, Elapsed: lead.now() - start}, ctx.Err()
 	}
@@ -471,11 +470,8 @@ func (g *Group) RunStream(ctx context.Context, job StreamJob) (*StreamReport, er
 		}
 	}
 	lead := g.pipes[0]
-	start := lead.now()
-	if t := trackerOf(lead.b); t != nil {
-		start = lead.runBegin(t)
-		defer lead.runEnd(t)
-	}
+	start := lead.runBegin()
+	defer lead.runEnd()
 	upload, err := g.ready(job.Kernel)
 	if err != nil {
 		return nil, err
@@ -566,15 +562,10 @@ func (g *Group) exclusive(method string, job Job) (plans []*plan, release func()
 		return nil, nil, g.closedErr()
 	}
 	lead := g.pipes[0]
-	t := trackerOf(lead.b)
-	if t != nil {
-		lead.runBegin(t)
-	}
+	lead.runBegin()
 	release = func() {
 		lead.evict()
-		if t != nil {
-			lead.runEnd(t)
-		}
+		lead.runEnd()
 		g.mu.Unlock()
 	}
 	if _, err := g.ready(job.Kernel); err != nil {
@@ -694,7 +685,8 @@ func (g *Group) timeStage(ctx context.Context, plans []*plan, st Stage, shares [
 	}
 	times := make([]time.Duration, k*len(parts))
 	errs := make([]error, k*len(parts))
-	rs := newRunState(g.pipes[0])
+	rs := &handoff{}
+	rs.init(g.pipes[0].b, 0)
 	for d := range g.pipes {
 		for j, part := range parts {
 			w := d*len(parts) + j

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -268,11 +267,8 @@ func (p *Pipeline) run(ctx context.Context, job Job, rep *Report) (bool, error) 
 	if p.closed {
 		return false, p.closedErr()
 	}
-	start := p.now()
-	if t := trackerOf(p.b); t != nil {
-		start = p.runBegin(t)
-		defer p.runEnd(t)
-	}
+	start := p.runBegin()
+	defer p.runEnd()
 	if job.N == 0 {
 		*rep = Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: p.now() - start}
 		return true, ctx.Err()
@@ -322,13 +318,10 @@ func (p *Pipeline) closedErr() error {
 	return ErrClosed
 }
 
-// runState coordinates the issuing goroutine with the staging goroutines.
-// On a backend that tracks host goroutines (the simulator), every handoff
-// is also reported to it (hostsync.go).
+// runState coordinates the issuing goroutine with the staging goroutines,
+// through its handoff (mu guards everything here).
 type runState struct {
-	mu        sync.Mutex
-	cond      sync.Cond // on mu
-	stop      bool
+	handoff
 	err       error // first failure
 	staged    int   // chunks whose inputs are in their pinned slots
 	h2dIssued int   // chunks whose H2D copies are queued
@@ -337,33 +330,24 @@ type runState struct {
 	// chunkOf[i] is the job chunk that the device's i-th chunk is, or -1
 	// past the last, when the chunks come from a group's queue.
 	chunkOf    []int
-	spawned    int // goroutines started
-	exited     int // goroutines ended
 	hostSpans  []Span
 	hostOrigin time.Duration
 	clock      func() time.Duration
-
-	hs      hostTracker
-	toks    map[*int][]hostToken // toks[counter][v-1]: the clock that made it v
-	waiters []rsWaiter
 }
 
 func newRunState(p *Pipeline) *runState {
-	rs := &runState{hs: trackerOf(p.b), clock: p.now}
-	if rs.hs != nil {
-		rs.toks = map[*int][]hostToken{}
-	}
-	rs.cond.L = &rs.mu
+	rs := &runState{clock: p.now}
+	rs.init(p.b, 0)
 	return rs
 }
 
 // runStateFor returns the state of a run of p. A GPU run without a
 // cancellation watch reuses the pipeline's own, reset, so that a small
-// job allocates none (issue 14): nothing can reach it once the run
-// returns. A watched run gets a new one, since the watch may still be
-// running when the run returns, and so does a run on the simulator, whose
-// host clocks hold on to it. p.mu held (or, for a group's pipeline, the
-// group's mu, which orders its runs).
+// job allocates none: nothing can reach it once the run returns. A
+// watched run gets a new one, since the watch may still be running when
+// the run returns, and so does a run on a HostTracker, whose host clocks
+// hold on to it. p.mu held (or, for a group's pipeline, the group's mu,
+// which orders its runs).
 func (p *Pipeline) runStateFor(watched bool) *runState {
 	if watched || trackerOf(p.b) != nil {
 		return newRunState(p)
@@ -371,12 +355,11 @@ func (p *Pipeline) runStateFor(watched bool) *runState {
 	rs := &p.runState
 	if rs.clock == nil {
 		rs.clock = p.now
-		rs.cond.L = &rs.mu
 	}
-	rs.stop, rs.err = false, nil
+	rs.init(p.b, 0)
+	rs.err = nil
 	rs.staged, rs.h2dIssued, rs.d2hIssued, rs.unstaged = 0, 0, 0, 0
 	rs.chunkOf = rs.chunkOf[:0]
-	rs.spawned, rs.exited = 0, 0
 	rs.hostSpans = rs.hostSpans[:0]
 	rs.hostOrigin = 0
 	return rs
@@ -387,39 +370,7 @@ func (r *runState) fail(err error) {
 	if r.err == nil {
 		r.err = err
 	}
-	r.stop = true
-	r.releaseAll()
-	r.cond.Broadcast()
-	r.mu.Unlock()
-}
-
-// waitFor blocks until *counter > c or the run stops; false means stopped.
-func (r *runState) waitFor(counter *int, c int) bool {
-	r.mu.Lock()
-	if r.hs != nil && *counter <= c && !r.stop {
-		r.waiters = append(r.waiters, rsWaiter{counter: counter, c: c, a: r.hs.hostBlock()})
-	}
-	for *counter <= c && !r.stop {
-		r.cond.Wait()
-	}
-	ok := *counter > c
-	var tok *hostToken
-	if ok && r.hs != nil {
-		t := r.toks[counter][c]
-		tok = &t
-	}
-	r.mu.Unlock()
-	if tok != nil {
-		r.hs.hostJoin(*tok)
-	}
-	return ok
-}
-
-func (r *runState) advance(counter *int, to int) {
-	r.mu.Lock()
-	*counter = to
-	r.publish(counter, to)
-	r.cond.Broadcast()
+	r.stopLocked()
 	r.mu.Unlock()
 }
 
@@ -428,13 +379,6 @@ func (r *runState) span(c int, st Stage, lane string, t0 time.Duration) {
 	r.mu.Lock()
 	r.hostSpans = append(r.hostSpans, Span{Chunk: c, Stage: st, Lane: lane, Start: t0 - r.hostOrigin, End: end - r.hostOrigin})
 	r.mu.Unlock()
-}
-
-// stopping reports whether the run is stopping.
-func (r *runState) stopping() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stop
 }
 
 // take is the job chunk that the device runs as its i-th, or -1 when there
@@ -528,9 +472,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		rs.waitFor(&rs.unstaged, issued-1)
 	}
 	rs.mu.Lock()
-	rs.stop = true
-	rs.releaseAll()
-	rs.cond.Broadcast()
+	rs.stopLocked()
 	rs.mu.Unlock()
 	rs.join()
 
@@ -838,9 +780,7 @@ func (p *Pipeline) fillChunk(chunk *Chunk, c, s, off, n int) {
 // device of a group it takes the chunks from the queue, as it is the first
 // to need them, and ends the device's run with the queue.
 func (p *Pipeline) stageIn(pl *plan, rs *runState) {
-	if rs.hs != nil {
-		rs.hs.hostStager()
-	}
+	rs.stager()
 	S := p.cfg.Slots
 	for i := 0; pl.queue != nil || i < pl.chunks; i++ {
 		s := i % S
@@ -862,9 +802,7 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 			rs.advance(&rs.staged, i+1) // the issuer reads the end
 			return
 		}
-		if rs.hs != nil {
-			rs.hs.hostStagingChunk()
-		}
+		rs.stagingChunk()
 		t0 := rs.clock()
 		off, n := p.chunkBounds(pl, c)
 		for j, src := range pl.ins {
@@ -886,9 +824,7 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 // stageOut copies each chunk's outputs from its slot's pinned buffers into
 // the Go slices, once its D2H has completed.
 func (p *Pipeline) stageOut(pl *plan, rs *runState) {
-	if rs.hs != nil {
-		rs.hs.hostStager()
-	}
+	rs.stager()
 	S := p.cfg.Slots
 	for i := 0; ; i++ {
 		s := i % S
@@ -903,9 +839,7 @@ func (p *Pipeline) stageOut(pl *plan, rs *runState) {
 			rs.fail(&StageError{Chunk: c, Stage: StageOut, Err: err})
 			return
 		}
-		if rs.hs != nil {
-			rs.hs.hostStagingChunk()
-		}
+		rs.stagingChunk()
 		t0 := rs.clock()
 		off, n := p.chunkBounds(pl, c)
 		for j, dst := range pl.outs {

@@ -1446,14 +1446,14 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 	}})
 }
 
-// --- the engine's host goroutines (see hostsync.go) ---
+// --- the engine's host goroutines (pipeline.HostTracker) ---
 
-// hostNow returns the calling goroutine's virtual clock.
-func (s *Sim) hostNow() time.Duration { return s.host.Now() }
+// HostNow returns the calling goroutine's virtual clock.
+func (s *Sim) HostNow() time.Duration { return s.host.Now() }
 
-// hostRun activates the caller for a Run and charges the profile's fixed
-// cost of a Run.
-func (s *Sim) hostRun() time.Duration {
+// HostRun activates the caller for a run and charges the profile's fixed
+// cost of a run (Profile.RunNs).
+func (s *Sim) HostRun() time.Duration {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1464,8 +1464,8 @@ func (s *Sim) hostRun() time.Duration {
 	return start
 }
 
-// hostRunEnd ends what hostRun began.
-func (s *Sim) hostRunEnd() {
+// HostRunEnd ends what HostRun began.
+func (s *Sim) HostRunEnd() {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1473,14 +1473,21 @@ func (s *Sim) hostRunEnd() {
 	h.advance()
 }
 
-// hostToken is a host actor's clock at a handoff.
+// hostToken is a host actor's clock at a handoff: the HostClock of the
+// simulator.
 type hostToken struct {
 	now time.Duration
 	vc  vclock
 }
 
-// hostPublish snapshots the caller's clock for others to join.
-func (s *Sim) hostPublish() hostToken {
+// tokenOf is c as a token; nil and foreign clocks order nothing.
+func tokenOf(c HostClock) hostToken {
+	t, _ := c.(hostToken)
+	return t
+}
+
+// HostPublish snapshots the caller's clock for others to join.
+func (s *Sim) HostPublish() HostClock {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1489,8 +1496,15 @@ func (s *Sim) hostPublish() hostToken {
 	return hostToken{now: a.now, vc: a.vc.clone()}
 }
 
-// hostJoin orders the caller after a token.
-func (s *Sim) hostJoin(t hostToken) {
+// HostMerge is a clock ordered after both a and b.
+func (s *Sim) HostMerge(a, b HostClock) HostClock {
+	ta, tb := tokenOf(a), tokenOf(b)
+	return hostToken{now: max(ta.now, tb.now), vc: ta.vc.clone().merge(tb.vc)}
+}
+
+// HostJoin orders the caller after a clock.
+func (s *Sim) HostJoin(c HostClock) {
+	t := tokenOf(c)
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1499,9 +1513,9 @@ func (s *Sim) hostJoin(t hostToken) {
 	a.now = max(a.now, t.now)
 }
 
-// hostBlock marks the caller as waiting on the engine's own handoff, so
-// that the simulation does not wait for its clock; hostRelease ends it.
-func (s *Sim) hostBlock() *actor {
+// HostBlock marks the caller as waiting on the engine's own handoff, so
+// that the simulation does not wait for its clock; HostRelease ends it.
+func (s *Sim) HostBlock() HostGoroutine {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1511,16 +1525,19 @@ func (s *Sim) hostBlock() *actor {
 	return a
 }
 
-// hostRelease lets a blocked actor run again, joined to t (or at the
-// simulation's time when t is nil: the run stopped).
-func (s *Sim) hostRelease(a *actor, t *hostToken) {
+// HostRelease lets a blocked actor run again, joined to c, and at the
+// simulation's time at least.
+func (s *Sim) HostRelease(g HostGoroutine, c HostClock) {
+	a, _ := g.(*actor)
+	if a == nil {
+		return
+	}
+	t := tokenOf(c)
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t != nil {
-		a.vc = a.vc.merge(t.vc)
-		a.now = max(a.now, t.now)
-	}
+	a.vc = a.vc.merge(t.vc)
+	a.now = max(a.now, t.now)
 	if a.blocked && a.until == nil {
 		a.blocked = false
 		a.now = max(a.now, h.now)
@@ -1528,9 +1545,9 @@ func (s *Sim) hostRelease(a *actor, t *hostToken) {
 	h.cond.Broadcast()
 }
 
-// hostFork prepares the actor of a goroutine about to start, at the
+// HostFork prepares the actor of a goroutine about to start, at the
 // caller's clock.
-func (s *Sim) hostFork(name string) *actor {
+func (s *Sim) HostFork(name string) HostGoroutine {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1548,22 +1565,25 @@ func (h *SimHost) fork(name string) *actor {
 	return a
 }
 
-// hostStart binds the calling goroutine to a forked actor.
-func (s *Sim) hostStart(a *actor) {
+// HostStart binds the calling goroutine to a forked actor.
+func (s *Sim) HostStart(g HostGoroutine) {
+	a, _ := g.(*actor)
+	if a == nil {
+		return
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.byGoroutine[goid()] = a
 }
 
-// hostExit ends the calling goroutine's actor and returns its last clock.
-func (s *Sim) hostExit() hostToken {
+// HostExit ends the calling goroutine's actor.
+func (s *Sim) HostExit() {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t := h.exit()
+	h.exit()
 	h.advance()
-	return t
 }
 
 // exit ends the calling goroutine's actor and returns its last clock.
@@ -1669,27 +1689,30 @@ func (h *SimHost) GoTogether(name string, n int, fn func(i int)) {
 	})()
 }
 
-// hostStager marks the caller as a run's staging goroutine.
-func (s *Sim) hostStager() {
+// HostStager marks the caller as a run's staging goroutine, whose copies
+// take a staged run's own rate (Profile.StagingInRun).
+func (s *Sim) HostStager() {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.self().stager = true
 }
 
-// hostStagingChunk charges a run's staging goroutine its time per chunk
-// besides the copies.
-func (s *Sim) hostStagingChunk() {
+// HostStagingChunk charges a run's staging goroutine its time per chunk
+// besides the copies (Profile.StagingChunkNs).
+func (s *Sim) HostStagingChunk() {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.spend(h.self(), time.Duration(s.prof.StagingChunkNs))
 }
 
-// hostTimeKernels has the caller's kernels timed but not computed while on.
-func (s *Sim) hostTimeKernels(on bool) {
+// HostTimeKernels has the caller's kernels timed but not computed while on.
+func (s *Sim) HostTimeKernels(on bool) {
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.self().timeOnly = on
 }
+
+var _ HostTracker = (*Sim)(nil)

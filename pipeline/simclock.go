@@ -23,7 +23,7 @@ import (
 // active actor that is running. An actor is active while it holds an
 // Issuer or is one of the engine's own goroutines, and running unless it
 // is blocked in the simulator (a synchronisation, a staging copy) or in a
-// wait that the engine announces (see hostsync.go). A blocked actor
+// wait that the engine announces (pipeline.HostTracker). A blocked actor
 // resumes at the virtual time of what it waited for.
 
 // actor is one host goroutine.
@@ -40,7 +40,7 @@ type actor struct {
 	wake  time.Duration
 	// timeOnly: its kernels are timed, not computed (StageTimes).
 	timeOnly bool
-	// stager: a run's staging goroutine (hostStager).
+	// stager: a run's staging goroutine (HostStager).
 	stager bool
 }
 
