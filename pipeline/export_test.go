@@ -43,7 +43,7 @@ func ProfileLaunchCost(p *Profile, name string, iters int, flops float64, n int)
 }
 
 // SimFreeMemory is a simulated device's free and total memory.
-func SimFreeMemory(s *Sim) (free, total int64, err error) { return s.freeMemory() }
+func SimFreeMemory(s *Sim) (free, total int64, err error) { return s.FreeMemory() }
 
 // GroupPipeline is device d's pipeline in g.
 func GroupPipeline(g *Group, d int) *Pipeline { return g.pipes[d] }

@@ -196,8 +196,8 @@ func (g *gpuBackend) Prepare(k *Kernel) error {
 	return nil
 }
 
-// freeMemory is the context's free and total device memory (cuMemGetInfo).
-func (g *gpuBackend) freeMemory() (free, total int64, err error) {
+// FreeMemory is the context's free and total device memory (cuMemGetInfo).
+func (g *gpuBackend) FreeMemory() (free, total int64, err error) {
 	f, t, err := g.ctx.MemoryInfo()
 	return int64(f), int64(t), err
 }

@@ -80,14 +80,16 @@ type DeviceReport struct {
 
 // NewGroup builds one pipeline per backend, all with cfg. The backends
 // must be distinct devices of one host: GPU backends of distinct contexts,
-// or simulators of one SimHost. On error nothing is left allocated.
+// or [HostSharer]s of one host (simulated devices of one simulated host).
+// On error nothing is left allocated.
 func NewGroup(backends []Backend, cfg Config) (*Group, error) {
 	if len(backends) == 0 {
 		return nil, errors.New("pipeline: a group needs at least one device")
 	}
-	var host *SimHost
+	var host any
 	for i, b := range backends {
-		if sim, ok := b.(*Sim); b == nil || ok && !sim.usable() {
+		hs, shared := b.(HostSharer)
+		if b == nil || shared && hs.SharedHost() == nil {
 			return nil, fmt.Errorf("pipeline: device %d of the group is a nil Backend", i)
 		}
 		for j := 0; j < i; j++ {
@@ -95,12 +97,11 @@ func NewGroup(backends []Backend, cfg Config) (*Group, error) {
 				return nil, fmt.Errorf("pipeline: devices %d and %d of the group are the same device", j, i)
 			}
 		}
-		sim, isSim := b.(*Sim)
 		switch {
-		case isSim && i == 0:
-			host = sim.host
-		case isSim != (host != nil) || (isSim && sim.host != host):
-			return nil, errors.New("pipeline: a group's devices must all be GPUs, or all simulators of one SimHost")
+		case shared && i == 0:
+			host = hs.SharedHost()
+		case shared != (host != nil) || (shared && hs.SharedHost() != host):
+			return nil, errors.New("pipeline: a group's devices must all be GPUs, or all devices of one shared host (HostSharer), such as one simulated host")
 		}
 	}
 	g := &Group{}

@@ -288,7 +288,7 @@ func TestNewGroupRefuses(t *testing.T) {
 		{nil, "at least one device"},
 		{[]Backend{a, nil}, "device 1 of the group is a nil Backend"},
 		{[]Backend{a, b, a}, "devices 0 and 2 of the group are the same device"},
-		{[]Backend{a, other}, "simulators of one SimHost"},
+		{[]Backend{a, other}, "all devices of one shared host"},
 	} {
 		g, err := NewGroup(tc.backends, cfg)
 		assert.Nil(t, g)

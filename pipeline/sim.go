@@ -488,8 +488,11 @@ const (
 
 func simAddr(id int) driver.DevicePtr { return driver.DevicePtr(simBase + uint64(id)*simSpacing) }
 
-// freeMemory is the profile's device memory less what is allocated.
-func (s *Sim) freeMemory() (free, total int64, err error) {
+// FreeMemory is the profile's device memory less what is allocated.
+func (s *Sim) FreeMemory() (free, total int64, err error) {
+	if !s.usable() {
+		return 0, 0, errNoSim
+	}
 	s.host.mu.Lock()
 	defer s.host.mu.Unlock()
 	total = s.prof.deviceMemory()
@@ -1105,9 +1108,12 @@ func (s *Sim) Prepare(k *Kernel) error {
 	return nil
 }
 
-// kernelNotes says which of k's launches the profile has no cost for
+// KernelNotes says which of k's launches the profile has no cost for
 // (Report.Notes), once each.
-func (s *Sim) kernelNotes(k *Kernel) []string {
+func (s *Sim) KernelNotes(k *Kernel) []string {
+	if !s.usable() || k == nil {
+		return nil
+	}
 	var notes []string
 	seen := map[string]bool{}
 	for _, st := range simSteps(k) {
@@ -1449,11 +1455,19 @@ func (i *simIssuer) Wait(st Stream, e Event) error {
 // --- the engine's host goroutines (pipeline.HostTracker) ---
 
 // HostNow returns the calling goroutine's virtual clock.
-func (s *Sim) HostNow() time.Duration { return s.host.Now() }
+func (s *Sim) HostNow() time.Duration {
+	if !s.usable() {
+		return 0
+	}
+	return s.host.Now()
+}
 
 // HostRun activates the caller for a run and charges the profile's fixed
 // cost of a run (Profile.RunNs).
 func (s *Sim) HostRun() time.Duration {
+	if !s.usable() {
+		return 0
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1466,6 +1480,9 @@ func (s *Sim) HostRun() time.Duration {
 
 // HostRunEnd ends what HostRun began.
 func (s *Sim) HostRunEnd() {
+	if !s.usable() {
+		return
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1488,6 +1505,9 @@ func tokenOf(c HostClock) hostToken {
 
 // HostPublish snapshots the caller's clock for others to join.
 func (s *Sim) HostPublish() HostClock {
+	if !s.usable() {
+		return nil
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1504,6 +1524,9 @@ func (s *Sim) HostMerge(a, b HostClock) HostClock {
 
 // HostJoin orders the caller after a clock.
 func (s *Sim) HostJoin(c HostClock) {
+	if !s.usable() {
+		return
+	}
 	t := tokenOf(c)
 	h := s.host
 	h.mu.Lock()
@@ -1516,6 +1539,9 @@ func (s *Sim) HostJoin(c HostClock) {
 // HostBlock marks the caller as waiting on the engine's own handoff, so
 // that the simulation does not wait for its clock; HostRelease ends it.
 func (s *Sim) HostBlock() HostGoroutine {
+	if !s.usable() {
+		return nil
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1528,6 +1554,9 @@ func (s *Sim) HostBlock() HostGoroutine {
 // HostRelease lets a blocked actor run again, joined to c, and at the
 // simulation's time at least.
 func (s *Sim) HostRelease(g HostGoroutine, c HostClock) {
+	if !s.usable() {
+		return
+	}
 	a, _ := g.(*actor)
 	if a == nil {
 		return
@@ -1548,6 +1577,9 @@ func (s *Sim) HostRelease(g HostGoroutine, c HostClock) {
 // HostFork prepares the actor of a goroutine about to start, at the
 // caller's clock.
 func (s *Sim) HostFork(name string) HostGoroutine {
+	if !s.usable() {
+		return nil
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1567,6 +1599,9 @@ func (h *SimHost) fork(name string) *actor {
 
 // HostStart binds the calling goroutine to a forked actor.
 func (s *Sim) HostStart(g HostGoroutine) {
+	if !s.usable() {
+		return
+	}
 	a, _ := g.(*actor)
 	if a == nil {
 		return
@@ -1579,6 +1614,9 @@ func (s *Sim) HostStart(g HostGoroutine) {
 
 // HostExit ends the calling goroutine's actor.
 func (s *Sim) HostExit() {
+	if !s.usable() {
+		return
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1692,6 +1730,9 @@ func (h *SimHost) GoTogether(name string, n int, fn func(i int)) {
 // HostStager marks the caller as a run's staging goroutine, whose copies
 // take a staged run's own rate (Profile.StagingInRun).
 func (s *Sim) HostStager() {
+	if !s.usable() {
+		return
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1701,6 +1742,9 @@ func (s *Sim) HostStager() {
 // HostStagingChunk charges a run's staging goroutine its time per chunk
 // besides the copies (Profile.StagingChunkNs).
 func (s *Sim) HostStagingChunk() {
+	if !s.usable() {
+		return
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1709,6 +1753,9 @@ func (s *Sim) HostStagingChunk() {
 
 // HostTimeKernels has the caller's kernels timed but not computed while on.
 func (s *Sim) HostTimeKernels(on bool) {
+	if !s.usable() {
+		return
+	}
 	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -1716,3 +1763,19 @@ func (s *Sim) HostTimeKernels(on bool) {
 }
 
 var _ HostTracker = (*Sim)(nil)
+
+// SharedHost is the device's host (a *SimHost), for pipeline.HostSharer:
+// a Group's simulated devices must share one. Nil for a nil Sim.
+func (s *Sim) SharedHost() any {
+	if !s.usable() {
+		return nil
+	}
+	return s.host
+}
+
+var (
+	_ MemoryReporter = (*Sim)(nil)
+	_ KernelNoter    = (*Sim)(nil)
+	_ HostAccessor   = (*Sim)(nil)
+	_ HostSharer     = (*Sim)(nil)
+)

@@ -127,14 +127,6 @@ type StreamReport struct {
 	Notes  []string
 }
 
-// hostAccessor is implemented by backends that check host accesses to
-// pinned memory for hazards (the simulator). The streaming run reads into
-// pinned slots and writes out of them itself, so it does so through such
-// a backend: do gets a buffer standing for n bytes of mem at off.
-type hostAccessor interface {
-	HostAccess(mem HostMemory, off, n int, write bool, what string, do func(b []byte) (int, error)) (int, error)
-}
-
 // streamIn and streamOut are one input's or output's state in a run.
 type streamIn struct {
 	name  string
@@ -236,7 +228,7 @@ type streamRun struct {
 	ins    []*streamIn
 	outs   []*streamOut
 	piece  int
-	rec    hostAccessor
+	rec    HostAccessor
 	reads  *jobQueue // positional reads
 	writes *jobQueue // positional writes
 	queues []*jobQueue
@@ -484,7 +476,7 @@ func newStreamRun(devs []*Pipeline, job StreamJob) *streamRun {
 		r.h2dAt[h], r.d2hAt[h] = -1, -1
 	}
 	r.init(p.b, R)
-	r.rec, _ = p.b.(hostAccessor)
+	r.rec, _ = p.b.(HostAccessor)
 	r.readAct.clock, r.writeAct.clock = p.now, p.now
 	for j, in := range job.Inputs {
 		s := &streamIn{name: streamName(job.InputNames, "input", j), elem: p.cfg.Inputs[j], r: in}
