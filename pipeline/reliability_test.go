@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,11 +24,11 @@ var errInjected = errors.New("injected fault")
 
 // faultCase is the workload of the fault sweep: 7 chunks, staged, so that
 // every stage (staging included) is exercised.
-func faultWorkload(t *testing.T, sim *Sim, mode HostMode) (Config, Job, []float32, []float32) {
-	cfg := Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode}
+func faultWorkload(t *testing.T, sim *pipeline.Sim, mode pipeline.HostMode) (pipeline.Config, pipeline.Job, []float32, []float32) {
+	cfg := pipeline.Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode}
 	in, out := make([]float32, 65), make([]float32, 65)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 65, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: 65, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	return cfg, job, in, out
 }
 
@@ -40,11 +40,11 @@ func TestFaultSweep(t *testing.T) {
 	kinds := []string{"alloc", "stream", "event", "copy", "launch", "record", "wait", "sync"}
 	injected, survivedUsable, survivedClosed := 0, 0, 0
 	setupFaults, failedInNew, closedByDrain := 0, 0, 0
-	for _, mode := range []HostMode{HostStaged, HostRegistered} {
+	for _, mode := range []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered} {
 		// Count each kind in a clean New + Run.
-		clean := NewSim(1, 0)
+		clean := pipeline.NewSim(1, 0)
 		cfg, job, _, _ := faultWorkload(t, clean, mode)
-		p, err := New(clean, cfg)
+		p, err := pipeline.New(clean, cfg)
 		require.NoError(t, err)
 		inNew := map[string]int{}
 		for _, kind := range kinds {
@@ -58,12 +58,12 @@ func TestFaultSweep(t *testing.T) {
 			total := clean.Count(kind)
 			require.Greater(t, total, 0, "%s: a run has %s operations", mode, kind)
 			for k := 1; k <= total; k++ {
-				sim := NewSim(uint64(k), time.Microsecond)
+				sim := pipeline.NewSim(uint64(k), time.Microsecond)
 				sim.FailAt(kind, k, errInjected)
 				cfg, job, in, out := faultWorkload(t, sim, mode)
 				injected++
 				what := fmt.Sprintf("%s, %s #%d of %d", mode, kind, k, total)
-				p, err := New(sim, cfg)
+				p, err := pipeline.New(sim, cfg)
 				// The k-th operation falls in New exactly when a clean
 				// New performs k of them.
 				require.Equal(t, k <= inNew[kind], err != nil, "%s: New failed: %v", what, err)
@@ -78,7 +78,7 @@ func TestFaultSweep(t *testing.T) {
 				_, err = p.Run(context.Background(), job)
 				require.Error(t, err, what)
 				assert.ErrorIs(t, err, errInjected, what)
-				var se *StageError
+				var se *pipeline.StageError
 				require.ErrorAs(t, err, &se, what)
 				if kind != "alloc" && kind != "sync" {
 					assert.GreaterOrEqual(t, se.Chunk, 0, "%s: %v", what, err)
@@ -87,13 +87,13 @@ func TestFaultSweep(t *testing.T) {
 				// The run ends by synchronising each stream (H2D, D2H and
 				// the compute streams); only a fault there closes it.
 				inDrain := kind == "sync" && k > total-(2+cfg.ComputeStreams)
-				assert.Equal(t, inDrain, errors.Is(again, ErrClosed), "%s: closed: %v", what, again)
+				assert.Equal(t, inDrain, errors.Is(again, pipeline.ErrClosed), "%s: closed: %v", what, again)
 				switch {
 				case again == nil:
 					require.NoError(t, verifySeed(in, out, 1), what)
 					survivedUsable++
-				case errors.Is(again, ErrClosed):
-					assert.Equal(t, StageDrain, se.Stage, "%s: only a failed drain closes the pipeline", what)
+				case errors.Is(again, pipeline.ErrClosed):
+					assert.Equal(t, pipeline.StageDrain, se.Stage, "%s: only a failed drain closes the pipeline", what)
 					survivedClosed++
 					closedByDrain++
 				default:
@@ -125,13 +125,13 @@ func TestCancellationThousand(t *testing.T) {
 	var latencies []time.Duration
 	canceled, midRun := 0, 0
 	for i := 0; i < tries; i++ {
-		sim := NewSim(uint64(i), 2*time.Microsecond)
-		mode := []HostMode{HostStaged, HostRegistered}[i%2]
+		sim := pipeline.NewSim(uint64(i), 2*time.Microsecond)
+		mode := []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered}[i%2]
 		cfg, job, _, _ := faultWorkload(t, sim, mode)
 		in, out := make([]float32, 400), make([]float32, 400)
-		job.N, job.Inputs, job.Outputs = 400, []Buffer{Slice(in)}, []Buffer{Slice(out)}
+		job.N, job.Inputs, job.Outputs = 400, []pipeline.Buffer{pipeline.Slice(in)}, []pipeline.Buffer{pipeline.Slice(out)}
 		kernels.FillPattern(in, i)
-		p, err := New(sim, cfg)
+		p, err := pipeline.New(sim, cfg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		delay := time.Duration(r.IntN(400)) * time.Microsecond
@@ -196,12 +196,12 @@ func TestLeaksManyRuns(t *testing.T) {
 		runs, cycles = 1000, 100
 	}
 	before := runtime.NumGoroutine()
-	sim := NewSim(1, 0)
-	cfg := Config{ChunkElems: 8, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}}
+	sim := pipeline.NewSim(1, 0)
+	cfg := pipeline.Config{ChunkElems: 8, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}}
 	in, out := make([]float32, 20), make([]float32, 20)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 20, Kernel: seedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
-	p, err := New(sim, cfg)
+	job := pipeline.Job{N: 20, Kernel: seedKernel(nil, 0), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	p, err := pipeline.New(sim, cfg)
 	require.NoError(t, err)
 	live0 := sim.Live()
 	for i := 0; i < runs; i++ {
@@ -216,7 +216,7 @@ func TestLeaksManyRuns(t *testing.T) {
 	require.NoError(t, p.Close())
 	assert.Empty(t, sim.Live())
 	for i := 0; i < cycles; i++ {
-		p, err := New(sim, cfg)
+		p, err := pipeline.New(sim, cfg)
 		require.NoError(t, err)
 		if _, err := p.Run(context.Background(), job); err != nil {
 			t.Fatal(err)
@@ -235,16 +235,16 @@ func TestLeaksManyRuns(t *testing.T) {
 // TestConcurrentPipelinesOnSim runs 16 goroutines, each with its own
 // pipeline, chunk size and kernel, on one simulator.
 func TestConcurrentPipelinesOnSim(t *testing.T) {
-	sim := NewSim(3, time.Microsecond)
+	sim := pipeline.NewSim(3, time.Microsecond)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g := 0; g < 16; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			c := simCase{n: 300 + 37*g, chunk: 5 + g, slots: 2 + g%3, streams: 1 + g%2, mode: HostMode(1 + g%3), kernel: []string{"seed", "saxpy", "lerp"}[g%3]}
-			job, want, got := jobFor(t, c, sim, c.mode == HostPinned)
-			p, err := New(sim, configFor(c))
+			c := simCase{n: 300 + 37*g, chunk: 5 + g, slots: 2 + g%3, streams: 1 + g%2, mode: pipeline.HostMode(1 + g%3), kernel: []string{"seed", "saxpy", "lerp"}[g%3]}
+			job, want, got := jobFor(t, c, sim, c.mode == pipeline.HostPinned)
+			p, err := pipeline.New(sim, configFor(c))
 			if err != nil {
 				errs <- err
 				return

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,16 +15,16 @@ import (
 // ends, and a wait for an event of its own stream costs nothing more.
 func TestSimDependencyLatency(t *testing.T) {
 	for _, dep := range []time.Duration{0, 4 * time.Microsecond, 9 * time.Microsecond} {
-		prof := BuiltinProfile()
+		prof := pipeline.BuiltinProfile()
 		prof.DepNs, prof.WaitNs = float64(dep), 0
-		sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(prof)
+		sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(prof)
 		a, err := sim.NewStream()
 		require.NoError(t, err)
 		b, err := sim.NewStream()
 		require.NoError(t, err)
 		ev, err := sim.NewEvent(false)
 		require.NoError(t, err)
-		var marks [3]Event
+		var marks [3]pipeline.Event
 		for i := range marks {
 			marks[i], err = sim.NewEvent(true)
 			require.NoError(t, err)
@@ -59,14 +59,14 @@ func TestSimDependencyLatency(t *testing.T) {
 // d2h_registered when it has them, and as pinned copies when not.
 func TestSimRegisteredCopies(t *testing.T) {
 	const n = 1 << 20
-	stages := func(prof *Profile) StageTimes {
-		sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(prof)
-		cfg := Float32Config(1, 1)
-		cfg.ChunkElems, cfg.Host = n/4, HostRegistered
-		p, err := New(sim, cfg)
+	stages := func(prof *pipeline.Profile) pipeline.StageTimes {
+		sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(prof)
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Host = n/4, pipeline.HostRegistered
+		p, err := pipeline.New(sim, cfg)
 		require.NoError(t, err)
 		defer p.Close()
-		job := Job{N: n, Kernel: seedKernel(nil, 0), Inputs: []Buffer{{Data: make([]byte, 4*n)}}, Outputs: []Buffer{{Data: make([]byte, 4*n)}}}
+		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 0), Inputs: []pipeline.Buffer{{Data: make([]byte, 4*n)}}, Outputs: []pipeline.Buffer{{Data: make([]byte, 4*n)}}}
 		st, err := p.StageTimes(context.Background(), job)
 		require.NoError(t, err)
 		return st
@@ -74,13 +74,13 @@ func TestSimRegisteredCopies(t *testing.T) {
 	// The base is a profile without registered copy costs (the built-in
 	// one has them since 13:43 UTC), so that its registered copies run as
 	// pinned ones.
-	prof := BuiltinProfile()
-	prof.H2D = CopyCost{GBps: 50}
-	prof.D2H = CopyCost{GBps: 50}
-	prof.H2DRegistered, prof.D2HRegistered = CopyCost{}, CopyCost{}
+	prof := pipeline.BuiltinProfile()
+	prof.H2D = pipeline.CopyCost{GBps: 50}
+	prof.D2H = pipeline.CopyCost{GBps: 50}
+	prof.H2DRegistered, prof.D2HRegistered = pipeline.CopyCost{}, pipeline.CopyCost{}
 	base := stages(prof)
-	prof.H2DRegistered = CopyCost{GBps: 25}
-	prof.D2HRegistered = CopyCost{FixedNs: 5000, GBps: 50}
+	prof.H2DRegistered = pipeline.CopyCost{GBps: 25}
+	prof.D2HRegistered = pipeline.CopyCost{FixedNs: 5000, GBps: 50}
 	slow := stages(prof)
 	// 4 MiB in 4 chunks: at 50 GB/s 83.9 µs, at 25 GB/s 167.8 µs; a fixed
 	// cost of 5 µs per chunk adds 20 µs.
