@@ -9,7 +9,7 @@ import (
 
 // Backend is the narrow interface through which the pipeline drives a GPU:
 // streams, events, memory, copies and launches. [GPU] implements it with
-// package driver; [NewSim] implements it on the CPU, with a hazard
+// package driver; package pipeline/sim implements it on the CPU, with a hazard
 // detector, for tests and for machines without a GPU.
 type Backend interface {
 	// Name says what runs the work, such as "NVIDIA H200" or "simulator".
@@ -133,8 +133,8 @@ type Issuer interface {
 	Wait(s Stream, e Event) error
 	// Synchronize blocks until the work queued on s is done, as
 	// s.Synchronize does; the GPU issuer waits on its bound thread
-	// without making the context current again (issue 14: a job of one
-	// chunk then checks the context once).
+	// without making the context current again, so that a job of one
+	// chunk checks the context once.
 	Synchronize(s Stream) error
 	Release()
 }

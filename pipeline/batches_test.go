@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,9 +66,9 @@ func TestBatches(t *testing.T) {
 // TestBatchesStopEarly breaks out of the results: the run is cancelled
 // and drained, the loader is stopped, and nothing is left running.
 func TestBatchesStopEarly(t *testing.T) {
-	p, sim := streamPipeline(t, 12, 16, 1)
+	p, dev := streamPipeline(t, 12, 16, 1)
 	before := runtime.NumGoroutine()
-	live := sim.Live()
+	live := dev.Live()
 	lens := make([]int, 100)
 	for i := range lens {
 		lens[i] = 37
@@ -84,7 +85,7 @@ func TestBatchesStopEarly(t *testing.T) {
 	}
 	assert.Equal(t, 3, got)
 	assert.True(t, stopped, "the loader saw its yield return false")
-	assert.Equal(t, live, sim.Live())
+	assert.Equal(t, live, dev.Live())
 	settle(before)
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
 	// The pipeline runs again afterwards.
@@ -177,13 +178,13 @@ func TestBatchesPanicInLoop(t *testing.T) {
 // never one byte short, so only bytes show this (issue 28's mutation run:
 // a batch handed over one byte early survived every other test).
 func TestBatchesOneByteElements(t *testing.T) {
-	sim := pipeline.NewSim(28, 20*time.Microsecond)
+	dev := sim.New(28, 20*time.Microsecond)
 	cfg := pipeline.Config{Inputs: []int{1}, Outputs: []int{1}, ChunkElems: 16, Slots: 3, ComputeStreams: 2}
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer func() {
 		require.NoError(t, p.Close())
-		assert.Empty(t, sim.Hazards())
+		assert.Empty(t, dev.Hazards())
 	}()
 	not := &pipeline.Kernel{Name: "not", CPU: func(c pipeline.HostChunk) {
 		for i, b := range c.Inputs[0] {

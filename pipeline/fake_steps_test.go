@@ -29,7 +29,9 @@ import (
 func fakeCopySteps(fn func(*driver.Context) (*driver.Function, error), w []float32) (through, resident *pipeline.Kernel) {
 	copyStep := func(name string, dst, src pipeline.Ref, ptr func(pipeline.Chunk, pipeline.Ref) driver.DevicePtr) pipeline.Step {
 		return pipeline.Step{Name: name, Function: fn, Reads: []pipeline.Ref{src}, Writes: []pipeline.Ref{dst},
-			Args: func(a *driver.Args, c pipeline.Chunk) { a.Pointer(ptr(c, dst)).Pointer(ptr(c, src)).Uint32(uint32(c.N)) }}
+			Args: func(a *driver.Args, c pipeline.Chunk) {
+				a.Pointer(ptr(c, dst)).Pointer(ptr(c, src)).Uint32(uint32(c.N))
+			}}
 	}
 	ptr := func(c pipeline.Chunk, r pipeline.Ref) driver.DevicePtr {
 		switch r.Kind {

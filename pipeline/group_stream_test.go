@@ -11,6 +11,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,12 +19,12 @@ import (
 // streamGroup is a group of simulated devices (slow[d]: half speed) on
 // one host with jitter, in small chunks, checked for hazards when the
 // test ends (and for leaks by simGroup).
-func streamGroup(t *testing.T, seed uint64, cfg pipeline.Config, slow ...bool) (*pipeline.Group, []*pipeline.Sim) {
+func streamGroup(t *testing.T, seed uint64, cfg pipeline.Config, slow ...bool) (*pipeline.Group, []*sim.Sim) {
 	t.Helper()
-	g, sims := simGroup(t, pipeline.SimHostOptions{Seed: seed, Jitter: 20 * time.Microsecond}, cfg, slow...)
+	g, sims := simGroup(t, sim.HostOptions{Seed: seed, Jitter: 20 * time.Microsecond}, cfg, slow...)
 	t.Cleanup(func() {
-		for d, sim := range sims {
-			assert.Empty(t, sim.Hazards(), "device %d", d)
+		for d, dev := range sims {
+			assert.Empty(t, dev.Hazards(), "device %d", d)
 		}
 	})
 	return g, sims
@@ -192,8 +193,8 @@ func TestGroupRunStreamValidation(t *testing.T) {
 // stream: the detector must report the hazards between the devices'
 // copies and the host's reads and writes of the shared ring of slots.
 func TestGroupStreamHazards(t *testing.T) {
-	host := pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 6, Jitter: 50 * time.Microsecond})
-	sims := []*pipeline.Sim{host.NewDevice(pipeline.BuiltinProfile()), host.NewDevice(pipeline.BuiltinProfile())}
+	host := sim.NewHost(sim.HostOptions{Seed: 6, Jitter: 50 * time.Microsecond})
+	sims := []*sim.Sim{host.NewDevice(sim.BuiltinProfile()), host.NewDevice(sim.BuiltinProfile())}
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 8, 2, 1
 	g, err := pipeline.NewGroup([]pipeline.Backend{sims[0], sims[1]}, cfg)

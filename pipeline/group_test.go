@@ -12,12 +12,13 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // halfProfile is the test profile at half speed: half the copy rates and
 // twice the kernel time.
-func halfProfile(t testing.TB) *pipeline.Profile {
+func halfProfile(t testing.TB) *sim.Profile {
 	slow := testProfile(t)
 	slow.Device = "half an H200"
 	slow.H2D.GBps, slow.D2H.GBps, slow.BothGBps = slow.H2D.GBps/2, slow.D2H.GBps/2, slow.BothGBps/2
@@ -30,26 +31,26 @@ func halfProfile(t testing.TB) *pipeline.Profile {
 
 // simGroup builds a group of simulated devices on one host: fast H200s
 // and, where slow[d], one at half speed.
-func simGroup(t *testing.T, o pipeline.SimHostOptions, cfg pipeline.Config, slow ...bool) (*pipeline.Group, []*pipeline.Sim) {
+func simGroup(t *testing.T, o sim.HostOptions, cfg pipeline.Config, slow ...bool) (*pipeline.Group, []*sim.Sim) {
 	t.Helper()
-	host := pipeline.NewSimHost(o)
+	host := sim.NewHost(o)
 	var backends []pipeline.Backend
-	var sims []*pipeline.Sim
+	var sims []*sim.Sim
 	for _, s := range slow {
 		prof := testProfile(t)
 		if s {
 			prof = halfProfile(t)
 		}
-		sim := host.NewDevice(prof)
-		sims = append(sims, sim)
-		backends = append(backends, sim)
+		dev := host.NewDevice(prof)
+		sims = append(sims, dev)
+		backends = append(backends, dev)
 	}
 	g, err := pipeline.NewGroup(backends, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, g.Close())
-		for d, sim := range sims {
-			for kind, n := range sim.Live() {
+		for d, dev := range sims {
+			for kind, n := range dev.Live() {
 				assert.Zero(t, n, "device %d leaked %d %s", d, n, kind)
 			}
 		}
@@ -77,7 +78,7 @@ func TestGroupSimulated(t *testing.T) {
 		t.Run(fmt.Sprintf("%d devices %s", len(tc.slow), tc.host), func(t *testing.T) {
 			// Every element checked, on a small job.
 			const iters = 20
-			run := func(o pipeline.SimHostOptions, n, chunk int) (*pipeline.Report, pipeline.GroupStageTimes, []float32, []float32) {
+			run := func(o sim.HostOptions, n, chunk int) (*pipeline.Report, pipeline.GroupStageTimes, []float32, []float32) {
 				cfg := pipeline.Float32Config(1, 1)
 				cfg.ChunkElems, cfg.Host = chunk, tc.host
 				g, sims := simGroup(t, o, cfg, tc.slow...)
@@ -109,8 +110,8 @@ func TestGroupSimulated(t *testing.T) {
 				rep, err := g.Run(context.Background(), job)
 				require.NoError(t, err)
 				assert.Zero(t, rep.Register, "the registration is cached for the next run")
-				for d, sim := range sims {
-					assert.Empty(t, sim.Hazards(), "device %d", d)
+				for d, dev := range sims {
+					assert.Empty(t, dev.Hazards(), "device %d", d)
 				}
 				if tc.host == pipeline.HostPinned {
 					copy(driver.Bytes(out), bufs[1].Pinned.Bytes())
@@ -121,7 +122,7 @@ func TestGroupSimulated(t *testing.T) {
 			// every copy at once.
 			const link = 148
 			k := len(tc.slow)
-			rep, _, in, out := run(pipeline.SimHostOptions{LinkGBps: link}, 256<<10*k, 8<<10)
+			rep, _, in, out := run(sim.HostOptions{LinkGBps: link}, 256<<10*k, 8<<10)
 			require.NoError(t, verifySeed(in, out, iters))
 			assert.Equal(t, rep.Chunks, 32*k)
 			if tc.host == pipeline.HostPinned {
@@ -136,7 +137,7 @@ func TestGroupSimulated(t *testing.T) {
 
 			// The time, on a job of about 128 default chunks per device,
 			// timed without computing.
-			rep, st, _, _ := run(pipeline.SimHostOptions{LinkGBps: link, TimingOnly: true}, 128<<20*k, 0)
+			rep, st, _, _ := run(sim.HostOptions{LinkGBps: link, TimingOnly: true}, 128<<20*k, 0)
 			eff := float64(st.Bound()) / float64(rep.Elapsed)
 			t.Logf("%s: %v against a bound of %v (%s; shares %v): %.1f%%", rep.Backend, rep.Elapsed, st.Bound(), st.Slowest(), st.Shares[st.Slowest()], 100*eff)
 			require.Len(t, rep.Devices, k)
@@ -180,13 +181,13 @@ func TestGroupOneDeviceMatchesPipeline(t *testing.T) {
 	job := func(out []float32) pipeline.Job {
 		return pipeline.Job{N: n, Kernel: saxpyKernel(nil, 3), Inputs: []pipeline.Buffer{pipeline.Slice(x), pipeline.Slice(y)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	}
-	g, _ := simGroup(t, pipeline.SimHostOptions{}, cfg, false)
+	g, _ := simGroup(t, sim.HostOptions{}, cfg, false)
 	gout := make([]float32, n)
 	grep, err := g.Run(context.Background(), job(gout))
 	require.NoError(t, err)
 	require.NoError(t, verifySaxpy(x, y, gout, 3))
 
-	p, err := pipeline.New(pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(testProfile(t)), cfg)
+	p, err := pipeline.New(sim.NewHost(sim.HostOptions{}).NewDevice(testProfile(t)), cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	pout := make([]float32, n)
@@ -212,7 +213,7 @@ func TestGroupDeviceFault(t *testing.T) {
 		t.Run(tc.stage.String(), func(t *testing.T) {
 			cfg := pipeline.Float32Config(1, 1)
 			cfg.ChunkElems, cfg.Host = chunk, pipeline.HostRegistered
-			g, sims := simGroup(t, pipeline.SimHostOptions{}, cfg, false, false, false)
+			g, sims := simGroup(t, sim.HostOptions{}, cfg, false, false, false)
 			boom := errors.New("injected fault")
 			sims[1].FailAt(tc.kind, tc.k, boom) // copies go H2D, D2H, H2D, …
 			in, out := make([]float32, n), make([]float32, n)
@@ -231,8 +232,8 @@ func TestGroupDeviceFault(t *testing.T) {
 
 			// The other devices stopped taking chunks: well short of the job.
 			done := 0
-			for _, sim := range sims {
-				done += sim.Count("launch")
+			for _, dev := range sims {
+				done += dev.Count("launch")
 			}
 			assert.Less(t, done, n/chunk, "devices stopped issuing after the fault")
 
@@ -250,7 +251,7 @@ func TestGroupCancel(t *testing.T) {
 	const n, chunk = 16 << 20, 64 << 10
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Host = chunk, pipeline.HostStaged
-	g, sims := simGroup(t, pipeline.SimHostOptions{TimingOnly: true}, cfg, false, false)
+	g, sims := simGroup(t, sim.HostOptions{TimingOnly: true}, cfg, false, false)
 	in, out := make([]float32, n), make([]float32, n)
 	job := pipeline.Job{N: n, Kernel: seedKernel(nil, 100), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -265,8 +266,8 @@ func TestGroupCancel(t *testing.T) {
 	var de *pipeline.DeviceError
 	assert.False(t, errors.As(err, &de), "a cancellation is nobody's fault: %v", err)
 	total := 0
-	for _, sim := range sims {
-		total += sim.Count("launch")
+	for _, dev := range sims {
+		total += dev.Count("launch")
 	}
 	assert.Less(t, total, n/chunk, "every device stopped")
 	_, err = g.Run(context.Background(), job)
@@ -277,9 +278,9 @@ func TestGroupCancel(t *testing.T) {
 // one device twice, or simulators of two hosts is refused with an error
 // that says so.
 func TestNewGroupRefuses(t *testing.T) {
-	host := pipeline.NewSimHost(pipeline.SimHostOptions{})
+	host := sim.NewHost(sim.HostOptions{})
 	a, b := host.NewDevice(testProfile(t)), host.NewDevice(testProfile(t))
-	other := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(testProfile(t))
+	other := sim.NewHost(sim.HostOptions{}).NewDevice(testProfile(t))
 	cfg := pipeline.Float32Config(1, 1)
 	for _, tc := range []struct {
 		backends []pipeline.Backend

@@ -77,8 +77,9 @@ type HostGoroutine any
 // announced when it starts and ends, so that the backend orders the
 // waiter's clock after the goroutine that let it go. The clocks are the
 // tracker's: the handoff stores them and hands them back, and merges two
-// only through the tracker. The methods of tracking are the engine's only
-// calls of a HostTracker.
+// only through the tracker. This file holds the engine's only calls of a
+// HostTracker: the tracked handoff's, and the few that a run makes once
+// (its start and end, the clock, StageTimes' timed kernels).
 type handoff struct {
 	mu      sync.Mutex
 	cond    *sync.Cond // on mu: condv

@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,8 +18,8 @@ import (
 // a CPU stand-in failed only at chunk 0 with "pipeline: chunk 0, compute:
 // pipeline: sim: ...".
 func TestUpFrontJobErrors(t *testing.T) {
-	sim := pipeline.NewSim(1, 0)
-	p, err := pipeline.New(sim, pipeline.Float32Config(1, 1))
+	dev := sim.New(1, 0)
+	p, err := pipeline.New(dev, pipeline.Float32Config(1, 1))
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 100), make([]float32, 100)
@@ -44,11 +45,11 @@ func TestUpFrontJobErrors(t *testing.T) {
 			_, err = p.StageTimes(context.Background(), tc.job)
 			assert.EqualError(t, err, tc.want)
 			for _, kind := range []string{"copy", "launch", "record", "wait"} {
-				assert.Zero(t, sim.Count(kind), "%s: nothing was issued", kind)
+				assert.Zero(t, dev.Count(kind), "%s: nothing was issued", kind)
 			}
 		})
 	}
-	_, err = pipeline.Synchronous(context.Background(), sim, pipeline.Float32Config(1, 1), pipeline.Job{N: 100, Kernel: noCPU, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+	_, err = pipeline.Synchronous(context.Background(), dev, pipeline.Float32Config(1, 1), pipeline.Job{N: 100, Kernel: noCPU, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	assert.EqualError(t, err, `pipeline: sim: kernel "gpu-only" has no CPU stand-in, so the simulator cannot run it`)
 	// Raw bytes carry no element size and are taken as they are.
 	_, err = p.Run(context.Background(), pipeline.Job{N: 100, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{{Data: make([]byte, 400)}}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
@@ -84,10 +85,10 @@ func TestChunkOffsets(t *testing.T) {
 	const n, chunk = 1000, 96 // 11 chunks, the last of 40
 	for _, mode := range []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered, pipeline.HostPinned} {
 		t.Run(mode.String(), func(t *testing.T) {
-			sim := pipeline.NewSim(3, time.Microsecond)
+			dev := sim.New(3, time.Microsecond)
 			cfg := pipeline.Float32Config(1, 1)
 			cfg.ChunkElems, cfg.Host = chunk, mode
-			p, err := pipeline.New(sim, cfg)
+			p, err := pipeline.New(dev, cfg)
 			require.NoError(t, err)
 			defer p.Close()
 			var mu sync.Mutex
@@ -107,10 +108,10 @@ func TestChunkOffsets(t *testing.T) {
 			}
 			job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 			if mode == pipeline.HostPinned {
-				hin, err := sim.AllocPinned(n * 4)
+				hin, err := dev.AllocPinned(n * 4)
 				require.NoError(t, err)
 				defer hin.Close()
-				hout, err := sim.AllocPinned(n * 4)
+				hout, err := dev.AllocPinned(n * 4)
 				require.NoError(t, err)
 				defer hout.Close()
 				copy(driver.View[float32](hin.Bytes()), in)
@@ -128,7 +129,7 @@ func TestChunkOffsets(t *testing.T) {
 				want := [2]int{c * chunk, min(chunk, n-c*chunk)}
 				assert.Equal(t, want, seen[c], "chunk %d: offset and length", c)
 			}
-			assert.Empty(t, sim.Hazards())
+			assert.Empty(t, dev.Hazards())
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,14 +17,14 @@ import (
 // These tests read the simulator's virtual clock: they fail when a change
 // to the engine loses overlap (a wait too many, a host synchronisation in
 // the loop), however fast or loaded the machine that runs them. They pin
-// their own profile (testdata/h200-provisional.json, the first H200
+// their own profile (sim/testdata/h200-provisional.json, the first H200
 // profile), so that a new built-in profile moves no floor;
 // TestBuiltinProfileDefaultConfig checks the built-in one.
 
 // testProfile is the profile the timing tests pin.
-func testProfile(t testing.TB) *pipeline.Profile {
+func testProfile(t testing.TB) *sim.Profile {
 	t.Helper()
-	p, err := pipeline.ReadProfile("testdata/h200-provisional.json")
+	p, err := sim.ReadProfile("sim/testdata/h200-provisional.json")
 	require.NoError(t, err)
 	return p
 }
@@ -35,20 +36,20 @@ type overlapCase struct {
 	host                     pipeline.HostMode
 	kernel                   string // "seed" (100 iterations) or "saxpy"
 	floor                    float64
-	data                     bool     // move and verify real data (small jobs)
-	prof                     *pipeline.Profile // nil: testProfile
+	data                     bool         // move and verify real data (small jobs)
+	prof                     *sim.Profile // nil: testProfile
 }
 
 // runOnClock runs c on a fresh simulator of its profile: the
 // stage times alone and the best of three runs.
 func runOnClock(t *testing.T, c overlapCase) (pipeline.StageTimes, time.Duration) {
 	t.Helper()
-	host := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: !c.data})
+	host := sim.NewHost(sim.HostOptions{TimingOnly: !c.data})
 	prof := c.prof
 	if prof == nil {
 		prof = testProfile(t)
 	}
-	sim := host.NewDevice(prof)
+	dev := host.NewDevice(prof)
 	ins := 1
 	k := seedKernel(nil, 100)
 	if c.kernel == "saxpy" {
@@ -84,7 +85,7 @@ func runOnClock(t *testing.T, c overlapCase) (pipeline.StageTimes, time.Duration
 	if c.host == pipeline.HostPinned {
 		job.Inputs = nil
 		for _, in := range inputs {
-			h, err := sim.AllocPinned(c.n * 4)
+			h, err := dev.AllocPinned(c.n * 4)
 			require.NoError(t, err)
 			if c.data {
 				copy(h.Bytes(), driver.Bytes(in))
@@ -92,13 +93,13 @@ func runOnClock(t *testing.T, c overlapCase) (pipeline.StageTimes, time.Duration
 			defer h.Close()
 			job.Inputs = append(job.Inputs, pipeline.Pinned(h))
 		}
-		h, err := sim.AllocPinned(c.n * 4)
+		h, err := dev.AllocPinned(c.n * 4)
 		require.NoError(t, err)
 		defer h.Close()
 		outPinned = h
 		job.Outputs = []pipeline.Buffer{pipeline.Pinned(h)}
 	}
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	best := time.Duration(1 << 62)
@@ -124,7 +125,7 @@ func runOnClock(t *testing.T, c overlapCase) (pipeline.StageTimes, time.Duration
 	stJob.Host = c.host
 	st, err := p.StageTimes(context.Background(), stJob)
 	require.NoError(t, err)
-	require.Empty(t, sim.Hazards())
+	require.Empty(t, dev.Hazards())
 	return st, best
 }
 
@@ -162,7 +163,7 @@ func TestOverlapDefaultConfig(t *testing.T) {
 // bound, as the H200 itself does (98.4% measured).
 func TestBuiltinProfileDefaultConfig(t *testing.T) {
 	c := overlapCase{name: "built-in", n: 128 << 20, chunk: pipeline.DefaultChunkElems, slots: 6, streams: pipeline.DefaultComputeStreams,
-		host: pipeline.HostRegistered, kernel: "seed", floor: 0.97, prof: pipeline.BuiltinProfile()}
+		host: pipeline.HostRegistered, kernel: "seed", floor: 0.97, prof: sim.BuiltinProfile()}
 	st, best := runOnClock(t, c)
 	eff := float64(st.Bound()) / float64(best)
 	t.Logf("%s (%s): %v against a bound of %v (%s): %.1f%%", c.name, c.prof.Source, best, st.Bound(), st.Slowest(), 100*eff)
@@ -214,16 +215,16 @@ func TestSimCatchesHostRaces(t *testing.T) {
 		{"issuer ignores stage-out", false, true, "host stage-out (stage-out goroutine)", "D2H copy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sim := pipeline.NewSim(1, 0)
+			dev := sim.New(1, 0)
 			c := simCase{n: 64 * 12, chunk: 64, slots: 2, streams: 1, mode: pipeline.HostStaged, kernel: "seed"}
-			job, _, _ := jobFor(t, c, sim, false)
-			p, err := pipeline.New(sim, configFor(c))
+			job, _, _ := jobFor(t, c, dev, false)
+			p, err := pipeline.New(dev, configFor(c))
 			require.NoError(t, err)
 			pipeline.SetSkipStaging(p, tc.in, tc.out)
 			_, err = p.Run(context.Background(), job)
 			require.NoError(t, err)
 			require.NoError(t, p.Close())
-			hz := sim.Hazards()
+			hz := dev.Hazards()
 			require.NotEmpty(t, hz, "the detector must see the race")
 			found := false
 			for _, h := range hz {
@@ -237,16 +238,16 @@ func TestSimCatchesHostRaces(t *testing.T) {
 		})
 	}
 	// And the engine as written has none, staged both ways.
-	sim := pipeline.NewSim(1, 0)
+	dev := sim.New(1, 0)
 	c := simCase{n: 64 * 12, chunk: 64, slots: 2, streams: 1, mode: pipeline.HostStaged, kernel: "seed"}
-	job, want, got := jobFor(t, c, sim, false)
-	p, err := pipeline.New(sim, configFor(c))
+	job, want, got := jobFor(t, c, dev, false)
+	p, err := pipeline.New(dev, configFor(c))
 	require.NoError(t, err)
 	defer p.Close()
 	_, err = p.Run(context.Background(), job)
 	require.NoError(t, err)
 	checkExact(t, c, want, got())
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 func contains(s, sub string) bool {
@@ -264,14 +265,14 @@ func TestSimProfileTimes(t *testing.T) {
 	prof := testProfile(t)
 	const chunk, chunks = 1 << 20, 8
 	n := chunk * chunks
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(prof)
-	in, err := sim.AllocPinned(n * 4)
+	dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(prof)
+	in, err := dev.AllocPinned(n * 4)
 	require.NoError(t, err)
-	out, err := sim.AllocPinned(n * 4)
+	out, err := dev.AllocPinned(n * 4)
 	require.NoError(t, err)
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Timing = chunk, 3, 1, true
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	job := pipeline.Job{N: n, Kernel: seedKernel(nil, 100), Inputs: []pipeline.Buffer{pipeline.Pinned(in)}, Outputs: []pipeline.Buffer{pipeline.Pinned(out)}}
@@ -280,7 +281,7 @@ func TestSimProfileTimes(t *testing.T) {
 	us := func(ns float64) time.Duration { return time.Duration(ns) }
 	copyH2D := us(prof.H2D.FixedNs + chunk*4/prof.H2D.GBps)
 	copyD2H := us(prof.D2H.FixedNs + chunk*4/prof.D2H.GBps)
-	fixed, work, err := pipeline.ProfileKernelCost(prof, job.Kernel, chunk)
+	fixed, work, err := prof.KernelTime(job.Kernel, chunk)
 	require.NoError(t, err)
 	// Alone on one stream, k operations take k times their cost, plus the
 	// first call's issue and the final synchronisation.
@@ -307,7 +308,7 @@ func TestSimProfileTimes(t *testing.T) {
 			assert.InDelta(t, float64(fixed+work), float64(sp.End-sp.Start), 2, "chunk 0's kernel span")
 		}
 	}
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestSimDevicesShareTheHostLink guards issue 11: a host holds several
@@ -320,20 +321,20 @@ func TestSimDevicesShareTheHostLink(t *testing.T) {
 	// run drives one device per profile at once, each with its own
 	// pipeline and goroutine, and returns each one's time; with data, it
 	// checks every output element.
-	run := func(link float64, data bool, n int, profs ...*pipeline.Profile) []time.Duration {
-		host := pipeline.NewSimHost(pipeline.SimHostOptions{LinkGBps: link, TimingOnly: !data})
+	run := func(link float64, data bool, n int, profs ...*sim.Profile) []time.Duration {
+		host := sim.NewHost(sim.HostOptions{LinkGBps: link, TimingOnly: !data})
 		times := make([]time.Duration, len(profs))
 		errs := make(chan error, len(profs))
 		var waits []func()
 		for i, prof := range profs {
 			waits = append(waits, host.Go(fmt.Sprintf("device %d's goroutine", i), func() {
 				errs <- func() error {
-					sim := host.NewDevice(prof)
+					dev := host.NewDevice(prof)
 					in, out := make([]float32, n), make([]float32, n)
 					kernels.FillPattern(in, i)
 					cfg := pipeline.Float32Config(1, 1)
 					cfg.ChunkElems, cfg.Host = chunk, pipeline.HostRegistered
-					p, err := pipeline.New(sim, cfg)
+					p, err := pipeline.New(dev, cfg)
 					if err != nil {
 						return err
 					}
@@ -348,8 +349,8 @@ func TestSimDevicesShareTheHostLink(t *testing.T) {
 						return err
 					}
 					times[i] = rep.Elapsed
-					if len(sim.Hazards()) > 0 {
-						return fmt.Errorf("device %d: %s", i, sim.Hazards()[0])
+					if len(dev.Hazards()) > 0 {
+						return fmt.Errorf("device %d: %s", i, dev.Hazards()[0])
 					}
 					if !data {
 						return nil

@@ -98,7 +98,7 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 // resolveInto is resolve into pl, whose source lists it reuses, with rep
 // as the plan's report: Run resolves into the pipeline's own plan, so
 // that a small job allocates nothing but its report, and RunInto not even
-// that (issue 14).
+// that (bench/RESULTS.md, "Small jobs without allocations").
 func (p *Pipeline) resolveInto(pl *plan, job Job, rep *Report) error {
 	mode := job.Host
 	if mode == HostAuto {
@@ -228,7 +228,7 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 
 // RunInto is Run writing its report into rep, which it overwrites: for a
 // caller that runs many small jobs and keeps no report, a job of one
-// chunk on pinned memory then allocates nothing on a GPU (issue 14),
+// chunk on pinned memory then allocates nothing on a GPU,
 // unless the pipeline pins its issuing thread to the GPU's CPUs (see
 // GPU). When Run would return no report, rep holds only the job's shape;
 // a job of no elements under a cancelled ctx gets its report and
@@ -502,7 +502,8 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 // executeSingle runs a job of one chunk with nothing staged and nothing
 // timed (see execute): one goroutine issues it on one stream and waits for
 // that stream, so it needs no run state, no watch and no join, which a
-// small job would otherwise pay for (issue 14). Its host never waits
+// small job would otherwise pay for (bench/RESULTS.md, "Direct calls,
+// and a one-chunk job without run state"). Its host never waits
 // before the drain, so a cancellation has nobody to wake; one while the
 // job ran is reported after the drain, as a watched run reports it.
 func (p *Pipeline) executeSingle(ctx context.Context, pl *plan) error {
@@ -543,7 +544,7 @@ func singleIssuerOf(b Backend) (Issuer, error) {
 // three-stream schedule (issue) gains nothing on one chunk, and a small
 // job's time is its driver calls: this makes one copy per buffer and a
 // launch, where issue adds three event records and two waits, and the
-// drain then synchronises one stream instead of all of them (issue 14).
+// drain then synchronises one stream instead of all of them.
 // The run before has drained, so no slot is still in use.
 func (p *Pipeline) issueSingle(pl *plan, iss Issuer) error {
 	s := p.comp[0]
@@ -606,9 +607,6 @@ func (p *Pipeline) drain() error {
 // returns how many chunks it issued.
 func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedIn, stagedOut bool) (int, error) {
 	S := p.cfg.Slots
-	// The chunk's slices are reused from run to run (Launch may not keep
-	// them): a small job allocates none.
-	chunk := &p.chunk
 	for i := 0; ; i++ {
 		if rs.stopping() {
 			return i, nil
@@ -646,91 +644,118 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 			return i, nil
 		}
 		off, n := p.chunkBounds(pl, c)
-		fail := func(st Stage, err error) error { return &StageError{Chunk: c, Stage: st, Err: err} }
-
-		// H2D
-		if i >= S && !p.skipWAR {
-			if err := iss.Wait(p.h2d, p.compDone[s]); err != nil {
-				return i, fail(StageH2D, err)
-			}
-		}
-		if err := tm.mark(iss, p.h2d, c, StageH2D, 0); err != nil {
-			return i, fail(StageH2D, err)
-		}
-		for j, src := range pl.ins {
-			var err error
-			bytes := n * src.elem
-			if src.staged() {
-				err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, p.sin[s][j], 0, bytes)
-			} else {
-				err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, src.mem, off*src.elem, bytes)
-			}
-			if err != nil {
-				return i, fail(StageH2D, err)
-			}
-		}
-		if err := tm.mark(iss, p.h2d, c, StageH2D, 1); err != nil {
-			return i, fail(StageH2D, err)
-		}
-		if err := iss.Record(p.h2dDone[s], p.h2d); err != nil {
-			return i, fail(StageH2D, err)
+		at := issueAt{i: i, c: c, s: s, k: k, off: off, n: n}
+		if err := p.issueH2D(pl, iss, tm, at); err != nil {
+			return i, &StageError{Chunk: c, Stage: StageH2D, Err: err}
 		}
 		rs.advance(&rs.h2dIssued, i+1)
-
-		// compute
-		cs := p.comp[k]
-		if err := iss.Wait(cs, p.h2dDone[s]); err != nil {
-			return i, fail(StageCompute, err)
+		if err := p.issueCompute(pl, iss, tm, at); err != nil {
+			return i, &StageError{Chunk: c, Stage: StageCompute, Err: err}
 		}
-		if i >= S && !p.skipWAR {
-			if err := iss.Wait(cs, p.d2hDone[s]); err != nil {
-				return i, fail(StageCompute, err)
-			}
-		}
-		if err := tm.mark(iss, cs, c, StageCompute, 0); err != nil {
-			return i, fail(StageCompute, err)
-		}
-		p.fillChunk(chunk, c, s, off, n)
-		if err := iss.Launch(cs, pl.job.Kernel, *chunk); err != nil {
-			return i, fail(StageCompute, err)
-		}
-		if err := tm.mark(iss, cs, c, StageCompute, 1); err != nil {
-			return i, fail(StageCompute, err)
-		}
-		if err := iss.Record(p.compDone[s], cs); err != nil {
-			return i, fail(StageCompute, err)
-		}
-
-		// D2H
+		// The D2H into a staging slot waits, on the host, until the
+		// stage-out goroutine has emptied it (chunk i - Slots).
 		if stagedOut && i >= S && !p.skipUnstaged && !rs.waitFor(&rs.unstaged, i-S) {
 			return i, nil
 		}
-		if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
-			return i, fail(StageD2H, err)
-		}
-		if err := tm.mark(iss, p.d2h, c, StageD2H, 0); err != nil {
-			return i, fail(StageD2H, err)
-		}
-		for j, dst := range pl.outs {
-			var err error
-			bytes := n * dst.elem
-			if dst.staged() {
-				err = iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j], 0, bytes)
-			} else {
-				err = iss.CopyToHost(p.d2h, dst.mem, off*dst.elem, p.dout[s][j], 0, bytes)
-			}
-			if err != nil {
-				return i, fail(StageD2H, err)
-			}
-		}
-		if err := tm.mark(iss, p.d2h, c, StageD2H, 1); err != nil {
-			return i, fail(StageD2H, err)
-		}
-		if err := iss.Record(p.d2hDone[s], p.d2h); err != nil {
-			return i, fail(StageD2H, err)
+		if err := p.issueD2H(pl, iss, tm, at); err != nil {
+			return i, &StageError{Chunk: c, Stage: StageD2H, Err: err}
 		}
 		rs.advance(&rs.d2hIssued, i+1)
 	}
+}
+
+// issueAt is where issue is: the device's i-th chunk, job chunk c, its
+// slot s and compute stream k, and its elements [off, off+n).
+type issueAt struct{ i, c, s, k, off, n int }
+
+// issueH2D issues chunk at's H2D phase: wait compDone[s] (i ≥ Slots: the
+// kernel that last read din[s]), copy the inputs, record h2dDone[s].
+func (p *Pipeline) issueH2D(pl *plan, iss Issuer, tm *timing, at issueAt) error {
+	i, c, s, off, n := at.i, at.c, at.s, at.off, at.n
+	S := p.cfg.Slots
+	if i >= S && !p.skipWAR {
+		if err := iss.Wait(p.h2d, p.compDone[s]); err != nil {
+			return err
+		}
+	}
+	if err := tm.mark(iss, p.h2d, c, StageH2D, 0); err != nil {
+		return err
+	}
+	for j, src := range pl.ins {
+		var err error
+		bytes := n * src.elem
+		if src.staged() {
+			err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, p.sin[s][j], 0, bytes)
+		} else {
+			err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, src.mem, off*src.elem, bytes)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := tm.mark(iss, p.h2d, c, StageH2D, 1); err != nil {
+		return err
+	}
+	return iss.Record(p.h2dDone[s], p.h2d)
+}
+
+// issueCompute issues chunk at's compute phase on its compute stream:
+// wait h2dDone[s]; wait d2hDone[s] (i ≥ Slots: the D2H that last read
+// dout[s]); launch; record compDone[s].
+func (p *Pipeline) issueCompute(pl *plan, iss Issuer, tm *timing, at issueAt) error {
+	i, c, s, off, n := at.i, at.c, at.s, at.off, at.n
+	S := p.cfg.Slots
+	// The chunk's slices are reused from run to run (Launch may not keep
+	// them): a small job allocates none.
+	chunk := &p.chunk
+	cs := p.comp[at.k]
+	if err := iss.Wait(cs, p.h2dDone[s]); err != nil {
+		return err
+	}
+	if i >= S && !p.skipWAR {
+		if err := iss.Wait(cs, p.d2hDone[s]); err != nil {
+			return err
+		}
+	}
+	if err := tm.mark(iss, cs, c, StageCompute, 0); err != nil {
+		return err
+	}
+	p.fillChunk(chunk, c, s, off, n)
+	if err := iss.Launch(cs, pl.job.Kernel, *chunk); err != nil {
+		return err
+	}
+	if err := tm.mark(iss, cs, c, StageCompute, 1); err != nil {
+		return err
+	}
+	return iss.Record(p.compDone[s], cs)
+}
+
+// issueD2H issues chunk at's D2H phase: wait compDone[s], copy the
+// outputs, record d2hDone[s].
+func (p *Pipeline) issueD2H(pl *plan, iss Issuer, tm *timing, at issueAt) error {
+	c, s, off, n := at.c, at.s, at.off, at.n
+	if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
+		return err
+	}
+	if err := tm.mark(iss, p.d2h, c, StageD2H, 0); err != nil {
+		return err
+	}
+	for j, dst := range pl.outs {
+		var err error
+		bytes := n * dst.elem
+		if dst.staged() {
+			err = iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j], 0, bytes)
+		} else {
+			err = iss.CopyToHost(p.d2h, dst.mem, off*dst.elem, p.dout[s][j], 0, bytes)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := tm.mark(iss, p.d2h, c, StageD2H, 1); err != nil {
+		return err
+	}
+	return iss.Record(p.d2hDone[s], p.d2h)
 }
 
 // roomFor waits until the device has room to take its i-th chunk from a

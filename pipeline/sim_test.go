@@ -13,6 +13,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +32,7 @@ func (c simCase) String() string {
 
 // jobFor builds the job and the expected output for c, with inputs from
 // the standard pattern.
-func jobFor(t testing.TB, c simCase, sim *pipeline.Sim, pinned bool) (pipeline.Job, []float32, func() []float32) {
+func jobFor(t testing.TB, c simCase, dev *sim.Sim, pinned bool) (pipeline.Job, []float32, func() []float32) {
 	ins := 1
 	if c.kernel != "seed" {
 		ins = 2
@@ -63,7 +64,7 @@ func jobFor(t testing.TB, c simCase, sim *pipeline.Sim, pinned bool) (pipeline.J
 	out := make([]float32, c.n)
 	for _, in := range inputs {
 		if pinned && c.n > 0 {
-			h, err := sim.AllocPinned(c.n * 4)
+			h, err := dev.AllocPinned(c.n * 4)
 			require.NoError(t, err)
 			copy(h.Bytes(), driver.Bytes(in))
 			t.Cleanup(func() { h.Close() })
@@ -73,7 +74,7 @@ func jobFor(t testing.TB, c simCase, sim *pipeline.Sim, pinned bool) (pipeline.J
 		}
 	}
 	if pinned && c.n > 0 {
-		h, err := sim.AllocPinned(c.n * 4)
+		h, err := dev.AllocPinned(c.n * 4)
 		require.NoError(t, err)
 		t.Cleanup(func() { h.Close() })
 		outMem = h
@@ -141,10 +142,10 @@ func TestSimRandomConfigs(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < cases; i++ {
 		c := randomCase(r)
-		sim := pipeline.NewSim(uint64(i), time.Duration(r.IntN(3))*time.Microsecond)
+		dev := sim.New(uint64(i), time.Duration(r.IntN(3))*time.Microsecond)
 		pinned := c.mode == pipeline.HostPinned
-		job, want, got := jobFor(t, c, sim, pinned)
-		p, err := pipeline.New(sim, configFor(c))
+		job, want, got := jobFor(t, c, dev, pinned)
+		p, err := pipeline.New(dev, configFor(c))
 		require.NoError(t, err, c.String())
 		runs := 1 + r.IntN(2)
 		for k := 0; k < runs; k++ {
@@ -154,10 +155,10 @@ func TestSimRandomConfigs(t *testing.T) {
 			assert.Equal(t, (c.n+c.chunk-1)/c.chunk, rep.Chunks)
 		}
 		require.NoError(t, p.Close())
-		if h := sim.Hazards(); len(h) > 0 {
+		if h := dev.Hazards(); len(h) > 0 {
 			t.Fatalf("%s: %d hazards, first: %s", c, len(h), h[0])
 		}
-		live := sim.Live()
+		live := dev.Live()
 		if pinned && c.n > 0 {
 			assert.LessOrEqual(t, live["pinned"], 3, "only the test's own pinned buffers remain")
 			delete(live, "pinned")
@@ -170,32 +171,32 @@ func TestSimRandomConfigs(t *testing.T) {
 // staging buffers refilled by a host copy with no wait for the H2D copy
 // that last read them. The detector must report it.
 func TestSimCatchesLectureHazard(t *testing.T) {
-	sim := pipeline.NewSim(7, 20*time.Microsecond)
+	dev := sim.New(7, 20*time.Microsecond)
 	const chunk, chunks = 64, 16
 	var streams []pipeline.Stream
 	var staging, stagingOut []pipeline.PinnedMem
 	var din, dout []pipeline.DeviceMem
 	for s := 0; s < 2; s++ {
-		st, err := sim.NewStream()
+		st, err := dev.NewStream()
 		require.NoError(t, err)
 		streams = append(streams, st)
-		h, _ := sim.AllocPinned(chunk * 4)
+		h, _ := dev.AllocPinned(chunk * 4)
 		staging = append(staging, h)
-		h2, _ := sim.AllocPinned(chunk * 4)
+		h2, _ := dev.AllocPinned(chunk * 4)
 		stagingOut = append(stagingOut, h2)
-		d, _ := sim.AllocDevice(chunk * 4)
+		d, _ := dev.AllocDevice(chunk * 4)
 		din = append(din, d)
-		d2, _ := sim.AllocDevice(chunk * 4)
+		d2, _ := dev.AllocDevice(chunk * 4)
 		dout = append(dout, d2)
 	}
 	in := make([]float32, chunk*chunks)
 	kernels.FillPattern(in, 0)
-	iss, _ := sim.Issuer()
+	iss, _ := dev.Issuer()
 	k := seedKernel(nil, 1)
 	for c := 0; c < chunks; c++ {
 		s := c % 2
 		// Serial host copy into the staging buffer: no wait for the H2D of chunk c-2.
-		require.NoError(t, sim.StageIn(staging[s], 0, driver.Bytes(in[c*chunk:(c+1)*chunk])))
+		require.NoError(t, dev.StageIn(staging[s], 0, driver.Bytes(in[c*chunk:(c+1)*chunk])))
 		require.NoError(t, iss.CopyToDevice(streams[s], din[s], 0, staging[s], 0, chunk*4))
 		require.NoError(t, iss.Launch(streams[s], k, pipeline.Chunk{Index: c, N: chunk,
 			Inputs: []driver.DevicePtr{din[s].Ptr()}, InBytes: []int{chunk * 4},
@@ -205,7 +206,7 @@ func TestSimCatchesLectureHazard(t *testing.T) {
 	for _, st := range streams {
 		require.NoError(t, st.Synchronize())
 	}
-	hz := sim.Hazards()
+	hz := dev.Hazards()
 	require.NotEmpty(t, hz, "the lecture's schedule has a write-after-read hazard; the detector must see it")
 	assert.Contains(t, hz[0].String(), "host stage-in")
 	assert.Contains(t, hz[0].String(), "H2D copy")
@@ -217,16 +218,16 @@ func TestSimCatchesLectureHazard(t *testing.T) {
 func TestSimCatchesMissingWARWait(t *testing.T) {
 	found := 0
 	for seed := uint64(0); seed < 20; seed++ {
-		sim := pipeline.NewSim(seed, 30*time.Microsecond)
+		dev := sim.New(seed, 30*time.Microsecond)
 		c := simCase{n: 64 * 20, chunk: 64, slots: 2, streams: 2, mode: pipeline.HostPinned, kernel: "seed"}
-		job, _, _ := jobFor(t, c, sim, true)
-		p, err := pipeline.New(sim, configFor(c))
+		job, _, _ := jobFor(t, c, dev, true)
+		p, err := pipeline.New(dev, configFor(c))
 		require.NoError(t, err)
 		pipeline.SetSkipWAR(p, true)
 		_, err = p.Run(context.Background(), job)
 		require.NoError(t, err)
 		require.NoError(t, p.Close())
-		if len(sim.Hazards()) > 0 {
+		if len(dev.Hazards()) > 0 {
 			found++
 		}
 	}
@@ -234,8 +235,8 @@ func TestSimCatchesMissingWARWait(t *testing.T) {
 }
 
 func TestSimZeroAndSingle(t *testing.T) {
-	sim := pipeline.NewSim(1, 0)
-	p, err := pipeline.New(sim, pipeline.Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
+	dev := sim.New(1, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer p.Close()
 	rep, err := p.Run(context.Background(), pipeline.Job{N: 0, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{{}}, Outputs: []pipeline.Buffer{{}}})
@@ -252,10 +253,10 @@ func TestSimZeroAndSingle(t *testing.T) {
 // overwriting the last one, and refuses a nil report or a bad job with
 // Run's errors, leaving only the job's shape.
 func TestRunInto(t *testing.T) {
-	sim := pipeline.NewSim(1, 0)
+	dev := sim.New(1, 0)
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Timing = 100, true
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 250), make([]float32, 250)
@@ -291,7 +292,7 @@ func TestRunInto(t *testing.T) {
 // forgets the job when the run ends, so that a pipeline keeps no caller's
 // slices alive between runs (staged, so that no registration holds them).
 func TestRunKeepsNoJobMemory(t *testing.T) {
-	p, err := pipeline.New(pipeline.NewSim(1, 0), pipeline.Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
+	p, err := pipeline.New(sim.New(1, 0), pipeline.Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer p.Close()
 	var freed atomic.Int32
@@ -310,7 +311,7 @@ func TestRunKeepsNoJobMemory(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	sim := pipeline.NewSim(1, 0)
+	dev := sim.New(1, 0)
 	cases := []struct {
 		cfg  pipeline.Config
 		want string
@@ -325,18 +326,18 @@ func TestConfigErrors(t *testing.T) {
 		{pipeline.Config{ChunkElems: 1 << 62, Outputs: []int{8}}, "pipeline: chunk of 4611686018427387904 elements of 8 bytes is too large"},
 	}
 	for _, tc := range cases {
-		p, err := pipeline.New(sim, tc.cfg)
+		p, err := pipeline.New(dev, tc.cfg)
 		assert.Nil(t, p)
 		assert.EqualError(t, err, tc.want)
 	}
 	_, err := pipeline.New(nil, pipeline.Config{Outputs: []int{4}})
 	assert.EqualError(t, err, "pipeline: nil Backend")
-	assert.Empty(t, sim.Live())
+	assert.Empty(t, dev.Live())
 }
 
 func TestJobErrors(t *testing.T) {
-	sim := pipeline.NewSim(1, 0)
-	p, err := pipeline.New(sim, pipeline.Config{ChunkElems: 16, Inputs: []int{4}, Outputs: []int{4}})
+	dev := sim.New(1, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 16, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 100), make([]float32, 100)
@@ -374,8 +375,8 @@ func TestJobErrors(t *testing.T) {
 }
 
 func TestAutoModeAndRegistrationCache(t *testing.T) {
-	sim := pipeline.NewSim(3, 0)
-	p, err := pipeline.New(sim, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
+	dev := sim.New(3, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	in, out := make([]float32, 1000), make([]float32, 1000)
 	kernels.FillPattern(in, 0)
@@ -388,23 +389,23 @@ func TestAutoModeAndRegistrationCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, pipeline.HostRegistered, rep.Mode, "a slice seen again is registered")
 	assert.Equal(t, int64(8000), p.Registered())
-	assert.Equal(t, 2, sim.Live()["registered"])
+	assert.Equal(t, 2, dev.Live()["registered"])
 	rep, err = p.Run(context.Background(), job)
 	require.NoError(t, err)
 	assert.Equal(t, pipeline.HostRegistered, rep.Mode)
 	assert.Zero(t, rep.Register, "the cached registration is reused")
-	assert.Equal(t, 2, sim.Live()["registered"])
+	assert.Equal(t, 2, dev.Live()["registered"])
 	require.NoError(t, verifySeed(in, out, 2))
 	require.NoError(t, p.Unregister(driver.Bytes(in)))
 	assert.Equal(t, int64(4000), p.Registered())
 	require.NoError(t, p.Close())
-	assert.Empty(t, sim.Live())
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Live())
+	assert.Empty(t, dev.Hazards())
 }
 
 func TestRegistrationEviction(t *testing.T) {
-	sim := pipeline.NewSim(3, 0)
-	p, err := pipeline.New(sim, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostRegistered, MaxRegistered: 10000})
+	dev := sim.New(3, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostRegistered, MaxRegistered: 10000})
 	require.NoError(t, err)
 	defer p.Close()
 	for i := 0; i < 5; i++ {
@@ -419,11 +420,11 @@ func TestRegistrationEviction(t *testing.T) {
 // real data, staged both ways, every chunk's spans come in the order the
 // schedule promises, on the virtual clock.
 func TestSimTimingSpans(t *testing.T) {
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(testProfile(t))
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(testProfile(t))
 	const chunk, slots = 256 << 10, 3
 	const n = 10*chunk + 1234
 	cfg := pipeline.Config{ChunkElems: chunk, Slots: slots, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: pipeline.HostStaged}
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, n), make([]float32, n)
@@ -493,13 +494,13 @@ func TestSimFaultInjection(t *testing.T) {
 	injected := errors.New("injected failure")
 	for _, kind := range []string{"copy", "launch", "record", "wait"} {
 		for k := 1; k <= 12; k += 3 {
-			sim := pipeline.NewSim(uint64(k), time.Microsecond)
-			p, err := pipeline.New(sim, pipeline.Config{ChunkElems: 10, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
+			dev := sim.New(uint64(k), time.Microsecond)
+			p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 10, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
 			require.NoError(t, err)
 			in, out := make([]float32, 95), make([]float32, 95)
 			kernels.FillPattern(in, 0)
 			job := pipeline.Job{N: 95, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
-			sim.FailAt(kind, sim.Count(kind)+k, injected)
+			dev.FailAt(kind, dev.Count(kind)+k, injected)
 			_, err = p.Run(context.Background(), job)
 			require.Error(t, err, "%s #%d", kind, k)
 			assert.ErrorIs(t, err, injected)
@@ -512,18 +513,18 @@ func TestSimFaultInjection(t *testing.T) {
 			require.NoError(t, err, "%s #%d: run after failure", kind, k)
 			require.NoError(t, verifySeed(in, out, 1))
 			require.NoError(t, p.Close())
-			assert.Empty(t, sim.Live(), "%s #%d", kind, k)
-			assert.Empty(t, sim.Hazards())
+			assert.Empty(t, dev.Live(), "%s #%d", kind, k)
+			assert.Empty(t, dev.Hazards())
 		}
 	}
 	// Allocation failures in New leave nothing behind.
 	for k := 1; k <= 4; k++ {
-		sim := pipeline.NewSim(1, 0)
-		sim.FailAt("alloc", k, injected)
-		_, err := pipeline.New(sim, pipeline.Config{Inputs: []int{4}, Outputs: []int{4}, ChunkElems: 8})
+		dev := sim.New(1, 0)
+		dev.FailAt("alloc", k, injected)
+		_, err := pipeline.New(dev, pipeline.Config{Inputs: []int{4}, Outputs: []int{4}, ChunkElems: 8})
 		assert.ErrorIs(t, err, injected)
 		assert.Contains(t, err.Error(), "pipeline: setup: ")
-		assert.Empty(t, sim.Live())
+		assert.Empty(t, dev.Live())
 	}
 }
 
@@ -536,11 +537,11 @@ func TestSimCancellation(t *testing.T) {
 		tries = 50
 	}
 	for i := 0; i < tries; i++ {
-		sim := pipeline.NewSim(uint64(i), 5*time.Microsecond)
+		dev := sim.New(uint64(i), 5*time.Microsecond)
 		mode := []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered, pipeline.HostPinned}[i%3]
 		c := simCase{n: 600, chunk: 20, slots: 3, streams: 2, mode: mode, kernel: "seed"}
-		job, want, got := jobFor(t, c, sim, mode == pipeline.HostPinned)
-		p, err := pipeline.New(sim, configFor(c))
+		job, want, got := jobFor(t, c, dev, mode == pipeline.HostPinned)
+		p, err := pipeline.New(dev, configFor(c))
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(time.Duration(r.IntN(1500))*time.Microsecond, cancel)
@@ -558,10 +559,10 @@ func TestSimCancellation(t *testing.T) {
 		require.NoError(t, err)
 		checkExact(t, c, want, got())
 		require.NoError(t, p.Close())
-		live := sim.Live()
+		live := dev.Live()
 		delete(live, "pinned") // the test's own pinned buffers, closed by t.Cleanup
 		require.Empty(t, live)
-		require.Empty(t, sim.Hazards())
+		require.Empty(t, dev.Hazards())
 	}
 	t.Logf("%d of %d runs were cancelled mid-flight", canceled, tries)
 	assert.Greater(t, canceled, 0)
@@ -573,7 +574,7 @@ func TestSimCancellation(t *testing.T) {
 }
 
 func TestSynchronousAndStageTimesOnSim(t *testing.T) {
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(testProfile(t))
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(testProfile(t))
 	const chunk = 64 << 10
 	const n = 5*chunk + 1234
 	cfg := pipeline.Float32Config(1, 1)
@@ -581,10 +582,10 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 0)
 	job := pipeline.Job{N: n, Kernel: seedKernel(nil, 2), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
-	_, err := pipeline.Synchronous(context.Background(), sim, cfg, job)
+	_, err := pipeline.Synchronous(context.Background(), dev, cfg, job)
 	require.NoError(t, err)
 	require.NoError(t, verifySeed(in, out, 2))
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	// Issue 10 (section 5): the stage times are each stage's own time. On
 	// the virtual clock a staged job's stages take what the profile says,
@@ -595,16 +596,16 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 	job.Host = pipeline.HostStaged
 	st, err := p.StageTimes(context.Background(), job)
 	require.NoError(t, err)
-	prof := sim.Profile()
+	prof := dev.Profile()
 	ns := func(f float64) time.Duration { return time.Duration(f) }
-	copyTime := func(c pipeline.CopyCost, elems int) time.Duration { return ns(c.FixedNs + float64(4*elems)/c.GBps) }
+	copyTime := func(c sim.CopyCost, elems int) time.Duration { return ns(c.FixedNs + float64(4*elems)/c.GBps) }
 	kernel := func(elems int) time.Duration {
-		f, w, err := pipeline.ProfileKernelCost(prof, job.Kernel, elems)
+		f, w, err := prof.KernelTime(job.Kernel, elems)
 		require.NoError(t, err)
 		return f + w
 	}
 	memcpy := func(elems int) time.Duration {
-		alone, _ := pipeline.ProfileStagingRate(prof, 4*elems)
+		alone, _ := prof.StagingRates(4 * elems)
 		return ns(float64(4*elems) / alone)
 	}
 	sync := func(kind string) time.Duration { return ns(prof.IssueNs[kind] + prof.SyncNs) }
@@ -623,25 +624,25 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 	assert.Equal(t, pipeline.StageIn, st.Slowest(), "%+v", st)
 	assert.Equal(t, st.In, st.Bound())
 	require.NoError(t, p.Close())
-	assert.Empty(t, sim.Live())
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Live())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestAutoModeStagesMemoryRegisteredElsewhere: when another pipeline holds
 // the registration of a slice, auto mode stages it instead of failing,
 // and an explicit registered mode reports the driver's error.
 func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
-	sim := pipeline.NewSim(1, 0)
+	dev := sim.New(1, 0)
 	in, out := make([]float32, 500), make([]float32, 500)
 	kernels.FillPattern(in, 0)
 	job := pipeline.Job{N: 500, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
-	owner, err := pipeline.New(sim, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostRegistered})
+	owner, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostRegistered})
 	require.NoError(t, err)
 	defer owner.Close()
 	_, err = owner.Run(context.Background(), job)
 	require.NoError(t, err)
 
-	other, err := pipeline.New(sim, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
+	other, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer other.Close()
 	for i := 0; i < 3; i++ {
@@ -654,7 +655,7 @@ func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
 	_, err = other.Run(context.Background(), pipeline.Job{N: 500, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}, Host: pipeline.HostRegistered})
 	assert.ErrorIs(t, err, pipeline.ErrRegistered)
 	assert.EqualError(t, err, "pipeline: setup: memory is already registered")
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestSimRunsOnTwoGoroutines: runs on one pipeline from different
@@ -662,8 +663,8 @@ func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
 // simulator must see that order too, or the second run's staging copies
 // into the slots look unordered with the first run's.
 func TestSimRunsOnTwoGoroutines(t *testing.T) {
-	sim := pipeline.NewSim(2, 0)
-	p, err := pipeline.New(sim, pipeline.Config{ChunkElems: 64, Slots: 2, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
+	dev := sim.New(2, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Slots: 2, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 300), make([]float32, 300)
@@ -678,7 +679,7 @@ func TestSimRunsOnTwoGoroutines(t *testing.T) {
 		require.NoError(t, <-done, "run %d", i)
 		require.NoError(t, verifySeed(in, out, 1), "run %d", i)
 	}
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestSimGoForksTogether: two staging copiers forked by SimHost.Go from an
@@ -689,16 +690,16 @@ func TestSimRunsOnTwoGoroutines(t *testing.T) {
 // as SimHost.Go's doc warns (the pair of overlap profile's staging
 // measurement, which failed TestProfileSimEndToEnd under load).
 func TestSimGoForksTogether(t *testing.T) {
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(pipeline.BuiltinProfile())
-	h := sim.Host()
+	dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(sim.BuiltinProfile())
+	h := dev.Host()
 	const n = 64 << 20
-	in, err := sim.AllocPinned(n)
+	in, err := dev.AllocPinned(n)
 	require.NoError(t, err)
-	out, err := sim.AllocPinned(n)
+	out, err := dev.AllocPinned(n)
 	require.NoError(t, err)
 	src, dst := make([]byte, n), make([]byte, n)
-	copyIn := func() { assert.NoError(t, sim.StageIn(in, 0, src)) }
-	copyOut := func() { assert.NoError(t, sim.StageOut(dst, out, 0)) }
+	copyIn := func() { assert.NoError(t, dev.StageIn(in, 0, src)) }
+	copyOut := func() { assert.NoError(t, dev.StageOut(dst, out, 0)) }
 	// pair times the two copies forked with a wall-clock pause between the
 	// forks, from an actor of its own (held) or from this goroutine.
 	pair := func(held bool) time.Duration {
@@ -712,21 +713,21 @@ func TestSimGoForksTogether(t *testing.T) {
 			w1()
 			w2()
 		}
-		t0 := pipeline.Now(sim)
+		t0 := pipeline.Now(dev)
 		if held {
 			h.Go("copiers", fork)()
 		} else {
 			fork()
 		}
-		return pipeline.Now(sim) - t0
+		return pipeline.Now(dev) - t0
 	}
-	t0 := pipeline.Now(sim)
+	t0 := pipeline.Now(dev)
 	copyIn()
-	alone := pipeline.Now(sim) - t0
+	alone := pipeline.Now(dev) - t0
 	held := pair(true)
 	assert.Equal(t, held, pair(true), "held: the same every time")
 	var pairGBps float64
-	for _, r := range pipeline.BuiltinProfile().Staging {
+	for _, r := range sim.BuiltinProfile().Staging {
 		if r.Bytes == n {
 			pairGBps = r.PairGBps
 		}
@@ -735,7 +736,7 @@ func TestSimGoForksTogether(t *testing.T) {
 	assert.InDelta(t, 2*n/pairGBps, float64(held), float64(held)/100, "held: the copies overlap, at the profile's rate for two at once")
 	assert.NotEqual(t, 2*alone, held)
 	assert.Equal(t, 2*alone, pair(false), "held by nothing: the copies run one after the other")
-	t0 = pipeline.Now(sim)
+	t0 = pipeline.Now(dev)
 	h.GoTogether("copier", 2, func(i int) {
 		if i == 0 {
 			copyIn()
@@ -743,5 +744,5 @@ func TestSimGoForksTogether(t *testing.T) {
 			copyOut()
 		}
 	})
-	assert.Equal(t, held, pipeline.Now(sim)-t0, "GoTogether: as held")
+	assert.Equal(t, held, pipeline.Now(dev)-t0, "GoTogether: as held")
 }

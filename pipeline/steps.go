@@ -93,7 +93,7 @@ type Step struct {
 	// FlopsPerElem is the step's arithmetic per element (row) of the
 	// chunk. The simulator charges it at its profile's rate for Name
 	// (KernelCost.NsPerFlop), in addition to the per-element cost; for a
-	// name the profile lacks, at the fallback rate that Profile.Kernels
+	// name the profile lacks, at the fallback rate that the profile's Kernels
 	// describes, and Report.Notes says so.
 	FlopsPerElem float64
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
@@ -108,24 +109,24 @@ func rowsConfig(chunk int) pipeline.Config {
 
 // rowsPipeline is a pipeline of rowsConfig on a fresh simulator, checked
 // for hazards and leaks when the test ends.
-func rowsPipeline(t *testing.T, seed uint64, chunk int) (*pipeline.Pipeline, *pipeline.Sim) {
+func rowsPipeline(t *testing.T, seed uint64, chunk int) (*pipeline.Pipeline, *sim.Sim) {
 	t.Helper()
-	sim := pipeline.NewSim(seed, 20*time.Microsecond)
-	p, err := pipeline.New(sim, rowsConfig(chunk))
+	dev := sim.New(seed, 20*time.Microsecond)
+	p, err := pipeline.New(dev, rowsConfig(chunk))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, p.Close())
-		assert.Empty(t, sim.Live(), "objects left after Close")
-		assert.Empty(t, sim.Hazards())
+		assert.Empty(t, dev.Live(), "objects left after Close")
+		assert.Empty(t, dev.Hazards())
 	})
-	return p, sim
+	return p, dev
 }
 
 // unknownNotes are the notes of the built-in profile on rowsKernel's steps.
 func unknownNotes(t *testing.T) []string {
-	_, _, scale, err := pipeline.ProfileLaunchCost(pipeline.BuiltinProfile(), "scale", 0, 0, 1)
+	_, _, scale, err := sim.BuiltinProfile().LaunchTime("scale", 0, 0, 1)
 	require.NoError(t, err)
-	_, _, sum, err := pipeline.ProfileLaunchCost(pipeline.BuiltinProfile(), "sum", 0, 0, 1)
+	_, _, sum, err := sim.BuiltinProfile().LaunchTime("sum", 0, 0, 1)
 	require.NoError(t, err)
 	return []string{scale, sum}
 }
@@ -136,7 +137,7 @@ func unknownNotes(t *testing.T) []string {
 // the built-in profile has no cost for the steps.
 func TestStepsRun(t *testing.T) {
 	const chunk = 16
-	p, sim := rowsPipeline(t, 1, chunk)
+	p, dev := rowsPipeline(t, 1, chunk)
 	k := rowsKernel("rows", rowW, rowB)
 	first := true
 	var devices int
@@ -147,10 +148,10 @@ func TestStepsRun(t *testing.T) {
 			job := pipeline.Job{N: n, Kernel: k, Host: mode, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 			var hout pipeline.PinnedMem
 			if mode == pipeline.HostPinned {
-				hin, err := sim.AllocPinned(4 * len(in))
+				hin, err := dev.AllocPinned(4 * len(in))
 				require.NoError(t, err)
 				copy(hin.Bytes(), driver.Bytes(in))
-				hout, err = sim.AllocPinned(4 * n)
+				hout, err = dev.AllocPinned(4 * n)
 				require.NoError(t, err)
 				job.Inputs, job.Outputs = []pipeline.Buffer{pipeline.Pinned(hin)}, []pipeline.Buffer{pipeline.Pinned(hout)}
 				defer hin.Close()
@@ -165,11 +166,11 @@ func TestStepsRun(t *testing.T) {
 			assert.Equal(t, unknownNotes(t), rep.Notes)
 			if first {
 				assert.Positive(t, rep.Upload, "the first run uploads the parameters")
-				devices = sim.Live()["device"]
+				devices = dev.Live()["device"]
 				first = false
 			} else {
 				assert.Zero(t, rep.Upload, "%s n=%d: the parameters stay resident", mode, n)
-				assert.Equal(t, devices, sim.Live()["device"], "no device memory allocated after the first run")
+				assert.Equal(t, devices, dev.Live()["device"], "no device memory allocated after the first run")
 			}
 		}
 	}
@@ -180,12 +181,12 @@ func TestStepsRun(t *testing.T) {
 // TestStepsSynchronousAndStageTimes runs the two-step kernel through the
 // synchronous baseline and times its stages alone.
 func TestStepsSynchronousAndStageTimes(t *testing.T) {
-	p, sim := rowsPipeline(t, 2, 16)
+	p, dev := rowsPipeline(t, 2, 16)
 	k := rowsKernel("rows", rowW, rowB)
 	in, want := rowsData(50, rowW, rowB)
 	out := make([]float32, 50)
 	job := pipeline.Job{N: 50, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
-	d, err := pipeline.Synchronous(context.Background(), sim, rowsConfig(16), job)
+	d, err := pipeline.Synchronous(context.Background(), dev, rowsConfig(16), job)
 	require.NoError(t, err)
 	assert.Positive(t, d)
 	assert.Equal(t, want, out)
@@ -334,9 +335,9 @@ func TestStepsBatches(t *testing.T) {
 // FlopsPerElem·NsPerFlop); a name it lacks is charged the profile's most
 // expensive cost of each kind and a note says so.
 func TestStepCosts(t *testing.T) {
-	prof := pipeline.BuiltinProfile()
-	prof.Kernels["layer"] = pipeline.KernelCost{FixedNs: 1000, NsPerElem: 0.5, NsPerElemPerIter: 0.25, NsPerFlop: 0.01}
-	fixed, work, note, err := pipeline.ProfileLaunchCost(prof, "layer", 2, 100, 1000)
+	prof := sim.BuiltinProfile()
+	prof.Kernels["layer"] = sim.KernelCost{FixedNs: 1000, NsPerElem: 0.5, NsPerElemPerIter: 0.25, NsPerFlop: 0.01}
+	fixed, work, note, err := prof.LaunchTime("layer", 2, 100, 1000)
 	require.NoError(t, err)
 	assert.Equal(t, time.Duration(1000), fixed)
 	assert.Equal(t, time.Duration(1000*(0.5+2*0.25+100*0.01)), work)
@@ -345,8 +346,8 @@ func TestStepCosts(t *testing.T) {
 	// The built-in profile's kernels: saxpy has the largest fixed cost,
 	// seed the largest per element and per iteration, gemm_f32 the
 	// slowest FLOP rate.
-	b := pipeline.BuiltinProfile()
-	fixed, work, note, err = pipeline.ProfileLaunchCost(b, "mystery", 3, 1e6, 1000)
+	b := sim.BuiltinProfile()
+	fixed, work, note, err = b.LaunchTime("mystery", 3, 1e6, 1000)
 	require.NoError(t, err)
 	s, sd, g := b.Kernels["saxpy"], b.Kernels["seed"], b.Kernels["gemm_f32"]
 	assert.Equal(t, time.Duration(s.FixedNs), fixed)
@@ -357,25 +358,25 @@ func TestStepCosts(t *testing.T) {
 	// peak.
 	delete(b.Kernels, "gemm_f32")
 	delete(b.Kernels, "gemm_tf32")
-	fixed, work, note, err = pipeline.ProfileLaunchCost(b, "mystery", 3, 1e6, 1000)
+	fixed, work, note, err = b.LaunchTime("mystery", 3, 1e6, 1000)
 	require.NoError(t, err)
 	assert.Equal(t, time.Duration(s.FixedNs), fixed)
-	assert.Equal(t, time.Duration(1000*(sd.NsPerElem+3*sd.NsPerElemPerIter+1e6*pipeline.FallbackNsPerFlop)), work)
+	assert.Equal(t, time.Duration(1000*(sd.NsPerElem+3*sd.NsPerElemPerIter+1e6*sim.FallbackNsPerFlop)), work)
 	assert.Equal(t, fmt.Sprintf(`simulator: the profile of NVIDIA H200 has no cost for kernel "mystery"; it was charged the profile's most expensive: %.0f ns + %.3g ns per element (+ %.3g per iteration) + 1.49e-05 ns per FLOP (67 TFLOP/s)`,
 		s.FixedNs, sd.NsPerElem, sd.NsPerElemPerIter), note)
 
 	// The cheapest kernel is no longer what an unknown kernel costs.
-	_, cheap, _, err := pipeline.ProfileLaunchCost(b, "saxpy", 0, 0, 1<<20)
+	_, cheap, _, err := b.LaunchTime("saxpy", 0, 0, 1<<20)
 	require.NoError(t, err)
-	_, unknown, _, err := pipeline.ProfileLaunchCost(b, "mine", 0, 0, 1<<20)
+	_, unknown, _, err := b.LaunchTime("mine", 0, 0, 1<<20)
 	require.NoError(t, err)
 	assert.Greater(t, unknown, cheap)
 
 	// A step the profile names is charged its entry, and the report has no
 	// note for it; the other step's note remains.
-	prof.Kernels["scale"] = pipeline.KernelCost{FixedNs: 500, NsPerElem: 1}
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(prof)
-	p, err := pipeline.New(sim, rowsConfig(16))
+	prof.Kernels["scale"] = sim.KernelCost{FixedNs: 500, NsPerElem: 1}
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(prof)
+	p, err := pipeline.New(dev, rowsConfig(16))
 	require.NoError(t, err)
 	defer p.Close()
 	in, want := rowsData(20, rowW, rowB)
@@ -392,10 +393,10 @@ func TestStepCosts(t *testing.T) {
 // refused before anything is allocated for them, naming the kernel and the
 // sizes; an allocation beyond the device's memory fails as out of memory.
 func TestStepsParamsDoNotFit(t *testing.T) {
-	prof := pipeline.BuiltinProfile()
+	prof := sim.BuiltinProfile()
 	prof.DeviceMemoryBytes = 1 << 20
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(prof)
-	p, err := pipeline.New(sim, rowsConfig(16)) // 3 slots of 512 + 64 bytes
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(prof)
+	p, err := pipeline.New(dev, rowsConfig(16)) // 3 slots of 512 + 64 bytes
 	require.NoError(t, err)
 	defer p.Close()
 	k := rowsKernel("mlp", rowW, rowB)
@@ -404,14 +405,14 @@ func TestStepsParamsDoNotFit(t *testing.T) {
 	_, err = p.Run(context.Background(), pipeline.Job{N: 4, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(make([]float32, 4))}})
 	free := 1<<20 - 3*(16*32+16*4)
 	assert.EqualError(t, err, fmt.Sprintf("pipeline: setup: kernel mlp: parameters of 1.5 MiB do not fit in the device's %.1f KiB free", float64(free)/1024))
-	assert.Equal(t, 6, sim.Live()["device"], "nothing allocated for the parameters")
+	assert.Equal(t, 6, dev.Live()["device"], "nothing allocated for the parameters")
 
-	_, err = pipeline.New(sim, pipeline.Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}})
+	_, err = pipeline.New(dev, pipeline.Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}})
 	require.ErrorIs(t, err, driver.ErrOutOfMemory)
 	assert.Contains(t, err.Error(), "pipeline: setup: sim: device allocation of 4 MiB with 1.7 KiB of the device's 1 MiB in use")
-	assert.Equal(t, 6, sim.Live()["device"], "the failed pipeline freed what it had")
+	assert.Equal(t, 6, dev.Live()["device"], "the failed pipeline freed what it had")
 
-	_, total, err := pipeline.SimFreeMemory(pipeline.NewSim(1, 0))
+	_, total, err := sim.New(1, 0).FreeMemory()
 	require.NoError(t, err)
 	assert.Equal(t, int64(143771<<20), total, "the built-in profile's device memory: an H200's 143771 MiB")
 }
@@ -420,7 +421,7 @@ func TestStepsParamsDoNotFit(t *testing.T) {
 // the least recently used kernel's parameters go, the rest stay, and
 // Close frees them all. A kernel with larger scratch buffers grows them.
 func TestStepsParamsCache(t *testing.T) {
-	p, sim := rowsPipeline(t, 6, 16)
+	p, dev := rowsPipeline(t, 6, 16)
 	base := 3 * 2 // the slots' inputs and outputs
 	var ks []*pipeline.Kernel
 	for i := range 6 {
@@ -439,7 +440,7 @@ func TestStepsParamsCache(t *testing.T) {
 	weights := func(i int) []float32 { w := append([]float32(nil), rowW...); w[0] = float32(i); return w }
 	for i, k := range ks {
 		run(k, weights(i))
-		assert.Equal(t, base+3+2*min(i+1, 4), sim.Live()["device"], "after kernel %d: at most 4 kernels' parameters resident", i)
+		assert.Equal(t, base+3+2*min(i+1, 4), dev.Live()["device"], "after kernel %d: at most 4 kernels' parameters resident", i)
 	}
 	assert.Zero(t, run(ks[5], weights(5)).Upload, "the last kernel's parameters are resident")
 	assert.Zero(t, run(ks[2], weights(2)).Upload, "so are those of the 3 before")
@@ -448,7 +449,7 @@ func TestStepsParamsCache(t *testing.T) {
 	wide := rowsKernel("wide", rowW, rowB)
 	wide.Scratch = []int{8 * rowWidth} // twice what it uses
 	run(wide, rowW)
-	assert.Equal(t, base+3+2*4, sim.Live()["device"], "the scratch buffers grew in place")
+	assert.Equal(t, base+3+2*4, dev.Live()["device"], "the scratch buffers grew in place")
 	run(ks[0], weights(0))
 }
 
@@ -469,8 +470,8 @@ func TestStepsHazards(t *testing.T) {
 		{"no WAR waits", func(p *pipeline.Pipeline) { pipeline.SetSkipWAR(p, true) }, "device buffer", "kernel rows, step 1 (sum)", "D2H copy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sim := pipeline.NewSim(7, 50*time.Microsecond)
-			p, err := pipeline.New(sim, rowsConfig(16))
+			dev := sim.New(7, 50*time.Microsecond)
+			p, err := pipeline.New(dev, rowsConfig(16))
 			require.NoError(t, err)
 			tc.set(p)
 			in, _ := rowsData(16*20, rowW, rowB)
@@ -479,11 +480,11 @@ func TestStepsHazards(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, p.Close())
 			found := false
-			for _, h := range sim.Hazards() {
+			for _, h := range dev.Hazards() {
 				pair := func(a, b string) bool { return strings.Contains(a, tc.access) && strings.Contains(b, tc.other) }
 				found = found || strings.Contains(h.Memory, tc.memory) && (pair(h.First, h.Later) || pair(h.Later, h.First))
 			}
-			assert.True(t, found, "a hazard on %q by %q among %v", tc.memory, tc.access, sim.Hazards())
+			assert.True(t, found, "a hazard on %q by %q among %v", tc.memory, tc.access, dev.Hazards())
 		})
 	}
 }
@@ -493,8 +494,8 @@ func TestStepsHazards(t *testing.T) {
 // name, or that is no live buffer of the device, for steps and for a
 // kernel without steps alike.
 func TestStepsArgsChecked(t *testing.T) {
-	p, sim := rowsPipeline(t, 8, 16)
-	other := sim.Host().NewDevice(pipeline.BuiltinProfile()) // another device of the host
+	p, dev := rowsPipeline(t, 8, 16)
+	other := dev.Host().NewDevice(sim.BuiltinProfile()) // another device of the host
 	stray, err := other.AllocDevice(64)
 	require.NoError(t, err)
 	defer stray.Close()
@@ -543,10 +544,16 @@ func TestStepsValidation(t *testing.T) {
 		edit func(k *pipeline.Kernel)
 		want string
 	}{
-		{func(k *pipeline.Kernel) { k.Steps[0].Reads = append(k.Steps[0].Reads, pipeline.Ref{pipeline.RefInput, 1}) }, "pipeline: kernel rows, step 0 (scale): names input 1, but there are 1"},
+		{func(k *pipeline.Kernel) {
+			k.Steps[0].Reads = append(k.Steps[0].Reads, pipeline.Ref{pipeline.RefInput, 1})
+		}, "pipeline: kernel rows, step 0 (scale): names input 1, but there are 1"},
 		{func(k *pipeline.Kernel) { k.Steps[1].Reads[1] = pipeline.Ref{pipeline.RefParam, 2} }, "pipeline: kernel rows, step 1 (sum): names param 2, but there are 2"},
-		{func(k *pipeline.Kernel) { k.Steps[0].Writes = append(k.Steps[0].Writes, pipeline.Ref{pipeline.RefScratch, 1}) }, "pipeline: kernel rows, step 0 (scale): names scratch 1, but there are 1"},
-		{func(k *pipeline.Kernel) { k.Steps[0].Writes = append(k.Steps[0].Writes, pipeline.Ref{pipeline.RefParam, 0}) }, "pipeline: kernel rows, step 0 (scale): writes param 0 (w), which is read-only"},
+		{func(k *pipeline.Kernel) {
+			k.Steps[0].Writes = append(k.Steps[0].Writes, pipeline.Ref{pipeline.RefScratch, 1})
+		}, "pipeline: kernel rows, step 0 (scale): names scratch 1, but there are 1"},
+		{func(k *pipeline.Kernel) {
+			k.Steps[0].Writes = append(k.Steps[0].Writes, pipeline.Ref{pipeline.RefParam, 0})
+		}, "pipeline: kernel rows, step 0 (scale): writes param 0 (w), which is read-only"},
 		{func(k *pipeline.Kernel) { k.Steps[0].Reads[0] = pipeline.Ref{pipeline.RefKind(7), 0} }, "pipeline: kernel rows, step 0 (scale): unknown buffer kind RefKind(7)"},
 		{func(k *pipeline.Kernel) { k.Params[1].Data = nil }, "pipeline: kernel rows: parameter 1 (b) is empty"},
 		{func(k *pipeline.Kernel) { k.Scratch[0] = 0 }, "pipeline: kernel rows: scratch buffer 0 of 0 bytes per element: want at least 1"},
@@ -584,13 +591,13 @@ func TestGPURowsKernelOnSim(t *testing.T) {
 		assert.Equal(t, ptx.Layout(e.Params), a.Layout(), entry)
 	}
 
-	sim := pipeline.NewSim(11, 20*time.Microsecond)
+	dev := sim.New(11, 20*time.Microsecond)
 	const chunk = 64
-	p, err := pipeline.New(sim, gpuRowsConfig(chunk))
+	p, err := pipeline.New(dev, gpuRowsConfig(chunk))
 	require.NoError(t, err)
 	defer func() {
 		require.NoError(t, p.Close())
-		assert.Empty(t, sim.Hazards())
+		assert.Empty(t, dev.Hazards())
 	}()
 	n := 3*chunk + 17
 	in := make([]float32, gpuRowWidth*n)

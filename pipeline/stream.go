@@ -112,7 +112,7 @@ type StreamReport struct {
 	// Read and Write are the time during which at least one read (write)
 	// was in progress; bytes over them are the rates the host side reached
 	// while it worked. On the simulator a read or write takes the virtual
-	// time of a staging copy of its bytes (Sim.HostAccess).
+	// time of a staging copy of its bytes (HostAccessor).
 	Read, Write time.Duration
 	// Readers and Writers are the goroutines that did positional reads
 	// and writes (0 when every stream was sequential).

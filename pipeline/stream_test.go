@@ -16,6 +16,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,19 +40,19 @@ func streamData(n int) (in, want []byte) {
 
 // streamPipeline builds a small pipeline on a fresh simulator and checks,
 // when the test ends, that it closes, leaks nothing and saw no hazard.
-func streamPipeline(t *testing.T, seed uint64, chunk, ins int) (*pipeline.Pipeline, *pipeline.Sim) {
+func streamPipeline(t *testing.T, seed uint64, chunk, ins int) (*pipeline.Pipeline, *sim.Sim) {
 	t.Helper()
-	sim := pipeline.NewSim(seed, 20*time.Microsecond)
+	dev := sim.New(seed, 20*time.Microsecond)
 	cfg := pipeline.Float32Config(ins, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, p.Close())
-		assert.Empty(t, sim.Live(), "objects left after Close")
-		assert.Empty(t, sim.Hazards())
+		assert.Empty(t, dev.Live(), "objects left after Close")
+		assert.Empty(t, dev.Hazards())
 	})
-	return p, sim
+	return p, dev
 }
 
 // plainReader hides every method but Read, so the run reads in order.
@@ -584,9 +585,9 @@ func TestStreamCancel(t *testing.T) {
 // TestStreamManyRunsNoLeaks runs 300 streams on one pipeline, half of them
 // failing, and checks objects and goroutines return to where they began.
 func TestStreamManyRunsNoLeaks(t *testing.T) {
-	p, sim := streamPipeline(t, 400, 8, 1)
+	p, dev := streamPipeline(t, 400, 8, 1)
 	before := runtime.NumGoroutine()
-	live := sim.Live()
+	live := dev.Live()
 	in, want := streamData(50)
 	for i := 0; i < 300; i++ {
 		var out bytes.Buffer
@@ -603,7 +604,7 @@ func TestStreamManyRunsNoLeaks(t *testing.T) {
 			sameBytes(t, want[:out.Len()], out.Bytes())
 		}
 	}
-	assert.Equal(t, live, sim.Live())
+	assert.Equal(t, live, dev.Live())
 	settle(before)
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
 }
@@ -613,10 +614,10 @@ func TestStreamManyRunsNoLeaks(t *testing.T) {
 // checks that the simulator reports the hazards: the streaming run's own
 // reads and writes of pinned slots are visible to the detector.
 func TestStreamHazardDetectorSeesHostAccess(t *testing.T) {
-	sim := pipeline.NewSim(9, 50*time.Microsecond)
+	dev := sim.New(9, 50*time.Microsecond)
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 8, 2, 1
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	pipeline.SetSkipWAR(p, true)
 	in, _ := streamData(8 * 40)
@@ -624,7 +625,7 @@ func TestStreamHazardDetectorSeesHostAccess(t *testing.T) {
 		Outputs: []io.Writer{slowWriter{io.Discard, 100 * time.Microsecond}}, Kernel: seedKernel(nil, streamIters)})
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
-	hz := sim.Hazards()
+	hz := dev.Hazards()
 	require.NotEmpty(t, hz)
 	host := false
 	for _, h := range hz {
@@ -732,10 +733,10 @@ func (h *heapSampler) Write(b []byte) (int, error) {
 // heap does not grow with the stream: a structure kept per chunk (a map
 // of finished pieces, a queue, a report list) would add to it. Issue 13.
 func TestStreamMemoryBounded(t *testing.T) {
-	sim := pipeline.NewSim(31, 0)
+	dev := sim.New(31, 0)
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 16, 3, 2
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	const chunks = 6000
@@ -748,7 +749,7 @@ func TestStreamMemoryBounded(t *testing.T) {
 	growth := int64(w.samples[5]) - int64(w.samples[0])
 	t.Logf("live heap at chunk 1000: %d KiB; at chunk 6000: %d KiB", w.samples[0]>>10, w.samples[5]>>10)
 	assert.Less(t, growth, int64(64<<10), "the live heap grew by %d bytes over 5000 chunks", growth)
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestStreamVirtualTime: on the simulator a streaming run's times are on
@@ -758,7 +759,7 @@ func TestStreamMemoryBounded(t *testing.T) {
 // rate. Issue 13, on issue 11's simulator.
 func TestStreamVirtualTime(t *testing.T) {
 	const chunk, chunks = 1024, 8
-	p, sim := streamPipeline(t, 21, chunk, 1)
+	p, dev := streamPipeline(t, 21, chunk, 1)
 	in, want := streamData(chunk * chunks)
 	var out bytes.Buffer
 	const sleep = 5 * time.Millisecond
@@ -775,7 +776,7 @@ func TestStreamVirtualTime(t *testing.T) {
 	assert.Greater(t, rep.Write, time.Duration(0), "writes out of the slots take virtual time")
 	assert.LessOrEqual(t, rep.Read, rep.Elapsed)
 	assert.LessOrEqual(t, rep.Write, rep.Elapsed)
-	h2d := time.Duration(float64(len(in)) / sim.Profile().H2D.GBps) // GB/s is bytes/ns
+	h2d := time.Duration(float64(len(in)) / dev.Profile().H2D.GBps) // GB/s is bytes/ns
 	assert.GreaterOrEqual(t, rep.Elapsed, h2d, "the H2D copies alone take this long")
 	t.Logf("elapsed %v, read %v, write %v, H2D alone %v, wall %v", rep.Elapsed, rep.Read, rep.Write, h2d, wall)
 }

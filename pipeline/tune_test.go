@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 
 	"github.com/stretchr/testify/assert"
@@ -91,20 +92,20 @@ func TestFitClampsToZero(t *testing.T) {
 // guarantees.
 func TestProbeOnSim(t *testing.T) {
 	const n, iters = 1 << 20, 200
-	sim := pipeline.NewSim(1, 0)
+	dev := sim.New(1, 0)
 	cfg := pipeline.Float32Config(1, 1)
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 0)
 	k := seedKernel(nil, iters)
-	m, err := pipeline.Probe(context.Background(), sim, cfg, pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+	m, err := pipeline.Probe(context.Background(), dev, cfg, pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err)
-	assert.Empty(t, sim.Live())
+	assert.Empty(t, dev.Live())
 
 	// The simulator's clock follows its profile, so the fit must recover
 	// the profile's own costs: a kernel's per-element work and a copy's
 	// bytes over its rate (issue 10: the fit was once only checked >= 0).
-	prof := sim.Profile()
-	_, work, err := pipeline.ProfileKernelCost(prof, k, 1<<20)
+	prof := dev.Profile()
+	_, work, err := prof.KernelTime(k, 1<<20)
 	require.NoError(t, err)
 	wantCompute := float64(work) / (1 << 20)
 	wantH2D := 4 / prof.H2D.GBps

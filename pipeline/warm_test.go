@@ -13,6 +13,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -28,7 +29,7 @@ func TestGroupWarm(t *testing.T) {
 		t.Run(host.String(), func(t *testing.T) {
 			cfg := pipeline.Float32Config(1, 1)
 			cfg.ChunkElems, cfg.Host = chunk, host
-			g, sims := simGroup(t, pipeline.SimHostOptions{}, cfg, false, true)
+			g, sims := simGroup(t, sim.HostOptions{}, cfg, false, true)
 			in, out := make([]float32, n), make([]float32, n)
 			kernels.FillPattern(in, 3)
 			bufs := []pipeline.Buffer{pipeline.Slice(in), pipeline.Slice(out)}
@@ -70,8 +71,8 @@ func TestGroupWarm(t *testing.T) {
 			if host == pipeline.HostAuto {
 				assert.Equal(t, pipeline.HostStaged, rep.Mode, "auto mode's first sight of these slices, as without Warm")
 			}
-			for d, sim := range sims {
-				assert.Empty(t, sim.Hazards(), "device %d", d)
+			for d, dev := range sims {
+				assert.Empty(t, dev.Hazards(), "device %d", d)
 			}
 			require.NoError(t, verifySeed(in, outData(), iters))
 
@@ -88,7 +89,7 @@ func TestGroupWarm(t *testing.T) {
 func TestGroupWarmErrors(t *testing.T) {
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = 4 << 10
-	g, _ := simGroup(t, pipeline.SimHostOptions{}, cfg, false)
+	g, _ := simGroup(t, sim.HostOptions{}, cfg, false)
 	in, out := make([]float32, 64<<10), make([]float32, 64<<10)
 	job := pipeline.Job{N: len(in), Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 

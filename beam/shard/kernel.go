@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -95,7 +96,7 @@ func NewKernel(spec Spec, device int) (*Kernel, error) {
 	}
 	var mods *kernels.Modules
 	if spec.Sim {
-		e.backend = pipeline.NewSim(uint64(device)+1, 0)
+		e.backend = sim.New(uint64(device)+1, 0)
 	} else {
 		ctx, err := openContext(device)
 		if err != nil {
@@ -143,7 +144,7 @@ func openContext(device int) (*driver.Context, error) {
 	return driver.NewContext(dev)
 }
 
-// Backend returns the pipeline's backend: a *pipeline.Sim with Sim, whose
+// Backend returns the pipeline's backend: a *sim.Sim with Sim, whose
 // Live counts tests check after Close.
 func (kp *Kernel) Backend() pipeline.Backend { return kp.e.backend }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -147,7 +148,7 @@ func NewMLP(spec Spec, device int) (*MLP, error) {
 	}
 	kopts := model.KernelOptions{Precision: prec}
 	if spec.Sim {
-		e.backend = pipeline.NewSim(uint64(device)+1, 0)
+		e.backend = sim.New(uint64(device)+1, 0)
 	} else {
 		ctx, err := openContext(device)
 		if err != nil {
@@ -187,7 +188,7 @@ func (mp *MLP) Model() *model.Model { return mp.m }
 // Precision returns the precision the layers run in.
 func (mp *MLP) Precision() model.Precision { return mp.prec }
 
-// Backend returns the pipeline's backend: a *pipeline.Sim with Sim, whose
+// Backend returns the pipeline's backend: a *sim.Sim with Sim, whose
 // Live counts tests check after Close.
 func (mp *MLP) Backend() pipeline.Backend { return mp.e.backend }
 

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,14 +32,14 @@ func TestFitGemm(t *testing.T) {
 // FLOP rate that a simulated device runs on, at the GPU's shapes, and
 // notes how.
 func TestMeasureGemm(t *testing.T) {
-	truth := pipeline.BuiltinProfile()
-	truth.Kernels["gemm_f32"] = pipeline.KernelCost{FixedNs: 4500, NsPerFlop: 1 / 40e3}
-	truth.Kernels["gemm_tf32"] = pipeline.KernelCost{FixedNs: 7000, NsPerFlop: 1 / 150e3}
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+	truth := sim.BuiltinProfile()
+	truth.Kernels["gemm_f32"] = sim.KernelCost{FixedNs: 4500, NsPerFlop: 1 / 40e3}
+	truth.Kernels["gemm_tf32"] = sim.KernelCost{FixedNs: 7000, NsPerFlop: 1 / 150e3}
+	dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
 	got := truth.Clone()
 	delete(got.Kernels, "gemm_f32")
 	delete(got.Kernels, "gemm_tf32")
-	require.NoError(t, measureGemm(sim, nil, got, gemmShapes))
+	require.NoError(t, measureGemm(dev, nil, got, gemmShapes))
 	for _, k := range []string{"gemm_f32", "gemm_tf32"} {
 		w, g := truth.Kernels[k], got.Kernels[k]
 		assert.InEpsilon(t, w.FixedNs, g.FixedNs, 0.05, k)
@@ -55,8 +55,8 @@ func TestMeasureGemm(t *testing.T) {
 // which computes every launch, the GEMM entries are measured at small
 // shapes and the device's memory is the simulated profile's.
 func TestMeasureModelCostsSim(t *testing.T) {
-	truth := pipeline.BuiltinProfile()
-	e := &env{sim: pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)}
+	truth := sim.BuiltinProfile()
+	e := &env{sim: sim.NewHost(sim.HostOptions{}).NewDevice(truth)}
 	e.backend = e.sim
 	got := truth.Clone()
 	delete(got.Kernels, "gemm_f32")

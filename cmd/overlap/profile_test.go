@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,7 +30,7 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	// and issue_scale cannot be told apart (TestMeasureIssue and
 	// TestMeasureStateCosts guard those). Everything else, dep_ns,
 	// registered copies and staging_dma included, is the built-in one's.
-	want := pipeline.BuiltinProfile()
+	want := sim.BuiltinProfile()
 	for k := range want.IssueNs {
 		if strings.HasSuffix(k, "_busy") || strings.HasSuffix(k, "_pending") {
 			delete(want.IssueNs, k)
@@ -54,7 +54,7 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	t.Log(stdout)
 
-	got, err := pipeline.ReadProfile(out)
+	got, err := sim.ReadProfile(out)
 	require.NoError(t, err)
 	near := func(what string, g, w float64) {
 		t.Helper()
@@ -120,7 +120,7 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	// A chunk's calls cost the sum of theirs, unscaled.
 	near("issue_ns.copy_registered", got.IssueNs["copy_registered"], want.IssueNs["copy_registered"])
 	var seq float64
-	for k, n := range pipeline.IssueSequence {
+	for k, n := range sim.IssueSequence() {
 		seq += float64(n) * want.IssueNs[k]
 	}
 	near("issue_sequence_ns", got.IssueSequenceNs, seq)
@@ -196,11 +196,11 @@ func TestMeasureWait(t *testing.T) {
 		t.Skip("computes seed kernels of thousands of iterations on the CPU")
 	}
 	for _, waitNs := range []float64{0, 2500, 9000} {
-		truth := pipeline.BuiltinProfile()
+		truth := sim.BuiltinProfile()
 		truth.WaitNs = waitNs
-		sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
-		got := &pipeline.Profile{Notes: map[string]string{}}
-		require.NoError(t, measureWait(sim, kernelSet{}, got))
+		dev := sim.NewHost(sim.HostOptions{}).NewDevice(truth)
+		got := &sim.Profile{Notes: map[string]string{}}
+		require.NoError(t, measureWait(dev, kernelSet{}, got))
 		assert.InDelta(t, waitNs, got.WaitNs, 1, "wait_ns")
 		assert.Contains(t, got.Notes["wait"], "back to back on one stream")
 	}
@@ -217,7 +217,7 @@ func TestMeasureIssue(t *testing.T) {
 	// here run back to back, so each finds the op before it still in
 	// flight, which the simulator prices at the _busy kinds that the
 	// built-in profile has (TestMeasureStateCosts guards those).
-	truth := pipeline.BuiltinProfile()
+	truth := sim.BuiltinProfile()
 	for k := range truth.IssueNs {
 		if strings.HasSuffix(k, "_busy") || strings.HasSuffix(k, "_pending") {
 			delete(truth.IssueNs, k)
@@ -226,13 +226,13 @@ func TestMeasureIssue(t *testing.T) {
 	truth.IssueScale, truth.IssueLoops = 0, nil
 	truth.IssueNs["copy_registered"] = 5000
 	var sum float64
-	for k, n := range pipeline.IssueSequence {
+	for k, n := range sim.IssueSequence() {
 		sum += float64(n) * truth.IssueNs[k]
 	}
 	truth.IssueSequenceNs = 0.7 * sum
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
-	got := &pipeline.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
-	require.NoError(t, measureIssue(sim, kernelSet{}, got))
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(truth)
+	got := &sim.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
+	require.NoError(t, measureIssue(dev, kernelSet{}, got))
 	for _, k := range []string{"copy", "copy_registered", "launch", "record", "wait"} {
 		// The clock counts whole nanoseconds per call.
 		assert.InDelta(t, 0.7*truth.IssueNs[k], got.IssueNs[k], 1, k)
@@ -271,7 +271,7 @@ func TestProfileFlags(t *testing.T) {
 // loops exactly (scale 1). A simulator that priced calls without their
 // state, or ignored dep_ns, would give back the idle costs and 0.
 func TestMeasureStateCosts(t *testing.T) {
-	truth := pipeline.BuiltinProfile()
+	truth := sim.BuiltinProfile()
 	truth.IssueNs["wait_pending"] = 3100
 	truth.IssueNs["wait_busy"] = 900
 	truth.IssueNs["launch_busy"] = 6200
@@ -285,19 +285,19 @@ func TestMeasureStateCosts(t *testing.T) {
 	// A wait's own hold, which dep_ns replaces rather than adds to: a
 	// measurement that subtracted it gave 6500 (issue 11).
 	truth.WaitNs = 500
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(truth)
 	got := truth.Clone()
 	got.DepNs = 0
 	for _, k := range []string{"wait_pending", "wait_busy", "launch_busy", "copy_busy", "copy_registered_busy", "record_busy"} {
 		delete(got.IssueNs, k)
 	}
-	require.NoError(t, measureBusy(sim, kernelSet{}, got))
+	require.NoError(t, measureBusy(dev, kernelSet{}, got))
 	for _, k := range []string{"wait_pending", "wait_busy", "launch_busy", "copy_busy", "copy_registered_busy", "record_busy"} {
 		assert.InDelta(t, truth.IssueNs[k], got.IssueNs[k], 1, k)
 	}
-	require.NoError(t, measureDep(sim, kernelSet{}, got, 32<<10))
+	require.NoError(t, measureDep(dev, kernelSet{}, got, 32<<10))
 	assert.InDelta(t, truth.DepNs, got.DepNs, 5, "dep_ns")
-	require.NoError(t, measureLoops(sim, kernelSet{}, got))
+	require.NoError(t, measureLoops(dev, kernelSet{}, got))
 	require.Len(t, got.IssueLoops, len(loopShapes))
 	for _, l := range got.IssueLoops {
 		assert.InDelta(t, l.Ns, l.PredictedNs, 1, "%+v", l)
@@ -314,14 +314,14 @@ func TestMeasureStagingDMA(t *testing.T) {
 	if raceEnabled {
 		t.Skip("copies hundreds of MiB on the CPU")
 	}
-	truth := pipeline.BuiltinProfile()
-	truth.StagingDMABySize = []pipeline.StagingDMAShare{
+	truth := sim.BuiltinProfile()
+	truth.StagingDMABySize = []sim.StagingDMAShare{
 		{Bytes: 4 << 20, H2D: 0.9, D2H: 0.8, Both: 0.6},
 		{Bytes: 64 << 20, H2D: 0.7, D2H: 0.65, Both: 0.5},
 	}
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
-	got := &pipeline.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
-	require.NoError(t, measureHost(sim, got, 128<<20))
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(truth)
+	got := &sim.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
+	require.NoError(t, measureHost(dev, got, 128<<20))
 	require.Len(t, got.StagingDMABySize, len(truth.StagingDMABySize))
 	for i, w := range truth.StagingDMABySize {
 		g := got.StagingDMABySize[i]
@@ -340,14 +340,14 @@ func TestMeasureStagingDMA(t *testing.T) {
 // the H200 host), faster alone by a boost that differs by size and from
 // the staging table's, and 3 µs a chunk besides the copies; and a
 // timing-only simulator of it.
-func stagingTruth(n int) (*pipeline.Profile, *pipeline.Sim) {
-	truth := pipeline.BuiltinProfile()
+func stagingTruth(n int) (*sim.Profile, *sim.Sim) {
+	truth := sim.BuiltinProfile()
 	truth.StagingInRun = nil
 	for i, chunk := range stagingRunChunks(n) {
-		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i)), AloneBoost: 1.25 + 0.1*float64(i)})
+		truth.StagingInRun = append(truth.StagingInRun, sim.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i)), AloneBoost: 1.25 + 0.1*float64(i)})
 	}
 	truth.StagingChunkNs = 3000
-	return truth, pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+	return truth, sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
 }
 
 // TestMeasureStagingInRun: measureStagingInRun recovers the in-run staging
@@ -356,11 +356,11 @@ func stagingTruth(n int) (*pipeline.Profile, *pipeline.Sim) {
 // the staging goroutines' time per chunk besides the copies.
 func TestMeasureStagingInRun(t *testing.T) {
 	const n = 1 << 20
-	truth, sim := stagingTruth(n)
+	truth, dev := stagingTruth(n)
 	got := truth.Clone()
 	got.StagingInRun, got.StagingChunkNs = nil, 0
 	seed := kernelSet{}.kernel(kernels.Seed, 0)
-	require.NoError(t, measureStagingInRun(context.Background(), sim, seed, got, n))
+	require.NoError(t, measureStagingInRun(context.Background(), dev, seed, got, n))
 	assert.InEpsilon(t, 3000, got.StagingChunkNs, 0.03, "the staging goroutines' time per chunk besides the copies")
 	require.Len(t, got.StagingInRun, len(truth.StagingInRun))
 	for i, w := range truth.StagingInRun {
@@ -371,9 +371,9 @@ func TestMeasureStagingInRun(t *testing.T) {
 		assert.InEpsilon(t, w.AloneBoost, g.AloneBoost, 0.01, "alone boost fitted to the spans, %d bytes (the staging table's: %.3f)", w.Bytes, truth.StagingTableBoost(w.Bytes))
 	}
 	assert.Contains(t, got.Notes["staging_in_run"], "stage-in and stage-out spans")
-	assert.ErrorContains(t, measureStagingInRun(context.Background(), sim, seed, got, 0), "0 elements")
+	assert.ErrorContains(t, measureStagingInRun(context.Background(), dev, seed, got, 0), "0 elements")
 	got.Staging = nil
-	assert.ErrorContains(t, measureStagingInRun(context.Background(), sim, seed, got, n), "staging table")
+	assert.ErrorContains(t, measureStagingInRun(context.Background(), dev, seed, got, n), "staging table")
 }
 
 // TestMeasureKernelSerial: measureKernelSerial recovers the share of the
@@ -384,16 +384,16 @@ func TestMeasureKernelSerial(t *testing.T) {
 	const n = 64 << 10
 	var last time.Duration
 	for _, share := range []float64{0, 0.3, 0.6, 1} {
-		truth := pipeline.BuiltinProfile()
+		truth := sim.BuiltinProfile()
 		truth.KernelFixedSerial = share
-		sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
-		took, err := kernelsOnStreams(sim, kernelSet{}, n, 40)
+		dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
+		took, err := kernelsOnStreams(dev, kernelSet{}, n, 40)
 		require.NoError(t, err)
 		assert.Greater(t, took, last, "share %v", share)
 		last = took
 		got := truth.Clone()
 		got.KernelFixedSerial = 0.5
-		require.NoError(t, measureKernelSerial(sim, kernelSet{}, got, n))
+		require.NoError(t, measureKernelSerial(dev, kernelSet{}, got, n))
 		assert.InDelta(t, share, got.KernelFixedSerial, 0.02)
 		assert.Contains(t, got.Notes["kernel_fixed_serial"], "round robin on 4 streams")
 	}
@@ -406,12 +406,12 @@ func TestMeasureKernelSerial(t *testing.T) {
 // a profile whose figures do not match what a round times is refused.
 func TestHostSamples(t *testing.T) {
 	const n = 1 << 20
-	truth, sim := stagingTruth(n)
+	truth, dev := stagingTruth(n)
 	seed := kernelSet{}.kernel(kernels.Seed, 0)
 	in, out := stagingMemory(n)
 	p := truth.Clone()
-	require.NoError(t, measureLoops(sim, kernelSet{}, p))
-	want := append([]pipeline.IssueLoop(nil), p.IssueLoops...)
+	require.NoError(t, measureLoops(dev, kernelSet{}, p))
+	want := append([]sim.IssueLoop(nil), p.IssueLoops...)
 	wantScale := p.IssueScale
 	require.Positive(t, wantScale)
 	// A slow spell when the profile was measured.
@@ -427,7 +427,7 @@ func TestHostSamples(t *testing.T) {
 	s, err := newHostSamples(p)
 	require.NoError(t, err)
 	for round := 0; round < 2; round++ {
-		require.NoError(t, s.round(context.Background(), sim, kernelSet{}, seed, p, in, out))
+		require.NoError(t, s.round(context.Background(), dev, kernelSet{}, seed, p, in, out))
 	}
 	s.apply(p)
 	for i, w := range want {
@@ -448,7 +448,7 @@ func TestHostSamples(t *testing.T) {
 	q.IssueLoops = nil
 	_, err = newHostSamples(q)
 	assert.ErrorContains(t, err, "0 issue loops")
-	require.NoError(t, measureLoops(sim, kernelSet{}, q))
+	require.NoError(t, measureLoops(dev, kernelSet{}, q))
 	q.IssueLoops[1].Slots++
 	_, err = newHostSamples(q)
 	assert.ErrorContains(t, err, "issue loop 1 has 7 slots")
@@ -456,13 +456,13 @@ func TestHostSamples(t *testing.T) {
 	q.StagingInRun = q.StagingInRun[1:]
 	s, err = newHostSamples(q)
 	require.NoError(t, err)
-	assert.ErrorContains(t, s.round(context.Background(), sim, kernelSet{}, seed, q, in, out), "in-run staging rates timed")
+	assert.ErrorContains(t, s.round(context.Background(), dev, kernelSet{}, seed, q, in, out), "in-run staging rates timed")
 	assert.Len(t, s.loops[0], 1, "a round that fails adds no sample")
-	q.StagingInRun = append([]pipeline.StagingInRun(nil), truth.StagingInRun...)
+	q.StagingInRun = append([]sim.StagingInRun(nil), truth.StagingInRun...)
 	q.StagingInRun[2].Bytes++
 	s, err = newHostSamples(q)
 	require.NoError(t, err)
-	assert.ErrorContains(t, s.round(context.Background(), sim, kernelSet{}, seed, q, in, out), "rate 2 timed at")
+	assert.ErrorContains(t, s.round(context.Background(), dev, kernelSet{}, seed, q, in, out), "rate 2 timed at")
 }
 
 // TestMedian: the middle value, or the mean of the two middle ones, of
@@ -483,16 +483,16 @@ func TestMeasureBothFixed(t *testing.T) {
 	const bytes = 256 << 10
 	var last time.Duration
 	for _, extra := range []float64{0, 500, 1900, 4000, 6000} {
-		truth := pipeline.BuiltinProfile()
+		truth := sim.BuiltinProfile()
 		truth.BothFixedNs = extra
-		sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
-		took, err := bothCopies(sim, bytes, bothCopyCount)
+		dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
+		took, err := bothCopies(dev, bytes, bothCopyCount)
 		require.NoError(t, err)
 		assert.Greater(t, took, last, "both_fixed_ns %v", extra)
 		last = took
 		got := truth.Clone()
 		got.BothFixedNs = 777
-		require.NoError(t, measureBothFixed(sim, got, bytes))
+		require.NoError(t, measureBothFixed(dev, got, bytes))
 		assert.InDelta(t, extra, got.BothFixedNs, 0.01*max(extra, 200), "both_fixed_ns %v", extra)
 		assert.Contains(t, got.Notes["both_fixed"], "each way")
 	}

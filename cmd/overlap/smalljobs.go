@@ -15,6 +15,7 @@ import (
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -213,7 +214,7 @@ type smallEnv struct {
 func openSmallEnv(o *benchOptions, w driver.Wait) (*smallEnv, error) {
 	iters := float64(o.iters[0])
 	if o.sim {
-		b := pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1}).NewDevice(pipeline.BuiltinProfile())
+		b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
 		k, err := kernels.Seed.Pipeline(nil, iters)
 		if err != nil {
 			return nil, err
@@ -517,12 +518,12 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 	// the wall clock's.
 	var deadline time.Time
 	var gpuDeadline time.Duration
-	sim := isSim(e.b)
+	sdev := isSim(e.b)
 	past := func(t0 time.Duration) bool {
 		if s.jobs > 0 {
 			return false
 		}
-		if sim {
+		if sdev {
 			return !time.Now().Before(deadline)
 		}
 		return t0 >= gpuDeadline
@@ -543,13 +544,13 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k, iters int, s *smallJo
 		}
 	}
 	run := time.Duration(s.seconds * float64(time.Second))
-	if sim {
+	if sdev {
 		// Started with plain go statements, a worker that reached the
 		// simulator first ran ahead in virtual time before the others
 		// existed, and a cell of several goroutines gave a different rate
 		// on each run (TestSmallJobsRoundsOnSim).
 		deadline = time.Now().Add(run)
-		e.b.(*pipeline.Sim).Host().GoTogether("small-jobs worker", len(ws), func(i int) { work(ws[i]) })
+		e.b.(*sim.Sim).Host().GoTogether("small-jobs worker", len(ws), func(i int) { work(ws[i]) })
 		return smallJobsResult(ws, n, iters, -1) // no CPU time on the simulator
 	}
 	var ready, wg sync.WaitGroup
@@ -614,7 +615,7 @@ func smallJobsResult(ws []*smallWorker, n, iters int, cpu time.Duration) (smallJ
 }
 
 func isSim(b pipeline.Backend) bool {
-	_, ok := b.(*pipeline.Sim)
+	_, ok := b.(*sim.Sim)
 	return ok
 }
 
