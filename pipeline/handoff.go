@@ -278,24 +278,27 @@ func (h *handoff) spawn(name string, fn func()) {
 	h.mu.Lock()
 	h.spawned++
 	h.mu.Unlock()
+	// The goroutine keeps its own tr: once it has counted itself out, the
+	// run may end and h be made ready for the next (init).
+	tr := h.tr
 	var g HostGoroutine
-	if h.tr != nil {
-		g = h.tr.t.HostFork(name)
+	if tr != nil {
+		g = tr.t.HostFork(name)
 	}
 	go func() {
-		if h.tr != nil {
-			h.tr.t.HostStart(g)
+		if tr != nil {
+			tr.t.HostStart(g)
 		}
 		fn()
 		h.mu.Lock()
-		if h.tr != nil {
-			h.tr.exit = h.tr.t.HostMerge(h.tr.exit, h.tr.t.HostPublish())
+		if tr != nil {
+			tr.exit = tr.t.HostMerge(tr.exit, tr.t.HostPublish())
 		}
 		h.exited++
 		h.signal()
 		h.mu.Unlock()
-		if h.tr != nil {
-			h.tr.t.HostExit()
+		if tr != nil {
+			tr.t.HostExit()
 		}
 	}()
 }
