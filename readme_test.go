@@ -12,6 +12,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -58,7 +59,7 @@ var _ = runSeed // compiled here; the GPU tests run the same calls
 
 // README:begin runMLP
 // runMLP runs the MLP saved in path over x, rows of m.In() float32, on
-// backend: pipeline.GPU(ctx), or pipeline.NewSim(1, 0) without a GPU.
+// backend: pipeline.GPU(ctx), or sim.New(1, 0) without a GPU.
 func runMLP(backend pipeline.Backend, path string, x []float32) ([]float32, error) {
 	m, err := model.Load(path, model.Options{}) // safetensors, as PyTorch saves it
 	if err != nil {
@@ -140,7 +141,7 @@ func TestREADMEModelSnippet(t *testing.T) {
 	const rows = 1000
 	x := make([]float32, rows*m.In())
 	kernels.FillPattern(x, 0)
-	y, err := runMLP(pipeline.NewSim(1, 0), path, x)
+	y, err := runMLP(sim.New(1, 0), path, x)
 	if err != nil {
 		t.Fatalf("runMLP on the simulator: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -203,7 +204,7 @@ type smallEnv struct {
 func openSmallEnv(o SmallJobsOptions, w driver.Wait) (*smallEnv, error) {
 	iters := float64(o.Iters)
 	if o.Sim {
-		b := pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1}).NewDevice(pipeline.BuiltinProfile())
+		b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
 		k, err := kernels.Seed.Pipeline(nil, iters)
 		if err != nil {
 			return nil, err
@@ -416,9 +417,9 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k int, o SmallJobsOption
 	if room == 0 {
 		room = int(time.Duration(o.Seconds*float64(time.Second))/smallJobsMinJob) + 16
 	}
-	// The simulator is *pipeline.Sim: its goroutines must be forked
+	// The simulator is *sim.Sim: its goroutines must be forked
 	// together on its host, and its clock is virtual.
-	sim, isSim := e.b.(*pipeline.Sim)
+	sim, isSim := e.b.(*sim.Sim)
 	for i := range ws {
 		w, err := newSmallWorker(e.b, e.kernel, n)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/procfs"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -240,7 +241,7 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	ringBytes := pc.Slots * pc.ChunkElems * 4
 	res := &StreamResult{Backend: b.Name(), Kernel: o.Kernel, Inputs: o.Inputs, Output: o.Output, Direct: o.Direct,
 		ChunkElems: pc.ChunkElems, Slots: pc.Slots, ComputeStreams: pc.ComputeStreams}
-	_, res.Simulated = b.(*pipeline.Sim)
+	_, res.Simulated = b.(*sim.Sim)
 	if o.Kernel == "seed" {
 		res.Iters = o.Iters
 	}
@@ -535,7 +536,7 @@ func (r *pinnedRing) at(w, k int) []byte {
 // virtual time that the streaming run's reads and writes take; elsewhere
 // do gets the ring's memory.
 func (r *pinnedRing) access(b pipeline.Backend, w, k, n int, into bool, what string, do func([]byte) (int, error)) (int, error) {
-	if s, ok := b.(*pipeline.Sim); ok {
+	if s, ok := b.(*sim.Sim); ok {
 		return s.HostAccess(r.mem, (w*r.pieces+k%r.pieces)*r.piece, n, into, what, do)
 	}
 	return do(r.at(w, k)[:n])
@@ -547,7 +548,7 @@ func (r *pinnedRing) access(b pipeline.Backend, w, k, n int, into bool, what str
 // streaming run's is: timed on the wall clock, the bound's reads and
 // writes made efficiencies of 2000% beside a simulated run.
 func timedWorkers(b pipeline.Backend, n int, work func(w int)) time.Duration {
-	if s, ok := b.(*pipeline.Sim); ok {
+	if s, ok := b.(*sim.Sim); ok {
 		t0 := pipeline.Now(b)
 		s.Host().GoTogether("bound worker", n, work)
 		return pipeline.Now(b) - t0

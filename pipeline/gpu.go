@@ -20,7 +20,8 @@ type gpuBackend struct {
 	// CPU the process may use is local, so that no run pays for pinning.
 	pin []int
 	// issuers holds issuers between runs, each with its Bound and its
-	// argument slab, so that a run allocates none (issue 14).
+	// argument slab, so that a run allocates none (bench/RESULTS.md,
+	// "Small jobs without allocations").
 	issuers sync.Pool
 	// bind is how the issuer of a run of one chunk binds its thread
 	// (singleIssuer); every other issuer binds with the zero options.
@@ -196,8 +197,8 @@ func (g *gpuBackend) Prepare(k *Kernel) error {
 	return nil
 }
 
-// freeMemory is the context's free and total device memory (cuMemGetInfo).
-func (g *gpuBackend) freeMemory() (free, total int64, err error) {
+// FreeMemory is the context's free and total device memory (cuMemGetInfo).
+func (g *gpuBackend) FreeMemory() (free, total int64, err error) {
 	f, t, err := g.ctx.MemoryInfo()
 	return int64(f), int64(t), err
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 )
 
 // goTogether runs each of fns at once, each on a goroutine of its own,
@@ -15,7 +16,7 @@ import (
 // side.
 func goTogether(b pipeline.Backend, fns ...func() error) error {
 	errs := make([]error, len(fns))
-	if s, ok := b.(*pipeline.Sim); ok {
+	if s, ok := b.(*sim.Sim); ok {
 		// Forked one by one from this goroutine, which holds nothing, the
 		// first copier could finish in virtual time before the second was
 		// forked, whenever this goroutine was descheduled between the two:
