@@ -417,9 +417,11 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k int, o SmallJobsOption
 	if room == 0 {
 		room = int(time.Duration(o.Seconds*float64(time.Second))/smallJobsMinJob) + 16
 	}
-	// The simulator is *sim.Sim: its goroutines must be forked
-	// together on its host, and its clock is virtual.
-	sim, isSim := e.b.(*sim.Sim)
+	// A backend that follows each host goroutine on a clock of its own
+	// (the simulator) has virtual time: its workers start together
+	// through it (pipeline.GoTogether), and the deadline is the wall
+	// clock's.
+	_, isSim := e.b.(pipeline.HostTracker)
 	for i := range ws {
 		w, err := newSmallWorker(e.b, e.kernel, n)
 		if err != nil {
@@ -473,7 +475,7 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k int, o SmallJobsOption
 		// existed, and a cell of several goroutines gave a different rate
 		// on each run (TestSmallJobsRoundsOnSim).
 		deadline = time.Now().Add(run)
-		sim.Host().GoTogether("small-jobs worker", len(ws), work)
+		pipeline.GoTogether(e.b, "small-jobs worker", len(ws), work)
 		return smallJobsResult(ws, n, o.Iters, -1) // no CPU time on the simulator
 	}
 	var cpu0 time.Duration

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -77,6 +78,35 @@ type HostAccessor interface {
 // HostSharer).
 type HostSharer interface {
 	SharedHost() any
+}
+
+// TogetherStarter is a backend whose host goroutines must be started
+// through it to run side by side in its time, such as the simulator's,
+// whose goroutines are actors on a virtual clock. [GoTogether] uses it.
+type TogetherStarter interface {
+	GoTogether(name string, n int, fn func(i int))
+}
+
+// GoTogether runs fn(0) … fn(n-1) on n goroutines of their own, started
+// together, and returns once every one has returned. On a
+// [TogetherStarter] backend it starts them through the backend, so that
+// they run side by side in its time; on a GPU, plainly. Benchmarks and
+// calibration start their workers through it instead of testing for the
+// simulator. name labels the goroutines where the backend keeps names.
+func GoTogether(b Backend, name string, n int, fn func(i int)) {
+	if ts, ok := b.(TogetherStarter); ok {
+		ts.GoTogether(name, n, fn)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // ErrRegistered reports Go memory that is already page-locked by someone

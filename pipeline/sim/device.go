@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -141,6 +142,23 @@ func (s *Sim) SharedHost() any {
 		return nil
 	}
 	return s.host
+}
+
+// GoTogether runs fn(0) … fn(n-1) as host actors of the device's host,
+// all starting at the caller's virtual time (Host.GoTogether), and returns
+// once every one has: pipeline.GoTogether starts a benchmark's workers
+// through it. A nil or zero Sim runs them as plain goroutines.
+func (s *Sim) GoTogether(name string, n int, fn func(i int)) {
+	if !s.usable() {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() { defer wg.Done(); fn(i) }()
+		}
+		wg.Wait()
+		return
+	}
+	s.host.GoTogether(name, n, fn)
 }
 
 // NewDevice adds a device with its own profile to the host; a nil p is
