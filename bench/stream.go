@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/parallel"
 	"github.com/purecuda/overlap/internal/procfs"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/pipeline/sim"
@@ -839,18 +840,11 @@ func checker(kernel string, iters int) func(bufs [][]float32, j int) (float64, f
 	// 65536 values, (k-32768)/32768, so a table of them serves every
 	// element of a generated file, shared by every goroutine.
 	table := make([]float64, 1<<16)
-	var wg sync.WaitGroup
-	workers := runtime.GOMAXPROCS(0)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := w; k < len(table); k += workers {
-				table[k] = kernels.SeedReference(float32(k-32768)/32768, iters)
-			}
-		}()
-	}
-	wg.Wait()
+	parallel.For(len(table), 1024, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			table[k] = kernels.SeedReference(float32(k-32768)/32768, iters)
+		}
+	})
 	return func(b [][]float32, j int) (float64, float64) {
 		x := b[0][j]
 		want := 0.0
