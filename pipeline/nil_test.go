@@ -280,6 +280,10 @@ func TestNilAndZeroArguments(t *testing.T) {
 		"Rows":          func() { pipeline.Rows[float32](nil, 0); pipeline.Rows[float32](nil, -1) },
 		"Float32Config": func() { pipeline.Float32Config(0, 0) },
 		"SameFile":      func() { pipeline.SameFile(nil, nil) },
+		"GoTogether": func() {
+			pipeline.GoTogether(nil, "", 0, nil)
+			pipeline.GoTogether(nil, "", 1, func(int) {})
+		},
 		"Batches": func() {
 			//lint:ignore SA1012 a nil Context is part of what this test passes
 			for range pipeline.Batches[float32, float32](nil, nil, nil, nil) {

@@ -29,7 +29,7 @@ func TestFitGemm(t *testing.T) {
 }
 
 // TestMeasureGemm: measureGemm recovers the GEMM entries' fixed cost and
-// FLOP rate that a sdevulated device runs on, at the GPU's shapes, and
+// FLOP rate that a simulated device runs on, at the GPU's shapes, and
 // notes how.
 func TestMeasureGemm(t *testing.T) {
 	truth := sim.BuiltinProfile()
@@ -51,9 +51,9 @@ func TestMeasureGemm(t *testing.T) {
 	require.NoError(t, got.Check())
 }
 
-// TestMeasureModelCostsSim: on the sdevulator (overlap profile --sdev),
+// TestMeasureModelCostsSim: on the simulator (overlap profile --sim),
 // which computes every launch, the GEMM entries are measured at small
-// shapes and the device's memory is the sdevulated profile's.
+// shapes and the device's memory is the simulated profile's.
 func TestMeasureModelCostsSim(t *testing.T) {
 	truth := sim.BuiltinProfile()
 	d := Device{Backend: sim.NewHost(sim.HostOptions{}).NewDevice(truth)}

@@ -16,7 +16,7 @@ import (
 
 // TestMeasureValidateSim guards issue 11: Measure and Validate, which the
 // lead runs on the GPU (overlap profile --validate --out FILE), run end
-// to end on the sdevulator, where measuring the sdevulator must give back
+// to end on the simulator, where measuring the simulator must give back
 // the profile it runs on, and predicting from that profile must match
 // what it measures.
 func TestMeasureValidateSim(t *testing.T) {
@@ -26,7 +26,7 @@ func TestMeasureValidateSim(t *testing.T) {
 	// The truth is the built-in profile with every call at its cost alone
 	// whatever its stream's state, unscaled: the command times calls of
 	// one kind back to back, each finding the op before it in flight,
-	// which the sdevulator prices at a _busy kind, and the per-call costs
+	// which the simulator prices at a _busy kind, and the per-call costs
 	// and issue_scale cannot be told apart (TestMeasureIssue and
 	// TestMeasureStateCosts guard those). Everything else, dep_ns,
 	// registered copies and staging_dma included, is the built-in one's.
@@ -55,14 +55,14 @@ func TestMeasureValidateSim(t *testing.T) {
 	require.NoError(t, got.Check())
 	assert.Contains(t, said, "the engine's issue loop", "Measure says what it measures")
 	assert.Equal(t, "simulator of "+want.Device, got.Device)
-	assert.Contains(t, got.Source, "measured by calibrate.Measure on sdevulator of "+want.Device)
+	assert.Contains(t, got.Source, "measured by calibrate.Measure on simulator of "+want.Device)
 	v, err := Validate(context.Background(), dev, got, o)
 	require.NoError(t, err)
 	assert.Contains(t, said, "round 1 of 1: the host's figures", "Validate says what it measures")
 
 	near := func(what string, g, w float64) {
 		t.Helper()
-		// 1%, and for fixed costs 2 ns more: the sdevulator's clock counts
+		// 1%, and for fixed costs 2 ns more: the simulator's clock counts
 		// whole nanoseconds, which a fit over two chunk sizes turns into a
 		// few ns of the intercept.
 		tol := w/100 + 1e-9
@@ -70,13 +70,13 @@ func TestMeasureValidateSim(t *testing.T) {
 		case strings.HasSuffix(what, "fixed_ns"):
 			tol += 2
 		case what == "wait_ns":
-			tol++ // a wait of 12.8 ns holds the sdevulator's stream 12
+			tol++ // a wait of 12.8 ns holds the simulator's stream 12
 		}
-		assert.InDelta(t, w, g, tol, "%s: measured %v, the sdevulator runs on %v", what, g, w)
+		assert.InDelta(t, w, g, tol, "%s: measured %v, the simulator runs on %v", what, g, w)
 	}
 	// Per chunk, back to back on one stream, an operation takes its own
 	// time or its issue cost, whichever is longer; the command fits a
-	// line through chunks of 32K and 128K elements on the sdevulator.
+	// line through chunks of 32K and 128K elements on the simulator.
 	const small, large = 32 << 10, 128 << 10
 	fit := func(issue, fixed, per float64) (float64, float64) {
 		t1, t2 := max(issue, fixed+per*small), max(issue, fixed+per*large)
@@ -97,7 +97,7 @@ func TestMeasureValidateSim(t *testing.T) {
 	near("d2h_registered.fixed_ns", got.D2HRegistered.FixedNs, f)
 	near("d2h_registered.gbps", got.D2HRegistered.GBps, 4/per)
 	// Copies both ways at once pay both_fixed_ns too, which measureLink
-	// takes for rate: 1.3% of its 8 MiB copies on the sdevulator at the
+	// takes for rate: 1.3% of its 8 MiB copies on the simulator at the
 	// built-in 2.1 µs (0.08% of the GPU's 128 MiB ones).
 	assert.InEpsilon(t, want.BothGBps, got.BothGBps, 0.02, "both_gbps")
 	assert.LessOrEqual(t, got.BothGBps, want.BothGBps, "both_gbps: both_fixed_ns slows the copies, never speeds them")
@@ -129,7 +129,7 @@ func TestMeasureValidateSim(t *testing.T) {
 	}
 	near("issue_sequence_ns", got.IssueSequenceNs, seq)
 	near("sync_ns", got.SyncNs, want.SyncNs)
-	// The sdevulator's kernels overlap their fixed costs whole, and its
+	// The simulator's kernels overlap their fixed costs whole, and its
 	// staging goroutines take no time beside their copies: so measured.
 	assert.InDelta(t, 0, got.KernelFixedSerial, 0.02, "kernel_fixed_serial")
 	assert.Len(t, got.StagingInRun, len(stagingRunChunks(32<<10)), "staging timed in staged runs of half the 64K validation job")
@@ -161,7 +161,7 @@ func TestMeasureValidateSim(t *testing.T) {
 
 	// The table: 26 configurations, each predicted within 1%, but saxpy
 	// within 10%: a known bias of the command (issue 11). On the
-	// sdevulator it times kernels at 32K and 128K elements, where saxpy
+	// simulator it times kernels at 32K and 128K elements, where saxpy
 	// (0 ns + 0.0041 ns/elem: 134 and 537 ns) is shorter than a launch's
 	// issue cost (3.65 us), so the compute stage alone is issue-bound at
 	// both points and the fit gives saxpy 3.65 us + 0 ns/elem (see
@@ -190,7 +190,7 @@ func TestMeasureValidateSim(t *testing.T) {
 }
 
 // TestMeasureWait guards issue 11's device wait cost: overlap profile
-// gives back the wait_ns that a sdevulated device runs on, whatever it is
+// gives back the wait_ns that a simulated device runs on, whatever it is
 // (0 in the built-in profile, which predates it).
 func TestMeasureWait(t *testing.T) {
 	if raceEnabled {
@@ -209,14 +209,14 @@ func TestMeasureWait(t *testing.T) {
 
 // TestMeasureIssue guards issue 11's host costs in a run: overlap profile
 // gives back the copy cost from registered memory and a chunk's calls in a
-// steady loop that a sdevulated device runs on. The sdevulator charges
+// steady loop that a simulated device runs on. The simulator charges
 // every call at its cost alone scaled by the sequence's ratio, so the
 // calls measured alone come back scaled and the sequence as it is.
 func TestMeasureIssue(t *testing.T) {
 	// The truth prices calls alone, whatever their stream's state, and
 	// scales them by IssueSequenceNs (no IssueScale): the calls timed
 	// here run back to back, so each finds the op before it still in
-	// flight, which the sdevulator prices at the _busy kinds that the
+	// flight, which the simulator prices at the _busy kinds that the
 	// built-in profile has (TestMeasureStateCosts guards those).
 	truth := sim.BuiltinProfile()
 	for k := range truth.IssueNs {
@@ -245,8 +245,8 @@ func TestMeasureIssue(t *testing.T) {
 // TestMeasureStateCosts guards issue 11's host costs by state and the
 // device's latency of a dependency between streams: overlap profile gives
 // back the costs of calls on a busy stream, of a wait for a pending event
-// and the dep_ns that a sdevulated device runs on, and predicts its issue
-// loops exactly (scale 1). A sdevulator that priced calls without their
+// and the dep_ns that a simulated device runs on, and predicts its issue
+// loops exactly (scale 1). A simulator that priced calls without their
 // state, or ignored dep_ns, would give back the idle costs and 0.
 func TestMeasureStateCosts(t *testing.T) {
 	truth := sim.BuiltinProfile()
@@ -285,7 +285,7 @@ func TestMeasureStateCosts(t *testing.T) {
 
 // TestMeasureStagingDMA guards issue 11's staging under DMA: overlap
 // profile gives back the share of their rate that staging copies keep
-// while the sdevulated device copies one way or both, at each size it
+// while the simulated device copies one way or both, at each size it
 // measures (TestMeasureValidateSim: all of it when the profile says
 // nothing).
 func TestMeasureStagingDMA(t *testing.T) {
@@ -317,7 +317,7 @@ func TestMeasureStagingDMA(t *testing.T) {
 // the staging goroutines set the pace even at the smallest chunk (as on
 // the H200 host), faster alone by a boost that differs by size and from
 // the staging table's, and 3 µs a chunk besides the copies; and a
-// timing-only sdevulator of it.
+// timing-only simulator of it.
 func stagingTruth(n int) (*sim.Profile, *sim.Sim) {
 	truth := sim.BuiltinProfile()
 	truth.StagingInRun = nil
@@ -329,7 +329,7 @@ func stagingTruth(n int) (*sim.Profile, *sim.Sim) {
 }
 
 // TestMeasureStagingInRun: measureStagingInRun recovers the in-run staging
-// rates that a sdevulated host runs on, at each chunk size, by direction
+// rates that a simulated host runs on, at each chunk size, by direction
 // (the time each copy ran alone, faster by the boost, reckoned back), and
 // the staging goroutines' time per chunk besides the copies.
 func TestMeasureStagingInRun(t *testing.T) {
@@ -355,8 +355,8 @@ func TestMeasureStagingInRun(t *testing.T) {
 }
 
 // TestMeasureKernelSerial: measureKernelSerial recovers the share of the
-// kernels' fixed cost that a sdevulated device runs apart from other
-// kernels, and the sdevulator's kernels on several streams take longer as
+// kernels' fixed cost that a simulated device runs apart from other
+// kernels, and the simulator's kernels on several streams take longer as
 // that share grows.
 func TestMeasureKernelSerial(t *testing.T) {
 	const n = 64 << 10
@@ -444,7 +444,7 @@ func TestHostSamples(t *testing.T) {
 }
 
 // TestMeasureBothFixed: measureBothFixed recovers the extra fixed cost of
-// a copy beside the other direction that a sdevulated device charges, and
+// a copy beside the other direction that a simulated device charges, and
 // the copies both ways take longer as it grows.
 func TestMeasureBothFixed(t *testing.T) {
 	const bytes = 256 << 10
