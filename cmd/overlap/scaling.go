@@ -44,8 +44,8 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 	if o.csvPath != "" || o.svgPath != "" {
 		return usageError{fmt.Errorf("--csv and --svg plot the sweep; with --devices use --json")}
 	}
-	ro := &runOptions{elems: o.elems, kernel: "seed", sim: o.sim, host: pipeline.HostPinned,
-		devices: o.devices, allDevices: o.allDevices}
+	ro := &runOptions{elems: o.elems, kernel: "seed", host: pipeline.HostPinned,
+		machine: machine{sim: o.sim, devices: o.devices, allDevices: o.allDevices}}
 	e, err := openEnv(ro)
 	if err != nil {
 		return err
