@@ -3,7 +3,7 @@
 # working C compiler is found, the race run is skipped with a message; CI
 # has one.
 GO       ?= go
-PKGS     := loader driver ptx ptx/kernels pipeline model bench
+PKGS     := loader driver ptx ptx/kernels pipeline model bench nvrtc cublas
 GPU_DIR  := .gpu
 # The test processes keep their Go heap under TEST_MEMLIMIT. Without a
 # limit, the garbage of package pipeline's simulator tests (jobs of up to

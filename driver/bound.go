@@ -18,9 +18,10 @@ type BindOptions struct {
 	// DirectCalls makes the Bound's calls that do not wait (Launch,
 	// CopyToDevice, CopyToHost, Record, WaitEvent and LaunchGraph) enter
 	// the driver without telling the Go scheduler: no runtime.cgocall, no
-	// system-call transition, 55–134 ns less per launch on an H200 host
-	// (issue 14; bench/RESULTS.md, launches back to back). Synchronize
-	// and every other call that waits keep the safe path.
+	// system-call transition, and so less host time per launch
+	// (bench/RESULTS.md, "Direct calls, and a one-chunk job without run
+	// state", has the figures).
+	// Synchronize and every other call that waits keep the safe path.
 	//
 	// The trade-offs. While such a call runs, its goroutine keeps its P
 	// and cannot be stopped, so a call that blocks holds up every
@@ -52,7 +53,7 @@ func DirectCallsAvailable() bool { return haveDirectCalls }
 // there. Call Release, from the same goroutine, when done.
 func (c *Context) Bind() (*Bound, error) {
 	b := new(Bound)
-	if err := c.bind("Bind", b, BindOptions{}); err != nil {
+	if err := c.bind("Context.Bind", b, BindOptions{}); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -63,12 +64,12 @@ func (c *Context) Bind() (*Bound, error) {
 // pipeline's issuer) keeps its Bound and binds it again. A Bound that is
 // still bound is refused, and stays as it was.
 func (c *Context) BindInto(b *Bound) error {
-	return c.bindInto("BindInto", b, BindOptions{})
+	return c.bindInto("Context.BindInto", b, BindOptions{})
 }
 
 // BindWith is [Context.BindInto] with options.
 func (c *Context) BindWith(b *Bound, opts BindOptions) error {
-	return c.bindInto("BindWith", b, opts)
+	return c.bindInto("Context.BindWith", b, opts)
 }
 
 func (c *Context) bindInto(op string, b *Bound, opts BindOptions) error {
@@ -104,29 +105,32 @@ func (b *Bound) Release() {
 
 // Launch is [Function.Launch] without the context check.
 func (b *Bound) Launch(f *Function, s *Stream, cfg LaunchConfig, args *Args) error {
-	return f.launch(b.via(), s, cfg, args)
+	return f.launchFor("Bound.Launch", b.via(), s, cfg, args)
 }
 
 // CopyToDevice is [Stream.CopyToDevice] without the context check.
 func (b *Bound) CopyToDevice(s *Stream, dst *DeviceBuffer, dstOff int, src HostMemory, srcOff, n int) error {
-	return s.copyToDevice(b.via(), dst, dstOff, src, srcOff, n)
+	return s.hostCopy("Bound.CopyToDevice", b.via(), true, dst, dstOff, src, srcOff, n)
 }
 
 // CopyToHost is [Stream.CopyToHost] without the context check.
 func (b *Bound) CopyToHost(s *Stream, dst HostMemory, dstOff int, src *DeviceBuffer, srcOff, n int) error {
-	return s.copyToHost(b.via(), dst, dstOff, src, srcOff, n)
+	return s.hostCopy("Bound.CopyToHost", b.via(), false, src, srcOff, dst, dstOff, n)
 }
 
 // Synchronize is [Stream.Synchronize] without the context check: a
 // caller that issued a small job through b waits for it without making
-// its context current once more (issue 14).
-func (b *Bound) Synchronize(s *Stream) error { return s.synchronize("Stream.Synchronize", b.via()) }
+// its context current once more, a driver call saved on every small
+// job.
+func (b *Bound) Synchronize(s *Stream) error { return s.synchronize("Bound.Synchronize", b.via()) }
 
 // Record is [Event.Record] without the context check.
-func (b *Bound) Record(e *Event, s *Stream) error { return e.record(b.via(), s) }
+func (b *Bound) Record(e *Event, s *Stream) error { return e.recordFor("Bound.Record", b.via(), s) }
 
 // WaitEvent is [Stream.WaitEvent] without the context check.
-func (b *Bound) WaitEvent(s *Stream, e *Event) error { return s.waitEvent(b.via(), e) }
+func (b *Bound) WaitEvent(s *Stream, e *Event) error {
+	return s.waitEventFor("Bound.WaitEvent", b.via(), e)
+}
 
 // via returns how b's calls reach the driver: its context's core and
 // whether non-blocking calls go direct, or full checks (the zero via)

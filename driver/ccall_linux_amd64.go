@@ -4,7 +4,8 @@ package driver
 
 import "unsafe"
 
-// The hot calls' fast path on linux/amd64 (issue 14). purego.SyscallN
+// The hot calls' fast path on linux/amd64, where the binding's own cost per
+// call matters for many small jobs. purego.SyscallN
 // copies its arguments twice into 32-slot arrays, takes a 58-word block
 // from a sync.Pool, fills it and defers its return, around the one thing
 // that matters, runtime.cgocall. ccall keeps runtime.cgocall, so a call

@@ -152,7 +152,7 @@ func (k *ctxCore) end() {
 // Host memory that copies on the context's streams were keeping alive is
 // let go.
 func (c *Context) Synchronize() error {
-	k, err := c.begin("Synchronize")
+	k, err := c.begin("Context.Synchronize")
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (k *ctxCore) streamMarks() []streamMark {
 // MemoryInfo returns the free and total device memory in bytes, as seen by
 // this context (cuMemGetInfo_v2).
 func (c *Context) MemoryInfo() (free, total uint64, err error) {
-	k, err := c.begin("MemoryInfo")
+	k, err := c.begin("Context.MemoryInfo")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -266,9 +266,9 @@ func (k *ctxCore) close(all bool) error {
 	// memory about to be freed and no stream is destroyed mid-work. The
 	// streams' marks are taken before the wait: a copy queued while it
 	// runs is not covered by it, and its memory's Close waits for it.
-	if len(objs) > 0 && k.alive("Close") == nil {
+	if len(objs) > 0 && k.alive("Context.Close") == nil {
 		marks := k.streamMarks()
-		if k.enter("Close") == nil {
+		if k.enter("Context.Close") == nil {
 			err := cuCtxSynchronize()
 			note(err)
 			leave()
@@ -282,7 +282,7 @@ func (k *ctxCore) close(all bool) error {
 	}
 	keep := false
 	for _, r := range objs {
-		if !all && r.kind == kindHostMemory {
+		if !all && (r.kind == kindHostMemory || r.kind == kindManagedMemory) { // views point into them
 			keep = true
 			continue
 		}

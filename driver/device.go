@@ -72,7 +72,7 @@ func (d Device) Ordinal() int { return d.ordinal }
 
 // Name returns the device's product name (cuDeviceGetName).
 func (d Device) Name() (string, error) {
-	if err := d.check("Name"); err != nil {
+	if err := d.check("Device.Name"); err != nil {
 		return "", err
 	}
 	buf := make([]byte, 256)
@@ -83,8 +83,11 @@ func (d Device) Name() (string, error) {
 }
 
 // Attribute returns any CUdevice_attribute (cuDeviceGetAttribute).
-func (d Device) Attribute(a DeviceAttribute) (int, error) {
-	if err := d.check("Attribute"); err != nil {
+func (d Device) Attribute(a DeviceAttribute) (int, error) { return d.attribute("Device.Attribute", a) }
+
+// attribute is Attribute for op, the method that asks.
+func (d Device) attribute(op string, a DeviceAttribute) (int, error) {
+	if err := d.check(op); err != nil {
 		return 0, err
 	}
 	var v int32
@@ -96,16 +99,16 @@ func (d Device) Attribute(a DeviceAttribute) (int, error) {
 
 // ComputeCapability returns the major and minor compute capability.
 func (d Device) ComputeCapability() (major, minor int, err error) {
-	if major, err = d.Attribute(AttrComputeCapabilityMajor); err != nil {
+	if major, err = d.attribute("Device.ComputeCapability", AttrComputeCapabilityMajor); err != nil {
 		return 0, 0, err
 	}
-	minor, err = d.Attribute(AttrComputeCapabilityMinor)
+	minor, err = d.attribute("Device.ComputeCapability", AttrComputeCapabilityMinor)
 	return major, minor, err
 }
 
 // TotalMemory returns the device memory in bytes (cuDeviceTotalMem_v2).
 func (d Device) TotalMemory() (uint64, error) {
-	if err := d.check("TotalMemory"); err != nil {
+	if err := d.check("Device.TotalMemory"); err != nil {
 		return 0, err
 	}
 	var n uint64
@@ -118,7 +121,7 @@ func (d Device) TotalMemory() (uint64, error) {
 // PCIBusID returns the device's PCI address, such as "0000:19:00.0"
 // (cuDeviceGetPCIBusId).
 func (d Device) PCIBusID() (string, error) {
-	if err := d.check("PCIBusID"); err != nil {
+	if err := d.check("Device.PCIBusID"); err != nil {
 		return "", err
 	}
 	buf := make([]byte, 64)
@@ -129,16 +132,20 @@ func (d Device) PCIBusID() (string, error) {
 }
 
 // Multiprocessors returns the number of streaming multiprocessors.
-func (d Device) Multiprocessors() (int, error) { return d.Attribute(AttrMultiprocessorCount) }
+func (d Device) Multiprocessors() (int, error) {
+	return d.attribute("Device.Multiprocessors", AttrMultiprocessorCount)
+}
 
 // CopyEngines returns the number of asynchronous copy engines
 // (CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT): 2 means copies in both
 // directions can overlap each other and kernels.
-func (d Device) CopyEngines() (int, error) { return d.Attribute(AttrAsyncEngineCount) }
+func (d Device) CopyEngines() (int, error) {
+	return d.attribute("Device.CopyEngines", AttrAsyncEngineCount)
+}
 
 // ConcurrentKernels reports whether the device can run kernels concurrently.
 func (d Device) ConcurrentKernels() (bool, error) {
-	v, err := d.Attribute(AttrConcurrentKernels)
+	v, err := d.attribute("Device.ConcurrentKernels", AttrConcurrentKernels)
 	return v != 0, err
 }
 

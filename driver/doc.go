@@ -16,26 +16,54 @@
 //     stream waits and synchronisations, the context check) skip
 //     purego.SyscallN's wrapper and call runtime.cgocall, as it does, on a
 //     small trampoline of the package's own (ccall_linux_amd64.s): the
-//     same system-call semantics, about 45 ns less per call (issue 14).
+//     same system-call semantics without purego's argument copying and
+//     pooled block, because many small jobs pay the binding's own cost on
+//     every call (bench/RESULTS.md, "Notes moved from the package docs
+//     (2026-12-01)", has the figures).
 //     A [Bound] bound with [BindOptions].DirectCalls makes its calls that
 //     do not wait (launches, asynchronous copies, event records, stream
 //     waits, graph launches) through the same trampoline without
-//     runtime.cgocall: 55–134 ns less per launch on an H200 host, at the
-//     price that such a call that blocks in the driver holds up every
-//     stop-the-world of the garbage collector until it returns. It is off
-//     unless asked for, and built only with the overlap_directcalls tag;
+//     runtime.cgocall, which saves the scheduler's system-call transition,
+//     at the price that such a call that blocks in the driver holds up
+//     every stop-the-world of the garbage collector until it returns. It
+//     is off unless asked for, and built only with the overlap_directcalls
+//     tag;
 //   - checked: every CUresult becomes a *Error naming the entry point, the
-//     code and the driver's text, such as
-//     "cuda: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory",
-//     and errors.Is matches it against sentinels like ErrOutOfMemory;
-//   - owning: Context, DeviceBuffer, HostBuffer, HostRegistration, Stream,
-//     Event, Module, Function, MemPool, Graph and GraphExec are what the
-//     rest of overlap uses. No other package touches a raw handle.
+//     code and the driver's text (see Errors below), and errors.Is matches
+//     it against sentinels like ErrOutOfMemory;
+//   - owning: Context, DeviceBuffer, HostBuffer, HostRegistration,
+//     ManagedBuffer, Stream, Event, Module, Function, Linker, Library,
+//     Kernel, MemPool, Graph and GraphExec are what the rest of overlap
+//     uses. No other package touches a raw handle.
 //
 // Arguments are checked before they reach the driver: sizes must be
 // positive, copy spans must fit both sides (ErrLength), nil and closed
 // objects are errors (ErrInvalidArgument, ErrClosed), and kernel arguments
 // are checked against the kernel's parameter layout (ErrArguments).
+//
+// # Errors
+//
+// Every error says "cuda: " once, then the operation, as package os's
+// *PathError does. A failed driver call is an [*Error] named after the
+// driver function, its export name: "cuda: cuMemAlloc_v2:
+// CUDA_ERROR_OUT_OF_MEMORY (2): out of memory". An error of the binding's
+// own, raised before any driver call, names what the caller called, as
+// Type.Method for a method or the function's name, then the sentinel and
+// the detail: "cuda: Stream.Synchronize: invalid argument: nil *Stream",
+// "cuda: Context.Alloc: invalid argument: size 0: must be positive",
+// "cuda: NewContextWith: invalid argument: zero Device; use DeviceAt". The
+// sentinels (ErrInvalidArgument, ErrClosed, ErrLength, ErrArguments,
+// ErrWrongContext, ErrWaitMode, and the Results such as ErrOutOfMemory)
+// carry no package word: errors.Is finds them through every wrapper, and
+// the wrapper says "cuda: " for them. A Close that fails names the type's
+// Close ("cuda: Stream.Close: cuStreamDestroy_v2: ...").
+//
+// One rule for nil: a method called on a nil or zero object (a nil *Stream,
+// a zero Context or Device), or given one as an argument, returns an error
+// naming the method (ErrInvalidArgument) and never panics; accessors such
+// as Len, Ptr or Handle return zero; Close on nil or on a closed object is
+// a no-op that returns nil. TestNilAndZeroReceivers and the fake driver's
+// NilAndZeroArguments test hold every exported method to it.
 //
 // # Concurrency
 //
@@ -56,11 +84,6 @@
 // driver refuses to wait for a context (all of a device's Contexts share
 // its primary context) while a stream of it is capturing.
 //
-// A nil or zero object (a nil *Stream, a zero Context) is an error in
-// every call that takes it, as receiver or argument (ErrInvalidArgument),
-// never a panic; accessors such as Len, Ptr or Handle return zero, and
-// Close returns nil.
-//
 // Objects of two contexts never mix: a stream of one GPU with a buffer of
 // another is ErrWrongContext, never undefined behaviour. Pinned memory
 // allocated or registered with Portable set is usable with every context's
@@ -78,12 +101,25 @@
 // contexts than CPUs. The mode is per device and process: a second Context
 // asking for another mode while the first is open gets ErrWaitMode.
 // overlap bench --small-jobs --wait all measures the trade-off. For many
-// goroutines that each wait for small jobs, ask for WaitYield: on an
-// H200 host with 16 CPUs, 16 goroutines that spun saw their p99 latency
-// reach up to 2.8x a C++ program's, while yielding kept it within 1.21x at
-// the same throughput (threads spinning on every CPU likely starve the
-// Go runtime's own threads). The zero value stays the driver's choice,
-// since the mode is the whole process's.
+// goroutines that each wait for small jobs, ask for WaitYield: when as
+// many threads spin as there are CPUs, they starve the Go runtime's own
+// threads and the latency's tail grows, while yielding keeps it at the
+// same throughput (bench/RESULTS.md, "Small jobs without allocations"). The zero value stays the driver's choice, since the mode
+// is the whole process's.
+//
+// # Code and launches
+//
+// [Context.LoadModule] JIT-compiles PTX; [Context.LoadImage] also loads a
+// cubin or a fatbin, whose kind [CheckImage] tells by its magic, refusing
+// anything else. A [Linker] links PTX, cubins and fatbins into a cubin with
+// the driver's own JIT, no nvcc needed. A [Library] is loaded once for every
+// context ([LoadLibrary]): its [Kernel] gives a Function on each Context.
+// [Function.LaunchEx] launches with attributes (thread block clusters, a
+// cooperative grid, a priority), [Function.LaunchCooperative] launches a
+// cooperative grid, and the occupancy calculations
+// ([Function.MaxActiveBlocksPerSM] and others) size grids.
+// [Stream.LaunchHostFunc] queues a Go function in a stream's order; every
+// host function shares one C callback, whatever their number.
 //
 // # Memory
 //
@@ -103,6 +139,16 @@
 //
 // Kernel arguments are copied, at each launch, into slabs pinned for the
 // life of the process; an Args itself is plain Go memory.
+//
+// Beyond plain buffers: pitched 2D and 3D copies ([Copy2D], [Copy3D]),
+// copies between devices' contexts and peer access
+// ([Context.EnablePeerAccess], [Stream.CopyPeer]), managed memory
+// ([Context.AllocManaged], only when asked, never past the device's free
+// memory), memory and events shared with other processes
+// ([DeviceBuffer.IPCHandle], [Context.OpenIPCMem]), memory mapped through
+// the virtual memory calls ([Context.AllocVirtual]) and batched copies
+// ([Stream.CopyBatch]). Each is a DeviceBuffer, or takes DeviceBuffers and
+// HostMemory, under the rules above.
 //
 // Stream-ordered buffers ([Stream.AllocAsync], [Stream.AllocFromPool]) are
 // DeviceBuffers that a stream allocates and [Stream.FreeAsync] frees in

@@ -61,7 +61,7 @@ func TestResultNames(t *testing.T) {
 		assert.Equal(t, name, r.Name())
 	}
 	assert.Equal(t, "CUDA_ERROR_12345", Result(12345).Name())
-	assert.Equal(t, "cuda: CUDA_ERROR_NOT_READY (600): device not ready", ErrNotReady.Error())
+	assert.Equal(t, "CUDA_ERROR_NOT_READY (600): device not ready", ErrNotReady.Error())
 }
 
 func TestSymbolTable(t *testing.T) {
@@ -71,7 +71,9 @@ func TestSymbolTable(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Export, s.Name), "%s: export %s must extend the name", s.Name, s.Export)
 		assert.GreaterOrEqual(t, s.Version, 2000, s.Name)
 		assert.LessOrEqual(t, s.Version, loader.MinDriverVersion+1000, "%s binds an ABI newer than needed", s.Name)
-		assert.True(t, s.Args >= 0 && s.Args <= 11, s.Name)
+		// At most 15, purego.SyscallN's limit on every platform; a hot or
+		// direct call's 11 (the scratch's block) mkdriver checks.
+		assert.True(t, s.Args >= 0 && s.Args <= 15, s.Name)
 		assert.False(t, seen[s.Name], "%s listed twice", s.Name)
 		seen[s.Name] = true
 	}
@@ -119,7 +121,7 @@ func TestArgsLayout(t *testing.T) {
 		over.Int32(1)
 	}
 	assert.ErrorIs(t, over.Err(), ErrArguments)
-	assert.EqualError(t, over.Err(), "cuda: Args: cuda: kernel arguments do not match parameters: more than 64 arguments")
+	assert.EqualError(t, over.Err(), "cuda: Args.Int32: kernel arguments do not match parameters: more than 64 arguments")
 
 	big := NewArgs().Raw(make([]byte, 4000), 8).Raw(make([]byte, 200), 8)
 	assert.ErrorIs(t, big.Err(), ErrArguments)
@@ -133,8 +135,8 @@ func TestCheckArgsAgainstParams(t *testing.T) {
 	f := &Function{name: "k"}
 	require.NoError(t, f.SetParams([]ParamInfo{{0, 8}, {8, 4}}))
 	assert.NoError(t, f.checkArgs(NewArgs().Pointer(1).Int32(2)))
-	assert.EqualError(t, f.checkArgs(NewArgs().Pointer(1)), "cuda: Launch k: cuda: kernel arguments do not match parameters: kernel takes 2 argument(s), got 1")
-	assert.EqualError(t, f.checkArgs(NewArgs().Pointer(1).Int64(2)), "cuda: Launch k: cuda: kernel arguments do not match parameters: argument 1 is 8 bytes, kernel expects 4")
+	assert.EqualError(t, f.checkArgs(NewArgs().Pointer(1)), "cuda: Function.Launch: kernel arguments do not match parameters: kernel k takes 2 argument(s), got 1")
+	assert.EqualError(t, f.checkArgs(NewArgs().Pointer(1).Int64(2)), "cuda: Function.Launch: kernel arguments do not match parameters: kernel k: argument 1 is 8 bytes, it expects 4")
 	unknown := &Function{name: "u"}
 	assert.NoError(t, unknown.checkArgs(NewArgs().Int32(1)), "without a layout the driver decides")
 	require.NoError(t, unknown.SetParams([]ParamInfo{{0, 4}}))
@@ -160,7 +162,7 @@ func TestCheckSpan(t *testing.T) {
 		}
 	}
 	assert.EqualError(t, checkSpan("Stream.CopyToDevice", "destination", 6, 5, 10),
-		"cuda: Stream.CopyToDevice: cuda: length mismatch: destination span [6, 6+5) does not fit in 10 bytes")
+		"cuda: Stream.CopyToDevice: length mismatch: destination span [6, 6+5) does not fit in 10 bytes")
 }
 
 func TestImageDetectionAndPTXPreparation(t *testing.T) {
@@ -180,7 +182,7 @@ func TestImageDetectionAndPTXPreparation(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
 	_, err = preparePTX([]byte(".version\x007.0"))
-	assert.EqualError(t, err, "cuda: LoadModule: cuda: invalid argument: PTX image has a NUL byte at offset 8: not PTX text")
+	assert.EqualError(t, err, "cuda: Context.LoadModule: invalid argument: PTX image has a NUL byte at offset 8: not PTX text")
 }
 
 func TestNilAndClosedObjects(t *testing.T) {
@@ -217,7 +219,7 @@ func TestNilAndClosedObjects(t *testing.T) {
 
 	dead := &Stream{owned: owned{ctx: closedCtx, res: &resource{core: closedCtx.core}}}
 	assert.ErrorIs(t, dead.Synchronize(), ErrClosed)
-	assert.EqualError(t, dead.Synchronize(), "cuda: Stream.Synchronize: cuda: use of closed object")
+	assert.EqualError(t, dead.Synchronize(), "cuda: Stream.Synchronize: use of closed object")
 	assert.NoError(t, dead.Close())
 	assert.NoError(t, dead.Close())
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -36,22 +37,26 @@ const (
 	ErrNotSupported          Result = 801
 )
 
-// Errors of the binding itself, reported before any driver call.
+// Errors of the binding itself, reported before any driver call. Like
+// package os's sentinels, their text carries no package word: the error
+// that wraps one says "cuda: " and the call once, as in "cuda:
+// Stream.Synchronize: invalid argument: nil *Stream", and errors.Is
+// matches the sentinel through it.
 var (
 	// ErrClosed reports use of an object after its Close.
-	ErrClosed = errors.New("cuda: use of closed object")
+	ErrClosed = errors.New("use of closed object")
 	// ErrInvalidArgument reports an argument rejected before it reaches the
 	// driver: a nil object, a zero or negative size, an out-of-range offset.
-	ErrInvalidArgument = errors.New("cuda: invalid argument")
+	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrLength reports a copy whose length does not fit both buffers.
-	ErrLength = errors.New("cuda: length mismatch")
+	ErrLength = errors.New("length mismatch")
 	// ErrArguments reports kernel arguments that do not match the kernel's
 	// parameters.
-	ErrArguments = errors.New("cuda: kernel arguments do not match parameters")
+	ErrArguments = errors.New("kernel arguments do not match parameters")
 	// ErrWrongContext reports objects of two different contexts used
 	// together (a stream of one GPU and a buffer of another, say), or an
 	// object of another context used through a [Bound].
-	ErrWrongContext = errors.New("cuda: objects of different contexts")
+	ErrWrongContext = errors.New("objects of different contexts")
 )
 
 // Name returns the CUresult's name, such as "CUDA_ERROR_OUT_OF_MEMORY".
@@ -76,9 +81,12 @@ func (r Result) Text() string {
 	return "unrecognized error code"
 }
 
-// Error formats the result as "cuda: NAME (code): text".
+// Error formats the result as "NAME (code): text", such as
+// "CUDA_ERROR_NOT_READY (600): device not ready". A Result is a sentinel
+// and carries no package word: a failed call returns an [*Error], which
+// names the call.
 func (r Result) Error() string {
-	return fmt.Sprintf("cuda: %s (%d): %s", r.Name(), int32(r), r.Text())
+	return fmt.Sprintf("%s (%d): %s", r.Name(), int32(r), r.Text())
 }
 
 // Error is a failed driver call: the entry point that failed and its result.
@@ -171,6 +179,13 @@ func goString(p uintptr) string {
 	return string(unsafe.Slice((*byte)(base), n))
 }
 
+// The errors of the binding itself all read "cuda: Op: sentinel: detail":
+// the package word and the operation once, then the sentinel's text, which
+// has neither. Op is what the caller called, Type.Method for a method
+// ("Stream.Synchronize", "Context.Alloc") or the function's name for a
+// package-level function ("NewContext"). A failed driver call is an *Error,
+// whose Op is the driver function's export name instead ("cuMemAlloc_v2").
+
 // argError builds an error for an argument rejected before any driver call.
 func argError(op, format string, args ...any) error {
 	return fmt.Errorf("cuda: %s: %w: %s", op, ErrInvalidArgument, fmt.Sprintf(format, args...))
@@ -185,3 +200,40 @@ func closedError(op string) error {
 func lengthError(op, role string, off, n, size int) error {
 	return fmt.Errorf("cuda: %s: %w: %s span [%d, %d+%d) does not fit in %d bytes", op, ErrLength, role, off, off, n, size)
 }
+
+// argumentsError reports kernel arguments that do not match the kernel's
+// parameters (ErrArguments).
+func argumentsError(op, format string, args ...any) error {
+	return fmt.Errorf("cuda: %s: %w: %s", op, ErrArguments, fmt.Sprintf(format, args...))
+}
+
+// opError is an error of this package's, err, met while doing op: it reads
+// "cuda: Op: " and err's text without its own "cuda: " (on each line of a
+// joined error), so that the package word is said once. errors.Is and
+// errors.As see err through Unwrap.
+type opError struct {
+	op  string
+	err error
+}
+
+// wrapOp returns err as met while doing op; nil for a nil err, and err
+// itself when it already names op.
+func wrapOp(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.HasPrefix(err.Error(), "cuda: "+op+":") {
+		return err
+	}
+	return &opError{op: op, err: err}
+}
+
+func (e *opError) Error() string {
+	lines := strings.Split(e.err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "cuda: ")
+	}
+	return "cuda: " + e.op + ": " + strings.Join(lines, "; ")
+}
+
+func (e *opError) Unwrap() error { return e.err }

@@ -33,7 +33,7 @@ type Event struct {
 
 // NewEvent creates an event (cuEventCreate).
 func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
-	k, err := c.begin("NewEvent")
+	k, err := c.begin("Context.NewEvent")
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
 	if err := cuEventCreate(&h, flags); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("NewEvent", kindEvent, h, nil)
+	r, err := k.adopt("Context.NewEvent", kindEvent, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +61,11 @@ func (c *Context) NewEvent(opts EventOptions) (*Event, error) {
 // Record captures the work queued on s so far (cuEventRecord).
 func (e *Event) Record(s *Stream) error { return e.record(via{}, s) }
 
-func (e *Event) record(bound via, s *Stream) error {
-	const op = "Event.Record"
+// record is Event.Record through bound.
+func (e *Event) record(bound via, s *Stream) error { return e.recordFor("Event.Record", bound, s) }
+
+// recordFor is the Record that op (Event.Record, Bound.Record) makes.
+func (e *Event) recordFor(op string, bound via, s *Stream) error {
 	if e == nil {
 		return argError(op, "nil *Event")
 	}

@@ -22,11 +22,11 @@ import (
 // They are kept out of TestFakeDriver, which `make stackmove` runs with
 // every call moving the stack, where a thousand rounds would take minutes.
 func TestFakeDriverAdversarial(t *testing.T) {
-	f := fakecuda.Run(t)
-	if f == nil {
+	s := gputest.Fake(t)
+	if s == nil {
 		return
 	}
-	runFakeCases(t, f, adversarialCases)
+	runFakeCases(t, s, adversarialCases)
 }
 
 // captureRounds is how many rounds the capture-versus-Close case runs: the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,7 +45,7 @@ func init() {
 		// queued on a span of it, set every element, and nothing else,
 		// each through its own entry point.
 		fakeCase{"Memset16And32", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			b, err := c.Alloc(64)
 			require.NoError(t, err)
 			require.NoError(t, b.Memset16(0xABCD))
@@ -79,7 +80,7 @@ func init() {
 		// closed and foreign objects are refused before the driver; the
 		// driver's own failures name the entry point.
 		fakeCase{"Memset16And32Errors", func(t *testing.T, f *fakecuda.Fake) {
-			c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+			c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 			s, err := c0.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
 			b, err := c0.Alloc(64)
@@ -89,15 +90,15 @@ func init() {
 			other, err := c1.Alloc(64)
 			require.NoError(t, err)
 
-			assert.EqualError(t, odd.Memset32(1), "cuda: Memset32: cuda: invalid argument: buffer of 62 bytes: not a whole number of 4-byte elements")
+			assert.EqualError(t, odd.Memset32(1), "cuda: DeviceBuffer.Memset32: invalid argument: buffer of 62 bytes: not a whole number of 4-byte elements")
 			assert.NoError(t, odd.Memset16(1), "62 bytes are 31 16-bit elements")
-			assert.EqualError(t, s.Memset16(b, 1, 4, 1), "cuda: Stream.Memset16: cuda: invalid argument: offset 1 and size 4: must be multiples of 2 bytes")
-			assert.EqualError(t, s.Memset32(b, 4, 6, 1), "cuda: Stream.Memset32: cuda: invalid argument: offset 4 and size 6: must be multiples of 4 bytes")
-			assert.EqualError(t, s.Memset32(b, 8, 60, 1), "cuda: Stream.Memset32: cuda: length mismatch: destination span [8, 8+60) does not fit in 64 bytes")
-			assert.EqualError(t, s.Memset16(nil, 0, 2, 1), "cuda: Stream.Memset16: cuda: invalid argument: nil destination *DeviceBuffer")
-			assert.EqualError(t, (*driver.Stream)(nil).Memset32(b, 0, 4, 1), "cuda: Stream.Memset32: cuda: invalid argument: nil *Stream")
-			assert.EqualError(t, (*driver.DeviceBuffer)(nil).Memset16(1), "cuda: Memset16: cuda: invalid argument: nil destination *DeviceBuffer")
-			assert.EqualError(t, s.Memset32(other, 0, 4, 1), "cuda: Stream.Memset32: cuda: objects of different contexts: an object of GPU 1's context used with one of GPU 0's")
+			assert.EqualError(t, s.Memset16(b, 1, 4, 1), "cuda: Stream.Memset16: invalid argument: offset 1 and size 4: must be multiples of 2 bytes")
+			assert.EqualError(t, s.Memset32(b, 4, 6, 1), "cuda: Stream.Memset32: invalid argument: offset 4 and size 6: must be multiples of 4 bytes")
+			assert.EqualError(t, s.Memset32(b, 8, 60, 1), "cuda: Stream.Memset32: length mismatch: destination span [8, 8+60) does not fit in 64 bytes")
+			assert.EqualError(t, s.Memset16(nil, 0, 2, 1), "cuda: Stream.Memset16: invalid argument: nil destination *DeviceBuffer")
+			assert.EqualError(t, (*driver.Stream)(nil).Memset32(b, 0, 4, 1), "cuda: Stream.Memset32: invalid argument: nil *Stream")
+			assert.EqualError(t, (*driver.DeviceBuffer)(nil).Memset16(1), "cuda: DeviceBuffer.Memset16: invalid argument: nil destination *DeviceBuffer")
+			assert.EqualError(t, s.Memset32(other, 0, 4, 1), "cuda: Stream.Memset32: objects of different contexts: an object of GPU 1's context used with one of GPU 0's")
 
 			f.Fail("cuMemsetD16_v2", 1, 2)
 			assert.EqualError(t, b.Memset16(1), "cuda: cuMemsetD16_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory")
@@ -115,7 +116,7 @@ func init() {
 		// A captured 32-bit memset runs at each launch of the graph, and
 		// its buffer is one the graph keeps and checks.
 		fakeCase{"Memset32Captured", func(t *testing.T, f *fakecuda.Fake) {
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			s, err := c.NewStream(driver.StreamOptions{})
 			require.NoError(t, err)
 			b, err := c.Alloc(32)

@@ -3,11 +3,14 @@
 package driver_test
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +24,7 @@ var owningTypes = map[reflect.Type]bool{}
 func init() {
 	for _, v := range []any{&driver.Context{}, &driver.DeviceBuffer{}, &driver.HostBuffer{},
 		&driver.HostRegistration{}, &driver.Stream{}, &driver.Event{}, &driver.Module{},
-		&driver.Function{}, &driver.MemPool{}, &driver.Graph{}, &driver.GraphExec{}} {
+		&driver.Function{}, &driver.MemPool{}, &driver.Graph{}, &driver.GraphExec{}, &driver.ManagedBuffer{}} {
 		owningTypes[reflect.TypeOf(v)] = true
 	}
 }
@@ -39,7 +42,7 @@ var hostMemoryType = reflect.TypeFor[driver.HostMemory]()
 // objects: a copy of an empty slice copies nothing, as os.File's Write
 // of an empty slice writes nothing.
 func nilAndZeroArguments(t *testing.T, f *fakecuda.Fake) {
-	c := fakeContext(t, 0)
+	c := gputest.FakeContext(t, 0)
 	dev := c.Device()
 	s, err := c.NewStream(driver.StreamOptions{})
 	require.NoError(t, err)
@@ -68,8 +71,10 @@ func nilAndZeroArguments(t *testing.T, f *fakecuda.Fake) {
 	b, err := c.Bind()
 	require.NoError(t, err)
 	defer b.Release()
+	mb, err := c.AllocManaged(64, driver.ManagedOptions{})
+	require.NoError(t, err)
 
-	objects := []any{c, b, s, d, h, reg, e, fn, m, p, g, x, driver.NewArgs(), dev, derr}
+	objects := []any{c, b, s, d, h, reg, e, fn, m, p, g, x, driver.NewArgs(), dev, derr, mb, driver.Location{}}
 	for _, zeroObjects := range []bool{false, true} {
 		for _, obj := range objects {
 			v := reflect.ValueOf(obj)
@@ -112,6 +117,12 @@ func nilAndZeroArguments(t *testing.T, f *fakecuda.Fake) {
 				if objectArg && last >= 0 && mt.Out(last) == reflect.TypeFor[error]() {
 					err, _ := out[last].Interface().(error)
 					assert.Error(t, err, "%s with a nil or zero object argument (zero objects: %v)", name, zeroObjects)
+					var de *driver.Error
+					if err != nil && !errors.As(err, &de) {
+						// The binding's own error names the method, once.
+						assert.True(t, strings.HasPrefix(err.Error(), "cuda: "+name+": "), "%s: the error does not name it: %v", name, err)
+						assert.Equal(t, 1, strings.Count(err.Error(), "cuda:"), "%s: the error says cuda: more than once: %v", name, err)
+					}
 				}
 			}
 		}

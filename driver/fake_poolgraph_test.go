@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +36,7 @@ var poolGraphCases = []fakeCase{
 	// The fake runs each free only after the stream's earlier work and
 	// records a violation if a copy touches the memory after it.
 	{"PoolAllocFreeAsyncLoop", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 256
@@ -68,7 +69,7 @@ var poolGraphCases = []fakeCase{
 
 	// Issue 14: FreeAsync's argument checks, before any driver call.
 	{"PoolFreeAsyncChecks", func(t *testing.T, f *fakecuda.Fake) {
-		c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+		c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 		s0, err := c0.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		s1, err := c1.NewStream(driver.StreamOptions{})
@@ -77,7 +78,7 @@ var poolGraphCases = []fakeCase{
 		require.NoError(t, err)
 		err = s0.FreeAsync(plain)
 		assert.ErrorIs(t, err, driver.ErrInvalidArgument)
-		assert.EqualError(t, err, "cuda: Stream.FreeAsync: cuda: invalid argument: the buffer is not from AllocAsync or AllocFromPool: Close it instead")
+		assert.EqualError(t, err, "cuda: Stream.FreeAsync: invalid argument: the buffer is not from AllocAsync or AllocFromPool: Close it instead")
 		assert.ErrorIs(t, s0.FreeAsync(nil), driver.ErrInvalidArgument)
 		b, err := s0.AllocAsync(16)
 		require.NoError(t, err)
@@ -98,7 +99,7 @@ var poolGraphCases = []fakeCase{
 	// the context first. The fake records a violation when pool memory is
 	// freed with operations on it still pending.
 	{"PoolBufferCloseWaits", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		in := pinned(t, c, 64, 1)
@@ -122,7 +123,7 @@ var poolGraphCases = []fakeCase{
 	// as the driver reports it; allocations from it round-trip data; the
 	// default pool's threshold can be set and read back.
 	{"MemPool", func(t *testing.T, f *fakecuda.Fake) {
-		c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+		c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 		s, err := c0.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		p0, err := c0.NewMemPool(driver.MemPoolOptions{})
@@ -182,7 +183,7 @@ var poolGraphCases = []fakeCase{
 	// update the exec from a capture with other buffers and arguments; a
 	// different topology is refused; closed memory is refused at launch.
 	{"GraphCaptureLaunchUpdate", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		fn := fakeKernel(t, f, c)
@@ -265,7 +266,7 @@ var poolGraphCases = []fakeCase{
 		launches := f.Calls("cuGraphLaunch")
 		err = e.Launch(s)
 		assert.ErrorIs(t, err, driver.ErrClosed)
-		assert.EqualError(t, err, "cuda: GraphExec.Launch: cuda: use of closed object: a host buffer that the graph uses was closed")
+		assert.EqualError(t, err, "cuda: GraphExec.Launch: use of closed object: a host buffer that the graph uses was closed")
 		assert.Equal(t, launches, f.Calls("cuGraphLaunch"))
 		require.NoError(t, e.Close())
 		assert.ErrorIs(t, e.Launch(s), driver.ErrClosed)
@@ -280,7 +281,7 @@ var poolGraphCases = []fakeCase{
 	// node without instantiating again; a copy re-pointed at other memory
 	// no longer needs its old memory open.
 	{"GraphBuiltNodeByNode", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
@@ -305,7 +306,7 @@ var poolGraphCases = []fakeCase{
 		other, err := c.NewGraph()
 		require.NoError(t, err)
 		_, err = other.AddCopyToHost(out, 0, d, 0, n, n2)
-		assert.EqualError(t, err, "cuda: Graph.AddCopyToHost: cuda: invalid argument: dependency 0 is not a node of this graph")
+		assert.EqualError(t, err, "cuda: Graph.AddCopyToHost: invalid argument: dependency 0 is not a node of this graph")
 		_, err = g.AddKernel(fn, cfg, driver.NewArgs().Int32(1))
 		assert.ErrorIs(t, err, driver.ErrArguments)
 		_, err = g.AddCopyToDevice(d, 1, in, 0, n)
@@ -346,7 +347,7 @@ var poolGraphCases = []fakeCase{
 		assert.ErrorIs(t, e.SetCopyToHost(n1, out2, 0, d, 0, n), driver.ErrInvalidArgument, "the other direction")
 		o1, err := other.AddCopyToHost(out2, 0, d, 0, n)
 		require.NoError(t, err)
-		assert.EqualError(t, e.SetCopyToHost(o1, out2, 0, d, 0, n), "cuda: GraphExec.SetCopyToHost: cuda: invalid argument: the node is not of the graph the exec was instantiated or last updated from")
+		assert.EqualError(t, e.SetCopyToHost(o1, out2, 0, d, 0, n), "cuda: GraphExec.SetCopyToHost: invalid argument: the node is not of the graph the exec was instantiated or last updated from")
 		require.NoError(t, g.Close())
 		assert.ErrorIs(t, e.SetKernel(n2, cfg, driver.NewArgs().Buffer(d, 0).Int32(1)), driver.ErrClosed)
 		require.NoError(t, e.Close())
@@ -358,7 +359,7 @@ var poolGraphCases = []fakeCase{
 	// from it may run, even when nothing else references it: the fake
 	// records a violation when a launch copies memory no longer registered.
 	{"GraphKeepsHostMemory", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		d, err := c.Alloc(64)
@@ -395,7 +396,7 @@ var poolGraphCases = []fakeCase{
 	// Issue 14: capture's errors name the call, end the capture, discard
 	// its graph and leave the stream usable.
 	{"GraphCaptureErrors", func(t *testing.T, f *fakecuda.Fake) {
-		c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+		c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 		s, err := c0.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		s1, err := c1.NewStream(driver.StreamOptions{})
@@ -405,7 +406,7 @@ var poolGraphCases = []fakeCase{
 		h := pinned(t, c0, 64, 0)
 		var nilStream *driver.Stream
 		_, err = nilStream.Capture(func(*driver.Bound) error { return nil })
-		assert.EqualError(t, err, "cuda: Stream.Capture: cuda: invalid argument: nil *Stream")
+		assert.EqualError(t, err, "cuda: Stream.Capture: invalid argument: nil *Stream")
 		_, err = s.Capture(nil)
 		assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 		assert.Zero(t, f.Calls("cuStreamBeginCapture_v2"))
@@ -416,7 +417,7 @@ var poolGraphCases = []fakeCase{
 			require.NoError(t, err)
 			assert.True(t, capturing)
 			_, err = s.Capture(func(*driver.Bound) error { return nil })
-			assert.EqualError(t, err, "cuda: Stream.Capture: cuda: invalid argument: the stream is already capturing")
+			assert.EqualError(t, err, "cuda: Stream.Capture: invalid argument: the stream is already capturing")
 			_, err = s.AllocAsync(64)
 			assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 			require.NoError(t, b.CopyToDevice(s, d, 0, h, 0, 64))
@@ -467,7 +468,7 @@ var poolGraphCases = []fakeCase{
 		assert.ErrorIs(t, e.Update(g1), driver.ErrWrongContext)
 		assert.ErrorIs(t, e.Launch(nil), driver.ErrInvalidArgument)
 		var nilExec *driver.GraphExec
-		assert.EqualError(t, nilExec.Launch(s), "cuda: GraphExec.Launch: cuda: invalid argument: nil *GraphExec")
+		assert.EqualError(t, nilExec.Launch(s), "cuda: GraphExec.Launch: invalid argument: nil *GraphExec")
 		assert.ErrorIs(t, e.Update(nil), driver.ErrInvalidArgument)
 		require.NoError(t, g.Close())
 		_, err = g.Instantiate()

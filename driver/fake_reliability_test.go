@@ -29,7 +29,7 @@ var reliabilityCases = []fakeCase{
 	// the fake does the same, and records a violation when those nodes
 	// are used after g1 was destroyed: g1's Close leaves it for e's.
 	{"GraphExecUpdateSource", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		fn := fakeKernel(t, f, c)
@@ -66,7 +66,7 @@ var reliabilityCases = []fakeCase{
 		require.NoError(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(3)),
 			"a node of the graph e was last updated from")
 		assert.EqualError(t, e.SetKernel(g1.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(3)),
-			"cuda: GraphExec.SetKernel: cuda: invalid argument: the node is not of the graph the exec was instantiated or last updated from")
+			"cuda: GraphExec.SetKernel: invalid argument: the node is not of the graph the exec was instantiated or last updated from")
 		require.NoError(t, g1.g.Close())
 		require.NoError(t, e.SetKernel(g2.kern, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(4)),
 			"the graph e was instantiated from is closed")
@@ -75,7 +75,7 @@ var reliabilityCases = []fakeCase{
 		late, err := g2.g.AddKernel(fn, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(9), g2.d2h)
 		require.NoError(t, err)
 		assert.EqualError(t, e.SetKernel(late, cfg, driver.NewArgs().Buffer(g2.d, 0).Int32(9)),
-			"cuda: GraphExec.SetKernel: cuda: invalid argument: the node was added after the exec was instantiated or updated, or the exec was instantiated from a captured graph")
+			"cuda: GraphExec.SetKernel: invalid argument: the node was added after the exec was instantiated or updated, or the exec was instantiated from a captured graph")
 
 		// Re-point g2's H2D at other memory: g2's old source may go, the
 		// new one may not.
@@ -182,7 +182,7 @@ var reliabilityCases = []fakeCase{
 	// violation when memory is freed or unregistered with a copy on it
 	// pending, or a copy runs on memory no longer pinned.
 	{"GraphLaunchHostMemoryClose", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 4096
@@ -262,7 +262,7 @@ var reliabilityCases = []fakeCase{
 	// memory of the copies queued before that later Record, which may
 	// still be pending: the memory's Close must wait for them.
 	{"EventRecordRacesWait", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 4096

@@ -24,33 +24,22 @@ import (
 // process whose libcuda.so.1 is the fake: the real loader and call paths,
 // no GPU. Most cases guard a bug of issue 9; each says which.
 func TestFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
-	if f == nil {
+	s := gputest.Fake(t)
+	if s == nil {
 		return
 	}
-	runFakeCases(t, f, fakeCases)
+	runFakeCases(t, s, fakeCases)
 }
 
-// runFakeCases runs each case as a subtest on the fake f, and checks after
-// it that the fake recorded no violation, that no driver object and no
-// primary context retain is left, and that no thread is left in capture
-// mode.
-func runFakeCases(t *testing.T, f *fakecuda.Fake, cases []fakeCase) {
+// runFakeCases runs each case as a subtest of the session s, which checks
+// after each that the fake recorded no violation, that no driver object
+// and no primary context retain is left, and that no thread is left in
+// capture mode (gputest.FakeSession.Watch).
+func runFakeCases(t *testing.T, s *gputest.FakeSession, cases []fakeCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f.Reset()
-			before := f.Live(fakecuda.AllObjects)
-			// Registered first, so it runs after the test's own cleanups
-			// (which close its contexts).
-			t.Cleanup(func() {
-				collect(5 * time.Millisecond)
-				f.Clean(t)
-				assert.Equal(t, before, f.Live(fakecuda.AllObjects), "driver objects left alive")
-				assert.Equal(t, 0, f.PrimaryRefs(0), "device 0's primary context still retained")
-				assert.Equal(t, 0, f.PrimaryRefs(1), "device 1's primary context still retained")
-				assert.Equal(t, 0, f.CapturingThreads(), "threads left in capture mode")
-			})
-			tc.run(t, f)
+			s.Watch(t)
+			tc.run(t, s.Fake)
 		})
 	}
 }
@@ -58,17 +47,6 @@ func runFakeCases(t *testing.T, f *fakecuda.Fake, cases []fakeCase) {
 type fakeCase struct {
 	name string
 	run  func(t *testing.T, f *fakecuda.Fake)
-}
-
-// fakeContext opens a context on fake device dev, closed when the test ends.
-func fakeContext(t *testing.T, dev int) *driver.Context {
-	t.Helper()
-	d, err := driver.DeviceAt(dev)
-	require.NoError(t, err)
-	c, err := driver.NewContext(d)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, c.Close()) })
-	return c
 }
 
 // fakeKernel loads a module on c and returns its kernel "k", whose
@@ -128,7 +106,7 @@ var fakeCases = []fakeCase{
 	// function and the stream, LastParam the parameters, and extra must be
 	// NULL. Unbound and bound, each with its own shape.
 	{"LaunchArgumentOrder", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
@@ -170,7 +148,7 @@ var fakeCases = []fakeCase{
 	// The issue loop's calls allocate nothing (STYLE: a hot driver call
 	// allocates nothing), host-memory bookkeeping included.
 	{"HotPathAllocatesNothing", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		d, err := c.Alloc(64)
@@ -204,7 +182,7 @@ var fakeCases = []fakeCase{
 	// BindInto binds a Bound that the caller keeps, without allocating,
 	// and refuses one that is still bound, nil, or a closed context's.
 	{"BindInto", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		e, err := c.NewEvent(driver.EventOptions{})
@@ -229,7 +207,7 @@ var fakeCases = []fakeCase{
 			assert.Zero(t, allocs, "allocations per BindInto and Release")
 		}
 
-		closed := fakeContext(t, 1)
+		closed := gputest.FakeContext(t, 1)
 		require.NoError(t, closed.Close())
 		assert.ErrorIs(t, closed.BindInto(&b), driver.ErrClosed)
 		require.NoError(t, c.BindInto(&b), "a failed BindInto leaves the Bound unbound")
@@ -246,7 +224,7 @@ var fakeCases = []fakeCase{
 	// the trade-off the option documents, which a safe call does not.
 	{"DirectCalls", func(t *testing.T, f *fakecuda.Fake) {
 		direct := driver.DirectCallsAvailable()
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 4096
@@ -378,7 +356,7 @@ var fakeCases = []fakeCase{
 	// stream's copies held, as Stream.Synchronize does; after Release it
 	// checks the context as Stream.Synchronize does.
 	{"BoundSynchronize", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 1 << 16
@@ -408,7 +386,7 @@ var fakeCases = []fakeCase{
 	}},
 
 	{"RoundTrip", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		d, err := c.Alloc(64)
@@ -435,7 +413,7 @@ var fakeCases = []fakeCase{
 	// unsafe.Pointer slots; `make test` also runs this case with every
 	// function call moving the stack, where such a value crashes the runtime.
 	{"LoadModuleOptions", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		ptx := []byte(".version 7.0\n.target sm_75\n.address_size 64\n")
 		for _, o := range []driver.ModuleOptions{{}, {Verbose: true}, {Verbose: true, OptimizationLevel: 9}, {OptimizationLevel: 1, LogSize: 64}} {
 			m, err := c.LoadModule(ptx, o)
@@ -450,7 +428,7 @@ var fakeCases = []fakeCase{
 	// Issue 9, bug 2: an Args held anywhere (a package variable, a local,
 	// a copy) launches its own values and never crashes the process.
 	{"ArgsHeldAnyWay", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
 		require.NoError(t, err)
 		fn, err := m.Function("k")
@@ -499,7 +477,7 @@ var fakeCases = []fakeCase{
 	// Issue 9, bug 3: a view of a HostBuffer that the caller dropped stays
 	// valid memory; only Close (of the buffer or the context) frees it.
 	{"ViewsOutliveDroppedOwner", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		must := func(h *driver.HostBuffer, err error) *driver.HostBuffer {
 			require.NoError(t, err)
 			return h
@@ -516,7 +494,7 @@ var fakeCases = []fakeCase{
 
 		// A registration's memory is Go's: its view outlives the
 		// registration, which the cleanup may unregister.
-		c2 := fakeContext(t, 0)
+		c2 := gputest.FakeContext(t, 0)
 		mem := make([]byte, 4096)
 		func() {
 			r, err := c2.RegisterHost(mem, driver.RegisterOptions{})
@@ -551,7 +529,7 @@ var fakeCases = []fakeCase{
 					assert.NoError(t, err)
 				}()
 			}
-			c := fakeContext(t, 0)
+			c := gputest.FakeContext(t, 0)
 			for range 3 {
 				func() {
 					s, err := c.NewStream(driver.StreamOptions{})
@@ -582,7 +560,7 @@ var fakeCases = []fakeCase{
 	// Issue 9, bug 5: host memory that a queued copy uses stays alive and
 	// registered, or pinned, until the host has seen the copy done.
 	{"AsyncCopyKeepsHostMemory", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		s, err := c.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		const n = 1 << 16
@@ -686,7 +664,7 @@ var fakeCases = []fakeCase{
 	// Issue 9, bug 7: a method never calls the driver with a handle that a
 	// concurrent Close has destroyed.
 	{"CloseWaitsForCalls", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		f.Delay("cuStreamSynchronize", 20*time.Millisecond)
 		for range 5 {
 			s, err := c.NewStream(driver.StreamOptions{})
@@ -706,7 +684,7 @@ var fakeCases = []fakeCase{
 	// Issue 9, bug 7: SetParams and Launch on one Function from two
 	// goroutines (the race detector watches).
 	{"SetParamsWhileLaunching", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		m, err := c.LoadModule([]byte("// any"), driver.ModuleOptions{})
 		require.NoError(t, err)
 		fn, err := m.Function("k")
@@ -736,7 +714,7 @@ var fakeCases = []fakeCase{
 	// Issue 10, section 2: objects of two contexts used together are a
 	// clear error, and a Bound never leaves another context current.
 	{"ContextsDoNotMix", func(t *testing.T, f *fakecuda.Fake) {
-		c0, c1 := fakeContext(t, 0), fakeContext(t, 1)
+		c0, c1 := gputest.FakeContext(t, 0), gputest.FakeContext(t, 1)
 		s0, err := c0.NewStream(driver.StreamOptions{})
 		require.NoError(t, err)
 		s1, err := c1.NewStream(driver.StreamOptions{})
@@ -763,7 +741,7 @@ var fakeCases = []fakeCase{
 		assert.ErrorIs(t, s0.WaitEvent(e1), driver.ErrWrongContext)
 		assert.ErrorIs(t, fn0.Launch(s1, driver.GridFor(1, 1), driver.NewArgs()), driver.ErrWrongContext)
 		assert.ErrorIs(t, d0.CopyFromDevice(0, d1, 0, 16), driver.ErrWrongContext)
-		assert.EqualError(t, s0.Memset(d1, 0, 16, 0), "cuda: Stream.Memset: cuda: objects of different contexts: an object of GPU 1's context used with one of GPU 0's")
+		assert.EqualError(t, s0.Memset(d1, 0, 16, 0), "cuda: Stream.Memset: objects of different contexts: an object of GPU 1's context used with one of GPU 0's")
 
 		b, err := c0.Bind()
 		require.NoError(t, err)
@@ -781,7 +759,7 @@ var fakeCases = []fakeCase{
 
 	// Every driver failure is returned, named and counted; nothing leaks.
 	{"ErrorPaths", func(t *testing.T, f *fakecuda.Fake) {
-		c := fakeContext(t, 0)
+		c := gputest.FakeContext(t, 0)
 		f.Fail("cuMemAlloc_v2", 1, 2)
 		_, err := c.Alloc(16)
 		assert.ErrorIs(t, err, driver.ErrOutOfMemory)
@@ -794,7 +772,7 @@ var fakeCases = []fakeCase{
 		f.Fail("cuStreamDestroy_v2", 1, 400)
 		err = s.Close()
 		assert.ErrorIs(t, err, driver.ErrInvalidHandle)
-		assert.ErrorContains(t, err, "cuda: closing stream: cuda: cuStreamDestroy_v2")
+		assert.EqualError(t, err, "cuda: Stream.Close: cuStreamDestroy_v2: CUDA_ERROR_INVALID_HANDLE (400): invalid resource handle")
 		assert.NoError(t, s.Close(), "a second Close does nothing")
 		assert.ErrorIs(t, s.Synchronize(), driver.ErrClosed)
 

@@ -288,7 +288,7 @@ func TestGPUKernelLaunch(t *testing.T) {
 	// Wrong argument count or size: an error, never a launch.
 	err = f.Launch(s, GridFor(n, 256), NewArgs().Buffer(dy, 0))
 	assert.ErrorIs(t, err, ErrArguments)
-	assert.EqualError(t, err, "cuda: Launch add_scalar: cuda: kernel arguments do not match parameters: kernel takes 4 argument(s), got 1")
+	assert.EqualError(t, err, "cuda: Function.Launch: kernel arguments do not match parameters: kernel add_scalar takes 4 argument(s), got 1")
 	err = f.Launch(s, GridFor(n, 256), NewArgs().Buffer(dy, 0).Buffer(dx, 0).Float64(1).Uint32(n))
 	assert.ErrorIs(t, err, ErrArguments)
 	assert.ErrorIs(t, f.Launch(s, LaunchConfig{}, args), ErrInvalidArgument)

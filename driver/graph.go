@@ -474,10 +474,18 @@ func (e *GraphExec) setUses(uses []graphUse) {
 func (e *GraphExec) Launch(s *Stream) error { return e.launch(via{}, s) }
 
 // LaunchGraph is [GraphExec.Launch] without the context check.
-func (b *Bound) LaunchGraph(e *GraphExec, s *Stream) error { return e.launch(b.via(), s) }
+func (b *Bound) LaunchGraph(e *GraphExec, s *Stream) error {
+	return e.launchFor("Bound.LaunchGraph", b.via(), s)
+}
 
+// launch is GraphExec.Launch through bound.
 func (e *GraphExec) launch(bound via, s *Stream) error {
-	const op = "GraphExec.Launch"
+	return e.launchFor("GraphExec.Launch", bound, s)
+}
+
+// launchFor is the launch that op (GraphExec.Launch, Bound.LaunchGraph)
+// makes.
+func (e *GraphExec) launchFor(op string, bound via, s *Stream) error {
 	if e == nil {
 		return argError(op, "nil *GraphExec")
 	}
@@ -492,7 +500,7 @@ func (e *GraphExec) launch(bound via, s *Stream) error {
 			for _, v := range e.uses[:i] {
 				v.res.mu.RUnlock()
 			}
-			return fmt.Errorf("cuda: %s: %w: a %s that the graph uses was closed", op, ErrClosed, u.res.kind)
+			return fmt.Errorf("%w: a %s that the graph uses was closed", closedError(op), u.res.kind)
 		}
 	}
 	defer func() {

@@ -69,7 +69,7 @@ type GraphNode struct {
 // [Graph.AddKernel], [Graph.AddCopyToDevice] and [Graph.AddCopyToHost]. The
 // caller owns it and must Close it.
 func (c *Context) NewGraph() (*Graph, error) {
-	const op = "NewGraph"
+	const op = "Context.NewGraph"
 	k, err := c.begin(op)
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func kernelParams(op string, f *Function, cfg LaunchConfig, args *Args, p *kerne
 	if cfg.SharedMem < 0 {
 		return nil, argError(op, "shared memory %d: must not be negative", cfg.SharedMem)
 	}
-	if err := f.checkArgs(args); err != nil {
+	if err := f.checkArgsFor(op, args); err != nil {
 		return nil, err
 	}
 	slab := getSlab()
@@ -317,7 +317,7 @@ func (e *GraphExec) setNode(op string, n GraphNode, prepare func() (func(), erro
 		defer unlock()
 	}
 	if _, err := n.g.use(op); err != nil {
-		return fmt.Errorf("cuda: %s: the node's graph: %w", op, err)
+		return fmt.Errorf("%w (the node's graph)", err)
 	}
 	defer n.g.done()
 	if err := e.res.core.enter(op); err != nil {

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -53,8 +52,9 @@ const slabSlots = 64
 // unpinned: there are only as many as launches ever ran at once. A launch
 // takes a slot's slab with one compare-and-swap, starting at a slot chosen
 // by its goroutine's stack address, so that concurrent launches from
-// several goroutines rarely meet on one slot (issue 14: the mutex that
-// guarded a single free list cost a tenth of a bound launch's own time).
+// several goroutines rarely meet on one slot: a mutex that guarded a
+// single free list was a measurable part of a bound launch's own cost
+// (bench/RESULTS.md, "The hot path after ccall").
 var argSlabs struct {
 	slots [slabSlots]atomic.Pointer[argSlab]
 	mu    sync.Mutex // guards free and pins, and fills empty slots
@@ -155,24 +155,24 @@ func (a *Args) Layout() []ParamInfo {
 // *Args, an error that says so (ErrInvalidArgument).
 func (a *Args) Err() error {
 	if a == nil {
-		return argError("Args", "nil *Args")
+		return argError("Args.Err", "nil *Args")
 	}
 	return a.err
 }
 
-// add reserves size bytes aligned to align and returns them; nil on a nil
-// *Args.
-func (a *Args) add(size, align int) []byte {
+// add reserves size bytes aligned to align for op, the method that appends
+// (Args.Uint32, say), and returns them; nil on a nil *Args.
+func (a *Args) add(op string, size, align int) []byte {
 	if a == nil || a.err != nil {
 		return nil
 	}
 	if a.n == maxArgs {
-		a.err = fmt.Errorf("cuda: Args: %w: more than %d arguments", ErrArguments, maxArgs)
+		a.err = argumentsError(op, "more than %d arguments", maxArgs)
 		return nil
 	}
 	off := (a.used + align - 1) &^ (align - 1)
 	if off+size > maxArgBytes {
-		a.err = fmt.Errorf("cuda: Args: %w: arguments exceed %d bytes", ErrArguments, maxArgBytes)
+		a.err = argumentsError(op, "arguments exceed %d bytes", maxArgBytes)
 		return nil
 	}
 	a.offs[a.n], a.sizes[a.n] = uint16(off), uint16(size)
@@ -186,8 +186,10 @@ func (a *Args) bytes() []byte {
 }
 
 // Pointer appends a device address (a CUdeviceptr, 8 bytes).
-func (a *Args) Pointer(p DevicePtr) *Args {
-	if b := a.add(8, 8); b != nil {
+func (a *Args) Pointer(p DevicePtr) *Args { return a.pointer("Args.Pointer", p) }
+
+func (a *Args) pointer(op string, p DevicePtr) *Args {
+	if b := a.add(op, 8, 8); b != nil {
 		binary.NativeEndian.PutUint64(b, uint64(p))
 	}
 	return a
@@ -201,7 +203,7 @@ func (a *Args) Buffer(b *DeviceBuffer, off int) *Args {
 	}
 	if b == nil || b.Ptr() == 0 {
 		if a.err == nil {
-			a.err = fmt.Errorf("cuda: Args.Buffer: %w: nil or closed buffer", ErrInvalidArgument)
+			a.err = argError("Args.Buffer", "nil or closed buffer")
 		}
 		return a
 	}
@@ -211,36 +213,40 @@ func (a *Args) Buffer(b *DeviceBuffer, off int) *Args {
 		}
 		return a
 	}
-	return a.Pointer(b.Ptr() + DevicePtr(off))
+	return a.pointer("Args.Buffer", b.Ptr()+DevicePtr(off))
 }
 
 // Int32 appends a 32-bit signed integer.
-func (a *Args) Int32(v int32) *Args { return a.Uint32(uint32(v)) }
+func (a *Args) Int32(v int32) *Args { return a.uint32("Args.Int32", uint32(v)) }
 
 // Uint32 appends a 32-bit unsigned integer.
-func (a *Args) Uint32(v uint32) *Args {
-	if b := a.add(4, 4); b != nil {
+func (a *Args) Uint32(v uint32) *Args { return a.uint32("Args.Uint32", v) }
+
+func (a *Args) uint32(op string, v uint32) *Args {
+	if b := a.add(op, 4, 4); b != nil {
 		binary.NativeEndian.PutUint32(b, v)
 	}
 	return a
 }
 
 // Int64 appends a 64-bit signed integer.
-func (a *Args) Int64(v int64) *Args { return a.Uint64(uint64(v)) }
+func (a *Args) Int64(v int64) *Args { return a.uint64("Args.Int64", uint64(v)) }
 
 // Uint64 appends a 64-bit unsigned integer.
-func (a *Args) Uint64(v uint64) *Args {
-	if b := a.add(8, 8); b != nil {
+func (a *Args) Uint64(v uint64) *Args { return a.uint64("Args.Uint64", v) }
+
+func (a *Args) uint64(op string, v uint64) *Args {
+	if b := a.add(op, 8, 8); b != nil {
 		binary.NativeEndian.PutUint64(b, v)
 	}
 	return a
 }
 
 // Float32 appends a float.
-func (a *Args) Float32(v float32) *Args { return a.Uint32(math.Float32bits(v)) }
+func (a *Args) Float32(v float32) *Args { return a.uint32("Args.Float32", math.Float32bits(v)) }
 
 // Float64 appends a double.
-func (a *Args) Float64(v float64) *Args { return a.Uint64(math.Float64bits(v)) }
+func (a *Args) Float64(v float64) *Args { return a.uint64("Args.Float64", math.Float64bits(v)) }
 
 // Raw appends an arbitrary by-value argument (a struct, say) with the
 // given alignment, which must be a power of two no larger than 8.
@@ -250,11 +256,11 @@ func (a *Args) Raw(v []byte, align int) *Args {
 	}
 	if align <= 0 || align > 8 || align&(align-1) != 0 || len(v) == 0 {
 		if a.err == nil {
-			a.err = fmt.Errorf("cuda: Args.Raw: %w: size %d, align %d", ErrInvalidArgument, len(v), align)
+			a.err = argError("Args.Raw", "size %d, align %d", len(v), align)
 		}
 		return a
 	}
-	if b := a.add(len(v), align); b != nil {
+	if b := a.add("Args.Raw", len(v), align); b != nil {
 		copy(b, v)
 	}
 	return a
@@ -296,8 +302,12 @@ func GridFor(n, block int) LaunchConfig {
 	return LaunchConfig{Grid: Dim3{X: g}, Block: Dim3{X: block}}
 }
 
-// checkArgs compares args with the function's known parameter layout.
-func (f *Function) checkArgs(a *Args) error {
+// checkArgs compares args with the function's known parameter layout, for
+// Function.Launch.
+func (f *Function) checkArgs(a *Args) error { return f.checkArgsFor("Function.Launch", a) }
+
+// checkArgsFor is checkArgs for op.
+func (f *Function) checkArgsFor(op string, a *Args) error {
 	if a.err != nil {
 		return a.err
 	}
@@ -307,11 +317,11 @@ func (f *Function) checkArgs(a *Args) error {
 	}
 	params := *pp
 	if a.n != len(params) {
-		return fmt.Errorf("cuda: Launch %s: %w: kernel takes %d argument(s), got %d", f.name, ErrArguments, len(params), a.n)
+		return argumentsError(op, "kernel %s takes %d argument(s), got %d", f.name, len(params), a.n)
 	}
 	for i := 0; i < a.n; i++ {
 		if int(a.sizes[i]) != params[i].Size {
-			return fmt.Errorf("cuda: Launch %s: %w: argument %d is %d bytes, kernel expects %d", f.name, ErrArguments, i, a.sizes[i], params[i].Size)
+			return argumentsError(op, "kernel %s: argument %d is %d bytes, it expects %d", f.name, i, a.sizes[i], params[i].Size)
 		}
 	}
 	return nil
@@ -325,8 +335,13 @@ func (f *Function) Launch(s *Stream, cfg LaunchConfig, args *Args) error {
 	return f.launch(via{}, s, cfg, args)
 }
 
+// launch is Function.Launch through bound.
 func (f *Function) launch(bound via, s *Stream, cfg LaunchConfig, args *Args) error {
-	const op = "Launch"
+	return f.launchFor("Function.Launch", bound, s, cfg, args)
+}
+
+// launchFor is the launch that op (Function.Launch, Bound.Launch) makes.
+func (f *Function) launchFor(op string, bound via, s *Stream, cfg LaunchConfig, args *Args) error {
 	if f == nil || f.mod == nil {
 		return argError(op, "nil *Function")
 	}
@@ -352,7 +367,7 @@ func (f *Function) launch(bound via, s *Stream, cfg LaunchConfig, args *Args) er
 	if _, err := f.mod.use(op); err != nil {
 		return err
 	}
-	err := f.checkArgs(args)
+	err := f.checkArgsFor(op, args)
 	if err == nil {
 		var h uintptr
 		if h, err = s.lock(op); err == nil {

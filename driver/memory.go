@@ -45,9 +45,9 @@ type DeviceBuffer struct {
 // positive.
 func (c *Context) Alloc(n int) (*DeviceBuffer, error) {
 	if n <= 0 {
-		return nil, argError("Alloc", "size %d: must be positive", n)
+		return nil, argError("Context.Alloc", "size %d: must be positive", n)
 	}
-	k, err := c.begin("Alloc")
+	k, err := c.begin("Context.Alloc")
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (c *Context) Alloc(n int) (*DeviceBuffer, error) {
 	if err := cuMemAlloc(&p, uintptr(n)); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("Alloc", kindDeviceMemory, uintptr(p), nil)
+	r, err := k.adopt("Context.Alloc", kindDeviceMemory, uintptr(p), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -118,20 +118,20 @@ func checkSpan(op, role string, off, n, size int) error {
 // Memset sets every byte of the buffer to v (cuMemsetD8_v2) and returns
 // when done.
 func (b *DeviceBuffer) Memset(v byte) error {
-	return b.memset("Memset", 1, func(d DevicePtr, n uintptr) error { return cuMemsetD8(d, v, n) })
+	return b.memset("DeviceBuffer.Memset", 1, func(d DevicePtr, n uintptr) error { return cuMemsetD8(d, v, n) })
 }
 
 // Memset16 sets every 16-bit element of the buffer to v (cuMemsetD16_v2)
 // and returns when done. The buffer's length must be a multiple of 2.
 func (b *DeviceBuffer) Memset16(v uint16) error {
-	return b.memset("Memset16", 2, func(d DevicePtr, n uintptr) error { return cuMemsetD16(d, v, n) })
+	return b.memset("DeviceBuffer.Memset16", 2, func(d DevicePtr, n uintptr) error { return cuMemsetD16(d, v, n) })
 }
 
 // Memset32 sets every 32-bit element of the buffer to v (cuMemsetD32_v2)
 // and returns when done: math.Float32bits(x) sets float32s to x. The
 // buffer's length must be a multiple of 4.
 func (b *DeviceBuffer) Memset32(v uint32) error {
-	return b.memset("Memset32", 4, func(d DevicePtr, n uintptr) error { return cuMemsetD32(d, v, n) })
+	return b.memset("DeviceBuffer.Memset32", 4, func(d DevicePtr, n uintptr) error { return cuMemsetD32(d, v, n) })
 }
 
 // memset sets the whole buffer through set, which gets the buffer's
@@ -158,17 +158,17 @@ func (b *DeviceBuffer) memset(op string, width int, set func(d DevicePtr, n uint
 // copies nothing.
 func (b *DeviceBuffer) CopyFromHost(off int, src []byte) error {
 	if b == nil || b.res == nil {
-		return argError("CopyFromHost", "nil *DeviceBuffer")
+		return argError("DeviceBuffer.CopyFromHost", "nil *DeviceBuffer")
 	}
 	if len(src) == 0 {
 		return nil
 	}
-	p, err := b.lockSpan("CopyFromHost", "destination", off, len(src))
+	p, err := b.lockSpan("DeviceBuffer.CopyFromHost", "destination", off, len(src))
 	if err != nil {
 		return err
 	}
 	defer b.done()
-	if err := b.res.core.enter("CopyFromHost"); err != nil {
+	if err := b.res.core.enter("DeviceBuffer.CopyFromHost"); err != nil {
 		return err
 	}
 	defer leave()
@@ -181,17 +181,17 @@ func (b *DeviceBuffer) CopyFromHost(off int, src []byte) error {
 // dst and returns when done (cuMemcpyDtoH_v2); an empty dst copies nothing.
 func (b *DeviceBuffer) CopyToHost(dst []byte, off int) error {
 	if b == nil || b.res == nil {
-		return argError("CopyToHost", "nil *DeviceBuffer")
+		return argError("DeviceBuffer.CopyToHost", "nil *DeviceBuffer")
 	}
 	if len(dst) == 0 {
 		return nil
 	}
-	p, err := b.lockSpan("CopyToHost", "source", off, len(dst))
+	p, err := b.lockSpan("DeviceBuffer.CopyToHost", "source", off, len(dst))
 	if err != nil {
 		return err
 	}
 	defer b.done()
-	if err := b.res.core.enter("CopyToHost"); err != nil {
+	if err := b.res.core.enter("DeviceBuffer.CopyToHost"); err != nil {
 		return err
 	}
 	defer leave()
@@ -204,7 +204,7 @@ func (b *DeviceBuffer) CopyToHost(dst []byte, off int) error {
 // and returns when done (cuMemcpyDtoD_v2). Both buffers must belong to the
 // same context.
 func (b *DeviceBuffer) CopyFromDevice(off int, src *DeviceBuffer, srcOff, n int) error {
-	const op = "CopyFromDevice"
+	const op = "DeviceBuffer.CopyFromDevice"
 	if b == nil || b.res == nil || src == nil || src.res == nil {
 		return argError(op, "nil *DeviceBuffer")
 	}
@@ -302,9 +302,9 @@ type HostBuffer struct {
 // AllocHost allocates n bytes of pinned host memory (cuMemHostAlloc).
 func (c *Context) AllocHost(n int, opts HostAllocOptions) (*HostBuffer, error) {
 	if n <= 0 {
-		return nil, argError("AllocHost", "size %d: must be positive", n)
+		return nil, argError("Context.AllocHost", "size %d: must be positive", n)
 	}
-	k, err := c.begin("AllocHost")
+	k, err := c.begin("Context.AllocHost")
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +313,7 @@ func (c *Context) AllocHost(n int, opts HostAllocOptions) (*HostBuffer, error) {
 	if err := cuMemHostAlloc(&p, uintptr(n), opts.flags()); err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("AllocHost", kindHostMemory, p, nil)
+	r, err := k.adopt("Context.AllocHost", kindHostMemory, p, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -418,9 +418,9 @@ type HostRegistration struct {
 // register once and reuse.
 func (c *Context) RegisterHost(mem []byte, opts RegisterOptions) (*HostRegistration, error) {
 	if len(mem) == 0 {
-		return nil, argError("RegisterHost", "empty memory")
+		return nil, argError("Context.RegisterHost", "empty memory")
 	}
-	k, err := c.begin("RegisterHost")
+	k, err := c.begin("Context.RegisterHost")
 	if err != nil {
 		return nil, err
 	}
@@ -431,7 +431,7 @@ func (c *Context) RegisterHost(mem []byte, opts RegisterOptions) (*HostRegistrat
 		pin.Unpin()
 		return nil, err
 	}
-	r, err := k.adopt("RegisterHost", kindRegistration, uintptr(unsafe.Pointer(&mem[0])), pin)
+	r, err := k.adopt("Context.RegisterHost", kindRegistration, uintptr(unsafe.Pointer(&mem[0])), pin)
 	if err != nil {
 		return nil, err
 	}

@@ -68,10 +68,10 @@ func DetectImage(image []byte) ImageKind {
 func preparePTX(image []byte) ([]byte, error) {
 	text := bytes.TrimRight(image, "\x00")
 	if len(bytes.TrimSpace(text)) == 0 {
-		return nil, argError("LoadModule", "empty PTX image")
+		return nil, argError("Context.LoadModule", "empty PTX image")
 	}
 	if i := bytes.IndexByte(text, 0); i >= 0 {
-		return nil, argError("LoadModule", "PTX image has a NUL byte at offset %d: not PTX text", i)
+		return nil, argError("Context.LoadModule", "PTX image has a NUL byte at offset %d: not PTX text", i)
 	}
 	out := make([]byte, len(text)+1)
 	copy(out, text)
@@ -83,6 +83,7 @@ func preparePTX(image []byte) ([]byte, error) {
 type Module struct {
 	owned
 	infoLog string
+	lib     *Library // a library's module on a context (library.go): the library's to unload
 }
 
 // LoadModule loads a PTX, cubin or fatbin image (cuModuleLoadDataEx). PTX
@@ -90,7 +91,7 @@ type Module struct {
 // JIT fails, the returned *Error carries the JIT's error log in Detail.
 func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) {
 	if len(image) == 0 {
-		return nil, argError("LoadModule", "empty image")
+		return nil, argError("Context.LoadModule", "empty image")
 	}
 	img := image
 	if DetectImage(image) == ImagePTX {
@@ -110,7 +111,8 @@ func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) 
 	// Option values are integers or addresses in void* slots. They are kept
 	// as uintptr, never unsafe.Pointer: an integer such as 1 in a pointer
 	// slot is an invalid pointer that the runtime finds when it copies the
-	// stack (issue 9). The log buffers are pinned for the call.
+	// stack, and crashes on (make stackmove). The log buffers are pinned
+	// for the call.
 	keys := make([]int32, 0, 8)
 	vals := make([]uintptr, 0, 8)
 	keys = append(keys, jitInfoLogBuffer, jitInfoLogBufferSize, jitErrorLogBuffer, jitErrorLogBufferSize, jitTargetFromContext)
@@ -131,7 +133,7 @@ func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) 
 	pin.Pin(&vals[0])
 	pin.Pin(&img[0])
 
-	k, err := c.begin("LoadModule")
+	k, err := c.begin("Context.LoadModule")
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +151,7 @@ func (c *Context) LoadModule(image []byte, opts ModuleOptions) (*Module, error) 
 		}
 		return nil, err
 	}
-	r, err := k.adopt("LoadModule", kindModule, h, nil)
+	r, err := k.adopt("Context.LoadModule", kindModule, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +169,9 @@ func (m *Module) InfoLog() string {
 }
 
 // Close unloads the module (cuModuleUnload). A second Close returns nil.
+// A [Library]'s module is the library's: Close does nothing to it.
 func (m *Module) Close() error {
-	if m == nil {
+	if m == nil || m.lib != nil {
 		return nil
 	}
 	return m.close()
@@ -278,7 +281,7 @@ func (f *Function) Params() ([]ParamInfo, bool) {
 // It may be called while the function is being launched.
 func (f *Function) SetParams(params []ParamInfo) error {
 	if f == nil {
-		return argError("SetParams", "nil *Function")
+		return argError("Function.SetParams", "nil *Function")
 	}
 	own := append([]ParamInfo{}, params...)
 	for {
@@ -286,11 +289,11 @@ func (f *Function) SetParams(params []ParamInfo) error {
 		if cur != nil {
 			known := *cur
 			if len(params) != len(known) {
-				return fmt.Errorf("cuda: SetParams: %w: kernel has %d parameters, got %d", ErrArguments, len(known), len(params))
+				return argumentsError("Function.SetParams", "kernel has %d parameters, got %d", len(known), len(params))
 			}
 			for i := range params {
 				if params[i].Size != known[i].Size {
-					return fmt.Errorf("cuda: SetParams: %w: parameter %d is %d bytes, got %d", ErrArguments, i, known[i].Size, params[i].Size)
+					return argumentsError("Function.SetParams", "parameter %d is %d bytes, got %d", i, known[i].Size, params[i].Size)
 				}
 			}
 			return nil

@@ -36,7 +36,9 @@ var receivers = []any{
 	(*Args)(nil), (*Bound)(nil), (*Context)(nil), (*DeviceBuffer)(nil), (*Error)(nil),
 	(*Event)(nil), (*Function)(nil), (*Graph)(nil), (*GraphExec)(nil), (*HostBuffer)(nil),
 	(*HostRegistration)(nil), (*MemPool)(nil), (*Module)(nil), (*Stream)(nil),
+	(*Kernel)(nil), (*Library)(nil), (*Linker)(nil),
 	Device{}, ImageKind(0), Result(0), Wait(0),
+	(*ManagedBuffer)(nil), Location{},
 }
 
 // zeroOK lists the methods that succeed on a zero (not nil) receiver: the
@@ -73,13 +75,16 @@ var packageFuncs = map[string]func() []any{
 		return []any{c, err}
 	},
 	"DetectImage": func() []any { return []any{DetectImage(nil)} },
+	"CheckImage":  func() []any { k, err := CheckImage(nil); return []any{k, err} },
+	"LoadLibrary": func() []any { l, err := LoadLibrary(nil, ModuleOptions{}); return []any{l, err} },
 	"GridFor":     func() []any { return []any{GridFor(0, 0)} },
 	"ParseWait":   func() []any { w, err := ParseWait(""); return []any{w, err} },
 }
 
 // mustFail lists the package functions that must return an error on their
 // zero arguments (those that need a driver may fail for want of one too).
-var mustFail = map[string]bool{"DeviceAt": true, "NewContext": true, "NewContextWith": true, "ParseWait": true}
+var mustFail = map[string]bool{"DeviceAt": true, "NewContext": true, "NewContextWith": true, "ParseWait": true,
+	"CheckImage": true, "LoadLibrary": true}
 
 // callZero calls m with zero arguments and returns its results, or the
 // panic it raised.
@@ -135,6 +140,7 @@ func TestNilAndZeroReceivers(t *testing.T) {
 						case k.what == "zero" && zeroOK[name]:
 						default:
 							assert.Error(t, err, "%s on a %s receiver", name, k.what)
+							assertNames(t, err, name)
 						}
 						return
 					}
@@ -160,9 +166,23 @@ func TestNilAndZeroReceivers(t *testing.T) {
 			if mustFail[name] {
 				err, _ := out[len(out)-1].(error)
 				assert.Error(t, err, "%s on zero arguments", name)
+				assertNames(t, err, name)
 			}
 		})
 	}
+}
+
+// assertNames checks the rule of doc.go's Errors section: an error of the
+// binding's own, from a call on nil or zero values, reads "cuda: Op: ..."
+// with op the method (Type.Method) or function called, and says "cuda:"
+// once. An error from the loader (no driver here) is the loader's own.
+func assertNames(t *testing.T, err error, op string) {
+	t.Helper()
+	if err == nil || strings.HasPrefix(err.Error(), "loader: ") {
+		return
+	}
+	assert.True(t, strings.HasPrefix(err.Error(), "cuda: "+op+": "), "%s: the error does not name it: %v", op, err)
+	assert.Equal(t, 1, strings.Count(err.Error(), "cuda:"), "%s: the error says cuda: more than once: %v", op, err)
 }
 
 // A few values beyond the zero ones that a method must not panic on.

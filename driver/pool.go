@@ -70,7 +70,7 @@ type MemPool struct {
 // NewMemPool creates a memory pool of pinned device memory on the context's
 // device and sets its release threshold.
 func (c *Context) NewMemPool(opts MemPoolOptions) (*MemPool, error) {
-	const op = "NewMemPool"
+	const op = "Context.NewMemPool"
 	k, err := c.begin(op)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (k *ctxCore) defaultPool() (uintptr, error) {
 // DefaultPoolReleaseThreshold returns the release threshold of the default
 // memory pool of the context's device, which [Stream.AllocAsync] uses.
 func (c *Context) DefaultPoolReleaseThreshold() (uint64, error) {
-	k, err := c.begin("DefaultPoolReleaseThreshold")
+	k, err := c.begin("Context.DefaultPoolReleaseThreshold")
 	if err != nil {
 		return 0, err
 	}
@@ -185,7 +185,7 @@ func (c *Context) DefaultPoolReleaseThreshold() (uint64, error) {
 // memory pool of the context's device. The pool is the device's, shared by
 // every context and library in the process that uses it.
 func (c *Context) SetDefaultPoolReleaseThreshold(n uint64) error {
-	k, err := c.begin("SetDefaultPoolReleaseThreshold")
+	k, err := c.begin("Context.SetDefaultPoolReleaseThreshold")
 	if err != nil {
 		return err
 	}

@@ -19,17 +19,17 @@ func TestPoolGraphNilAndClosed(t *testing.T) {
 		err  error
 		want string
 	}{
-		{func() error { _, err := s.AllocAsync(16); return err }(), "cuda: Stream.AllocAsync: cuda: invalid argument: nil *Stream"},
-		{func() error { _, err := s.AllocFromPool(p, 16); return err }(), "cuda: Stream.AllocFromPool: cuda: invalid argument: nil *MemPool"},
-		{func() error { _, err := s.AllocAsync(0); return err }(), "cuda: Stream.AllocAsync: cuda: invalid argument: size 0: must be positive"},
-		{s.FreeAsync(nil), "cuda: Stream.FreeAsync: cuda: invalid argument: nil *DeviceBuffer"},
-		{func() error { _, err := p.ReleaseThreshold(); return err }(), "cuda: MemPool.ReleaseThreshold: cuda: invalid argument: nil *MemPool"},
-		{p.SetReleaseThreshold(1), "cuda: MemPool.SetReleaseThreshold: cuda: invalid argument: nil *MemPool"},
-		{func() error { _, err := c.NewMemPool(MemPoolOptions{}); return err }(), "cuda: NewMemPool: cuda: invalid argument: nil *Context"},
-		{func() error { _, err := s.Capture(func(*Bound) error { return nil }); return err }(), "cuda: Stream.Capture: cuda: invalid argument: nil *Stream"},
-		{func() error { _, err := g.Instantiate(); return err }(), "cuda: Graph.Instantiate: cuda: invalid argument: nil *Graph"},
-		{e.Launch(s), "cuda: GraphExec.Launch: cuda: invalid argument: nil *GraphExec"},
-		{e.Update(g), "cuda: GraphExec.Update: cuda: invalid argument: nil *GraphExec"},
+		{func() error { _, err := s.AllocAsync(16); return err }(), "cuda: Stream.AllocAsync: invalid argument: nil *Stream"},
+		{func() error { _, err := s.AllocFromPool(p, 16); return err }(), "cuda: Stream.AllocFromPool: invalid argument: nil *MemPool"},
+		{func() error { _, err := s.AllocAsync(0); return err }(), "cuda: Stream.AllocAsync: invalid argument: size 0: must be positive"},
+		{s.FreeAsync(nil), "cuda: Stream.FreeAsync: invalid argument: nil *DeviceBuffer"},
+		{func() error { _, err := p.ReleaseThreshold(); return err }(), "cuda: MemPool.ReleaseThreshold: invalid argument: nil *MemPool"},
+		{p.SetReleaseThreshold(1), "cuda: MemPool.SetReleaseThreshold: invalid argument: nil *MemPool"},
+		{func() error { _, err := c.NewMemPool(MemPoolOptions{}); return err }(), "cuda: Context.NewMemPool: invalid argument: nil *Context"},
+		{func() error { _, err := s.Capture(func(*Bound) error { return nil }); return err }(), "cuda: Stream.Capture: invalid argument: nil *Stream"},
+		{func() error { _, err := g.Instantiate(); return err }(), "cuda: Graph.Instantiate: invalid argument: nil *Graph"},
+		{e.Launch(s), "cuda: GraphExec.Launch: invalid argument: nil *GraphExec"},
+		{e.Update(g), "cuda: GraphExec.Update: invalid argument: nil *GraphExec"},
 	} {
 		assert.ErrorIs(t, tc.err, ErrInvalidArgument, tc.want)
 		assert.EqualError(t, tc.err, tc.want)

@@ -89,6 +89,59 @@ package driver
 //cuda cuMemsetD16Async(dstDevice DevicePtr, us uint16, n uintptr, hStream uintptr) = cuMemsetD16Async 3020 hot
 //cuda cuMemsetD32Async(dstDevice DevicePtr, ui uint32, n uintptr, hStream uintptr) = cuMemsetD32Async 3020 hot
 
+// 2D and 3D copies (copy2d.go). The CUDA_MEMCPY2D or CUDA_MEMCPY3D is Go
+// memory that the driver reads during the call.
+
+//cuda cuMemcpy2D(pCopy *memcpy2D) = cuMemcpy2D_v2 3020
+//cuda cuMemcpy2DAsync(pCopy *memcpy2D, hStream uintptr) = cuMemcpy2DAsync_v2 3020
+//cuda cuMemcpy3D(pCopy *memcpy3D) = cuMemcpy3D_v2 3020
+//cuda cuMemcpy3DAsync(pCopy *memcpy3D, hStream uintptr) = cuMemcpy3DAsync_v2 3020
+
+// Peer access and copies between devices' contexts (peer.go).
+
+//cuda cuDeviceCanAccessPeer(canAccessPeer *int32, dev int32, peerDev int32) = cuDeviceCanAccessPeer 4000
+//cuda cuCtxEnablePeerAccess(peerContext uintptr, flags uint32) = cuCtxEnablePeerAccess 4000
+//cuda cuCtxDisablePeerAccess(peerContext uintptr) = cuCtxDisablePeerAccess 4000
+//cuda cuMemcpyPeer(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr) = cuMemcpyPeer 4000
+//cuda cuMemcpyPeerAsync(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr, hStream uintptr) = cuMemcpyPeerAsync 4000
+
+// Managed memory (managed.go). A CUmemLocation, {int type; int id}, is
+// passed by value, in one register: a uint64, type in the low half.
+
+//cuda cuMemAllocManaged(dptr *DevicePtr, bytesize uintptr, flags uint32) = cuMemAllocManaged 6000
+//cuda cuMemAdvise(devPtr DevicePtr, count uintptr, advice int32, location uint64) = cuMemAdvise_v2 12020
+//cuda cuMemPrefetchAsync(devPtr DevicePtr, count uintptr, location uint64, flags uint32, hStream uintptr) = cuMemPrefetchAsync_v2 12020
+//cuda cuMemRangeGetAttribute(data *int32, dataSize uintptr, attribute int32, devPtr DevicePtr, count uintptr) = cuMemRangeGetAttribute 8000
+
+// Virtual memory management (vmm.go).
+
+//cuda cuMemGetAllocationGranularity(granularity *uintptr, prop *memAllocationProp, option int32) = cuMemGetAllocationGranularity 10020
+//cuda cuMemCreate(handle *uint64, size uintptr, prop *memAllocationProp, flags uint64) = cuMemCreate 10020
+//cuda cuMemRelease(handle uint64) = cuMemRelease 10020
+//cuda cuMemAddressReserve(ptr *DevicePtr, size uintptr, alignment uintptr, addr DevicePtr, flags uint64) = cuMemAddressReserve 10020
+//cuda cuMemAddressFree(ptr DevicePtr, size uintptr) = cuMemAddressFree 10020
+//cuda cuMemMap(ptr DevicePtr, size uintptr, offset uintptr, handle uint64, flags uint64) = cuMemMap 10020
+//cuda cuMemUnmap(ptr DevicePtr, size uintptr) = cuMemUnmap 10020
+//cuda cuMemSetAccess(ptr DevicePtr, size uintptr, desc *memAccessDesc, count uintptr) = cuMemSetAccess 10020
+
+// Interprocess memory and events (ipc.go). cuIpcOpenMemHandle_v2 and
+// cuIpcOpenEventHandle take a 64-byte handle by value: their prototypes
+// name the argument words that the platform's ABI puts it in, which
+// byValue64 lays out (ipc_sysv.go, ipc_byref.go).
+
+//cuda cuIpcGetMemHandle(pHandle *IPCMemHandle, dptr DevicePtr) = cuIpcGetMemHandle 4010
+//cuda cuIpcOpenMemHandle(pdptr *DevicePtr, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 uintptr) = cuIpcOpenMemHandle_v2 11000
+//cuda cuIpcCloseMemHandle(dptr DevicePtr) = cuIpcCloseMemHandle 4010
+//cuda cuIpcGetEventHandle(pHandle *IPCEventHandle, event uintptr) = cuIpcGetEventHandle 4010
+//cuda cuIpcOpenEventHandle(phEvent *uintptr, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12 uintptr) = cuIpcOpenEventHandle 4010
+//cuda cuMemGetAddressRange(pbase *DevicePtr, psize *uintptr, dptr DevicePtr) = cuMemGetAddressRange_v2 3020
+
+// Batched copies (batch.go), CUDA 13.0's cuMemcpyBatchAsync_v2 (without
+// 12.8's failIdx). The arrays and the attributes are Go memory that the
+// driver reads during the call.
+
+//cuda cuMemcpyBatchAsync(dsts *DevicePtr, srcs *DevicePtr, sizes *uintptr, count uintptr, attrs *memcpyAttributes, attrsIdxs *uintptr, numAttrs uintptr, hStream uintptr) = cuMemcpyBatchAsync_v2 13000
+
 // Streams and events (stream.go, event.go).
 
 //cuda cuStreamCreate(phStream *uintptr, flags uint32) = cuStreamCreate 2000
@@ -115,6 +168,33 @@ package driver
 //cuda cuFuncGetAttribute(pi *int32, attrib FunctionAttribute, hfunc uintptr) = cuFuncGetAttribute 2020
 //cuda cuFuncGetParamInfo(hfunc uintptr, paramIndex uintptr, paramOffset *uint64, paramSize *uint64) = cuFuncGetParamInfo 12040
 //cuda cuLaunchKernel(f uintptr, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) = cuLaunchKernel 4000 direct
+
+// Module images, the JIT linker, libraries, extended and cooperative
+// launches, occupancy and host functions (image.go, link.go, library.go,
+// launchex.go, occupancy.go, hostfunc.go). cuLaunchCooperativeKernel's
+// sizes are uintptrs, as cuLaunchKernel's are.
+
+//cuda cuModuleLoadData(module *uintptr, image *byte) = cuModuleLoadData 2000
+//cuda cuModuleLoadFatBinary(module *uintptr, fatCubin *byte) = cuModuleLoadFatBinary 2000
+//cuda cuLinkCreate(numOptions uint32, options *int32, optionValues *uintptr, stateOut *uintptr) = cuLinkCreate_v2 6050
+//cuda cuLinkAddData(state uintptr, typ int32, data *byte, size uintptr, name *byte, numOptions uint32, options *int32, optionValues *uintptr) = cuLinkAddData_v2 6050
+//cuda cuLinkComplete(state uintptr, cubinOut *uintptr, sizeOut *uintptr) = cuLinkComplete 5050
+//cuda cuLinkDestroy(state uintptr) = cuLinkDestroy 5050
+//cuda cuLibraryLoadData(library *uintptr, code *byte, jitOptions *int32, jitOptionsValues *uintptr, numJitOptions uint32, libraryOptions *int32, libraryOptionValues *uintptr, numLibraryOptions uint32) = cuLibraryLoadData 12000
+//cuda cuLibraryUnload(library uintptr) = cuLibraryUnload 12000
+//cuda cuLibraryGetKernel(pKernel *uintptr, library uintptr, name *byte) = cuLibraryGetKernel 12000
+//cuda cuLibraryGetModule(pMod *uintptr, library uintptr) = cuLibraryGetModule 12000
+//cuda cuKernelGetFunction(pFunc *uintptr, kernel uintptr) = cuKernelGetFunction 12000
+//cuda cuLaunchKernelEx(config *launchConfig, f uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) = cuLaunchKernelEx 11060 hot
+//cuda cuLaunchCooperativeKernel(f uintptr, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer) = cuLaunchCooperativeKernel 9000 hot
+//cuda cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks *int32, f uintptr, blockSize int32, dynamicSMemSize uintptr) = cuOccupancyMaxActiveBlocksPerMultiprocessor 6050
+//cuda cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks *int32, f uintptr, blockSize int32, dynamicSMemSize uintptr, flags uint32) = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags 7000
+//cuda cuOccupancyMaxPotentialBlockSize(minGridSize *int32, blockSize *int32, f uintptr, blockSizeToDynamicSMemSize uintptr, dynamicSMemSize uintptr, blockSizeLimit int32) = cuOccupancyMaxPotentialBlockSize 6050
+//cuda cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize *int32, blockSize *int32, f uintptr, blockSizeToDynamicSMemSize uintptr, dynamicSMemSize uintptr, blockSizeLimit int32, flags uint32) = cuOccupancyMaxPotentialBlockSizeWithFlags 7000
+//cuda cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize *uintptr, f uintptr, numBlocks int32, blockSize int32) = cuOccupancyAvailableDynamicSMemPerBlock 10020
+//cuda cuOccupancyMaxPotentialClusterSize(clusterSize *int32, f uintptr, config *launchConfig) = cuOccupancyMaxPotentialClusterSize 11070
+//cuda cuOccupancyMaxActiveClusters(numClusters *int32, f uintptr, config *launchConfig) = cuOccupancyMaxActiveClusters 11070
+//cuda cuLaunchHostFunc(hStream uintptr, fn uintptr, userData uintptr) = cuLaunchHostFunc 10000 hot
 
 // Stream-ordered allocation (pool.go). The pool attributes the binding
 // sets and reads are cuuint64_t: the value pointer is a *uint64.

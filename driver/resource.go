@@ -23,6 +23,13 @@ const (
 	kindMemPool
 	kindGraph
 	kindGraphExec
+	kindLinker    // a JIT link state (link.go)
+	kindLibModule // a library's module on a context, the library's to unload (library.go)
+
+	// The memory families' kinds.
+	kindManagedMemory // managed.go
+	kindVirtualMemory // vmm.go
+	kindIPCMemory     // ipc.go: another process's memory, opened here
 )
 
 // destroyOf destroys a resource of each kind, given its handle.
@@ -37,6 +44,12 @@ var destroyOf = [...]func(h uintptr) error{
 	kindMemPool:      cuMemPoolDestroy,
 	kindGraph:        cuGraphDestroy,
 	kindGraphExec:    cuGraphExecDestroy,
+	kindLinker:       cuLinkDestroy,
+	kindLibModule:    func(uintptr) error { return nil },
+
+	kindManagedMemory: freeDevice,
+	kindVirtualMemory: freeVirtual,
+	kindIPCMemory:     closeIPC,
 }
 
 func freeDevice(h uintptr) error { return cuMemFree(DevicePtr(h)) }
@@ -63,8 +76,44 @@ func (k resourceKind) String() string {
 		return "graph"
 	case kindGraphExec:
 		return "graph exec"
+	case kindLinker:
+		return "linker"
+	case kindLibModule:
+		return "library module"
+	case kindManagedMemory:
+		return "managed buffer"
+	case kindVirtualMemory:
+		return "virtual buffer"
+	case kindIPCMemory:
+		return "shared buffer"
 	}
 	return "object"
+}
+
+// closeOp names the Close of the Go type that owns a resource of kind k,
+// for its errors: "Stream.Close".
+func (k resourceKind) closeOp() string {
+	switch k {
+	case kindDeviceMemory, kindAsyncMemory:
+		return "DeviceBuffer.Close"
+	case kindHostMemory:
+		return "HostBuffer.Close"
+	case kindRegistration:
+		return "HostRegistration.Close"
+	case kindStream:
+		return "Stream.Close"
+	case kindEvent:
+		return "Event.Close"
+	case kindModule:
+		return "Module.Close"
+	case kindMemPool:
+		return "MemPool.Close"
+	case kindGraph:
+		return "Graph.Close"
+	case kindGraphExec:
+		return "GraphExec.Close"
+	}
+	return "Close"
 }
 
 // resource is the part of an owned object that the context's registry and
@@ -182,10 +231,11 @@ func (r *resource) release() error {
 	}
 	// A failed wait above must survive a successful destroy: it means the
 	// device may still use the host memory, which then stays pinned.
-	if e := k.alive("Close"); e != nil {
+	op := r.kind.closeOp()
+	if e := k.alive(op); e != nil {
 		err = errors.Join(err, e)
 	} else {
-		if e := k.enter("Close"); e != nil {
+		if e := k.enter(op); e != nil {
 			err = errors.Join(err, e)
 		} else {
 			if r.kind == kindAsyncMemory {
@@ -217,10 +267,7 @@ func (r *resource) release() error {
 			keepPinned(r.pinner)
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("cuda: closing %s: %w", r.kind, err)
-	}
-	return nil
+	return wrapOp(op, err)
 }
 
 var stuckPins struct {
@@ -275,7 +322,7 @@ func (k *ctxCore) waitForUses(mem *resource) error {
 	k.mu.Unlock()
 	var first error
 	for _, s := range streams {
-		h, err := s.acquire("Close")
+		h, err := s.acquire("Stream.Close")
 		if err != nil {
 			continue // closed meanwhile: its Close waited for it
 		}

@@ -34,7 +34,7 @@ type Stream struct {
 // NewStream creates a stream (cuStreamCreate, or cuStreamCreateWithPriority
 // when Priority is set).
 func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
-	k, err := c.begin("NewStream")
+	k, err := c.begin("Context.NewStream")
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (c *Context) NewStream(opts StreamOptions) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := k.adopt("NewStream", kindStream, h, nil)
+	r, err := k.adopt("Context.NewStream", kindStream, h, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -152,8 +152,14 @@ func (s *Stream) Done() (bool, error) {
 // (cuStreamWaitEvent). The host does not block.
 func (s *Stream) WaitEvent(e *Event) error { return s.waitEvent(via{}, e) }
 
+// waitEvent is Stream.WaitEvent through bound.
 func (s *Stream) waitEvent(bound via, e *Event) error {
-	const op = "Stream.WaitEvent"
+	return s.waitEventFor("Stream.WaitEvent", bound, e)
+}
+
+// waitEventFor is the WaitEvent that op (Stream.WaitEvent, Bound.WaitEvent)
+// makes.
+func (s *Stream) waitEventFor(op string, bound via, e *Event) error {
 	if e == nil {
 		return argError(op, "nil *Event")
 	}

@@ -64,7 +64,7 @@ func ParseWait(s string) (Wait, error) {
 			return Wait(w), nil
 		}
 	}
-	return 0, fmt.Errorf("cuda: wait mode %q: want spin, yield, block, auto or default", s)
+	return 0, fmt.Errorf("cuda: ParseWait: unknown wait mode %q: want spin, yield, block, auto or default", s)
 }
 
 // waitOf returns the mode that scheduling flags ask for.
@@ -83,7 +83,7 @@ func waitOf(flags uint32) Wait {
 // ErrWaitMode reports a primary context that is already active with other
 // scheduling flags than a new Context asks for: the driver applies them
 // only when the context is created.
-var ErrWaitMode = errors.New("cuda: primary context already active with another wait mode")
+var ErrWaitMode = errors.New("primary context already active with another wait mode")
 
 // ContextOptions configure [NewContextWith]. The zero value is what
 // [NewContext] does: the primary context as it is.
@@ -100,15 +100,15 @@ type ContextOptions struct {
 // (keeping its other flags), and checks afterwards that the retained
 // context has them.
 func NewContextWith(dev Device, opts ContextOptions) (*Context, error) {
-	const op = "NewContext"
+	const op = "NewContextWith"
 	if !opts.Wait.valid() {
 		return nil, argError(op, "unknown wait mode %d", int(opts.Wait))
 	}
-	if opts.Wait == WaitDefault {
-		return NewContext(dev)
-	}
 	if err := dev.check(op); err != nil {
 		return nil, err
+	}
+	if opts.Wait == WaitDefault {
+		return NewContext(dev)
 	}
 	want := waitFlags[opts.Wait]
 	flags, active, err := primaryState(dev)

@@ -35,7 +35,7 @@ func TestWaitNames(t *testing.T) {
 		})
 	}
 	_, err := ParseWait("busy")
-	assert.EqualError(t, err, `cuda: wait mode "busy": want spin, yield, block, auto or default`)
+	assert.EqualError(t, err, `cuda: ParseWait: unknown wait mode "busy": want spin, yield, block, auto or default`)
 	assert.Equal(t, "Wait(9)", Wait(9).String())
 }
 
@@ -43,10 +43,10 @@ func TestWaitNames(t *testing.T) {
 // any driver call, so these errors need no GPU.
 func TestNewContextWithBadOptions(t *testing.T) {
 	_, err := NewContextWith(Device{ordinal: 0, valid: true}, ContextOptions{Wait: Wait(9)})
-	assert.EqualError(t, err, "cuda: NewContext: cuda: invalid argument: unknown wait mode 9")
+	assert.EqualError(t, err, "cuda: NewContextWith: invalid argument: unknown wait mode 9")
 	assert.ErrorIs(t, err, ErrInvalidArgument)
 	_, err = NewContextWith(Device{}, ContextOptions{Wait: WaitBlock})
-	assert.EqualError(t, err, "cuda: NewContext: cuda: invalid argument: zero Device; use DeviceAt")
+	assert.EqualError(t, err, "cuda: NewContextWith: invalid argument: zero Device; use DeviceAt")
 }
 
 // TestWaitModeError guards issue 14: the refusal names the mode in force,
@@ -54,6 +54,6 @@ func TestNewContextWithBadOptions(t *testing.T) {
 func TestWaitModeError(t *testing.T) {
 	err := waitModeError("NewContext", Device{ordinal: 1, valid: true}, WaitBlock, 0x9)
 	assert.ErrorIs(t, err, ErrWaitMode)
-	assert.EqualError(t, err, "cuda: NewContext: cuda: primary context already active with another wait mode: "+
+	assert.EqualError(t, err, "cuda: NewContext: primary context already active with another wait mode: "+
 		"GPU 1's primary context is active with wait mode spin, not block; close every Context on it first, or ask for spin")
 }

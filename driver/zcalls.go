@@ -193,6 +193,146 @@ func cuMemsetD32Async(sc *scratch, dstDevice DevicePtr, ui uint32, n uintptr, hS
 	return callScratch(symMemsetD32Async, sc, 4)
 }
 
+// cuMemcpy2D calls cuMemcpy2D_v2.
+func cuMemcpy2D(pCopy *memcpy2D) error {
+	return call(symMemcpy2D, uintptr(unsafe.Pointer(pCopy)))
+}
+
+// cuMemcpy2DAsync calls cuMemcpy2DAsync_v2.
+func cuMemcpy2DAsync(pCopy *memcpy2D, hStream uintptr) error {
+	return call(symMemcpy2DAsync, uintptr(unsafe.Pointer(pCopy)), hStream)
+}
+
+// cuMemcpy3D calls cuMemcpy3D_v2.
+func cuMemcpy3D(pCopy *memcpy3D) error {
+	return call(symMemcpy3D, uintptr(unsafe.Pointer(pCopy)))
+}
+
+// cuMemcpy3DAsync calls cuMemcpy3DAsync_v2.
+func cuMemcpy3DAsync(pCopy *memcpy3D, hStream uintptr) error {
+	return call(symMemcpy3DAsync, uintptr(unsafe.Pointer(pCopy)), hStream)
+}
+
+// cuDeviceCanAccessPeer calls cuDeviceCanAccessPeer.
+func cuDeviceCanAccessPeer(canAccessPeer *int32, dev int32, peerDev int32) error {
+	return call(symDeviceCanAccessPeer, uintptr(unsafe.Pointer(canAccessPeer)), uintptr(dev), uintptr(peerDev))
+}
+
+// cuCtxEnablePeerAccess calls cuCtxEnablePeerAccess.
+func cuCtxEnablePeerAccess(peerContext uintptr, flags uint32) error {
+	return call(symCtxEnablePeerAccess, peerContext, uintptr(flags))
+}
+
+// cuCtxDisablePeerAccess calls cuCtxDisablePeerAccess.
+func cuCtxDisablePeerAccess(peerContext uintptr) error {
+	return call(symCtxDisablePeerAccess, peerContext)
+}
+
+// cuMemcpyPeer calls cuMemcpyPeer.
+func cuMemcpyPeer(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr) error {
+	return call(symMemcpyPeer, uintptr(dstDevice), dstContext, uintptr(srcDevice), srcContext, byteCount)
+}
+
+// cuMemcpyPeerAsync calls cuMemcpyPeerAsync.
+func cuMemcpyPeerAsync(dstDevice DevicePtr, dstContext uintptr, srcDevice DevicePtr, srcContext uintptr, byteCount uintptr, hStream uintptr) error {
+	return call(symMemcpyPeerAsync, uintptr(dstDevice), dstContext, uintptr(srcDevice), srcContext, byteCount, hStream)
+}
+
+// cuMemAllocManaged calls cuMemAllocManaged.
+func cuMemAllocManaged(dptr *DevicePtr, bytesize uintptr, flags uint32) error {
+	return call(symMemAllocManaged, uintptr(unsafe.Pointer(dptr)), bytesize, uintptr(flags))
+}
+
+// cuMemAdvise calls cuMemAdvise_v2.
+func cuMemAdvise(devPtr DevicePtr, count uintptr, advice int32, location uint64) error {
+	return call(symMemAdvise, uintptr(devPtr), count, uintptr(advice), uintptr(location))
+}
+
+// cuMemPrefetchAsync calls cuMemPrefetchAsync_v2.
+func cuMemPrefetchAsync(devPtr DevicePtr, count uintptr, location uint64, flags uint32, hStream uintptr) error {
+	return call(symMemPrefetchAsync, uintptr(devPtr), count, uintptr(location), uintptr(flags), hStream)
+}
+
+// cuMemRangeGetAttribute calls cuMemRangeGetAttribute.
+func cuMemRangeGetAttribute(data *int32, dataSize uintptr, attribute int32, devPtr DevicePtr, count uintptr) error {
+	return call(symMemRangeGetAttribute, uintptr(unsafe.Pointer(data)), dataSize, uintptr(attribute), uintptr(devPtr), count)
+}
+
+// cuMemGetAllocationGranularity calls cuMemGetAllocationGranularity.
+func cuMemGetAllocationGranularity(granularity *uintptr, prop *memAllocationProp, option int32) error {
+	return call(symMemGetAllocationGranularity, uintptr(unsafe.Pointer(granularity)), uintptr(unsafe.Pointer(prop)), uintptr(option))
+}
+
+// cuMemCreate calls cuMemCreate.
+func cuMemCreate(handle *uint64, size uintptr, prop *memAllocationProp, flags uint64) error {
+	return call(symMemCreate, uintptr(unsafe.Pointer(handle)), size, uintptr(unsafe.Pointer(prop)), uintptr(flags))
+}
+
+// cuMemRelease calls cuMemRelease.
+func cuMemRelease(handle uint64) error {
+	return call(symMemRelease, uintptr(handle))
+}
+
+// cuMemAddressReserve calls cuMemAddressReserve.
+func cuMemAddressReserve(ptr *DevicePtr, size uintptr, alignment uintptr, addr DevicePtr, flags uint64) error {
+	return call(symMemAddressReserve, uintptr(unsafe.Pointer(ptr)), size, alignment, uintptr(addr), uintptr(flags))
+}
+
+// cuMemAddressFree calls cuMemAddressFree.
+func cuMemAddressFree(ptr DevicePtr, size uintptr) error {
+	return call(symMemAddressFree, uintptr(ptr), size)
+}
+
+// cuMemMap calls cuMemMap.
+func cuMemMap(ptr DevicePtr, size uintptr, offset uintptr, handle uint64, flags uint64) error {
+	return call(symMemMap, uintptr(ptr), size, offset, uintptr(handle), uintptr(flags))
+}
+
+// cuMemUnmap calls cuMemUnmap.
+func cuMemUnmap(ptr DevicePtr, size uintptr) error {
+	return call(symMemUnmap, uintptr(ptr), size)
+}
+
+// cuMemSetAccess calls cuMemSetAccess.
+func cuMemSetAccess(ptr DevicePtr, size uintptr, desc *memAccessDesc, count uintptr) error {
+	return call(symMemSetAccess, uintptr(ptr), size, uintptr(unsafe.Pointer(desc)), count)
+}
+
+// cuIpcGetMemHandle calls cuIpcGetMemHandle.
+func cuIpcGetMemHandle(pHandle *IPCMemHandle, dptr DevicePtr) error {
+	return call(symIpcGetMemHandle, uintptr(unsafe.Pointer(pHandle)), uintptr(dptr))
+}
+
+// cuIpcOpenMemHandle calls cuIpcOpenMemHandle_v2.
+func cuIpcOpenMemHandle(pdptr *DevicePtr, w0 uintptr, w1 uintptr, w2 uintptr, w3 uintptr, w4 uintptr, w5 uintptr, w6 uintptr, w7 uintptr, w8 uintptr, w9 uintptr, w10 uintptr, w11 uintptr, w12 uintptr) error {
+	return call(symIpcOpenMemHandle, uintptr(unsafe.Pointer(pdptr)), w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12)
+}
+
+// cuIpcCloseMemHandle calls cuIpcCloseMemHandle.
+func cuIpcCloseMemHandle(dptr DevicePtr) error {
+	return call(symIpcCloseMemHandle, uintptr(dptr))
+}
+
+// cuIpcGetEventHandle calls cuIpcGetEventHandle.
+func cuIpcGetEventHandle(pHandle *IPCEventHandle, event uintptr) error {
+	return call(symIpcGetEventHandle, uintptr(unsafe.Pointer(pHandle)), event)
+}
+
+// cuIpcOpenEventHandle calls cuIpcOpenEventHandle.
+func cuIpcOpenEventHandle(phEvent *uintptr, w0 uintptr, w1 uintptr, w2 uintptr, w3 uintptr, w4 uintptr, w5 uintptr, w6 uintptr, w7 uintptr, w8 uintptr, w9 uintptr, w10 uintptr, w11 uintptr, w12 uintptr) error {
+	return call(symIpcOpenEventHandle, uintptr(unsafe.Pointer(phEvent)), w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12)
+}
+
+// cuMemGetAddressRange calls cuMemGetAddressRange_v2.
+func cuMemGetAddressRange(pbase *DevicePtr, psize *uintptr, dptr DevicePtr) error {
+	return call(symMemGetAddressRange, uintptr(unsafe.Pointer(pbase)), uintptr(unsafe.Pointer(psize)), uintptr(dptr))
+}
+
+// cuMemcpyBatchAsync calls cuMemcpyBatchAsync_v2.
+func cuMemcpyBatchAsync(dsts *DevicePtr, srcs *DevicePtr, sizes *uintptr, count uintptr, attrs *memcpyAttributes, attrsIdxs *uintptr, numAttrs uintptr, hStream uintptr) error {
+	return call(symMemcpyBatchAsync, uintptr(unsafe.Pointer(dsts)), uintptr(unsafe.Pointer(srcs)), uintptr(unsafe.Pointer(sizes)), count, uintptr(unsafe.Pointer(attrs)), uintptr(unsafe.Pointer(attrsIdxs)), numAttrs, hStream)
+}
+
 // cuStreamCreate calls cuStreamCreate.
 func cuStreamCreate(phStream *uintptr, flags uint32) error {
 	return call(symStreamCreate, uintptr(unsafe.Pointer(phStream)), uintptr(flags))
@@ -292,6 +432,114 @@ func cuFuncGetParamInfo(hfunc uintptr, paramIndex uintptr, paramOffset *uint64, 
 func cuLaunchKernel(sc *scratch, direct bool, f uintptr, gridDimX uintptr, gridDimY uintptr, gridDimZ uintptr, blockDimX uintptr, blockDimY uintptr, blockDimZ uintptr, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
 	sc.args = [11]uintptr{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, uintptr(unsafe.Pointer(kernelParams)), uintptr(unsafe.Pointer(extra))}
 	return callScratchOn(symLaunchKernel, sc, 11, direct)
+}
+
+// cuModuleLoadData calls cuModuleLoadData.
+func cuModuleLoadData(module *uintptr, image *byte) error {
+	return call(symModuleLoadData, uintptr(unsafe.Pointer(module)), uintptr(unsafe.Pointer(image)))
+}
+
+// cuModuleLoadFatBinary calls cuModuleLoadFatBinary.
+func cuModuleLoadFatBinary(module *uintptr, fatCubin *byte) error {
+	return call(symModuleLoadFatBinary, uintptr(unsafe.Pointer(module)), uintptr(unsafe.Pointer(fatCubin)))
+}
+
+// cuLinkCreate calls cuLinkCreate_v2.
+func cuLinkCreate(numOptions uint32, options *int32, optionValues *uintptr, stateOut *uintptr) error {
+	return call(symLinkCreate, uintptr(numOptions), uintptr(unsafe.Pointer(options)), uintptr(unsafe.Pointer(optionValues)), uintptr(unsafe.Pointer(stateOut)))
+}
+
+// cuLinkAddData calls cuLinkAddData_v2.
+func cuLinkAddData(state uintptr, typ int32, data *byte, size uintptr, name *byte, numOptions uint32, options *int32, optionValues *uintptr) error {
+	return call(symLinkAddData, state, uintptr(typ), uintptr(unsafe.Pointer(data)), size, uintptr(unsafe.Pointer(name)), uintptr(numOptions), uintptr(unsafe.Pointer(options)), uintptr(unsafe.Pointer(optionValues)))
+}
+
+// cuLinkComplete calls cuLinkComplete.
+func cuLinkComplete(state uintptr, cubinOut *uintptr, sizeOut *uintptr) error {
+	return call(symLinkComplete, state, uintptr(unsafe.Pointer(cubinOut)), uintptr(unsafe.Pointer(sizeOut)))
+}
+
+// cuLinkDestroy calls cuLinkDestroy.
+func cuLinkDestroy(state uintptr) error {
+	return call(symLinkDestroy, state)
+}
+
+// cuLibraryLoadData calls cuLibraryLoadData.
+func cuLibraryLoadData(library *uintptr, code *byte, jitOptions *int32, jitOptionsValues *uintptr, numJitOptions uint32, libraryOptions *int32, libraryOptionValues *uintptr, numLibraryOptions uint32) error {
+	return call(symLibraryLoadData, uintptr(unsafe.Pointer(library)), uintptr(unsafe.Pointer(code)), uintptr(unsafe.Pointer(jitOptions)), uintptr(unsafe.Pointer(jitOptionsValues)), uintptr(numJitOptions), uintptr(unsafe.Pointer(libraryOptions)), uintptr(unsafe.Pointer(libraryOptionValues)), uintptr(numLibraryOptions))
+}
+
+// cuLibraryUnload calls cuLibraryUnload.
+func cuLibraryUnload(library uintptr) error {
+	return call(symLibraryUnload, library)
+}
+
+// cuLibraryGetKernel calls cuLibraryGetKernel.
+func cuLibraryGetKernel(pKernel *uintptr, library uintptr, name *byte) error {
+	return call(symLibraryGetKernel, uintptr(unsafe.Pointer(pKernel)), library, uintptr(unsafe.Pointer(name)))
+}
+
+// cuLibraryGetModule calls cuLibraryGetModule.
+func cuLibraryGetModule(pMod *uintptr, library uintptr) error {
+	return call(symLibraryGetModule, uintptr(unsafe.Pointer(pMod)), library)
+}
+
+// cuKernelGetFunction calls cuKernelGetFunction.
+func cuKernelGetFunction(pFunc *uintptr, kernel uintptr) error {
+	return call(symKernelGetFunction, uintptr(unsafe.Pointer(pFunc)), kernel)
+}
+
+// cuLaunchKernelEx calls cuLaunchKernelEx with sc's argument block.
+func cuLaunchKernelEx(sc *scratch, config *launchConfig, f uintptr, kernelParams *unsafe.Pointer, extra *unsafe.Pointer) error {
+	sc.args = [11]uintptr{uintptr(unsafe.Pointer(config)), f, uintptr(unsafe.Pointer(kernelParams)), uintptr(unsafe.Pointer(extra))}
+	return callScratch(symLaunchKernelEx, sc, 4)
+}
+
+// cuLaunchCooperativeKernel calls cuLaunchCooperativeKernel with sc's argument block.
+func cuLaunchCooperativeKernel(sc *scratch, f uintptr, gridDimX uintptr, gridDimY uintptr, gridDimZ uintptr, blockDimX uintptr, blockDimY uintptr, blockDimZ uintptr, sharedMemBytes uintptr, hStream uintptr, kernelParams *unsafe.Pointer) error {
+	sc.args = [11]uintptr{f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, uintptr(unsafe.Pointer(kernelParams))}
+	return callScratch(symLaunchCooperativeKernel, sc, 10)
+}
+
+// cuOccupancyMaxActiveBlocksPerMultiprocessor calls cuOccupancyMaxActiveBlocksPerMultiprocessor.
+func cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks *int32, f uintptr, blockSize int32, dynamicSMemSize uintptr) error {
+	return call(symOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(numBlocks)), f, uintptr(blockSize), dynamicSMemSize)
+}
+
+// cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags calls cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.
+func cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks *int32, f uintptr, blockSize int32, dynamicSMemSize uintptr, flags uint32) error {
+	return call(symOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, uintptr(unsafe.Pointer(numBlocks)), f, uintptr(blockSize), dynamicSMemSize, uintptr(flags))
+}
+
+// cuOccupancyMaxPotentialBlockSize calls cuOccupancyMaxPotentialBlockSize.
+func cuOccupancyMaxPotentialBlockSize(minGridSize *int32, blockSize *int32, f uintptr, blockSizeToDynamicSMemSize uintptr, dynamicSMemSize uintptr, blockSizeLimit int32) error {
+	return call(symOccupancyMaxPotentialBlockSize, uintptr(unsafe.Pointer(minGridSize)), uintptr(unsafe.Pointer(blockSize)), f, blockSizeToDynamicSMemSize, dynamicSMemSize, uintptr(blockSizeLimit))
+}
+
+// cuOccupancyMaxPotentialBlockSizeWithFlags calls cuOccupancyMaxPotentialBlockSizeWithFlags.
+func cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize *int32, blockSize *int32, f uintptr, blockSizeToDynamicSMemSize uintptr, dynamicSMemSize uintptr, blockSizeLimit int32, flags uint32) error {
+	return call(symOccupancyMaxPotentialBlockSizeWithFlags, uintptr(unsafe.Pointer(minGridSize)), uintptr(unsafe.Pointer(blockSize)), f, blockSizeToDynamicSMemSize, dynamicSMemSize, uintptr(blockSizeLimit), uintptr(flags))
+}
+
+// cuOccupancyAvailableDynamicSMemPerBlock calls cuOccupancyAvailableDynamicSMemPerBlock.
+func cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize *uintptr, f uintptr, numBlocks int32, blockSize int32) error {
+	return call(symOccupancyAvailableDynamicSMemPerBlock, uintptr(unsafe.Pointer(dynamicSmemSize)), f, uintptr(numBlocks), uintptr(blockSize))
+}
+
+// cuOccupancyMaxPotentialClusterSize calls cuOccupancyMaxPotentialClusterSize.
+func cuOccupancyMaxPotentialClusterSize(clusterSize *int32, f uintptr, config *launchConfig) error {
+	return call(symOccupancyMaxPotentialClusterSize, uintptr(unsafe.Pointer(clusterSize)), f, uintptr(unsafe.Pointer(config)))
+}
+
+// cuOccupancyMaxActiveClusters calls cuOccupancyMaxActiveClusters.
+func cuOccupancyMaxActiveClusters(numClusters *int32, f uintptr, config *launchConfig) error {
+	return call(symOccupancyMaxActiveClusters, uintptr(unsafe.Pointer(numClusters)), f, uintptr(unsafe.Pointer(config)))
+}
+
+// cuLaunchHostFunc calls cuLaunchHostFunc with sc's argument block.
+func cuLaunchHostFunc(sc *scratch, hStream uintptr, fn uintptr, userData uintptr) error {
+	sc.args = [11]uintptr{hStream, fn, userData}
+	return callScratch(symLaunchHostFunc, sc, 3)
 }
 
 // cuMemAllocAsync calls cuMemAllocAsync.

@@ -42,6 +42,34 @@ const (
 	symMemsetD32
 	symMemsetD16Async
 	symMemsetD32Async
+	symMemcpy2D
+	symMemcpy2DAsync
+	symMemcpy3D
+	symMemcpy3DAsync
+	symDeviceCanAccessPeer
+	symCtxEnablePeerAccess
+	symCtxDisablePeerAccess
+	symMemcpyPeer
+	symMemcpyPeerAsync
+	symMemAllocManaged
+	symMemAdvise
+	symMemPrefetchAsync
+	symMemRangeGetAttribute
+	symMemGetAllocationGranularity
+	symMemCreate
+	symMemRelease
+	symMemAddressReserve
+	symMemAddressFree
+	symMemMap
+	symMemUnmap
+	symMemSetAccess
+	symIpcGetMemHandle
+	symIpcOpenMemHandle
+	symIpcCloseMemHandle
+	symIpcGetEventHandle
+	symIpcOpenEventHandle
+	symMemGetAddressRange
+	symMemcpyBatchAsync
 	symStreamCreate
 	symStreamCreateWithPriority
 	symStreamDestroy
@@ -60,6 +88,27 @@ const (
 	symFuncGetAttribute
 	symFuncGetParamInfo
 	symLaunchKernel
+	symModuleLoadData
+	symModuleLoadFatBinary
+	symLinkCreate
+	symLinkAddData
+	symLinkComplete
+	symLinkDestroy
+	symLibraryLoadData
+	symLibraryUnload
+	symLibraryGetKernel
+	symLibraryGetModule
+	symKernelGetFunction
+	symLaunchKernelEx
+	symLaunchCooperativeKernel
+	symOccupancyMaxActiveBlocksPerMultiprocessor
+	symOccupancyMaxActiveBlocksPerMultiprocessorWithFlags
+	symOccupancyMaxPotentialBlockSize
+	symOccupancyMaxPotentialBlockSizeWithFlags
+	symOccupancyAvailableDynamicSMemPerBlock
+	symOccupancyMaxPotentialClusterSize
+	symOccupancyMaxActiveClusters
+	symLaunchHostFunc
 	symMemAllocAsync
 	symMemFreeAsync
 	symMemAllocFromPoolAsync
@@ -86,79 +135,128 @@ const (
 
 // symbols is the symbol table, one row per line of prototypes.go.
 var symbols = [numSymbols]symbol{
-	symInit:                         {loader.Symbol{Name: "cuInit", Version: 2000, Export: "cuInit"}, 1, false},
-	symDriverGetVersion:             {loader.Symbol{Name: "cuDriverGetVersion", Version: 2020, Export: "cuDriverGetVersion"}, 1, false},
-	symGetErrorName:                 {loader.Symbol{Name: "cuGetErrorName", Version: 6000, Export: "cuGetErrorName"}, 2, false},
-	symGetErrorString:               {loader.Symbol{Name: "cuGetErrorString", Version: 6000, Export: "cuGetErrorString"}, 2, false},
-	symDeviceGet:                    {loader.Symbol{Name: "cuDeviceGet", Version: 2000, Export: "cuDeviceGet"}, 2, false},
-	symDeviceGetCount:               {loader.Symbol{Name: "cuDeviceGetCount", Version: 2000, Export: "cuDeviceGetCount"}, 1, false},
-	symDeviceGetName:                {loader.Symbol{Name: "cuDeviceGetName", Version: 2000, Export: "cuDeviceGetName"}, 3, false},
-	symDeviceGetAttribute:           {loader.Symbol{Name: "cuDeviceGetAttribute", Version: 2000, Export: "cuDeviceGetAttribute"}, 3, false},
-	symDeviceTotalMem:               {loader.Symbol{Name: "cuDeviceTotalMem", Version: 3020, Export: "cuDeviceTotalMem_v2"}, 2, false},
-	symDeviceGetPCIBusId:            {loader.Symbol{Name: "cuDeviceGetPCIBusId", Version: 4010, Export: "cuDeviceGetPCIBusId"}, 3, false},
-	symDevicePrimaryCtxRetain:       {loader.Symbol{Name: "cuDevicePrimaryCtxRetain", Version: 7000, Export: "cuDevicePrimaryCtxRetain"}, 2, false},
-	symDevicePrimaryCtxRelease:      {loader.Symbol{Name: "cuDevicePrimaryCtxRelease", Version: 11000, Export: "cuDevicePrimaryCtxRelease_v2"}, 1, false},
-	symDevicePrimaryCtxGetState:     {loader.Symbol{Name: "cuDevicePrimaryCtxGetState", Version: 7000, Export: "cuDevicePrimaryCtxGetState"}, 3, false},
-	symDevicePrimaryCtxSetFlags:     {loader.Symbol{Name: "cuDevicePrimaryCtxSetFlags", Version: 11000, Export: "cuDevicePrimaryCtxSetFlags_v2"}, 2, false},
-	symCtxSetCurrent:                {loader.Symbol{Name: "cuCtxSetCurrent", Version: 4000, Export: "cuCtxSetCurrent"}, 1, false},
-	symCtxGetCurrent:                {loader.Symbol{Name: "cuCtxGetCurrent", Version: 4000, Export: "cuCtxGetCurrent"}, 1, false},
-	symCtxSynchronize:               {loader.Symbol{Name: "cuCtxSynchronize", Version: 2000, Export: "cuCtxSynchronize"}, 0, false},
-	symMemGetInfo:                   {loader.Symbol{Name: "cuMemGetInfo", Version: 3020, Export: "cuMemGetInfo_v2"}, 2, false},
-	symMemAlloc:                     {loader.Symbol{Name: "cuMemAlloc", Version: 3020, Export: "cuMemAlloc_v2"}, 2, false},
-	symMemFree:                      {loader.Symbol{Name: "cuMemFree", Version: 3020, Export: "cuMemFree_v2"}, 1, false},
-	symMemHostAlloc:                 {loader.Symbol{Name: "cuMemHostAlloc", Version: 2020, Export: "cuMemHostAlloc"}, 3, false},
-	symMemFreeHost:                  {loader.Symbol{Name: "cuMemFreeHost", Version: 2000, Export: "cuMemFreeHost"}, 1, false},
-	symMemHostRegister:              {loader.Symbol{Name: "cuMemHostRegister", Version: 6050, Export: "cuMemHostRegister_v2"}, 3, false},
-	symMemHostUnregister:            {loader.Symbol{Name: "cuMemHostUnregister", Version: 4000, Export: "cuMemHostUnregister"}, 1, false},
-	symMemcpyHtoD:                   {loader.Symbol{Name: "cuMemcpyHtoD", Version: 3020, Export: "cuMemcpyHtoD_v2"}, 3, false},
-	symMemcpyDtoH:                   {loader.Symbol{Name: "cuMemcpyDtoH", Version: 3020, Export: "cuMemcpyDtoH_v2"}, 3, false},
-	symMemcpyDtoD:                   {loader.Symbol{Name: "cuMemcpyDtoD", Version: 3020, Export: "cuMemcpyDtoD_v2"}, 3, false},
-	symMemcpyHtoDAsync:              {loader.Symbol{Name: "cuMemcpyHtoDAsync", Version: 3020, Export: "cuMemcpyHtoDAsync_v2"}, 4, true},
-	symMemcpyDtoHAsync:              {loader.Symbol{Name: "cuMemcpyDtoHAsync", Version: 3020, Export: "cuMemcpyDtoHAsync_v2"}, 4, true},
-	symMemcpyDtoDAsync:              {loader.Symbol{Name: "cuMemcpyDtoDAsync", Version: 3020, Export: "cuMemcpyDtoDAsync_v2"}, 4, false},
-	symMemsetD8:                     {loader.Symbol{Name: "cuMemsetD8", Version: 3020, Export: "cuMemsetD8_v2"}, 3, false},
-	symMemsetD8Async:                {loader.Symbol{Name: "cuMemsetD8Async", Version: 3020, Export: "cuMemsetD8Async"}, 4, false},
-	symMemsetD16:                    {loader.Symbol{Name: "cuMemsetD16", Version: 3020, Export: "cuMemsetD16_v2"}, 3, false},
-	symMemsetD32:                    {loader.Symbol{Name: "cuMemsetD32", Version: 3020, Export: "cuMemsetD32_v2"}, 3, false},
-	symMemsetD16Async:               {loader.Symbol{Name: "cuMemsetD16Async", Version: 3020, Export: "cuMemsetD16Async"}, 4, false},
-	symMemsetD32Async:               {loader.Symbol{Name: "cuMemsetD32Async", Version: 3020, Export: "cuMemsetD32Async"}, 4, false},
-	symStreamCreate:                 {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
-	symStreamCreateWithPriority:     {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
-	symStreamDestroy:                {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},
-	symStreamSynchronize:            {loader.Symbol{Name: "cuStreamSynchronize", Version: 2000, Export: "cuStreamSynchronize"}, 1, false},
-	symStreamQuery:                  {loader.Symbol{Name: "cuStreamQuery", Version: 2000, Export: "cuStreamQuery"}, 1, false},
-	symStreamWaitEvent:              {loader.Symbol{Name: "cuStreamWaitEvent", Version: 3020, Export: "cuStreamWaitEvent"}, 3, true},
-	symEventCreate:                  {loader.Symbol{Name: "cuEventCreate", Version: 2000, Export: "cuEventCreate"}, 2, false},
-	symEventDestroy:                 {loader.Symbol{Name: "cuEventDestroy", Version: 4000, Export: "cuEventDestroy_v2"}, 1, false},
-	symEventRecord:                  {loader.Symbol{Name: "cuEventRecord", Version: 2000, Export: "cuEventRecord"}, 2, true},
-	symEventQuery:                   {loader.Symbol{Name: "cuEventQuery", Version: 2000, Export: "cuEventQuery"}, 1, false},
-	symEventSynchronize:             {loader.Symbol{Name: "cuEventSynchronize", Version: 2000, Export: "cuEventSynchronize"}, 1, false},
-	symEventElapsedTime:             {loader.Symbol{Name: "cuEventElapsedTime", Version: 12080, Export: "cuEventElapsedTime_v2"}, 3, false},
-	symModuleLoadDataEx:             {loader.Symbol{Name: "cuModuleLoadDataEx", Version: 2010, Export: "cuModuleLoadDataEx"}, 5, false},
-	symModuleUnload:                 {loader.Symbol{Name: "cuModuleUnload", Version: 2000, Export: "cuModuleUnload"}, 1, false},
-	symModuleGetFunction:            {loader.Symbol{Name: "cuModuleGetFunction", Version: 2000, Export: "cuModuleGetFunction"}, 3, false},
-	symFuncGetAttribute:             {loader.Symbol{Name: "cuFuncGetAttribute", Version: 2020, Export: "cuFuncGetAttribute"}, 3, false},
-	symFuncGetParamInfo:             {loader.Symbol{Name: "cuFuncGetParamInfo", Version: 12040, Export: "cuFuncGetParamInfo"}, 4, false},
-	symLaunchKernel:                 {loader.Symbol{Name: "cuLaunchKernel", Version: 4000, Export: "cuLaunchKernel"}, 11, true},
-	symMemAllocAsync:                {loader.Symbol{Name: "cuMemAllocAsync", Version: 11020, Export: "cuMemAllocAsync"}, 3, false},
-	symMemFreeAsync:                 {loader.Symbol{Name: "cuMemFreeAsync", Version: 11020, Export: "cuMemFreeAsync"}, 2, false},
-	symMemAllocFromPoolAsync:        {loader.Symbol{Name: "cuMemAllocFromPoolAsync", Version: 11020, Export: "cuMemAllocFromPoolAsync"}, 4, false},
-	symMemPoolCreate:                {loader.Symbol{Name: "cuMemPoolCreate", Version: 11020, Export: "cuMemPoolCreate"}, 2, false},
-	symMemPoolDestroy:               {loader.Symbol{Name: "cuMemPoolDestroy", Version: 11020, Export: "cuMemPoolDestroy"}, 1, false},
-	symMemPoolSetAttribute:          {loader.Symbol{Name: "cuMemPoolSetAttribute", Version: 11020, Export: "cuMemPoolSetAttribute"}, 3, false},
-	symMemPoolGetAttribute:          {loader.Symbol{Name: "cuMemPoolGetAttribute", Version: 11020, Export: "cuMemPoolGetAttribute"}, 3, false},
-	symDeviceGetDefaultMemPool:      {loader.Symbol{Name: "cuDeviceGetDefaultMemPool", Version: 11020, Export: "cuDeviceGetDefaultMemPool"}, 2, false},
-	symStreamBeginCapture:           {loader.Symbol{Name: "cuStreamBeginCapture", Version: 10010, Export: "cuStreamBeginCapture_v2"}, 2, false},
-	symStreamEndCapture:             {loader.Symbol{Name: "cuStreamEndCapture", Version: 10000, Export: "cuStreamEndCapture"}, 2, false},
-	symStreamIsCapturing:            {loader.Symbol{Name: "cuStreamIsCapturing", Version: 10000, Export: "cuStreamIsCapturing"}, 2, false},
-	symGraphInstantiateWithFlags:    {loader.Symbol{Name: "cuGraphInstantiateWithFlags", Version: 11040, Export: "cuGraphInstantiateWithFlags"}, 3, false},
-	symGraphLaunch:                  {loader.Symbol{Name: "cuGraphLaunch", Version: 10000, Export: "cuGraphLaunch"}, 2, true},
-	symGraphExecUpdate:              {loader.Symbol{Name: "cuGraphExecUpdate", Version: 12000, Export: "cuGraphExecUpdate_v2"}, 3, false},
-	symGraphExecDestroy:             {loader.Symbol{Name: "cuGraphExecDestroy", Version: 10000, Export: "cuGraphExecDestroy"}, 1, false},
-	symGraphDestroy:                 {loader.Symbol{Name: "cuGraphDestroy", Version: 10000, Export: "cuGraphDestroy"}, 1, false},
-	symGraphCreate:                  {loader.Symbol{Name: "cuGraphCreate", Version: 10000, Export: "cuGraphCreate"}, 2, false},
-	symGraphAddKernelNode:           {loader.Symbol{Name: "cuGraphAddKernelNode", Version: 12000, Export: "cuGraphAddKernelNode_v2"}, 5, false},
-	symGraphAddMemcpyNode:           {loader.Symbol{Name: "cuGraphAddMemcpyNode", Version: 10000, Export: "cuGraphAddMemcpyNode"}, 6, false},
-	symGraphExecKernelNodeSetParams: {loader.Symbol{Name: "cuGraphExecKernelNodeSetParams", Version: 12000, Export: "cuGraphExecKernelNodeSetParams_v2"}, 3, false},
-	symGraphExecMemcpyNodeSetParams: {loader.Symbol{Name: "cuGraphExecMemcpyNodeSetParams", Version: 10020, Export: "cuGraphExecMemcpyNodeSetParams"}, 4, false},
+	symInit:                        {loader.Symbol{Name: "cuInit", Version: 2000, Export: "cuInit"}, 1, false},
+	symDriverGetVersion:            {loader.Symbol{Name: "cuDriverGetVersion", Version: 2020, Export: "cuDriverGetVersion"}, 1, false},
+	symGetErrorName:                {loader.Symbol{Name: "cuGetErrorName", Version: 6000, Export: "cuGetErrorName"}, 2, false},
+	symGetErrorString:              {loader.Symbol{Name: "cuGetErrorString", Version: 6000, Export: "cuGetErrorString"}, 2, false},
+	symDeviceGet:                   {loader.Symbol{Name: "cuDeviceGet", Version: 2000, Export: "cuDeviceGet"}, 2, false},
+	symDeviceGetCount:              {loader.Symbol{Name: "cuDeviceGetCount", Version: 2000, Export: "cuDeviceGetCount"}, 1, false},
+	symDeviceGetName:               {loader.Symbol{Name: "cuDeviceGetName", Version: 2000, Export: "cuDeviceGetName"}, 3, false},
+	symDeviceGetAttribute:          {loader.Symbol{Name: "cuDeviceGetAttribute", Version: 2000, Export: "cuDeviceGetAttribute"}, 3, false},
+	symDeviceTotalMem:              {loader.Symbol{Name: "cuDeviceTotalMem", Version: 3020, Export: "cuDeviceTotalMem_v2"}, 2, false},
+	symDeviceGetPCIBusId:           {loader.Symbol{Name: "cuDeviceGetPCIBusId", Version: 4010, Export: "cuDeviceGetPCIBusId"}, 3, false},
+	symDevicePrimaryCtxRetain:      {loader.Symbol{Name: "cuDevicePrimaryCtxRetain", Version: 7000, Export: "cuDevicePrimaryCtxRetain"}, 2, false},
+	symDevicePrimaryCtxRelease:     {loader.Symbol{Name: "cuDevicePrimaryCtxRelease", Version: 11000, Export: "cuDevicePrimaryCtxRelease_v2"}, 1, false},
+	symDevicePrimaryCtxGetState:    {loader.Symbol{Name: "cuDevicePrimaryCtxGetState", Version: 7000, Export: "cuDevicePrimaryCtxGetState"}, 3, false},
+	symDevicePrimaryCtxSetFlags:    {loader.Symbol{Name: "cuDevicePrimaryCtxSetFlags", Version: 11000, Export: "cuDevicePrimaryCtxSetFlags_v2"}, 2, false},
+	symCtxSetCurrent:               {loader.Symbol{Name: "cuCtxSetCurrent", Version: 4000, Export: "cuCtxSetCurrent"}, 1, false},
+	symCtxGetCurrent:               {loader.Symbol{Name: "cuCtxGetCurrent", Version: 4000, Export: "cuCtxGetCurrent"}, 1, false},
+	symCtxSynchronize:              {loader.Symbol{Name: "cuCtxSynchronize", Version: 2000, Export: "cuCtxSynchronize"}, 0, false},
+	symMemGetInfo:                  {loader.Symbol{Name: "cuMemGetInfo", Version: 3020, Export: "cuMemGetInfo_v2"}, 2, false},
+	symMemAlloc:                    {loader.Symbol{Name: "cuMemAlloc", Version: 3020, Export: "cuMemAlloc_v2"}, 2, false},
+	symMemFree:                     {loader.Symbol{Name: "cuMemFree", Version: 3020, Export: "cuMemFree_v2"}, 1, false},
+	symMemHostAlloc:                {loader.Symbol{Name: "cuMemHostAlloc", Version: 2020, Export: "cuMemHostAlloc"}, 3, false},
+	symMemFreeHost:                 {loader.Symbol{Name: "cuMemFreeHost", Version: 2000, Export: "cuMemFreeHost"}, 1, false},
+	symMemHostRegister:             {loader.Symbol{Name: "cuMemHostRegister", Version: 6050, Export: "cuMemHostRegister_v2"}, 3, false},
+	symMemHostUnregister:           {loader.Symbol{Name: "cuMemHostUnregister", Version: 4000, Export: "cuMemHostUnregister"}, 1, false},
+	symMemcpyHtoD:                  {loader.Symbol{Name: "cuMemcpyHtoD", Version: 3020, Export: "cuMemcpyHtoD_v2"}, 3, false},
+	symMemcpyDtoH:                  {loader.Symbol{Name: "cuMemcpyDtoH", Version: 3020, Export: "cuMemcpyDtoH_v2"}, 3, false},
+	symMemcpyDtoD:                  {loader.Symbol{Name: "cuMemcpyDtoD", Version: 3020, Export: "cuMemcpyDtoD_v2"}, 3, false},
+	symMemcpyHtoDAsync:             {loader.Symbol{Name: "cuMemcpyHtoDAsync", Version: 3020, Export: "cuMemcpyHtoDAsync_v2"}, 4, true},
+	symMemcpyDtoHAsync:             {loader.Symbol{Name: "cuMemcpyDtoHAsync", Version: 3020, Export: "cuMemcpyDtoHAsync_v2"}, 4, true},
+	symMemcpyDtoDAsync:             {loader.Symbol{Name: "cuMemcpyDtoDAsync", Version: 3020, Export: "cuMemcpyDtoDAsync_v2"}, 4, false},
+	symMemsetD8:                    {loader.Symbol{Name: "cuMemsetD8", Version: 3020, Export: "cuMemsetD8_v2"}, 3, false},
+	symMemsetD8Async:               {loader.Symbol{Name: "cuMemsetD8Async", Version: 3020, Export: "cuMemsetD8Async"}, 4, false},
+	symMemsetD16:                   {loader.Symbol{Name: "cuMemsetD16", Version: 3020, Export: "cuMemsetD16_v2"}, 3, false},
+	symMemsetD32:                   {loader.Symbol{Name: "cuMemsetD32", Version: 3020, Export: "cuMemsetD32_v2"}, 3, false},
+	symMemsetD16Async:              {loader.Symbol{Name: "cuMemsetD16Async", Version: 3020, Export: "cuMemsetD16Async"}, 4, false},
+	symMemsetD32Async:              {loader.Symbol{Name: "cuMemsetD32Async", Version: 3020, Export: "cuMemsetD32Async"}, 4, false},
+	symMemcpy2D:                    {loader.Symbol{Name: "cuMemcpy2D", Version: 3020, Export: "cuMemcpy2D_v2"}, 1, false},
+	symMemcpy2DAsync:               {loader.Symbol{Name: "cuMemcpy2DAsync", Version: 3020, Export: "cuMemcpy2DAsync_v2"}, 2, false},
+	symMemcpy3D:                    {loader.Symbol{Name: "cuMemcpy3D", Version: 3020, Export: "cuMemcpy3D_v2"}, 1, false},
+	symMemcpy3DAsync:               {loader.Symbol{Name: "cuMemcpy3DAsync", Version: 3020, Export: "cuMemcpy3DAsync_v2"}, 2, false},
+	symDeviceCanAccessPeer:         {loader.Symbol{Name: "cuDeviceCanAccessPeer", Version: 4000, Export: "cuDeviceCanAccessPeer"}, 3, false},
+	symCtxEnablePeerAccess:         {loader.Symbol{Name: "cuCtxEnablePeerAccess", Version: 4000, Export: "cuCtxEnablePeerAccess"}, 2, false},
+	symCtxDisablePeerAccess:        {loader.Symbol{Name: "cuCtxDisablePeerAccess", Version: 4000, Export: "cuCtxDisablePeerAccess"}, 1, false},
+	symMemcpyPeer:                  {loader.Symbol{Name: "cuMemcpyPeer", Version: 4000, Export: "cuMemcpyPeer"}, 5, false},
+	symMemcpyPeerAsync:             {loader.Symbol{Name: "cuMemcpyPeerAsync", Version: 4000, Export: "cuMemcpyPeerAsync"}, 6, false},
+	symMemAllocManaged:             {loader.Symbol{Name: "cuMemAllocManaged", Version: 6000, Export: "cuMemAllocManaged"}, 3, false},
+	symMemAdvise:                   {loader.Symbol{Name: "cuMemAdvise", Version: 12020, Export: "cuMemAdvise_v2"}, 4, false},
+	symMemPrefetchAsync:            {loader.Symbol{Name: "cuMemPrefetchAsync", Version: 12020, Export: "cuMemPrefetchAsync_v2"}, 5, false},
+	symMemRangeGetAttribute:        {loader.Symbol{Name: "cuMemRangeGetAttribute", Version: 8000, Export: "cuMemRangeGetAttribute"}, 5, false},
+	symMemGetAllocationGranularity: {loader.Symbol{Name: "cuMemGetAllocationGranularity", Version: 10020, Export: "cuMemGetAllocationGranularity"}, 3, false},
+	symMemCreate:                   {loader.Symbol{Name: "cuMemCreate", Version: 10020, Export: "cuMemCreate"}, 4, false},
+	symMemRelease:                  {loader.Symbol{Name: "cuMemRelease", Version: 10020, Export: "cuMemRelease"}, 1, false},
+	symMemAddressReserve:           {loader.Symbol{Name: "cuMemAddressReserve", Version: 10020, Export: "cuMemAddressReserve"}, 5, false},
+	symMemAddressFree:              {loader.Symbol{Name: "cuMemAddressFree", Version: 10020, Export: "cuMemAddressFree"}, 2, false},
+	symMemMap:                      {loader.Symbol{Name: "cuMemMap", Version: 10020, Export: "cuMemMap"}, 5, false},
+	symMemUnmap:                    {loader.Symbol{Name: "cuMemUnmap", Version: 10020, Export: "cuMemUnmap"}, 2, false},
+	symMemSetAccess:                {loader.Symbol{Name: "cuMemSetAccess", Version: 10020, Export: "cuMemSetAccess"}, 4, false},
+	symIpcGetMemHandle:             {loader.Symbol{Name: "cuIpcGetMemHandle", Version: 4010, Export: "cuIpcGetMemHandle"}, 2, false},
+	symIpcOpenMemHandle:            {loader.Symbol{Name: "cuIpcOpenMemHandle", Version: 11000, Export: "cuIpcOpenMemHandle_v2"}, 14, false},
+	symIpcCloseMemHandle:           {loader.Symbol{Name: "cuIpcCloseMemHandle", Version: 4010, Export: "cuIpcCloseMemHandle"}, 1, false},
+	symIpcGetEventHandle:           {loader.Symbol{Name: "cuIpcGetEventHandle", Version: 4010, Export: "cuIpcGetEventHandle"}, 2, false},
+	symIpcOpenEventHandle:          {loader.Symbol{Name: "cuIpcOpenEventHandle", Version: 4010, Export: "cuIpcOpenEventHandle"}, 14, false},
+	symMemGetAddressRange:          {loader.Symbol{Name: "cuMemGetAddressRange", Version: 3020, Export: "cuMemGetAddressRange_v2"}, 3, false},
+	symMemcpyBatchAsync:            {loader.Symbol{Name: "cuMemcpyBatchAsync", Version: 13000, Export: "cuMemcpyBatchAsync_v2"}, 8, false},
+	symStreamCreate:                {loader.Symbol{Name: "cuStreamCreate", Version: 2000, Export: "cuStreamCreate"}, 2, false},
+	symStreamCreateWithPriority:    {loader.Symbol{Name: "cuStreamCreateWithPriority", Version: 5050, Export: "cuStreamCreateWithPriority"}, 3, false},
+	symStreamDestroy:               {loader.Symbol{Name: "cuStreamDestroy", Version: 4000, Export: "cuStreamDestroy_v2"}, 1, false},
+	symStreamSynchronize:           {loader.Symbol{Name: "cuStreamSynchronize", Version: 2000, Export: "cuStreamSynchronize"}, 1, false},
+	symStreamQuery:                 {loader.Symbol{Name: "cuStreamQuery", Version: 2000, Export: "cuStreamQuery"}, 1, false},
+	symStreamWaitEvent:             {loader.Symbol{Name: "cuStreamWaitEvent", Version: 3020, Export: "cuStreamWaitEvent"}, 3, true},
+	symEventCreate:                 {loader.Symbol{Name: "cuEventCreate", Version: 2000, Export: "cuEventCreate"}, 2, false},
+	symEventDestroy:                {loader.Symbol{Name: "cuEventDestroy", Version: 4000, Export: "cuEventDestroy_v2"}, 1, false},
+	symEventRecord:                 {loader.Symbol{Name: "cuEventRecord", Version: 2000, Export: "cuEventRecord"}, 2, true},
+	symEventQuery:                  {loader.Symbol{Name: "cuEventQuery", Version: 2000, Export: "cuEventQuery"}, 1, false},
+	symEventSynchronize:            {loader.Symbol{Name: "cuEventSynchronize", Version: 2000, Export: "cuEventSynchronize"}, 1, false},
+	symEventElapsedTime:            {loader.Symbol{Name: "cuEventElapsedTime", Version: 12080, Export: "cuEventElapsedTime_v2"}, 3, false},
+	symModuleLoadDataEx:            {loader.Symbol{Name: "cuModuleLoadDataEx", Version: 2010, Export: "cuModuleLoadDataEx"}, 5, false},
+	symModuleUnload:                {loader.Symbol{Name: "cuModuleUnload", Version: 2000, Export: "cuModuleUnload"}, 1, false},
+	symModuleGetFunction:           {loader.Symbol{Name: "cuModuleGetFunction", Version: 2000, Export: "cuModuleGetFunction"}, 3, false},
+	symFuncGetAttribute:            {loader.Symbol{Name: "cuFuncGetAttribute", Version: 2020, Export: "cuFuncGetAttribute"}, 3, false},
+	symFuncGetParamInfo:            {loader.Symbol{Name: "cuFuncGetParamInfo", Version: 12040, Export: "cuFuncGetParamInfo"}, 4, false},
+	symLaunchKernel:                {loader.Symbol{Name: "cuLaunchKernel", Version: 4000, Export: "cuLaunchKernel"}, 11, true},
+	symModuleLoadData:              {loader.Symbol{Name: "cuModuleLoadData", Version: 2000, Export: "cuModuleLoadData"}, 2, false},
+	symModuleLoadFatBinary:         {loader.Symbol{Name: "cuModuleLoadFatBinary", Version: 2000, Export: "cuModuleLoadFatBinary"}, 2, false},
+	symLinkCreate:                  {loader.Symbol{Name: "cuLinkCreate", Version: 6050, Export: "cuLinkCreate_v2"}, 4, false},
+	symLinkAddData:                 {loader.Symbol{Name: "cuLinkAddData", Version: 6050, Export: "cuLinkAddData_v2"}, 8, false},
+	symLinkComplete:                {loader.Symbol{Name: "cuLinkComplete", Version: 5050, Export: "cuLinkComplete"}, 3, false},
+	symLinkDestroy:                 {loader.Symbol{Name: "cuLinkDestroy", Version: 5050, Export: "cuLinkDestroy"}, 1, false},
+	symLibraryLoadData:             {loader.Symbol{Name: "cuLibraryLoadData", Version: 12000, Export: "cuLibraryLoadData"}, 8, false},
+	symLibraryUnload:               {loader.Symbol{Name: "cuLibraryUnload", Version: 12000, Export: "cuLibraryUnload"}, 1, false},
+	symLibraryGetKernel:            {loader.Symbol{Name: "cuLibraryGetKernel", Version: 12000, Export: "cuLibraryGetKernel"}, 3, false},
+	symLibraryGetModule:            {loader.Symbol{Name: "cuLibraryGetModule", Version: 12000, Export: "cuLibraryGetModule"}, 2, false},
+	symKernelGetFunction:           {loader.Symbol{Name: "cuKernelGetFunction", Version: 12000, Export: "cuKernelGetFunction"}, 2, false},
+	symLaunchKernelEx:              {loader.Symbol{Name: "cuLaunchKernelEx", Version: 11060, Export: "cuLaunchKernelEx"}, 4, false},
+	symLaunchCooperativeKernel:     {loader.Symbol{Name: "cuLaunchCooperativeKernel", Version: 9000, Export: "cuLaunchCooperativeKernel"}, 10, false},
+	symOccupancyMaxActiveBlocksPerMultiprocessor:          {loader.Symbol{Name: "cuOccupancyMaxActiveBlocksPerMultiprocessor", Version: 6050, Export: "cuOccupancyMaxActiveBlocksPerMultiprocessor"}, 4, false},
+	symOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: {loader.Symbol{Name: "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", Version: 7000, Export: "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"}, 5, false},
+	symOccupancyMaxPotentialBlockSize:                     {loader.Symbol{Name: "cuOccupancyMaxPotentialBlockSize", Version: 6050, Export: "cuOccupancyMaxPotentialBlockSize"}, 6, false},
+	symOccupancyMaxPotentialBlockSizeWithFlags:            {loader.Symbol{Name: "cuOccupancyMaxPotentialBlockSizeWithFlags", Version: 7000, Export: "cuOccupancyMaxPotentialBlockSizeWithFlags"}, 7, false},
+	symOccupancyAvailableDynamicSMemPerBlock:              {loader.Symbol{Name: "cuOccupancyAvailableDynamicSMemPerBlock", Version: 10020, Export: "cuOccupancyAvailableDynamicSMemPerBlock"}, 4, false},
+	symOccupancyMaxPotentialClusterSize:                   {loader.Symbol{Name: "cuOccupancyMaxPotentialClusterSize", Version: 11070, Export: "cuOccupancyMaxPotentialClusterSize"}, 3, false},
+	symOccupancyMaxActiveClusters:                         {loader.Symbol{Name: "cuOccupancyMaxActiveClusters", Version: 11070, Export: "cuOccupancyMaxActiveClusters"}, 3, false},
+	symLaunchHostFunc:                                     {loader.Symbol{Name: "cuLaunchHostFunc", Version: 10000, Export: "cuLaunchHostFunc"}, 3, false},
+	symMemAllocAsync:                                      {loader.Symbol{Name: "cuMemAllocAsync", Version: 11020, Export: "cuMemAllocAsync"}, 3, false},
+	symMemFreeAsync:                                       {loader.Symbol{Name: "cuMemFreeAsync", Version: 11020, Export: "cuMemFreeAsync"}, 2, false},
+	symMemAllocFromPoolAsync:                              {loader.Symbol{Name: "cuMemAllocFromPoolAsync", Version: 11020, Export: "cuMemAllocFromPoolAsync"}, 4, false},
+	symMemPoolCreate:                                      {loader.Symbol{Name: "cuMemPoolCreate", Version: 11020, Export: "cuMemPoolCreate"}, 2, false},
+	symMemPoolDestroy:                                     {loader.Symbol{Name: "cuMemPoolDestroy", Version: 11020, Export: "cuMemPoolDestroy"}, 1, false},
+	symMemPoolSetAttribute:                                {loader.Symbol{Name: "cuMemPoolSetAttribute", Version: 11020, Export: "cuMemPoolSetAttribute"}, 3, false},
+	symMemPoolGetAttribute:                                {loader.Symbol{Name: "cuMemPoolGetAttribute", Version: 11020, Export: "cuMemPoolGetAttribute"}, 3, false},
+	symDeviceGetDefaultMemPool:                            {loader.Symbol{Name: "cuDeviceGetDefaultMemPool", Version: 11020, Export: "cuDeviceGetDefaultMemPool"}, 2, false},
+	symStreamBeginCapture:                                 {loader.Symbol{Name: "cuStreamBeginCapture", Version: 10010, Export: "cuStreamBeginCapture_v2"}, 2, false},
+	symStreamEndCapture:                                   {loader.Symbol{Name: "cuStreamEndCapture", Version: 10000, Export: "cuStreamEndCapture"}, 2, false},
+	symStreamIsCapturing:                                  {loader.Symbol{Name: "cuStreamIsCapturing", Version: 10000, Export: "cuStreamIsCapturing"}, 2, false},
+	symGraphInstantiateWithFlags:                          {loader.Symbol{Name: "cuGraphInstantiateWithFlags", Version: 11040, Export: "cuGraphInstantiateWithFlags"}, 3, false},
+	symGraphLaunch:                                        {loader.Symbol{Name: "cuGraphLaunch", Version: 10000, Export: "cuGraphLaunch"}, 2, true},
+	symGraphExecUpdate:                                    {loader.Symbol{Name: "cuGraphExecUpdate", Version: 12000, Export: "cuGraphExecUpdate_v2"}, 3, false},
+	symGraphExecDestroy:                                   {loader.Symbol{Name: "cuGraphExecDestroy", Version: 10000, Export: "cuGraphExecDestroy"}, 1, false},
+	symGraphDestroy:                                       {loader.Symbol{Name: "cuGraphDestroy", Version: 10000, Export: "cuGraphDestroy"}, 1, false},
+	symGraphCreate:                                        {loader.Symbol{Name: "cuGraphCreate", Version: 10000, Export: "cuGraphCreate"}, 2, false},
+	symGraphAddKernelNode:                                 {loader.Symbol{Name: "cuGraphAddKernelNode", Version: 12000, Export: "cuGraphAddKernelNode_v2"}, 5, false},
+	symGraphAddMemcpyNode:                                 {loader.Symbol{Name: "cuGraphAddMemcpyNode", Version: 10000, Export: "cuGraphAddMemcpyNode"}, 6, false},
+	symGraphExecKernelNodeSetParams:                       {loader.Symbol{Name: "cuGraphExecKernelNodeSetParams", Version: 12000, Export: "cuGraphExecKernelNodeSetParams_v2"}, 3, false},
+	symGraphExecMemcpyNodeSetParams:                       {loader.Symbol{Name: "cuGraphExecMemcpyNodeSetParams", Version: 10020, Export: "cuGraphExecMemcpyNodeSetParams"}, 4, false},
 }

@@ -15,6 +15,18 @@
 // listed by [Candidates]. If nothing opens, the error lists every path tried
 // and why each failed, and errors.Is(err, [ErrNoDriver]) holds.
 //
+// # Optional libraries
+//
+// [OpenOptional] opens a library that the core never needs, for packages
+// nvrtc and cublas: [NVRTC], [CUBLAS] or [CUBLASLt]. Each has an override
+// (OVERLAP_NVRTC_LIBRARY, OVERLAP_CUBLAS_LIBRARY, OVERLAP_CUBLASLT_LIBRARY)
+// that is then the only path tried, and otherwise the places that
+// [Optional.Candidates] lists: the dynamic loader's own search, the CUDA
+// toolkits ($CUDA_PATH, $CUDA_HOME, /usr/local/cuda, /usr/local/cuda-*,
+// the newest first) and the pip wheels' folders. A library that is not
+// found is an *OptionalError naming the library, the file names looked
+// for and every path tried, and errors.Is(err, [ErrNoLibrary]) holds.
+//
 // # Concurrency
 //
 // A *Library is safe for use by many goroutines. Symbols are resolved lazily,

@@ -43,12 +43,12 @@
 // ReLU passes an error on, except where the value is below minus its
 // error (both are then exactly 0); GELU multiplies it by its largest slope,
 // 1.13, and adds 2⁻²⁰·|z| for its own evaluation. These are worst-case
-// bounds, so they grow with depth faster than real errors do: on the
-// tests' models the CPU's float32 stand-in stays within 2% of them (and a
-// truncating TF32 GEMM within 12% of the TF32 bound); for one or two
-// layers a TF32 result is outside the FP32 bound, for deeper models not
-// necessarily. A wrong weight, bias, layout or activation falls far
-// outside either.
+// bounds, so they grow with depth faster than real errors do, and a
+// correct result stays well inside them (bench/RESULTS.md, "Notes moved
+// from the package docs (2026-12-01)", has how far inside on the tests'
+// models); for one or two layers a TF32 result is outside the FP32 bound,
+// for deeper models not necessarily. A wrong weight, bias, layout or
+// activation falls far outside either.
 //
 // # Comparing two outputs
 //

@@ -3,11 +3,11 @@ package model
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
+
+	"github.com/purecuda/overlap/internal/parallel"
 )
 
 // float is the element type of the dense loops: float32 as the GPU
@@ -423,43 +423,9 @@ func (m *Model) Verify(in, out []float32, opts VerifyOptions) error {
 // parallelBlocks runs blocks of refBlockRows rows of [0, n) on every CPU;
 // newWorker is called once per goroutine.
 func parallelBlocks(n int, newWorker func() func(lo, hi int)) {
-	blocks := (n + refBlockRows - 1) / refBlockRows
-	workers := min(runtime.GOMAXPROCS(0), blocks)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work := newWorker()
-			for {
-				b := int(next.Add(1) - 1)
-				if b >= blocks {
-					return
-				}
-				work(b*refBlockRows, min(n, (b+1)*refBlockRows))
-			}
-		}()
-	}
-	wg.Wait()
+	parallel.Blocks(n, refBlockRows, newWorker)
 }
 
 // parallelRows splits [0, n) into pieces of at least minRows rows, one
 // goroutine per CPU.
-func parallelRows(n, minRows int, fn func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), max(1, n/minRows))
-	if workers <= 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-}
+func parallelRows(n, minRows int, fn func(lo, hi int)) { parallel.For(n, minRows, fn) }

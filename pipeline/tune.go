@@ -22,6 +22,13 @@ func (c StageCost) At(n int) time.Duration {
 // Model predicts a pipeline's time from its stages' cost models.
 type Model struct {
 	H2D, Compute, D2H StageCost
+	// PerChunk is the least time a chunk adds to a run in steady state,
+	// whatever its stages cost alone: the host's work to issue it and the
+	// device's waits between its streams. Stage costs measured alone do
+	// not see it, and without it a small job looks fastest in many small
+	// chunks, each of which then costs the issue loop more than its
+	// copies. Probe measures it with one pipelined run; zero ignores it.
+	PerChunk time.Duration
 }
 
 // Predict returns the predicted time of a job of n elements in chunks of
@@ -40,7 +47,7 @@ func (m Model) Predict(n, chunk, slots, computeStreams int) time.Duration {
 	last := n - (k-1)*chunk
 	steady := func(c int) time.Duration {
 		comp := time.Duration(float64(m.Compute.Fixed)/float64(max(computeStreams, 1))) + time.Duration(m.Compute.PerElem*float64(c))
-		return max(m.H2D.At(c), comp, m.D2H.At(c))
+		return max(m.H2D.At(c), comp, m.D2H.At(c), m.PerChunk)
 	}
 	if k == 1 {
 		return m.H2D.At(last) + m.Compute.At(last) + m.D2H.At(last)
@@ -125,7 +132,9 @@ func (m Model) Best(n int) Choice {
 
 // Probe measures per-chunk stage costs of job at a few chunk sizes, by
 // building a pipeline for each (with cfg's shape) and timing its stages
-// alone, and fits a Model to them.
+// alone, and fits a Model to them; then it measures the model's PerChunk
+// with two pipelined runs of the whole job in small chunks. The job's
+// outputs are written.
 func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
 	if job.N <= 0 {
 		return Model{}, errors.New("pipeline: tuning needs a job with elements")
@@ -155,5 +164,53 @@ func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
 		k := time.Duration((job.N + c - 1) / c)
 		per = append(per, StageTimes{H2D: st.H2D / k, Compute: st.Compute / k, D2H: st.D2H / k})
 	}
-	return Fit(sizes, per)
+	m, err := Fit(sizes, per)
+	if err != nil {
+		return Model{}, err
+	}
+	if m.PerChunk, err = probePerChunk(ctx, b, cfg, job, m); err != nil {
+		return Model{}, err
+	}
+	return m, nil
+}
+
+// perChunkProbeChunks is how many chunks the per-chunk probe's run has at
+// most: enough that fill and drain are a small part of it.
+const perChunkProbeChunks = 64
+
+// probePerChunk measures Model.PerChunk: it runs the whole job, pipelined
+// with cfg's slots and streams, in chunks of the smallest size Candidates
+// offers (or more, so that the run has at most perChunkProbeChunks
+// chunks), and takes the time it spent beyond the first chunk's fill per
+// further chunk. A run that is bound by its stages gives their steady
+// cost, which the model already has; one bound by the issue loop gives
+// more, and that becomes the floor of a chunk's cost.
+func probePerChunk(ctx context.Context, b Backend, cfg Config, job Job, m Model) (time.Duration, error) {
+	c := 64 << 10
+	for (job.N+c-1)/c > perChunkProbeChunks {
+		c *= 2
+	}
+	k := (job.N + c - 1) / c
+	if k < 4 {
+		return 0, nil // too few chunks to tell a steady state from fill
+	}
+	pc := cfg
+	pc.ChunkElems, pc.Timing = c, false
+	p, err := New(b, pc)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	// The first run pays for the pipeline's buffers, the kernel's
+	// preparation and any registration, which a tuned run pays once too:
+	// time the second, as its report does (Elapsed less Register).
+	var rep *Report
+	for range 2 {
+		if rep, err = p.Run(ctx, job); err != nil {
+			return 0, fmt.Errorf("pipeline: probing the cost per chunk at chunk %d: %w", c, err)
+		}
+	}
+	took := rep.Elapsed - rep.Register
+	fill := m.H2D.At(c) + m.Compute.At(c) + m.D2H.At(c)
+	return max(0, (took-fill)/time.Duration(k-1)), nil
 }

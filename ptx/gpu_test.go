@@ -152,7 +152,7 @@ func TestGPUBadPTX(t *testing.T) {
 		defer s.Close()
 		err = p.Function.Launch(s, driver.GridFor(1, 1), driver.NewArgs().Pointer(0).Uint32(1))
 		assert.ErrorIs(t, err, driver.ErrArguments)
-		assert.EqualError(t, err, "cuda: Launch scale: cuda: kernel arguments do not match parameters: kernel takes 4 argument(s), got 2")
+		assert.EqualError(t, err, "cuda: Function.Launch: kernel arguments do not match parameters: kernel scale takes 4 argument(s), got 2")
 	})
 	assert.Equal(t, 0, ctx.OpenObjects())
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/internal/gputest"
-	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,22 +71,4 @@ func TestGPUInferBound(t *testing.T) {
 		t.Log("the peak RSS could not be reset (/proc/self/clear_refs), so it is not checked")
 	}
 	assert.Contains(t, sr.Verified, "every one of the 524288 rows")
-}
-
-// TestGPUMeasureGemm: the GEMM entries' fit on the GPU gives rates
-// between 5 and 400 TFLOP/s and a fixed cost under 100 µs.
-func TestGPUMeasureGemm(t *testing.T) {
-	requireGemm(t)
-	ctx := gputest.Context(t)
-	g := new(kernels.GemmModules)
-	defer g.Close()
-	p := &pipeline.Profile{Kernels: map[string]pipeline.KernelCost{}, Notes: map[string]string{}}
-	require.NoError(t, measureGemm(pipeline.GPU(ctx), g, p, gemmShapes[:4]))
-	for _, k := range []string{"gemm_f32", "gemm_tf32"} {
-		c := p.Kernels[k]
-		assert.Less(t, c.NsPerFlop, 1/5e3, k)
-		assert.Greater(t, c.NsPerFlop, 1/400e3, k)
-		assert.Less(t, c.FixedNs, 100e3, k)
-		t.Logf("%s: %s", k, p.Notes[k])
-	}
 }

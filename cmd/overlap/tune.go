@@ -59,9 +59,9 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 }
 
 func modelText(m pipeline.Model) string {
-	return fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem",
+	return fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem, at least %v a chunk",
 		m.H2D.Fixed.Round(time.Microsecond/10), m.H2D.PerElem, m.Compute.Fixed.Round(time.Microsecond/10), m.Compute.PerElem,
-		m.D2H.Fixed.Round(time.Microsecond/10), m.D2H.PerElem)
+		m.D2H.Fixed.Round(time.Microsecond/10), m.D2H.PerElem, m.PerChunk.Round(time.Microsecond/10))
 }
 
 // storeChoice writes the cache, best effort: a read-only cache directory

@@ -21,5 +21,22 @@
 //
 // It needs a C compiler (the one the race detector needs: $CC, cc, gcc or
 // clang). Without one, [Run] skips the test with a one-line reason. The
-// fake runs on Linux only.
+// fake runs on Linux only. Package gputest's Fake wraps Run with the
+// checks that end every test on the fake.
+//
+// # Concurrency
+//
+// The fake's entry points may be called from any thread, as the real
+// driver's may: one lock guards its state, and stream work runs on its
+// own worker thread. A [Fake]'s controls may be called from any
+// goroutine; Reset, Fail and the like affect every thread at once, so a
+// test sets them up before it starts its goroutines.
+//
+// # Memory
+//
+// The fake's device memory is host memory that it allocates; its host
+// allocations and registrations are checked against the ranges it was
+// given. [Run] builds the library into the temporary directory of each
+// test that calls it, in the test's own process; the child loads it once
+// and keeps it loaded until it exits.
 package fakecuda

@@ -177,6 +177,9 @@ const (
 	MemPools
 	Graphs
 	GraphExecs
+	Libraries
+	Kernels // never counted: a kernel lives as long as its library
+	Linkers
 )
 
 // Fake is the test-side control of the fake driver loaded in this process.
@@ -187,7 +190,7 @@ type Fake struct {
 var controls = []string{"fake_reset", "fake_fail", "fake_delay", "fake_exec_delay", "fake_calls",
 	"fake_violations", "fake_last_violation", "fake_live", "fake_primary_refs", "fake_current_device",
 	"fake_host_live", "fake_pending", "fake_set_params", "fake_last_param", "fake_noop", "fake_last_launch",
-	"fake_capturing_threads"}
+	"fake_capturing_threads", "fake_last_launch_ex", "fake_host_calls"}
 
 var (
 	openOnce sync.Once
@@ -350,3 +353,25 @@ func (f *Fake) Clean(t testing.TB) {
 		t.Errorf("the fake driver recorded %d violation(s); the last: %s", n, msg)
 	}
 }
+
+// LaunchEx is what the last extended or cooperative launch asked for.
+type LaunchEx struct {
+	Cooperative bool
+	Cluster     [3]int
+	Priority    int
+	HasPriority bool
+	Attrs       int // how many CUlaunchAttributes cuLaunchKernelEx was given
+}
+
+// LastLaunchEx returns the last cuLaunchKernelEx's or
+// cuLaunchCooperativeKernel's attributes.
+func (f *Fake) LastLaunchEx() LaunchEx {
+	var out [7]int32
+	f.call("fake_last_launch_ex", uintptr(unsafe.Pointer(&out[0])))
+	return LaunchEx{Cooperative: out[0] != 0, Cluster: [3]int{int(out[1]), int(out[2]), int(out[3])},
+		Priority: int(out[4]), HasPriority: out[5] != 0, Attrs: int(out[6])}
+}
+
+// HostCalls returns how many host functions (cuLaunchHostFunc) the fake
+// has run since it was loaded.
+func (f *Fake) HostCalls() int { return int(f.call("fake_host_calls")) }

@@ -1,6 +1,18 @@
 // Package gputest gives tests a CUDA context on the first GPU, and skips
 // them only when no NVIDIA driver is present; and helpers that the GPU
-// and fake-driver tests of several packages share.
+// and fake-driver tests of several packages share, such as [Fake], a
+// test's session on the fake driver.
+//
+// # Concurrency
+//
+// Call its functions from the test's goroutine: they take a testing.TB
+// and may stop the test (Skip, FailNow). The contexts they return may be
+// used from any goroutine, as every driver object may.
+//
+// # Memory
+//
+// Every context it opens is closed when its test ends (t.Cleanup); a
+// test closes what it makes on them, or the context's Close does.
 package gputest
 
 import (

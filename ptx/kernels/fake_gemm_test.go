@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,11 +19,11 @@ import (
 // with contract records that disagree with kernels.Gemm is refused with
 // an error that says which.
 func TestGemmModulesOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	ctxs := twoContexts(t)
+	ctxs := gputest.FakeContexts(t)
 	loads := f.Calls("cuModuleLoadDataEx")
 	g := &GemmModules{src: gemmTestPTX(GemmF32, GemmTF32, GemmBF16, GemmTF32Big)}
 	var first [2]GemmFunctions

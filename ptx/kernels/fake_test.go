@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/internal/fakecuda"
+	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,11 +17,11 @@ import (
 // context its own module when lookups alternate between two, and never
 // outlives Close, even for the kernel found last.
 func TestModulesOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	ctxs := twoContexts(t)
+	ctxs := gputest.FakeContexts(t)
 	loads := f.Calls("cuModuleLoadDataEx")
 	var m Modules
 	var first [2]any
@@ -65,19 +65,4 @@ func TestModulesOnFakeDriver(t *testing.T) {
 	assert.ErrorIs(t, err, driver.ErrClosed, "the kernel found last is not found after Close")
 	_, err = m.Function(ctxs[1], Seed)
 	assert.ErrorIs(t, err, driver.ErrClosed)
-}
-
-// twoContexts opens a context on each of the fake driver's first two
-// devices, closed when the test ends.
-func twoContexts(t *testing.T) [2]*driver.Context {
-	t.Helper()
-	var ctxs [2]*driver.Context
-	for i := range ctxs {
-		dev, err := driver.DeviceAt(i)
-		require.NoError(t, err)
-		ctxs[i], err = driver.NewContext(dev)
-		require.NoError(t, err)
-		t.Cleanup(func() { ctxs[i].Close() })
-	}
-	return ctxs
 }

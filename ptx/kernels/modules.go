@@ -21,7 +21,8 @@ type Modules struct {
 	// last is the entry that a lookup found last, read without the lock:
 	// a pipeline looks its kernel up twice in each job, once to check it
 	// and once to launch it, and many small jobs run the same kernel on
-	// the same context (issue 14). Close clears it before unloading.
+	// the same context, where a lookup under the lock was a cost of every
+	// job. Close clears it before unloading.
 	last atomic.Pointer[loaded]
 }
 

@@ -3,9 +3,10 @@ package kernels
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"strings"
 	"sync"
+
+	parallelfor "github.com/purecuda/overlap/internal/parallel"
 )
 
 // eps32 is float32's machine epsilon, 2^-23.
@@ -159,24 +160,9 @@ func (m *seedMemo) get(x float32, iters int) float64 {
 	return SeedReference(x, iters)
 }
 
-// parallel splits [0, n) into one contiguous range per CPU.
-func parallel(n int, fn func(lo, hi int)) {
-	workers := runtime.GOMAXPROCS(0)
-	if n < 1<<14 || workers == 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-}
+// parallel splits [0, n) into contiguous ranges of at least 16K
+// elements, one per CPU: below that a goroutine costs more than it saves.
+func parallel(n int, fn func(lo, hi int)) { parallelfor.For(n, 1<<14, fn) }
 
 // SeedCPU computes the seed kernel on the CPU in float32, in parallel: the
 // stand-in for the PTX in the pipeline's simulator.

@@ -66,9 +66,11 @@ enum {
     E_GRAPH_UPDATE = 910,
 };
 
-enum kind { K_CTX = 1, K_STREAM, K_EVENT, K_MODULE, K_FUNC, K_DEVMEM, K_HOSTMEM, K_REG, K_POOL, K_GRAPH, K_GEXEC, K_NKINDS };
+enum kind { K_CTX = 1, K_STREAM, K_EVENT, K_MODULE, K_FUNC, K_DEVMEM, K_HOSTMEM, K_REG, K_POOL, K_GRAPH, K_GEXEC,
+            K_LIBRARY, K_KERNEL, K_LINK, K_NKINDS };
 static const char *kind_names[] = {"?", "context", "stream", "event", "module", "function",
-                                   "device memory", "host memory", "registration", "memory pool", "graph", "graph exec"};
+                                   "device memory", "host memory", "registration", "memory pool", "graph", "graph exec",
+                                   "library", "kernel", "link state"};
 
 #define MAGIC 0x0FAC0DAu
 #define MAX_DEVICES 8
@@ -317,12 +319,13 @@ static struct obj *find_mem(uintptr_t p, size_t n, int kind) {
 }
 
 static void bury(struct obj *o);
+static void peer_forget(int dev);
 static struct op *graph_append(struct obj *g, const struct op *op);
 
 /* ---- the asynchronous engine: one worker runs every stream's work in
  * issue order, which respects each stream's order and every event wait. */
 
-enum { OP_H2D = 1, OP_D2H, OP_D2D, OP_MEMSET, OP_RECORD, OP_WAIT, OP_LAUNCH, OP_FREE };
+enum { OP_H2D = 1, OP_D2H, OP_D2D, OP_MEMSET, OP_RECORD, OP_WAIT, OP_LAUNCH, OP_FREE, OP_HOST };
 struct op {
     int type;
     long seq;
@@ -336,8 +339,12 @@ struct op {
     int nparams;
     struct obj *func;             /* OP_LAUNCH: the kernel */
     long node;                    /* in a graph: the node's handle */
+    void (*hostfn)(void *);       /* OP_HOST: the host function and its argument */
+    void *user;
     struct op *next;
 };
+static void run_host(struct op *op); /* hostfunc.c */
+static int image_kind(const void *image); /* image.c */
 static struct op *qhead, *qtail;
 
 /* fill sets n bytes at dst to v, repeated in elements of width bytes (1, 2
@@ -409,6 +416,9 @@ static void *work(void *arg) {
             break;
         case OP_LAUNCH:
             run_kernel(op);
+            break;
+        case OP_HOST:
+            run_host(op); /* unlocks mu around the call */
             break;
         case OP_RECORD:
             op->event->done_at = now_ms();
@@ -606,6 +616,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
     }
     if (--primary_refs[dev] == 0) {
         kill_obj("cuDevicePrimaryCtxRelease_v2", primary[dev]);
+        peer_forget(dev); /* peer.c */
         /* Like the real driver, destroying the context frees what is left
          * on it; the fake reports it as a leak. */
         for (size_t i = 0; i < nmems;) {
@@ -1279,7 +1290,7 @@ CUresult cuModuleLoadDataEx(handle_t *m, const void *image, unsigned n, int *key
         return E_INVALID_CONTEXT;
     }
     const char *text = image;
-    if (strstr(text, "error")) {
+    if (image_kind(image) == 0 && strstr(text, "error")) {
         if (errlog && errsz) snprintf(errlog, errsz, "ptxas fake: line 1; error : the image asks for an error");
         pthread_mutex_unlock(&mu);
         return E_INVALID_PTX;
@@ -2040,6 +2051,18 @@ CUresult cuGraphExecMemcpyNodeSetParams(handle_t e, long node, const struct memc
  * included here so that the fake stays one translation unit with one lock
  * and one set of handle tables. A family file adds one #include line below,
  * in the order of driver/prototypes.go. */
+#include "image.c"
+#include "link.c"
+#include "library.c"
+#include "launch.c"
+#include "occupancy.c"
+#include "hostfunc.c"
+#include "copy2d.c"
+#include "peer.c"
+#include "managed.c"
+#include "vmm.c"
+#include "ipc.c"
+#include "batch.c"
 
 /* cuGetProcAddress_v2: every entry point by its plain name. The list is
  * package driver's (driver/prototypes.go), generated into zexports.h, so

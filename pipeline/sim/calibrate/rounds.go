@@ -1,0 +1,114 @@
+package calibrate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/purecuda/overlap/pipeline"
+)
+
+// hostSamples are the host's speed figures of a profile that Validate
+// times again in each of its rounds: the engine's issue loops
+// (IssueLoops) and the staging copies in a staged run (StagingInRun,
+// StagingChunkNs). The
+// host's speed on the H200 host drifts by a fifth and more within a
+// process, so a figure timed once, before the rows, can be far from the
+// speed the rows ran at; the profile takes the median of each figure over
+// the same rounds in which each row takes its median.
+type hostSamples struct {
+	loops   [][]float64 // ns per chunk, by loopShapes
+	in, out [][]float64 // GB/s, by StagingInRun entry
+	boost   [][]float64 // AloneBoost, by StagingInRun entry
+	chunkNs []float64   // StagingChunkNs
+}
+
+// newHostSamples starts the samples with p's own figures.
+func newHostSamples(p *pipeline.Profile) (*hostSamples, error) {
+	if len(p.IssueLoops) != len(loopShapes) {
+		return nil, fmt.Errorf("the profile has %d issue loops, not %d", len(p.IssueLoops), len(loopShapes))
+	}
+	s := &hostSamples{}
+	for i, l := range p.IssueLoops {
+		if sh := loopShapes[i]; l.Slots != sh[0] || l.Streams != sh[1] || max(l.Inputs, 1) != sh[2] {
+			return nil, fmt.Errorf("the profile's issue loop %d has %d slots, %d streams and %d inputs, not %v", i, l.Slots, l.Streams, max(l.Inputs, 1), sh)
+		}
+		s.loops = append(s.loops, []float64{l.Ns})
+	}
+	for _, r := range p.StagingInRun {
+		s.in = append(s.in, []float64{r.InGBps})
+		s.out = append(s.out, []float64{r.OutGBps})
+		s.boost = append(s.boost, []float64{r.AloneBoost})
+	}
+	s.chunkNs = []float64{p.StagingChunkNs}
+	return s, nil
+}
+
+// round times the figures again on b: the issue loops, and, if p has
+// in-run staging rates, staged runs of k over in and out. The staging
+// goroutines' time per chunk is reckoned against this round's other
+// figures, so that a drift in them is not taken for it. It adds the
+// samples only once all are timed.
+func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSet, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32) error {
+	q := p.Clone() // this round's figures
+	for i, sh := range loopShapes {
+		ns, err := engineLoop(b, loopKernel(ks, sh), sh[0], sh[1], sh[2])
+		if err != nil {
+			return err
+		}
+		q.IssueLoops[i].Ns = ns
+	}
+	q.IssueScale = loopScale(q.IssueLoops)
+	var chunkNs float64
+	if len(s.in) > 0 {
+		rates, err := stagingInRunRates(ctx, b, k, p, in, out)
+		if err != nil {
+			return err
+		}
+		if len(rates) != len(s.in) {
+			return fmt.Errorf("%d in-run staging rates timed, and the profile has %d", len(rates), len(s.in))
+		}
+		for i, r := range rates {
+			if r.Bytes != p.StagingInRun[i].Bytes {
+				return fmt.Errorf("in-run staging rate %d timed at %d bytes, and the profile's is at %d", i, r.Bytes, p.StagingInRun[i].Bytes)
+			}
+		}
+		q.StagingInRun = rates
+		if chunkNs, err = stagingChunkNs(ctx, b, k, q, in, out); err != nil {
+			return err
+		}
+	}
+	for i, l := range q.IssueLoops {
+		s.loops[i] = append(s.loops[i], l.Ns)
+	}
+	if len(s.in) > 0 {
+		for i, r := range q.StagingInRun {
+			s.in[i] = append(s.in[i], r.InGBps)
+			s.out[i] = append(s.out[i], r.OutGBps)
+			s.boost[i] = append(s.boost[i], r.AloneBoost)
+		}
+		s.chunkNs = append(s.chunkNs, chunkNs)
+	}
+	return nil
+}
+
+// apply sets p's figures to the medians of their samples, and IssueScale
+// from the loops, and says so in p's notes.
+func (s *hostSamples) apply(p *pipeline.Profile) {
+	for i := range p.IssueLoops {
+		p.IssueLoops[i].Ns = median(s.loops[i])
+	}
+	p.IssueScale = loopScale(p.IssueLoops)
+	rounds := len(s.loops[0]) - 1
+	then := fmt.Sprintf("; then, in --validate, the median of that and %d rounds' timings", rounds)
+	p.Notes["issue_loops"] += then
+	if len(p.StagingInRun) == 0 {
+		return
+	}
+	for i := range p.StagingInRun {
+		p.StagingInRun[i].InGBps, p.StagingInRun[i].OutGBps = median(s.in[i]), median(s.out[i])
+		p.StagingInRun[i].AloneBoost = median(s.boost[i])
+	}
+	p.StagingChunkNs = median(s.chunkNs)
+	p.Notes["staging_in_run"] += then
+	p.Notes["staging_chunk_ns"] += then
+}

@@ -1,0 +1,44 @@
+package calibrate
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// median is the middle value of xs, or the mean of the two middle ones
+// for an even count; 0 for none. xs is left as it was.
+func median[T ~int64 | ~float64](xs []T) T {
+	if len(xs) == 0 {
+		return 0
+	}
+	s, mid := slices.Sorted(slices.Values(xs)), len(xs)/2
+	return (s[mid] + s[(len(s)-1)/2]) / 2
+}
+
+// bytesText writes a byte count as "4.0 MiB", "256.0 KiB" or "12 B".
+func bytesText(b int64) string {
+	for _, u := range [...]struct {
+		shift uint
+		unit  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if b >= 1<<u.shift {
+			return fmt.Sprintf("%.1f %s", float64(b)/float64(int64(1)<<u.shift), u.unit)
+		}
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// elemsText writes an element count as "16M" or "64K" where it is a whole
+// number of them, else in digits.
+func elemsText(n int) string {
+	for _, u := range [...]struct {
+		shift uint
+		unit  string
+	}{{20, "M"}, {10, "K"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return strconv.Itoa(n>>u.shift) + u.unit
+		}
+	}
+	return strconv.Itoa(n)
+}
