@@ -1,6 +1,21 @@
 // Package bench holds overlap's benchmarks and its CUDA C++ reference
 // programs, and runs those programs for side-by-side comparisons.
 //
+// The measurements behind overlap's commands are functions here that a
+// Go program can call: [SmallJobs] (jobs/s and latency percentiles of
+// small jobs from goroutines started together behind a barrier, with one
+// shared deadline), [Scaling] (the seed job over 1 to k devices),
+// [Stream] (a file through a kernel with bounded memory, and its bound),
+// [InferInMemory] and [InferStream] (a model over rows in memory against
+// the synchronous baseline, or streamed), and [RunTorchTwin] with
+// [CompareWithFile] (the PyTorch twin, reference/mlp_torch.py). Each
+// takes an options struct whose zero fields take defaults, and an
+// optional Progress callback; each returns its figures and never prints.
+// Their errors are a *[Error] that names the function. They run on any
+// pipeline.Backend, the simulator's (*pipeline.Sim) included, whose
+// goroutines they fork together on its host so that its virtual clock
+// gives every run the same times.
+//
 // The Go benchmarks (go test -bench) cover the pipeline on the lecture's
 // workload in every host mode; package driver's own benchmarks cover call
 // cost, launch cost and bandwidth. The reference programs in reference/
@@ -16,10 +31,12 @@
 //
 // # Concurrency
 //
-// The functions here run external programs and are safe to call from any
-// goroutine.
+// The functions here are safe to call from any goroutine; the
+// measurements start goroutines of their own and are done with them when
+// they return. Two measurements on one GPU at once time each other.
 //
 // # Memory
 //
-// Nothing here holds GPU memory between calls.
+// Nothing here holds GPU memory or pinned host memory between calls; a
+// measurement allocates what it times and frees it before it returns.
 package bench

@@ -162,14 +162,14 @@ func (b box) queue(dst, src end, h uintptr) error {
 // done (cuMemcpy2D_v2): c's Dst fields are the buffer's, its Src fields
 // src's. src may be any Go memory.
 func (b *DeviceBuffer) Copy2DFromHost(c Copy2D, src []byte) error {
-	return b.syncHost("Copy2DFromHost", c.box(), true, src)
+	return b.syncHost("DeviceBuffer.Copy2DFromHost", c.box(), true, src)
 }
 
 // Copy2DToHost copies c's rows from the buffer into dst and returns when
 // done (cuMemcpy2D_v2): c's Dst fields are dst's, its Src fields the
 // buffer's.
 func (b *DeviceBuffer) Copy2DToHost(dst []byte, c Copy2D) error {
-	return b.syncHost("Copy2DToHost", c.box(), false, dst)
+	return b.syncHost("DeviceBuffer.Copy2DToHost", c.box(), false, dst)
 }
 
 // Copy2DFromDevice copies c's rows from src into the buffer and returns
@@ -178,25 +178,25 @@ func (b *DeviceBuffer) Copy2DToHost(dst []byte, c Copy2D) error {
 // cuMemAllocPitch would not give (multiples of the device's pitch
 // alignment, 512 bytes always being one).
 func (b *DeviceBuffer) Copy2DFromDevice(c Copy2D, src *DeviceBuffer) error {
-	return b.syncDevice("Copy2DFromDevice", c.box(), src)
+	return b.syncDevice("DeviceBuffer.Copy2DFromDevice", c.box(), src)
 }
 
 // Copy3DFromHost is [DeviceBuffer.Copy2DFromHost] for a [Copy3D]
 // (cuMemcpy3D_v2).
 func (b *DeviceBuffer) Copy3DFromHost(c Copy3D, src []byte) error {
-	return b.syncHost("Copy3DFromHost", c.box(), true, src)
+	return b.syncHost("DeviceBuffer.Copy3DFromHost", c.box(), true, src)
 }
 
 // Copy3DToHost is [DeviceBuffer.Copy2DToHost] for a [Copy3D]
 // (cuMemcpy3D_v2).
 func (b *DeviceBuffer) Copy3DToHost(dst []byte, c Copy3D) error {
-	return b.syncHost("Copy3DToHost", c.box(), false, dst)
+	return b.syncHost("DeviceBuffer.Copy3DToHost", c.box(), false, dst)
 }
 
 // Copy3DFromDevice is [DeviceBuffer.Copy2DFromDevice] for a [Copy3D]
 // (cuMemcpy3D_v2).
 func (b *DeviceBuffer) Copy3DFromDevice(c Copy3D, src *DeviceBuffer) error {
-	return b.syncDevice("Copy3DFromDevice", c.box(), src)
+	return b.syncDevice("DeviceBuffer.Copy3DFromDevice", c.box(), src)
 }
 
 // syncHost makes a synchronous pitched copy between the buffer and the Go

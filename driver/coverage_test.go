@@ -38,6 +38,7 @@ var coverageFamilies = []coverageFamily{
 		"cuIpcCloseMemHandle", "cuIpcGetEventHandle", "cuIpcOpenEventHandle"}},
 	{name: "virtual memory management", entry: []string{"cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate",
 		"cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAllocationGranularity"}},
+	{name: "batched copies", entry: []string{"cuMemcpyBatchAsync"}},
 	{name: "cubin/fatbin loading", entry: []string{"cuModuleLoadData", "cuModuleLoadDataEx",
 		"cuModuleLoadFatBinary", "cuLinkCreate", "cuLinkAddData", "cuLinkComplete", "cuLinkDestroy"}},
 	{name: "library API", entry: []string{"cuLibraryLoadData", "cuLibraryUnload",

@@ -119,3 +119,28 @@ func TestResourceCloseOps(t *testing.T) {
 		assert.True(t, strings.HasSuffix(op, ".Close") && op != ".Close", "kind %v: %q", k, op)
 	}
 }
+
+// TestReleaseNamesOwner checks that a resource of each kind that the memory
+// and code families added names its owner's Close when its release fails
+// (here: on a released context), once, with no bare "Close".
+func TestReleaseNamesOwner(t *testing.T) {
+	for _, c := range []struct {
+		kind resourceKind
+		want string
+	}{
+		{kindLinker, "cuda: Linker.Close: use of closed object"},
+		{kindLibModule, "cuda: Library.Close: use of closed object"},
+		{kindManagedMemory, "cuda: ManagedBuffer.Close: use of closed object"},
+		{kindVirtualMemory, "cuda: DeviceBuffer.Close: use of closed object"},
+		{kindIPCMemory, "cuda: DeviceBuffer.Close: use of closed object"},
+	} {
+		k := &ctxCore{objects: map[*resource]struct{}{}}
+		r := &resource{core: k, kind: c.kind}
+		r.handle.Store(1)
+		k.objects[r] = struct{}{}
+		err := r.release()
+		assert.EqualError(t, err, c.want, "kind %v", c.kind)
+		assert.ErrorIs(t, err, ErrClosed)
+		assert.Zero(t, r.handle.Load(), "kind %v: handle kept", c.kind)
+	}
+}

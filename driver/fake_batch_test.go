@@ -69,19 +69,19 @@ func init() {
 				copies []driver.BatchCopy
 				want   string
 			}{
-				{"no destination", []driver.BatchCopy{{SrcDevice: a, N: 1}}, "cuda: Stream.CopyBatch: cuda: invalid argument: copy 0: no destination"},
-				{"two sources", []driver.BatchCopy{{DstDevice: a, SrcDevice: a}, {DstDevice: a, SrcDevice: a, SrcHost: h, N: 1}}, "cuda: Stream.CopyBatch: cuda: invalid argument: copy 1: both a device and a host source"},
-				{"nil host", []driver.BatchCopy{{DstDevice: a, SrcHost: (*driver.HostBuffer)(nil), N: 1}}, "cuda: Stream.CopyBatch: cuda: invalid argument: copy 0: no source"},
-				{"negative", []driver.BatchCopy{{DstDevice: a, SrcDevice: a, N: -1}}, "cuda: Stream.CopyBatch: cuda: invalid argument: copy 0: size -1: must not be negative"},
-				{"zero buffer", []driver.BatchCopy{{DstDevice: &driver.DeviceBuffer{}, SrcDevice: a, N: 1}}, "cuda: Stream.CopyBatch: cuda: invalid argument: copy 0: zero destination *DeviceBuffer"},
-				{"span", []driver.BatchCopy{{DstDevice: a, SrcHost: h, SrcOff: 60, N: 8}}, "cuda: Stream.CopyBatch: cuda: length mismatch: copy 0's source span [60, 60+8) does not fit in 64 bytes"},
-				{"foreign", []driver.BatchCopy{{DstDevice: a, SrcDevice: other, N: 8}}, "cuda: Stream.CopyBatch: cuda: objects of different contexts: an object of GPU 1's context used with one of GPU 0's"},
+				{"no destination", []driver.BatchCopy{{SrcDevice: a, N: 1}}, "cuda: Stream.CopyBatch: invalid argument: copy 0: no destination"},
+				{"two sources", []driver.BatchCopy{{DstDevice: a, SrcDevice: a}, {DstDevice: a, SrcDevice: a, SrcHost: h, N: 1}}, "cuda: Stream.CopyBatch: invalid argument: copy 1: both a device and a host source"},
+				{"nil host", []driver.BatchCopy{{DstDevice: a, SrcHost: (*driver.HostBuffer)(nil), N: 1}}, "cuda: Stream.CopyBatch: invalid argument: copy 0: no source"},
+				{"negative", []driver.BatchCopy{{DstDevice: a, SrcDevice: a, N: -1}}, "cuda: Stream.CopyBatch: invalid argument: copy 0: size -1: must not be negative"},
+				{"zero buffer", []driver.BatchCopy{{DstDevice: &driver.DeviceBuffer{}, SrcDevice: a, N: 1}}, "cuda: Stream.CopyBatch: invalid argument: copy 0: zero destination *DeviceBuffer"},
+				{"span", []driver.BatchCopy{{DstDevice: a, SrcHost: h, SrcOff: 60, N: 8}}, "cuda: Stream.CopyBatch: length mismatch: copy 0's source span [60, 60+8) does not fit in 64 bytes"},
+				{"foreign", []driver.BatchCopy{{DstDevice: a, SrcDevice: other, N: 8}}, "cuda: Stream.CopyBatch: objects of different contexts: an object of GPU 1's context used with one of GPU 0's"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					assert.EqualError(t, s.CopyBatch(tc.copies, driver.BatchOptions{}), tc.want)
 				})
 			}
-			assert.EqualError(t, (*driver.Stream)(nil).CopyBatch(nil, driver.BatchOptions{}), "cuda: Stream.CopyBatch: cuda: invalid argument: nil *Stream")
+			assert.EqualError(t, (*driver.Stream)(nil).CopyBatch(nil, driver.BatchOptions{}), "cuda: Stream.CopyBatch: invalid argument: nil *Stream")
 			assert.Zero(t, f.Calls("cuMemcpyBatchAsync_v2"))
 			f.Fail("cuMemcpyBatchAsync_v2", 1, 801)
 			err = s.CopyBatch([]driver.BatchCopy{{DstDevice: a, SrcHost: h, N: 8}}, driver.BatchOptions{})

@@ -211,19 +211,19 @@ func init() {
 			ok := driver.Copy2D{Width: 8, Height: 8, DstPitch: 8, SrcPitch: 8}
 			big := driver.Copy2D{Width: 8, Height: 9, DstPitch: 8, SrcPitch: 8}
 
-			assert.EqualError(t, (*driver.DeviceBuffer)(nil).Copy2DFromHost(ok, make([]byte, 64)), "cuda: Copy2DFromHost: cuda: invalid argument: nil *DeviceBuffer")
-			assert.EqualError(t, b.Copy2DFromDevice(ok, nil), "cuda: Copy2DFromDevice: cuda: invalid argument: nil *DeviceBuffer")
-			assert.EqualError(t, b.Copy2DFromHost(big, make([]byte, 72)), "cuda: Copy2DFromHost: cuda: length mismatch: destination span [0, 0+72) does not fit in 64 bytes")
-			assert.EqualError(t, b.Copy2DToHost(make([]byte, 63), ok), "cuda: Copy2DToHost: cuda: length mismatch: destination span [0, 0+64) does not fit in 63 bytes")
-			assert.EqualError(t, b.Copy2DFromDevice(ok, other), "cuda: Copy2DFromDevice: cuda: objects of different contexts: an object of GPU 0's context used with one of GPU 1's")
-			assert.EqualError(t, s.Copy2DToDevice(nil, h, ok), "cuda: Stream.Copy2DToDevice: cuda: invalid argument: nil destination *DeviceBuffer")
-			assert.EqualError(t, s.Copy2DToDevice(b, nil, ok), "cuda: Stream.Copy2DToDevice: cuda: invalid argument: nil source HostMemory")
-			assert.EqualError(t, s.Copy2DToHost((*driver.HostBuffer)(nil), b, ok), "cuda: Stream.Copy2DToHost: cuda: invalid argument: nil destination *HostBuffer")
-			assert.EqualError(t, (*driver.Stream)(nil).Copy3DDevice(b, b, driver.Copy3D{}), "cuda: Stream.Copy3DDevice: cuda: invalid argument: nil *Stream")
-			assert.EqualError(t, s.Copy2DDevice(b, other, ok), "cuda: Stream.Copy2DDevice: cuda: objects of different contexts: an object of GPU 1's context used with one of GPU 0's")
-			assert.EqualError(t, s.Copy2DToDevice(b, h, big), "cuda: Stream.Copy2DToDevice: cuda: length mismatch: destination span [0, 0+72) does not fit in 64 bytes")
+			assert.EqualError(t, (*driver.DeviceBuffer)(nil).Copy2DFromHost(ok, make([]byte, 64)), "cuda: DeviceBuffer.Copy2DFromHost: invalid argument: nil *DeviceBuffer")
+			assert.EqualError(t, b.Copy2DFromDevice(ok, nil), "cuda: DeviceBuffer.Copy2DFromDevice: invalid argument: nil *DeviceBuffer")
+			assert.EqualError(t, b.Copy2DFromHost(big, make([]byte, 72)), "cuda: DeviceBuffer.Copy2DFromHost: length mismatch: destination span [0, 0+72) does not fit in 64 bytes")
+			assert.EqualError(t, b.Copy2DToHost(make([]byte, 63), ok), "cuda: DeviceBuffer.Copy2DToHost: length mismatch: destination span [0, 0+64) does not fit in 63 bytes")
+			assert.EqualError(t, b.Copy2DFromDevice(ok, other), "cuda: DeviceBuffer.Copy2DFromDevice: objects of different contexts: an object of GPU 0's context used with one of GPU 1's")
+			assert.EqualError(t, s.Copy2DToDevice(nil, h, ok), "cuda: Stream.Copy2DToDevice: invalid argument: nil destination *DeviceBuffer")
+			assert.EqualError(t, s.Copy2DToDevice(b, nil, ok), "cuda: Stream.Copy2DToDevice: invalid argument: nil source HostMemory")
+			assert.EqualError(t, s.Copy2DToHost((*driver.HostBuffer)(nil), b, ok), "cuda: Stream.Copy2DToHost: invalid argument: nil destination *HostBuffer")
+			assert.EqualError(t, (*driver.Stream)(nil).Copy3DDevice(b, b, driver.Copy3D{}), "cuda: Stream.Copy3DDevice: invalid argument: nil *Stream")
+			assert.EqualError(t, s.Copy2DDevice(b, other, ok), "cuda: Stream.Copy2DDevice: objects of different contexts: an object of GPU 1's context used with one of GPU 0's")
+			assert.EqualError(t, s.Copy2DToDevice(b, h, big), "cuda: Stream.Copy2DToDevice: length mismatch: destination span [0, 0+72) does not fit in 64 bytes")
 			assert.EqualError(t, s.Copy3DToHost(h, b, driver.Copy3D{Width: 8, Height: 2, Depth: 2, DstPitch: 8, DstHeight: 1, SrcPitch: 8, SrcHeight: 2}),
-				"cuda: Stream.Copy3DToHost: cuda: invalid argument: destination height 1: less than the copy's 2 rows")
+				"cuda: Stream.Copy3DToHost: invalid argument: destination height 1: less than the copy's 2 rows")
 			// An empty copy between open objects calls nothing.
 			require.NoError(t, s.Copy2DDevice(b, b, driver.Copy2D{}))
 			require.NoError(t, b.Copy3DFromHost(driver.Copy3D{Width: 4}, nil))

@@ -127,7 +127,7 @@ func init() {
 			assert.Equal(t, "ptxas fake: line 1; error : the library asks for an error", e.Detail)
 			var zero driver.Library
 			_, err = zero.Kernel("k")
-			assert.EqualError(t, err, "cuda: Library.Kernel: cuda: invalid argument: zero Library (use LoadLibrary)")
+			assert.EqualError(t, err, "cuda: Library.Kernel: invalid argument: zero Library (use LoadLibrary)")
 			lib, err := driver.LoadLibrary(fakeFatbin(4), driver.ModuleOptions{})
 			require.NoError(t, err)
 			defer lib.Close()

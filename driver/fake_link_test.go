@@ -23,7 +23,7 @@ func init() {
 			l, err := c.NewLinker(driver.ModuleOptions{OptimizationLevel: 3, Verbose: true})
 			require.NoError(t, err)
 			_, err = l.Complete()
-			assert.EqualError(t, err, "cuda: Linker.Complete: cuda: invalid argument: nothing added to link")
+			assert.EqualError(t, err, "cuda: Linker.Complete: invalid argument: nothing added to link")
 			require.NoError(t, l.Add([]byte(".version 8.0\n.target sm_90"), "a.ptx"))
 			require.NoError(t, l.Add(fakeCubin(), ""))
 			assert.Equal(t, "fake linker: 2 input(s), last input 1", l.InfoLog())

@@ -74,7 +74,7 @@ func init() {
 				assert.Zero(t, c.OpenObjects(), step)
 			}
 			_, err := c.AllocVirtual(0)
-			assert.EqualError(t, err, "cuda: AllocVirtual: cuda: invalid argument: size 0: must be positive")
+			assert.EqualError(t, err, "cuda: Context.AllocVirtual: invalid argument: size 0: must be positive")
 			_, err = (*driver.Context)(nil).AllocVirtual(1)
 			assert.ErrorIs(t, err, driver.ErrInvalidArgument)
 			_, err = (*driver.Context)(nil).VirtualGranularity()
@@ -89,7 +89,7 @@ func init() {
 			was := calls()
 			f.Fail("cuCtxSynchronize", 1, 1)
 			err = b.Close()
-			assert.EqualError(t, err, "cuda: closing virtual buffer: cuda: cuCtxSynchronize: CUDA_ERROR_INVALID_VALUE (1): invalid argument")
+			assert.EqualError(t, err, "cuda: DeviceBuffer.Close: cuCtxSynchronize: CUDA_ERROR_INVALID_VALUE (1): invalid argument")
 			assert.Equal(t, [3]int{was[0] + 1, was[1] + 1, was[2] + 1}, calls())
 		}},
 

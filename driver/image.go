@@ -22,8 +22,10 @@ const (
 // bytes, trailing NULs allowed). Anything else is an error for which
 // errors.Is(err, ErrInvalidArgument) holds and that says what the image
 // starts with. [DetectImage] guesses instead, PTX when in doubt.
-func CheckImage(image []byte) (ImageKind, error) {
-	const op = "CheckImage"
+func CheckImage(image []byte) (ImageKind, error) { return checkImage("CheckImage", image) }
+
+// checkImage is CheckImage for op, whose errors it names.
+func checkImage(op string, image []byte) (ImageKind, error) {
 	switch {
 	case len(image) == 0:
 		return 0, argError(op, "empty image")
@@ -77,8 +79,11 @@ func head(b []byte) []byte { return b[:min(len(b), 8)] }
 // cubin for the device). An image of no known kind is refused before the
 // driver sees it. The caller owns the Module and must Close it.
 func (c *Context) LoadImage(image []byte) (*Module, error) {
-	const op = "LoadImage"
-	kind, err := CheckImage(image)
+	const op = "Context.LoadImage"
+	if c == nil || c.core == nil {
+		return nil, argError(op, "nil *Context")
+	}
+	kind, err := checkImage(op, image)
 	if err != nil {
 		return nil, err
 	}

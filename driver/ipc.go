@@ -57,7 +57,7 @@ func (b *DeviceBuffer) IPCHandle() (IPCMemHandle, error) {
 // (cuIpcCloseMemHandle); the exporter's memory is not freed. Handles are
 // for other processes: the driver need not open the caller's own.
 func (c *Context) OpenIPCMem(h IPCMemHandle, n int) (*DeviceBuffer, error) {
-	const op = "OpenIPCMem"
+	const op = "Context.OpenIPCMem"
 	if n <= 0 {
 		return nil, argError(op, "size %d: must be positive", n)
 	}
@@ -101,7 +101,7 @@ func closeIPC(h uintptr) error {
 // ([Event.IPCHandle]): without timing, as interprocess events must be
 // (cuEventCreate with CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING).
 func (c *Context) NewIPCEvent() (*Event, error) {
-	const op = "NewIPCEvent"
+	const op = "Context.NewIPCEvent"
 	k, err := c.begin(op)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (e *Event) IPCHandle() (IPCEventHandle, error) {
 // event's. The caller owns the Event and must Close it, which destroys
 // this process's reference only (cuEventDestroy_v2).
 func (c *Context) OpenIPCEvent(h IPCEventHandle) (*Event, error) {
-	const op = "OpenIPCEvent"
+	const op = "Context.OpenIPCEvent"
 	k, err := c.begin(op)
 	if err != nil {
 		return nil, err

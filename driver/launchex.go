@@ -166,7 +166,7 @@ func launchDims(op string, cfg LaunchConfig) (dims [7]uintptr, err error) {
 // priority of its own. The arguments are checked as [Function.Launch]
 // checks them, and the attributes before the driver sees them.
 func (f *Function) LaunchEx(s *Stream, cfg LaunchConfig, attrs LaunchAttributes, args *Args) error {
-	return f.launchWith("LaunchEx", s, cfg, &attrs, args)
+	return f.launchWith("Function.LaunchEx", s, cfg, &attrs, args)
 }
 
 // LaunchCooperative queues the kernel on s as a cooperative grid
@@ -176,7 +176,7 @@ func (f *Function) LaunchEx(s *Stream, cfg LaunchConfig, attrs LaunchAttributes,
 // multiprocessor count bounds it; larger fails with
 // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE.
 func (f *Function) LaunchCooperative(s *Stream, cfg LaunchConfig, args *Args) error {
-	return f.launchWith("LaunchCooperative", s, cfg, nil, args)
+	return f.launchWith("Function.LaunchCooperative", s, cfg, nil, args)
 }
 
 // launchWith is LaunchEx (attrs non-nil) and LaunchCooperative (attrs
@@ -202,7 +202,7 @@ func (f *Function) launchWith(op string, s *Stream, cfg LaunchConfig, attrs *Lau
 		return err
 	}
 	defer f.mod.done()
-	if err := f.checkArgs(args); err != nil {
+	if err := f.checkArgsFor(op, args); err != nil {
 		return err
 	}
 	h, err := s.lock(op)

@@ -54,11 +54,11 @@ func TestLaunchAttributesFill(t *testing.T) {
 	n, err = (&LaunchAttributes{}).fill("t", [3]uintptr{1, 1, 1}, &attrs)
 	assert.NoError(t, err)
 	assert.Zero(t, n)
-	_, err = (&LaunchAttributes{Cluster: Dim3{X: 2}}).fill("LaunchEx", [3]uintptr{3, 1, 1}, &attrs)
-	assert.EqualError(t, err, "cuda: LaunchEx: cuda: invalid argument: grid 3x1x1 is not a multiple of cluster 2x1x1")
-	_, err = (&LaunchAttributes{Cluster: Dim3{X: -1}}).fill("LaunchEx", [3]uintptr{3, 1, 1}, &attrs)
+	_, err = (&LaunchAttributes{Cluster: Dim3{X: 2}}).fill("Function.LaunchEx", [3]uintptr{3, 1, 1}, &attrs)
+	assert.EqualError(t, err, "cuda: Function.LaunchEx: invalid argument: grid 3x1x1 is not a multiple of cluster 2x1x1")
+	_, err = (&LaunchAttributes{Cluster: Dim3{X: -1}}).fill("Function.LaunchEx", [3]uintptr{3, 1, 1}, &attrs)
 	assert.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = (&LaunchAttributes{Priority: 1 << 40, SetPriority: true}).fill("LaunchEx", [3]uintptr{1, 1, 1}, &attrs)
+	_, err = (&LaunchAttributes{Priority: 1 << 40, SetPriority: true}).fill("Function.LaunchEx", [3]uintptr{1, 1, 1}, &attrs)
 	assert.ErrorIs(t, err, ErrInvalidArgument)
 }
 

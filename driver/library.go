@@ -50,9 +50,9 @@ type Kernel struct {
 // fails, the returned *Error carries its error log in Detail.
 func LoadLibrary(image []byte, opts ModuleOptions) (*Library, error) {
 	const op = "LoadLibrary"
-	kind, err := CheckImage(image)
+	kind, err := checkImage(op, image)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: %s: %w", op, err)
+		return nil, err
 	}
 	img := append([]byte(nil), image...)
 	if kind == ImagePTX {
@@ -221,6 +221,7 @@ func (l *Library) moduleOn(op string, h uintptr, c *Context) (*Module, error) {
 // Kernels, modules and Functions are unusable afterwards. A second Close
 // returns nil.
 func (l *Library) Close() error {
+	const op = "Library.Close"
 	if l == nil {
 		return nil
 	}
@@ -247,10 +248,10 @@ func (l *Library) Close() error {
 		}
 		// The driver may still hold the logs: keep them pinned.
 		keepPinned(&l.jit.pin)
-		return first
+		return wrapOp(op, first)
 	}
 	l.jit.pin.Unpin()
-	return first
+	return wrapOp(op, first)
 }
 
 // Name returns the kernel's name; "" for a nil Kernel.

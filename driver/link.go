@@ -29,7 +29,7 @@ type Linker struct {
 // of [Context.LoadModule] (an optimisation level, the size of each log,
 // a verbose info log), targeting c's device.
 func (c *Context) NewLinker(opts ModuleOptions) (*Linker, error) {
-	const op = "NewLinker"
+	const op = "Context.NewLinker"
 	logSize := opts.LogSize
 	if logSize <= 0 {
 		logSize = 16 << 10
@@ -85,9 +85,9 @@ func (l *Linker) Add(data []byte, name string) error {
 	if l == nil {
 		return argError(op, "nil *Linker")
 	}
-	kind, err := CheckImage(data)
+	kind, err := checkImage(op, data)
 	if err != nil {
-		return fmt.Errorf("cuda: %s: %w", op, err)
+		return err
 	}
 	if strings.IndexByte(name, 0) >= 0 {
 		return argError(op, "name %q has a NUL byte", name)

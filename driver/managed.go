@@ -94,7 +94,7 @@ type ManagedBuffer struct {
 // request is refused with an error that matches ErrOutOfMemory, rather
 // than left to oversubscribe the device.
 func (c *Context) AllocManaged(n int, opts ManagedOptions) (*ManagedBuffer, error) {
-	const op = "AllocManaged"
+	const op = "Context.AllocManaged"
 	if n <= 0 {
 		return nil, argError(op, "size %d: must be positive", n)
 	}
@@ -171,17 +171,18 @@ func (m *ManagedBuffer) lock(op string) (DevicePtr, error) {
 	return DevicePtr(h), err
 }
 
-// Advise gives the driver a for the whole buffer, about where (ignored by
-// the read-mostly advices) (cuMemAdvise_v2).
+// Advise gives the driver a for the whole buffer, about where
+// (cuMemAdvise_v2). The read-mostly advices apply to every processor; for
+// them a zero where stands for the buffer's own device, since the driver
+// refuses a zero location even there.
 func (m *ManagedBuffer) Advise(a Advice, where Location) error {
 	const op = "ManagedBuffer.Advise"
 	if a < AdviseReadMostly || a > AdviseUnsetAccessedBy {
 		return argError(op, "advice %d: not a CUmem_advise", a)
 	}
-	var loc uint64
-	if a != AdviseReadMostly && a != AdviseUnsetReadMostly {
-		var err error
-		if loc, err = where.cu(op); err != nil {
+	readMostly := a == AdviseReadMostly || a == AdviseUnsetReadMostly
+	if !readMostly {
+		if _, err := where.cu(op); err != nil {
 			return err
 		}
 	}
@@ -190,6 +191,17 @@ func (m *ManagedBuffer) Advise(a Advice, where Location) error {
 		return err
 	}
 	defer m.dev.done()
+	// The read-mostly advice applies to every processor, but the driver
+	// still checks its location (CUDA_ERROR_INVALID_VALUE for a zero one,
+	// on the H200's 580 driver): a zero Location stands for the buffer's
+	// own device.
+	if readMostly && !where.Host && !where.Device.valid {
+		where = Location{Device: m.dev.res.core.dev}
+	}
+	loc, err := where.cu(op)
+	if err != nil {
+		return err
+	}
 	if err := m.dev.res.core.enter(op); err != nil {
 		return err
 	}

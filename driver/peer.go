@@ -14,7 +14,7 @@ const (
 // it (cuDeviceCanAccessPeer). A device is never its own peer: d and peer
 // the same device is false.
 func (d Device) CanAccessPeer(peer Device) (bool, error) {
-	const op = "CanAccessPeer"
+	const op = "Device.CanAccessPeer"
 	if err := d.check(op); err != nil {
 		return false, err
 	}
@@ -36,14 +36,14 @@ func (d Device) CanAccessPeer(peer Device) (bool, error) {
 // ([Device.CanAccessPeer]) get ErrPeerAccessUnsupported from the driver.
 // c and peer must be Contexts of two devices.
 func (c *Context) EnablePeerAccess(peer *Context) error {
-	return c.peerAccess("EnablePeerAccess", peer, func(h uintptr) error { return cuCtxEnablePeerAccess(h, 0) })
+	return c.peerAccess("Context.EnablePeerAccess", peer, func(h uintptr) error { return cuCtxEnablePeerAccess(h, 0) })
 }
 
 // DisablePeerAccess ends the access that [Context.EnablePeerAccess] gave c
 // to peer's memory (cuCtxDisablePeerAccess); ErrPeerAccessNotEnabled when
 // there is none.
 func (c *Context) DisablePeerAccess(peer *Context) error {
-	return c.peerAccess("DisablePeerAccess", peer, cuCtxDisablePeerAccess)
+	return c.peerAccess("Context.DisablePeerAccess", peer, cuCtxDisablePeerAccess)
 }
 
 // peerAccess calls set with peer's CUcontext, with c current and both
@@ -85,7 +85,7 @@ func (c *Context) peerAccess(op string, peer *Context, set func(peer uintptr) er
 // context, and needs no peer access (the driver stages the copy when
 // there is none).
 func (b *DeviceBuffer) CopyFromPeer(off int, src *DeviceBuffer, srcOff, n int) error {
-	const op = "CopyFromPeer"
+	const op = "DeviceBuffer.CopyFromPeer"
 	if b == nil || b.res == nil || src == nil || src.res == nil {
 		return argError(op, "nil *DeviceBuffer")
 	}

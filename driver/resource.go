@@ -94,7 +94,7 @@ func (k resourceKind) String() string {
 // for its errors: "Stream.Close".
 func (k resourceKind) closeOp() string {
 	switch k {
-	case kindDeviceMemory, kindAsyncMemory:
+	case kindDeviceMemory, kindAsyncMemory, kindVirtualMemory, kindIPCMemory:
 		return "DeviceBuffer.Close"
 	case kindHostMemory:
 		return "HostBuffer.Close"
@@ -112,6 +112,12 @@ func (k resourceKind) closeOp() string {
 		return "Graph.Close"
 	case kindGraphExec:
 		return "GraphExec.Close"
+	case kindLinker:
+		return "Linker.Close"
+	case kindLibModule:
+		return "Library.Close" // the library unloads its modules
+	case kindManagedMemory:
+		return "ManagedBuffer.Close"
 	}
 	return "Close"
 }

@@ -59,21 +59,23 @@ func devicePropOf(k *ctxCore) *memAllocationProp {
 // allocations up to on c's device (cuMemGetAllocationGranularity, the
 // minimum granularity of pinned device memory).
 func (c *Context) VirtualGranularity() (int, error) {
-	k, err := c.begin("VirtualGranularity")
+	const op = "Context.VirtualGranularity"
+	k, err := c.begin(op)
 	if err != nil {
 		return 0, err
 	}
 	defer k.end()
-	return granularity(k)
+	return granularity(op, k)
 }
 
-func granularity(k *ctxCore) (int, error) {
+// granularity asks the driver for k's device's granularity, for op.
+func granularity(op string, k *ctxCore) (int, error) {
 	g := new(uintptr)
 	if err := cuMemGetAllocationGranularity(g, devicePropOf(k), memAllocGranularityMin); err != nil {
 		return 0, err
 	}
 	if *g == 0 || *g > math.MaxInt32 {
-		return 0, fmt.Errorf("cuda: cuMemGetAllocationGranularity: granularity %d", *g)
+		return 0, fmt.Errorf("cuda: %s: cuMemGetAllocationGranularity answered a granularity of %d", op, *g)
 	}
 	return int(*g), nil
 }
@@ -89,7 +91,7 @@ func granularity(k *ctxCore) (int, error) {
 // (cuMemUnmap), releases the allocation (cuMemRelease) and frees the range
 // (cuMemAddressFree), in that order.
 func (c *Context) AllocVirtual(n int) (*DeviceBuffer, error) {
-	const op = "AllocVirtual"
+	const op = "Context.AllocVirtual"
 	if n <= 0 {
 		return nil, argError(op, "size %d: must be positive", n)
 	}
@@ -98,7 +100,7 @@ func (c *Context) AllocVirtual(n int) (*DeviceBuffer, error) {
 		return nil, err
 	}
 	defer k.end()
-	g, err := granularity(k)
+	g, err := granularity(op, k)
 	if err != nil {
 		return nil, err
 	}

@@ -585,15 +585,7 @@ func benchSVG(rows []benchRow, sim bool) string {
 	return b.String()
 }
 
-func humanElems(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dM", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dK", n>>10)
-	}
-	return strconv.Itoa(n)
-}
+func humanElems(n int) string { return bench.Elems(n) }
 
 // buildReference builds the CUDA C++ reference programs for dev's
 // architecture in a temporary folder; remove deletes it.

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
+
+	"github.com/purecuda/overlap/internal/procfs"
 )
 
 // checkHostMemory refuses, as a usage error, to allocate bytes of host
@@ -29,23 +27,4 @@ func returnMemory() { debug.FreeOSMemory() }
 
 // procField reads a "Name:   123 kB" line of a /proc file (meminfo,
 // status), in bytes; false off Linux or when the line is missing.
-func procField(file, name string) (int64, bool) {
-	f, err := os.Open(file)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), name)
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil || kb < 0 {
-			return 0, false
-		}
-		return kb << 10, true
-	}
-	return 0, false
-}
+func procField(file, name string) (int64, bool) { return procfs.Field(file, name) }

@@ -491,15 +491,6 @@ func inferEnv(o *inferOptions, m *model.Model) (*env, *pipeline.Kernel, error) {
 	return e, k, nil
 }
 
-// envBackend names the machine of a run: one device's name, or "2
-// devices (NVIDIA H200 ×2)".
-func envBackend(e *env) string {
-	if len(e.backends) > 1 {
-		return fmt.Sprintf("%d devices (%s)", len(e.backends), e.deviceNames())
-	}
-	return e.backend.Name()
-}
-
 // modelLine describes the model and where its activation came from.
 func modelLine(s, from string, layers int) string {
 	if layers < 2 {

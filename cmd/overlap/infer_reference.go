@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/purecuda/overlap/bench"
-	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
 )
 
@@ -25,41 +20,11 @@ import (
 // table of both. With --sim the twin runs on the CPU (--device cpu, a
 // smoke test whose times mean nothing) and ours on the simulator.
 
-// torchResult is what the twin writes with --json.
-type torchResult struct {
-	Device       string         `json:"device"`
-	Torch        string         `json:"torch"`
-	CUDA         string         `json:"cuda"`
-	Precision    string         `json:"precision"`
-	AllowTF32    bool           `json:"allow_tf32"`
-	Rows         int            `json:"rows"`
-	Dims         []int          `json:"dims"`
-	Activation   string         `json:"activation"`
-	Passes       int            `json:"passes"`
-	Variants     []torchVariant `json:"variants"`
-	Best         torchVariant   `json:"best"`
-	StageBoundMs float64        `json:"stage_bound_ms"`
-	// BoundMs is the slowest of its stages alone, its H2D and D2H at
-	// once included.
-	BoundMs      float64 `json:"bound_ms"`
-	OutputsEqual bool    `json:"outputs_equal"`
-	MaxDiff      float64 `json:"max_diff"`
-	Finite       bool    `json:"finite"`
-	Files        struct {
-		Model  string `json:"model"`
-		Input  string `json:"input"`
-		Output string `json:"output"`
-	} `json:"files"`
-}
-
-// torchVariant is one of the twin's ways of running the rows.
-type torchVariant struct {
-	Key       string  `json:"key"`
-	Name      string  `json:"name"`
-	ChunkRows int     `json:"chunk_rows"`
-	MedianMs  float64 `json:"median_ms"`
-	MinMs     float64 `json:"min_ms"`
-}
+// torchResult is what the twin writes with --json (bench.TorchResult).
+type (
+	torchResult  = bench.TorchResult
+	torchVariant = bench.TorchVariant
+)
 
 // inferReferenceResult is overlap infer --reference's result, as JSON.
 type inferReferenceResult struct {
@@ -90,86 +55,6 @@ type referenceComparison struct {
 	Tolerance string `json:"tolerance"`
 }
 
-// twinTail is how much of a failed twin's standard error its error shows.
-const twinTail = 2000
-
-// runTwin runs the PyTorch twin on o's model and rows into dir and reads
-// its JSON.
-func runTwin(ctx context.Context, o *inferOptions, m *model.Model, chunks []int, dir string) (*torchResult, error) {
-	jsonPath := filepath.Join(dir, "torch.json")
-	os.Remove(jsonPath)
-	sizes := make([]string, len(chunks))
-	for i, c := range chunks {
-		sizes[i] = strconv.Itoa(c)
-	}
-	args := []string{"-", "--model-file", o.model, "--activation", m.Activation.String(), "--rows", strconv.Itoa(o.rows),
-		"--precision", o.precision.String(), "--chunk-rows", strings.Join(sizes, ","), "--passes", strconv.Itoa(o.repeat),
-		"--save-dir", dir, "--json", jsonPath}
-	if o.run.sim {
-		args = append(args, "--device", "cpu")
-	}
-	cmd := exec.CommandContext(ctx, o.python, args...)
-	cmd.Stdin = bytes.NewReader(bench.MLPTorchScript())
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	line := o.python + " " + strings.Join(args, " ") + " < mlp_torch.py"
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		tail := strings.TrimSpace(errOut.String())
-		if len(tail) > twinTail {
-			tail = "…" + tail[len(tail)-twinTail:]
-		}
-		return nil, fmt.Errorf("the PyTorch twin (%s) failed: %v: %s", line, err, tail)
-	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		return nil, fmt.Errorf("the PyTorch twin (%s) wrote no results: %v", line, unwrapPath(err))
-	}
-	var tr torchResult
-	if err := json.Unmarshal(b, &tr); err != nil {
-		return nil, fmt.Errorf("the PyTorch twin's results %s: %v", jsonPath, err)
-	}
-	switch {
-	case !equalInts(tr.Dims, m.Widths()):
-		return nil, fmt.Errorf("the PyTorch twin ran a model of widths %v, not %v", tr.Dims, m.Widths())
-	case tr.Activation != m.Activation.String():
-		return nil, fmt.Errorf("the PyTorch twin ran the model with %s, not %s", tr.Activation, m.Activation)
-	case tr.Rows != o.rows:
-		return nil, fmt.Errorf("the PyTorch twin ran %d rows, not %d", tr.Rows, o.rows)
-	case len(tr.Variants) == 0 || tr.Best.MedianMs <= 0:
-		return nil, fmt.Errorf("the PyTorch twin's results %s hold no timed variant", jsonPath)
-	case tr.Files.Input == "" || tr.Files.Output == "":
-		return nil, fmt.Errorf("the PyTorch twin's results %s name no input or output file", jsonPath)
-	}
-	for _, f := range []struct {
-		path  string
-		bytes int64
-	}{{tr.Files.Input, int64(o.rows) * int64(4*m.In())}, {tr.Files.Output, int64(o.rows) * int64(4*m.Out())}} {
-		st, err := os.Stat(f.path)
-		if err != nil {
-			return nil, fmt.Errorf("the PyTorch twin's file: %v", err)
-		}
-		if st.Size() != f.bytes {
-			return nil, fmt.Errorf("the PyTorch twin's %s holds %d bytes, not the %d of %d rows", f.path, st.Size(), f.bytes, o.rows)
-		}
-	}
-	return &tr, nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // executeInferReference runs the twin, then ours on its input, and
 // compares. A result with values outside the tolerance comes with an
 // error, so that it is printed and the command fails.
@@ -196,10 +81,11 @@ func executeInferReference(ctx context.Context, o *inferOptions, m *model.Model,
 	}
 	prog := newProgress(stderr, o.quiet || o.jsonOut)
 	prog.say("running the PyTorch twin…")
-	tr, err := runTwin(ctx, o, m, chunks, dir)
+	tr, err := bench.RunTorchTwin(ctx, m, bench.TorchOptions{Python: o.python, ModelFile: o.model, Rows: o.rows, Precision: o.precision,
+		ChunkRows: chunks, Passes: o.repeat, Dir: dir, CPU: o.run.sim})
 	prog.done()
 	if err != nil {
-		return nil, err
+		return nil, benchError(err)
 	}
 	ours := *o
 	ours.chunks, ours.inputFile = chunks, tr.Files.Input
@@ -221,9 +107,9 @@ func executeInferReference(ctx context.Context, o *inferOptions, m *model.Model,
 	if tr.AllowTF32 {
 		theirs = model.TF32
 	}
-	cmp, err := compareWithFile(ctx, m, run.x, run.y, tr.Files.Output, model.CompareOptions{A: o.precision, B: theirs})
+	cmp, err := bench.CompareWithFile(ctx, m, run.X, run.Y, tr.Files.Output, model.CompareOptions{A: o.precision, B: theirs})
 	if err != nil {
-		return nil, fmt.Errorf("comparing with PyTorch's output: %w", err)
+		return nil, fmt.Errorf("comparing with PyTorch's output: %w", benchError(err))
 	}
 	res.Comparison = referenceComparison{Against: tr.Files.Output, Values: cmp.Values, Outside: cmp.Outside, MaxAbs: cmp.MaxAbs, MaxRatio: cmp.MaxRatio,
 		First: cmp.First, Tolerance: model.CompareTolerance(o.precision, theirs)}
@@ -233,40 +119,6 @@ func executeInferReference(ctx context.Context, o *inferOptions, m *model.Model,
 			cmp.Outside, cmp.Values, tr.Files.Output, first.Row, first.Col, first.A, first.B, first.Tol)
 	}
 	return res, nil
-}
-
-// compareRows is the rows compareWithFile reads at a time.
-const compareRows = 1 << 16
-
-// compareWithFile compares y, the outputs of x's rows, with the raw
-// float32 outputs in path, a block of rows at a time.
-func compareWithFile(ctx context.Context, m *model.Model, x, y []float32, path string, opts model.CompareOptions) (model.Comparison, error) {
-	var total model.Comparison
-	f, err := os.Open(path)
-	if err != nil {
-		return total, err
-	}
-	defer f.Close()
-	rows := len(y) / m.Out()
-	buf := make([]float32, compareRows*m.Out())
-	for lo := 0; lo < rows; lo += compareRows {
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-		n := min(compareRows, rows-lo)
-		b := buf[:n*m.Out()]
-		if _, err := f.ReadAt(driver.Bytes(b), int64(lo)*int64(4*m.Out())); err != nil {
-			return total, fmt.Errorf("reading %s: %w", path, err)
-		}
-		o := opts
-		o.FirstRow = int64(lo)
-		c, err := m.Compare(x[lo*m.In():(lo+n)*m.In()], y[lo*m.Out():(lo+n)*m.Out()], b, o)
-		if err != nil {
-			return total, err
-		}
-		total.Add(c)
-	}
-	return total, nil
 }
 
 func printInferReference(w io.Writer, r *inferReferenceResult) {

@@ -81,13 +81,13 @@ func (f *fakeTwin) write(t *testing.T, y []float32, dims []int) {
 	tr := torchResult{Device: "cpu (smoke test)", Torch: "2.0-fake", Precision: "fp32", Rows: len(f.x) / f.m.In(), Dims: dims, Activation: f.m.Activation.String(), Passes: 2,
 		StageBoundMs: 8, BoundMs: 9, OutputsEqual: true, Finite: true}
 	tr.Variants = []torchVariant{
-		{"naive", "(a) naive: pageable, .to(cuda), default stream", 1024, 40, 38},
-		{"pinned_1_stream", "(b) pinned, non_blocking, 1 stream", 512, 12, 11},
-		{"three_streams", "(c) pinned, 3 streams + events", 512, 10, 9.5},
-		{"h2d_alone", "(d) H2D alone (pinned)", 512, 8, 7.9},
-		{"compute_alone", "(d) compute alone (input resident)", 512, 3, 2.9},
-		{"d2h_alone", "(d) D2H alone (pinned)", 512, 1, 0.9},
-		{"h2d_d2h_at_once", "(d) H2D + D2H at once (2 streams)", 512, 9, 8.8},
+		{Key: "naive", Name: "(a) naive: pageable, .to(cuda), default stream", ChunkRows: 1024, MedianMs: 40, MinMs: 38},
+		{Key: "pinned_1_stream", Name: "(b) pinned, non_blocking, 1 stream", ChunkRows: 512, MedianMs: 12, MinMs: 11},
+		{Key: "three_streams", Name: "(c) pinned, 3 streams + events", ChunkRows: 512, MedianMs: 10, MinMs: 9.5},
+		{Key: "h2d_alone", Name: "(d) H2D alone (pinned)", ChunkRows: 512, MedianMs: 8, MinMs: 7.9},
+		{Key: "compute_alone", Name: "(d) compute alone (input resident)", ChunkRows: 512, MedianMs: 3, MinMs: 2.9},
+		{Key: "d2h_alone", Name: "(d) D2H alone (pinned)", ChunkRows: 512, MedianMs: 1, MinMs: 0.9},
+		{Key: "h2d_d2h_at_once", Name: "(d) H2D + D2H at once (2 streams)", ChunkRows: 512, MedianMs: 9, MinMs: 8.8},
 	}
 	tr.Best = tr.Variants[2]
 	tr.Files.Model, tr.Files.Input, tr.Files.Output = "m", "SAVE_DIR/input.f32", "SAVE_DIR/output_torch.f32"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
@@ -65,19 +66,8 @@ type modeRow struct {
 	Efficiency float64 `json:"efficiency,omitempty"`
 }
 
-type stagesJSON struct {
-	StageInMs  float64 `json:"stage_in_ms,omitempty"`
-	H2DMs      float64 `json:"h2d_ms"`
-	ComputeMs  float64 `json:"compute_ms"`
-	D2HMs      float64 `json:"d2h_ms"`
-	StageOutMs float64 `json:"stage_out_ms,omitempty"`
-	// CopiesMs and StagingMs are measured for several devices: the copies,
-	// and the staging copies, in both directions at once.
-	CopiesMs  float64 `json:"copies_ms,omitempty"`
-	StagingMs float64 `json:"staging_ms,omitempty"`
-	BoundMs   float64 `json:"bound_ms"`
-	Slowest   string  `json:"slowest"`
-}
+// stagesJSON are the stages alone and their bound (bench.Stages).
+type stagesJSON = bench.Stages
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

@@ -4,37 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
-	"time"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/pipeline"
 )
 
-// scalingRow is one line of overlap bench --devices: a job size and host
-// mode on the first k devices.
-type scalingRow struct {
-	Elems   int     `json:"elems"`
-	Host    string  `json:"host"`
-	Devices int     `json:"devices"`
-	Ms      float64 `json:"ms"`
-	GBps    float64 `json:"gb_per_s"`
-	BoundMs float64 `json:"bound_ms"`
-	Slowest string  `json:"slowest"`
-	// Efficiency is the group's stage bound over its time.
-	Efficiency float64 `json:"efficiency"`
-	// Speedup is the one-device time of the same size and host mode over
-	// this one.
-	Speedup float64 `json:"speedup,omitempty"`
-	// Chunks are the chunks each device took in the best run.
-	Chunks []int   `json:"chunks"`
-	CppMs  float64 `json:"cpp_ms,omitempty"`
-	Ratio  float64 `json:"go_over_cpp,omitempty"`
-}
-
-// scalingHosts are the host modes of the scaling table: pinned buffers,
-// Go slices registered in place, and plain Go slices in auto mode (staged
-// the first run, registered from the second).
-var scalingHosts = []pipeline.HostMode{pipeline.HostPinned, pipeline.HostRegistered, pipeline.HostAuto}
+// scalingRow is one line of overlap bench --devices (bench.ScalingRow).
+type scalingRow = bench.ScalingRow
 
 // runScaling measures the seed job over 1 to k devices for each size and
 // host mode, with each group's stage bound measured beside it, and with
@@ -53,7 +29,6 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 	defer e.close()
 	prog := newProgress(stderr, o.jsonOut)
 	defer prog.done()
-	k := len(e.backends)
 	// One configuration for every row: the pipeline's defaults unless the
 	// flags name one.
 	iters, chunk, slots, streams := 100, pipeline.DefaultChunkElems, 0, pipeline.DefaultComputeStreams
@@ -82,7 +57,8 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 
 	// The C++ reference drives GPUs 0 to k-1: it stands beside the Go
 	// figures only when those are the devices.
-	cpp := map[[2]int]float64{}
+	opts := bench.ScalingOptions{Sizes: o.sizes, Iters: iters, ChunkElems: chunk, Slots: slots, ComputeStreams: streams, Repeat: o.repeat,
+		Modules: e.mods, Progress: prog.line}
 	if o.reference {
 		for i, d := range e.ordinals {
 			if d != i {
@@ -95,56 +71,17 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 			return err
 		}
 		defer remove()
-		for _, n := range o.sizes {
-			for dev := 1; dev <= k; dev++ {
-				prog.say("C++ reference: %s elements on %d GPU(s)…", humanElems(n), dev)
-				m, err := ref.RunMulti(ctx, n, iters, slots, o.repeat, chunk, streams, dev)
-				if err != nil {
-					return err
-				}
-				if m.Mismatches != 0 {
-					return fmt.Errorf("the C++ multi-GPU reference gave %d wrong elements", m.Mismatches)
-				}
-				cpp[[2]int{n, dev}] = m.BestMs
-			}
+		opts.Reference = ref
+	}
+	// Each size's input and output arrays.
+	for _, n := range o.sizes {
+		if err := checkHostMemory(8*int64(n), fmt.Sprintf("--elems %d: the job's 2 input and output arrays", n)); err != nil {
+			return err
 		}
 	}
-
-	var rows []scalingRow
-	for _, n := range o.sizes {
-		for _, host := range scalingHosts {
-			ro.elems, ro.iters, ro.host = n, iters, host
-			w, err := newWorkload(ro, e)
-			if err != nil {
-				return err
-			}
-			var one float64
-			for dev := 1; dev <= k; dev++ {
-				prog.say("%s elements, %s, %d device(s)…", humanElems(n), host, dev)
-				cfg := w.cfg
-				cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = min(chunk, n), slots, streams, host
-				row, err := scaleOne(ctx, e.backends[:dev], cfg, w, o.repeat)
-				if err != nil {
-					w.close()
-					return fmt.Errorf("%s elements, %s, %d device(s): %w", humanElems(n), host, dev, err)
-				}
-				row.Elems, row.Devices = n, dev
-				if row.Host == "" {
-					row.Host = host.String()
-				}
-				row.GBps = gbps(jobBytes(w.cfg, n), time.Duration(row.Ms*float64(time.Millisecond)))
-				if dev == 1 {
-					one = row.Ms
-				}
-				row.Speedup = one / row.Ms
-				if c, ok := cpp[[2]int{n, dev}]; ok && host == pipeline.HostPinned {
-					row.CppMs, row.Ratio = c, row.Ms/c
-				}
-				rows = append(rows, row)
-			}
-			w.close()
-			returnMemory()
-		}
+	rows, err := bench.Scaling(ctx, e.backends, opts)
+	if err != nil {
+		return benchError(err)
 	}
 	prog.done()
 	if o.jsonOut {
@@ -154,51 +91,6 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 	}
 	printScaling(stdout, rows, e, o, iters, chunk, slots, streams)
 	return nil
-}
-
-// scaleOne measures one group: its stage bound, then the best of repeat
-// runs, verifying every element of the last.
-func scaleOne(ctx context.Context, backends []pipeline.Backend, cfg pipeline.Config, w *workload, repeat int) (scalingRow, error) {
-	g, err := pipeline.NewGroup(backends, cfg)
-	if err != nil {
-		return scalingRow{}, err
-	}
-	defer g.Close()
-	best := time.Duration(math.MaxInt64)
-	var bestRep *pipeline.Report
-	for r := 0; r < repeat; r++ {
-		clear(w.outputs[0])
-		rep, err := g.Run(ctx, w.job)
-		if err != nil {
-			return scalingRow{}, err
-		}
-		if rep.Elapsed < best {
-			best, bestRep = rep.Elapsed, rep
-		}
-	}
-	if err := w.verify(w.outputs[0]); err != nil {
-		return scalingRow{}, err
-	}
-	// The stages alone in the mode the runs settled in (auto mode
-	// registers from the second run).
-	stJob := w.job
-	stJob.Host = bestRep.Mode
-	st, err := g.StageTimes(ctx, stJob)
-	if err != nil {
-		return scalingRow{}, fmt.Errorf("stage timing: %w", err)
-	}
-	row := scalingRow{Ms: ms(best), BoundMs: ms(st.Bound()), Slowest: st.Slowest().String(),
-		Efficiency: float64(st.Bound()) / float64(best)}
-	for _, d := range bestRep.Devices {
-		row.Chunks = append(row.Chunks, d.Chunks)
-	}
-	if len(row.Chunks) == 0 {
-		row.Chunks = []int{bestRep.Chunks}
-	}
-	if bestRep.Mode != cfg.Host {
-		row.Host = fmt.Sprintf("%s→%s", cfg.Host, bestRep.Mode)
-	}
-	return row, nil
 }
 
 func printScaling(w io.Writer, rows []scalingRow, e *env, o *benchOptions, iters, chunk, slots, streams int) {

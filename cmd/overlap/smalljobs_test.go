@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
@@ -185,97 +184,23 @@ func TestSmallJobsRoundsOnSim(t *testing.T) {
 	assert.Contains(t, out, "1 jobs per goroutine; each cell the median of 2 rounds")
 }
 
-// TestMergeRounds: a cell's rounds make one row of medians, with Jobs and
-// Seconds summed, and each ratio the median of the rounds' own ratios,
-// not the ratio of the medians (a round's Go and C++ ran side by side).
-// A round without CPU time or without the C++ twin leaves that out.
-func TestMergeRounds(t *testing.T) {
-	cpp := func(rate, p99, cpu float64) *bench.RefSmallJobs {
-		return &bench.RefSmallJobs{Wait: "yield", Elems: 4096, Workers: 1, Jobs: 10, Seconds: 1, JobsPerSec: rate, P50us: 20, P99us: p99, CPUusPerJob: cpu}
-	}
-	row := func(rate, p99, cpu float64, c *bench.RefSmallJobs) smallJobsRow {
-		r := smallJobsRow{Wait: "yield", Elems: 4096, Workers: 1, Jobs: 100, Seconds: 0.5, JobsPerSec: rate, P50us: 10, P99us: p99, CPUusPerJob: cpu, Cpp: c}
-		if c != nil {
-			r.RateRatio, r.P99Ratio, r.CPURatio = rate/c.JobsPerSec, p99/c.P99us, cpu/c.CPUusPerJob
-		}
-		return r
-	}
-	// Go's rates 100, 90, 120 against C++'s 80, 100, 150: the rounds'
-	// ratios 1.25, 0.9, 0.8 have the median 0.9, where the ratio of the
-	// medians would be 100/100.
-	rs := []smallJobsRow{row(100, 30, 20, cpp(80, 30, 20)), row(90, 60, 22, cpp(100, 40, 20)), row(120, 33, 21, cpp(150, 30, 21))}
-	m := mergeRounds(rs)
-	assert.Equal(t, 3, m.Rounds)
-	assert.Equal(t, 300, m.Jobs)
-	assert.InDelta(t, 1.5, m.Seconds, 1e-12)
-	assert.Equal(t, 100.0, m.JobsPerSec)
-	assert.Equal(t, []float64{100, 90, 120}, m.RoundJobsPerSec)
-	assert.Equal(t, 33.0, m.P99us)
-	assert.Equal(t, 21.0, m.CPUusPerJob)
-	require.NotNil(t, m.Cpp)
-	assert.Equal(t, 100.0, m.Cpp.JobsPerSec)
-	assert.Equal(t, 30, m.Cpp.Jobs)
-	assert.InDelta(t, 0.9, m.RateRatio, 1e-12)
-	assert.Equal(t, []float64{1.25, 0.9, 0.8}, m.RoundRateRatios)
-	assert.InDelta(t, 1.1, m.P99Ratio, 1e-12, "p99 ratios 1, 1.5, 1.1")
-	assert.InDelta(t, 1.0, m.CPURatio, 1e-12, "CPU ratios 1, 1.1, 1")
-	assert.Equal(t, 30.0, rs[0].P99us, "the rounds are left as they were")
-
-	rs[1].CPUusPerJob, rs[1].CPURatio = -1, 0
-	rs[2].Cpp = nil
-	m = mergeRounds(rs)
-	assert.Equal(t, -1.0, m.CPUusPerJob, "a round without CPU time")
-	assert.Nil(t, m.Cpp, "a round without the C++ twin")
-	assert.Zero(t, m.RateRatio)
-	assert.Nil(t, m.RoundRateRatios)
-
-	one := mergeRounds(rs[:1])
-	assert.Equal(t, 1, one.Rounds)
-	assert.Equal(t, rs[0].JobsPerSec, one.JobsPerSec)
-	assert.Nil(t, one.RoundJobsPerSec)
-}
-
-// TestAttachCpp guards issue 14: the C++ cells stand beside the Go rows of
-// the same wait mode, size and workers, with Go over C++ ratios, and C++
-// cells with wrong elements are an error.
-func TestAttachCpp(t *testing.T) {
+// TestSmallJobsPrintsCpp: the C++ cells stand beside the Go rows with
+// Go over C++ ratios (bench.AttachCpp makes them).
+func TestSmallJobsPrintsCpp(t *testing.T) {
 	rows := []smallJobsRow{
 		{Wait: "spin", Elems: 4096, Workers: 1, JobsPerSec: 900, P99us: 30, CPUusPerJob: 12},
 		{Wait: "block", Elems: 4096, Workers: 1, JobsPerSec: 500, P99us: 60, CPUusPerJob: -1},
 	}
 	cpp := []bench.RefSmallJobs{
 		{Wait: "spin", Elems: 4096, Workers: 1, JobsPerSec: 1000, P99us: 25, CPUusPerJob: 10},
-		{Wait: "spin", Elems: 4096, Workers: 4, JobsPerSec: 3000, P99us: 40, CPUusPerJob: 10},
 	}
-	require.NoError(t, attachCpp(rows, cpp))
-	require.NotNil(t, rows[0].Cpp)
-	assert.Equal(t, 1, rows[0].Cpp.Workers)
-	assert.InDelta(t, 0.9, rows[0].RateRatio, 1e-12)
-	assert.InDelta(t, 1.2, rows[0].P99Ratio, 1e-12)
-	assert.InDelta(t, 1.2, rows[0].CPURatio, 1e-12)
-	assert.Nil(t, rows[1].Cpp, "no C++ cell in block mode")
-
+	require.NoError(t, bench.AttachCpp(rows, cpp))
 	var b strings.Builder
 	printSmallJobs(&b, rows, &benchOptions{iters: []int{100}, small: smallJobsOptions{seconds: 0.5}}, "NVIDIA H200")
 	out := b.String()
 	assert.Contains(t, out, "0.90x")
 	assert.Contains(t, out, "1.20x")
 	assert.Contains(t, out, "RATE: Go jobs/s over C++'s")
-
-	cpp[0].Mismatches = 3
-	assert.EqualError(t, attachCpp(rows, cpp), "the C++ small-jobs reference gave 3 wrong elements (4096-element jobs, 1 workers)")
-}
-
-func TestPercentile(t *testing.T) {
-	var d []time.Duration
-	for i := 1; i <= 100; i++ {
-		d = append(d, time.Duration(i))
-	}
-	assert.Equal(t, time.Duration(50), percentile(d, 0.5))
-	assert.Equal(t, time.Duration(99), percentile(d, 0.99))
-	assert.Equal(t, time.Duration(1), percentile(d[:1], 0.99))
-	assert.Equal(t, time.Duration(0), percentile(nil, 0.5))
-	assert.Equal(t, time.Duration(2), percentile(d[:3], 0.5), "nearest rank, as the C++ twin computes it")
 }
 
 // TestSmallJobsTitleSaysDirect: a table run with --direct-calls says so in
