@@ -198,7 +198,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"scaling", "--devices", "1", "--device", "0"}, "overlap bench scaling: --device is a flag of overlap bench, not of overlap bench scaling (overlap bench scaling -h lists its flags)"},
 		{[]string{"scaling", "--sim"}, "overlap bench scaling: --sim --devices needs a list, such as 0,1 for two simulated H200s"},
 		{[]string{"scaling", "--sim", "--devices", "all"}, "overlap bench scaling: --sim --devices needs a list, such as 0,1 for two simulated H200s"},
-		{[]string{"scaling", "--sim", "--devices", "0,1", "--chunks", "1M,2M"}, "overlap bench scaling: --chunks: give one value with --devices"},
+		{[]string{"scaling", "--sim", "--devices", "0,1", "--chunks", "1M,2M"}, "overlap bench scaling: --chunks: give one value: the table scales one configuration"},
 		{[]string{"scaling", "--sim", "--devices", "0,1", "--csv", "x.csv"}, "overlap bench scaling: --csv is a flag of overlap bench, not of overlap bench scaling (overlap bench scaling -h lists its flags)"},
 		{[]string{"scaling", "--sim", "--devices", "16"}, "overlap bench scaling: --devices 16: the simulator has at most 16 devices, 0 to 15 (--devices 0,1 simulates two)"},
 	}

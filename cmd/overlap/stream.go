@@ -309,7 +309,7 @@ func printStream(w io.Writer, r *streamResult) {
 	if r.Direct {
 		direct = ", inputs read with O_DIRECT"
 	}
-	fmt.Fprintf(w, "overlap run: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
+	fmt.Fprintf(w, "overlap stream: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
 	fmt.Fprintf(w, "%d float32 elements (%s in, %s out); chunk %d elements, %d slots, %d compute stream(s)%s\n",
 		r.Elems, humanBytes(r.InBytes), humanBytes(r.OutBytes), r.ChunkElems, r.Slots, r.ComputeStreams, direct)
 	fmt.Fprintln(w)

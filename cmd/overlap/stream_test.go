@@ -79,7 +79,7 @@ func TestRunStreamFileToFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(seedFile(n, 0, 3), got), "the output file holds the seed of every element")
 	for _, line := range []string{
-		"overlap run: seed (3 iterations) on simulator, streaming " + in + " → " + out + " [simulated",
+		"overlap stream: seed (3 iterations) on simulator, streaming " + in + " → " + out + " [simulated",
 		"100003 float32 elements (390.6 KiB in, 390.6 KiB out); chunk 8192 elements, 6 slots, 4 compute stream(s)\n",
 		"while reading, 3 pread goroutine(s)",
 		"while writing, 2 pwrite goroutine(s)",
