@@ -11,7 +11,10 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
+	"github.com/purecuda/overlap/nvrtc"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
+	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -58,7 +61,7 @@ var _ = runSeed // compiled here; the GPU tests run the same calls
 
 // README:begin runMLP
 // runMLP runs the MLP saved in path over x, rows of m.In() float32, on
-// backend: pipeline.GPU(ctx), or pipeline.NewSim(1, 0) without a GPU.
+// backend: pipeline.GPU(ctx), or sim.New(1, 0) without a GPU.
 func runMLP(backend pipeline.Backend, path string, x []float32) ([]float32, error) {
 	m, err := model.Load(path, model.Options{}) // safetensors, as PyTorch saves it
 	if err != nil {
@@ -93,6 +96,34 @@ func runMLP(backend pipeline.Backend, path string, x []float32) ([]float32, erro
 
 // README:end
 
+// README:begin runCUDA
+// runCUDA compiles the kernel entry of the CUDA C file path at run time
+// (NVRTC) for ctx's GPU, and runs it over in into out through the pipeline.
+func runCUDA(ctx *driver.Context, path, entry string, in, out []float32) error {
+	res, err := nvrtc.CompileKernelFile(path, entry, nvrtc.Options{Device: ctx.Device()})
+	if err != nil {
+		return err // names the library files looked for, or holds the compiler's log
+	}
+	prog, err := ptx.Load(ctx, path, res.PTX, entry, driver.ModuleOptions{})
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	p, err := pipeline.New(pipeline.GPU(ctx), pipeline.Float32Config(1, 1))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	_, err = p.Run(context.Background(), pipeline.Job{
+		N:       len(in),
+		Kernel:  kernels.Elementwise(entry, pipeline.FunctionOn(ctx, prog.Function)),
+		Inputs:  []pipeline.Buffer{pipeline.Slice(in)},
+		Outputs: []pipeline.Buffer{pipeline.Slice(out)},
+	})
+	return err
+}
+// README:end
+
 // TestREADMESnippet: the README's library snippets are the functions
 // between README markers above, as written and in order, so they compile,
 // and the README has no other Go block there. Issue 10: it used names it
@@ -103,8 +134,8 @@ func TestREADMESnippet(t *testing.T) {
 		t.Fatal(err)
 	}
 	marked := regexp.MustCompile(`(?s)// README:begin (\w+)\n(.*?)\n// README:end`).FindAllSubmatch(src, -1)
-	if len(marked) != 2 {
-		t.Fatalf("readme_test.go has %d README snippets, want 2 (runSeed, runMLP)", len(marked))
+	if len(marked) != 3 {
+		t.Fatalf("readme_test.go has %d README snippets, want 3 (runSeed, runMLP, runCUDA)", len(marked))
 	}
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -140,7 +171,7 @@ func TestREADMEModelSnippet(t *testing.T) {
 	const rows = 1000
 	x := make([]float32, rows*m.In())
 	kernels.FillPattern(x, 0)
-	y, err := runMLP(pipeline.NewSim(1, 0), path, x)
+	y, err := runMLP(sim.New(1, 0), path, x)
 	if err != nil {
 		t.Fatalf("runMLP on the simulator: %v", err)
 	}

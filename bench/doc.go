@@ -12,7 +12,7 @@
 // takes an options struct whose zero fields take defaults, and an
 // optional Progress callback; each returns its figures and never prints.
 // Their errors are a *[Error] that names the function. They run on any
-// pipeline.Backend, the simulator's (*pipeline.Sim) included, whose
+// pipeline.Backend, the simulator's (*sim.Sim) included, whose
 // goroutines they fork together on its host so that its virtual clock
 // gives every run the same times.
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -167,7 +168,7 @@ func inferInMemory(ctx context.Context, backends []pipeline.Backend, k *pipeline
 		cfgs[i] = cfg
 	}
 	b := backends[0]
-	_, sim := b.(*pipeline.Sim)
+	_, sim := b.(*sim.Sim)
 	res := &InferResult{Simulated: sim, TimingOnly: o.TimingOnly, Backend: BackendName(backends), Model: m.String(), Widths: m.Widths(),
 		Activation: m.Activation.String(), From: m.ActivationFrom, Precision: o.Precision.String(), Rows: rows,
 		InBytes: inBytes, OutBytes: outBytes, ParamBytes: m.ParamBytes(), FLOPsPerRow: m.FLOPsPerRow(), Input: "generated: overlap's standard pattern"}

@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/overlap/internal/procfs"
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -175,7 +176,7 @@ func inferStream(ctx context.Context, backends []pipeline.Backend, k *pipeline.K
 		Activation: m.Activation.String(), From: m.ActivationFrom, Precision: o.Precision.String(), Input: o.Input, Output: o.Output,
 		ChunkRows: pc.ChunkElems, Slots: pc.Slots,
 		PinnedBytes: int64(len(backends)) * int64(pc.Slots) * int64(pc.ChunkElems) * int64(inRow+outRow)}
-	_, res.Simulated = b.(*pipeline.Sim)
+	_, res.Simulated = b.(*sim.Sim)
 
 	// An untimed warm-up over 2·Slots chunks of zeros a device: the first
 	// stream of a process pays for first touches (of the slots, the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -203,7 +204,7 @@ type smallEnv struct {
 func openSmallEnv(o SmallJobsOptions, w driver.Wait) (*smallEnv, error) {
 	iters := float64(o.Iters)
 	if o.Sim {
-		b := pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1}).NewDevice(pipeline.BuiltinProfile())
+		b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
 		k, err := kernels.Seed.Pipeline(nil, iters)
 		if err != nil {
 			return nil, err
@@ -416,9 +417,11 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k int, o SmallJobsOption
 	if room == 0 {
 		room = int(time.Duration(o.Seconds*float64(time.Second))/smallJobsMinJob) + 16
 	}
-	// The simulator is *pipeline.Sim: its goroutines must be forked
-	// together on its host, and its clock is virtual.
-	sim, isSim := e.b.(*pipeline.Sim)
+	// A backend that follows each host goroutine on a clock of its own
+	// (the simulator) has virtual time: its workers start together
+	// through it (pipeline.GoTogether), and the deadline is the wall
+	// clock's.
+	_, isSim := e.b.(pipeline.HostTracker)
 	for i := range ws {
 		w, err := newSmallWorker(e.b, e.kernel, n)
 		if err != nil {
@@ -472,7 +475,7 @@ func smallJobsCell(ctx context.Context, e *smallEnv, n, k int, o SmallJobsOption
 		// existed, and a cell of several goroutines gave a different rate
 		// on each run (TestSmallJobsRoundsOnSim).
 		deadline = time.Now().Add(run)
-		sim.Host().GoTogether("small-jobs worker", len(ws), work)
+		pipeline.GoTogether(e.b, "small-jobs worker", len(ws), work)
 		return smallJobsResult(ws, n, o.Iters, -1) // no CPU time on the simulator
 	}
 	var cpu0 time.Duration

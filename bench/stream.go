@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/parallel"
 	"github.com/purecuda/overlap/internal/procfs"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -240,7 +242,7 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	ringBytes := pc.Slots * pc.ChunkElems * 4
 	res := &StreamResult{Backend: b.Name(), Kernel: o.Kernel, Inputs: o.Inputs, Output: o.Output, Direct: o.Direct,
 		ChunkElems: pc.ChunkElems, Slots: pc.Slots, ComputeStreams: pc.ComputeStreams}
-	_, res.Simulated = b.(*pipeline.Sim)
+	_, res.Simulated = b.(*sim.Sim)
 	if o.Kernel == "seed" {
 		res.Iters = o.Iters
 	}
@@ -531,38 +533,26 @@ func (r *pinnedRing) at(w, k int) []byte {
 
 // access lets goroutine w's k-th piece take n bytes from a file (into,
 // do reading into the slice) or give them to one (do writing from it).
-// On the simulator it goes through Sim.HostAccess, so that it takes the
+// On a backend that costs host memory access itself (the simulator, a
+// pipeline.HostAccessor) it goes through the backend, so that it takes the
 // virtual time that the streaming run's reads and writes take; elsewhere
 // do gets the ring's memory.
 func (r *pinnedRing) access(b pipeline.Backend, w, k, n int, into bool, what string, do func([]byte) (int, error)) (int, error) {
-	if s, ok := b.(*pipeline.Sim); ok {
-		return s.HostAccess(r.mem, (w*r.pieces+k%r.pieces)*r.piece, n, into, what, do)
+	if ha, ok := b.(pipeline.HostAccessor); ok {
+		return ha.HostAccess(r.mem, (w*r.pieces+k%r.pieces)*r.piece, n, into, what, do)
 	}
 	return do(r.at(w, k)[:n])
 }
 
-// timedWorkers runs work(w) for w in [0, n) on goroutines of their own
-// and returns how long they took on b's clock. On the simulator the
-// goroutines are actors forked together, and the time is virtual, as the
-// streaming run's is: timed on the wall clock, the bound's reads and
-// writes made efficiencies of 2000% beside a simulated run.
+// timedWorkers runs work(w) for w in [0, n) on goroutines of their own,
+// started together (pipeline.GoTogether), and returns how long they took
+// on b's clock. On the simulator the time is virtual, as the streaming
+// run's is: timed on the wall clock, the bound's reads and writes made
+// efficiencies of 2000% beside a simulated run.
 func timedWorkers(b pipeline.Backend, n int, work func(w int)) time.Duration {
-	if s, ok := b.(*pipeline.Sim); ok {
-		t0 := pipeline.Now(b)
-		s.Host().GoTogether("bound worker", n, work)
-		return pipeline.Now(b) - t0
-	}
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work(w)
-		}()
-	}
-	wg.Wait()
-	return time.Since(t0)
+	t0 := pipeline.Now(b)
+	pipeline.GoTogether(b, "bound worker", n, work)
+	return pipeline.Now(b) - t0
 }
 
 // bestOfTwo runs a timed pass twice and returns the faster time.
@@ -850,18 +840,11 @@ func checker(kernel string, iters int) func(bufs [][]float32, j int) (float64, f
 	// 65536 values, (k-32768)/32768, so a table of them serves every
 	// element of a generated file, shared by every goroutine.
 	table := make([]float64, 1<<16)
-	var wg sync.WaitGroup
-	workers := runtime.GOMAXPROCS(0)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := w; k < len(table); k += workers {
-				table[k] = kernels.SeedReference(float32(k-32768)/32768, iters)
-			}
-		}()
-	}
-	wg.Wait()
+	parallel.For(len(table), 1024, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			table[k] = kernels.SeedReference(float32(k-32768)/32768, iters)
+		}
+	})
 	return func(b [][]float32, j int) (float64, float64) {
 		x := b[0][j]
 		want := 0.0

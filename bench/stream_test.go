@@ -11,6 +11,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,10 +19,10 @@ import (
 
 // simDevices are k simulated H200s on one host.
 func simDevices(k int) []pipeline.Backend {
-	host := pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1})
+	host := sim.NewHost(sim.HostOptions{Seed: 1})
 	var bs []pipeline.Backend
 	for range k {
-		bs = append(bs, host.NewDevice(pipeline.BuiltinProfile()))
+		bs = append(bs, host.NewDevice(sim.BuiltinProfile()))
 	}
 	return bs
 }

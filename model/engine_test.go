@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,10 +27,10 @@ func TestEngineRunsTheModel(t *testing.T) {
 		require.NoError(t, err)
 		cfg, err := m.Config(128)
 		require.NoError(t, err)
-		host := pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1})
+		host := sim.NewHost(sim.HostOptions{Seed: 1})
 		var bs []pipeline.Backend
 		for range devices {
-			bs = append(bs, host.NewDevice(pipeline.BuiltinProfile()))
+			bs = append(bs, host.NewDevice(sim.BuiltinProfile()))
 		}
 		g, err := pipeline.NewGroup(bs, cfg)
 		require.NoError(t, err)
@@ -57,7 +58,7 @@ func TestEngineStreamsTheModel(t *testing.T) {
 	require.NoError(t, err)
 	cfg, err := m.Config(256)
 	require.NoError(t, err)
-	p, err := pipeline.New(pipeline.NewSim(1, 0), cfg)
+	p, err := pipeline.New(sim.New(1, 0), cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	const rows = 5000
@@ -83,7 +84,7 @@ func TestEngineRefusesRowsOfAnotherWidth(t *testing.T) {
 	require.NoError(t, err)
 	cfg, err := m.Config(64)
 	require.NoError(t, err)
-	p, err := pipeline.New(pipeline.NewSim(1, 0), cfg)
+	p, err := pipeline.New(sim.New(1, 0), cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	x := make([]float32, 100*9)

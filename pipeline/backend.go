@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
@@ -9,7 +10,7 @@ import (
 
 // Backend is the narrow interface through which the pipeline drives a GPU:
 // streams, events, memory, copies and launches. [GPU] implements it with
-// package driver; [NewSim] implements it on the CPU, with a hazard
+// package driver; package pipeline/sim implements it on the CPU, with a hazard
 // detector, for tests and for machines without a GPU.
 type Backend interface {
 	// Name says what runs the work, such as "NVIDIA H200" or "simulator".
@@ -38,6 +39,74 @@ type Backend interface {
 	// pageable memory, for the synchronous baseline.
 	CopyToDeviceSync(dst DeviceMem, dstOff int, src []byte) error
 	CopyToHostSync(dst []byte, src DeviceMem, srcOff int) error
+}
+
+// The optional interfaces below are how a backend says more than Backend
+// does, the way an http.ResponseWriter may be an http.Flusher: the engine
+// asks for each with a type assertion and does without it when the
+// backend is not one. [HostTracker] (handoff.go) is another.
+
+// MemoryReporter is a backend that says how much of its device's memory
+// is free: the GPU (cuMemGetInfo) and the simulator. Before it uploads a
+// kernel's parameters, the pipeline checks that they fit.
+type MemoryReporter interface {
+	FreeMemory() (free, total int64, err error)
+}
+
+// KernelNoter is a backend with something to say about how it runs a
+// kernel, for Report.Notes: the simulator, about the kernels and steps
+// that its profile has no cost for.
+type KernelNoter interface {
+	KernelNotes(k *Kernel) []string
+}
+
+// HostAccessor is a backend that checks the host's own accesses to its
+// pinned memory for hazards (the simulator). A streaming run reads into
+// pinned slots and writes out of them itself, so on such a backend it
+// does so through HostAccess: do gets a buffer standing for n bytes of
+// mem at off (the host writes them when write), returns how many it
+// filled or used, and what names the access in a hazard.
+type HostAccessor interface {
+	HostAccess(mem HostMemory, off, n int, write bool, what string, do func(b []byte) (int, error)) (int, error)
+}
+
+// HostSharer is a backend whose device belongs to a host of the backend's
+// own making, such as a simulated host with several simulated devices.
+// SharedHost identifies that host (comparable with ==), or is nil when the
+// backend is unusable (a nil simulator). A [Group]'s devices are all
+// HostSharers of one host, or all devices of the real host (none is a
+// HostSharer).
+type HostSharer interface {
+	SharedHost() any
+}
+
+// TogetherStarter is a backend whose host goroutines must be started
+// through it to run side by side in its time, such as the simulator's,
+// whose goroutines are actors on a virtual clock. [GoTogether] uses it.
+type TogetherStarter interface {
+	GoTogether(name string, n int, fn func(i int))
+}
+
+// GoTogether runs fn(0) … fn(n-1) on n goroutines of their own, started
+// together, and returns once every one has returned. On a
+// [TogetherStarter] backend it starts them through the backend, so that
+// they run side by side in its time; on a GPU, plainly. Benchmarks and
+// calibration start their workers through it instead of testing for the
+// simulator. name labels the goroutines where the backend keeps names.
+func GoTogether(b Backend, name string, n int, fn func(i int)) {
+	if ts, ok := b.(TogetherStarter); ok {
+		ts.GoTogether(name, n, fn)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // ErrRegistered reports Go memory that is already page-locked by someone
@@ -94,8 +163,8 @@ type Issuer interface {
 	Wait(s Stream, e Event) error
 	// Synchronize blocks until the work queued on s is done, as
 	// s.Synchronize does; the GPU issuer waits on its bound thread
-	// without making the context current again (issue 14: a job of one
-	// chunk then checks the context once).
+	// without making the context current again, so that a job of one
+	// chunk checks the context once.
 	Synchronize(s Stream) error
 	Release()
 }

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,7 +51,7 @@ func TestBatches(t *testing.T) {
 	p, _ := streamPipeline(t, 11, 16, 1)
 	var stopped bool
 	i, off := 0, 0
-	for out, err := range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
+	for out, err := range pipeline.Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
 		require.NoError(t, err)
 		require.Less(t, i, len(lens), "more results than batches")
 		require.Len(t, out, lens[i], "batch %d", i)
@@ -65,16 +66,16 @@ func TestBatches(t *testing.T) {
 // TestBatchesStopEarly breaks out of the results: the run is cancelled
 // and drained, the loader is stopped, and nothing is left running.
 func TestBatchesStopEarly(t *testing.T) {
-	p, sim := streamPipeline(t, 12, 16, 1)
+	p, dev := streamPipeline(t, 12, 16, 1)
 	before := runtime.NumGoroutine()
-	live := sim.Live()
+	live := dev.Live()
 	lens := make([]int, 100)
 	for i := range lens {
 		lens[i] = 37
 	}
 	var stopped bool
 	got := 0
-	for out, err := range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
+	for out, err := range pipeline.Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
 		require.NoError(t, err)
 		assert.Equal(t, seedOf(37, 37*got), out)
 		got++
@@ -84,12 +85,12 @@ func TestBatchesStopEarly(t *testing.T) {
 	}
 	assert.Equal(t, 3, got)
 	assert.True(t, stopped, "the loader saw its yield return false")
-	assert.Equal(t, live, sim.Live())
+	assert.Equal(t, live, dev.Live())
 	settle(before)
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
 	// The pipeline runs again afterwards.
 	n := 0
-	for _, err := range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader([]int{10, 20}, &stopped)) {
+	for _, err := range pipeline.Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader([]int{10, 20}, &stopped)) {
 		require.NoError(t, err)
 		n++
 	}
@@ -116,7 +117,7 @@ func TestBatchesCancel(t *testing.T) {
 	// delay, which a loaded machine could spend before the first result.
 	var last error
 	results := 0
-	for out, err := range Batches[float32, float32](ctx, p, seedKernel(nil, streamIters), endless) {
+	for out, err := range pipeline.Batches[float32, float32](ctx, p, seedKernel(nil, streamIters), endless) {
 		if err != nil {
 			last = err
 			continue
@@ -137,10 +138,10 @@ func TestBatchesCancel(t *testing.T) {
 func TestBatchesWrongShape(t *testing.T) {
 	p, _ := streamPipeline(t, 14, 16, 2)
 	var stopped bool
-	for _, err := range Batches[float32, float32](context.Background(), p, saxpyKernel(nil, 1), loader([]int{3}, &stopped)) {
+	for _, err := range pipeline.Batches[float32, float32](context.Background(), p, saxpyKernel(nil, 1), loader([]int{3}, &stopped)) {
 		assert.EqualError(t, err, "pipeline: Batches needs a pipeline of one input of 4-byte values or rows of them and one output of 4-byte values or rows of them; this one has inputs [4 4] and outputs [4]")
 	}
-	for _, err := range Batches[float64, float32](context.Background(), p, saxpyKernel(nil, 1), nil) {
+	for _, err := range pipeline.Batches[float64, float32](context.Background(), p, saxpyKernel(nil, 1), nil) {
 		assert.Error(t, err)
 	}
 }
@@ -157,12 +158,12 @@ func TestBatchesPanicInLoop(t *testing.T) {
 	var stopped bool
 	func() {
 		defer func() { assert.Equal(t, "boom", recover()) }()
-		for range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
+		for range pipeline.Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader(lens, &stopped)) {
 			panic("boom")
 		}
 	}()
 	n := 0
-	for out, err := range Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader([]int{7}, &stopped)) {
+	for out, err := range pipeline.Batches[float32, float32](context.Background(), p, seedKernel(nil, streamIters), loader([]int{7}, &stopped)) {
 		require.NoError(t, err)
 		assert.Equal(t, seedOf(7, 0), out)
 		n++
@@ -177,15 +178,15 @@ func TestBatchesPanicInLoop(t *testing.T) {
 // never one byte short, so only bytes show this (issue 28's mutation run:
 // a batch handed over one byte early survived every other test).
 func TestBatchesOneByteElements(t *testing.T) {
-	sim := NewSim(28, 20*time.Microsecond)
-	cfg := Config{Inputs: []int{1}, Outputs: []int{1}, ChunkElems: 16, Slots: 3, ComputeStreams: 2}
-	p, err := New(sim, cfg)
+	dev := sim.New(28, 20*time.Microsecond)
+	cfg := pipeline.Config{Inputs: []int{1}, Outputs: []int{1}, ChunkElems: 16, Slots: 3, ComputeStreams: 2}
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer func() {
 		require.NoError(t, p.Close())
-		assert.Empty(t, sim.Hazards())
+		assert.Empty(t, dev.Hazards())
 	}()
-	not := &Kernel{Name: "not", CPU: func(c HostChunk) {
+	not := &pipeline.Kernel{Name: "not", CPU: func(c pipeline.HostChunk) {
 		for i, b := range c.Inputs[0] {
 			c.Outputs[0][i] = ^b
 		}
@@ -205,7 +206,7 @@ func TestBatchesOneByteElements(t *testing.T) {
 		}
 	}
 	i, want := 0, byte(0)
-	for out, err := range Batches[uint8, uint8](context.Background(), p, not, loader) {
+	for out, err := range pipeline.Batches[uint8, uint8](context.Background(), p, not, loader) {
 		require.NoError(t, err)
 		require.Less(t, i, len(lens), "more results than batches")
 		require.Len(t, out, lens[i], "batch %d", i)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 )
 
 // BenchmarkFakeSmallJob measures the engine's own host cost for one small
@@ -35,11 +35,11 @@ func BenchmarkFakeSmallJob(b *testing.B) {
 		bound(b.N)
 	})
 	// The same jobs on a backend whose issuers make direct calls.
-	pd := smallJobPipelineWith(b, ctx, 4<<10, GPUOptions{DirectCalls: true})
+	pd := smallJobPipelineWith(b, ctx, 4<<10, pipeline.GPUOptions{DirectCalls: true})
 	b.Cleanup(func() { pd.Close() })
 	b.Run("Direct/RunInto", func(b *testing.B) {
 		b.ReportAllocs()
-		var rep Report
+		var rep pipeline.Report
 		for i := 0; i < b.N; i++ {
 			if err := pd.RunInto(context.Background(), job, &rep); err != nil {
 				b.Fatal(err)
@@ -57,7 +57,7 @@ func BenchmarkFakeSmallJob(b *testing.B) {
 		})
 		b.Run(c.name+"/RunInto", func(b *testing.B) {
 			b.ReportAllocs()
-			var rep Report
+			var rep pipeline.Report
 			for i := 0; i < b.N; i++ {
 				if err := p.RunInto(c.ctx, job, &rep); err != nil {
 					b.Fatal(err)

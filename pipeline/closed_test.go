@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,13 +20,13 @@ import (
 // pipeline.ErrClosed: the pipeline is not closed when a driver object
 // under it is.
 func TestErrClosedMatchesDriver(t *testing.T) {
-	p, err := pipeline.New(pipeline.NewSim(1, 0), pipeline.Float32Config(1, 1))
+	p, err := pipeline.New(sim.New(1, 0), pipeline.Float32Config(1, 1))
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
 	_, runErr := p.Run(context.Background(), pipeline.Job{N: 1, Kernel: seedKernel(nil, 1),
 		Inputs: []pipeline.Buffer{pipeline.Slice(make([]float32, 1))}, Outputs: []pipeline.Buffer{pipeline.Slice(make([]float32, 1))}})
-	h := pipeline.NewSimHost(pipeline.SimHostOptions{})
-	g, err := pipeline.NewGroup([]pipeline.Backend{h.NewDevice(pipeline.BuiltinProfile()), h.NewDevice(pipeline.BuiltinProfile())}, pipeline.Float32Config(1, 1))
+	h := sim.NewHost(sim.HostOptions{})
+	g, err := pipeline.NewGroup([]pipeline.Backend{h.NewDevice(sim.BuiltinProfile()), h.NewDevice(sim.BuiltinProfile())}, pipeline.Float32Config(1, 1))
 	require.NoError(t, err)
 	require.NoError(t, g.Close())
 	_, groupErr := g.Run(context.Background(), pipeline.Job{N: 1, Kernel: seedKernel(nil, 1),

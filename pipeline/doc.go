@@ -5,11 +5,17 @@
 // the whole job takes about as long as its slowest stage.
 //
 // It sits on package driver through a narrow [Backend] interface; [GPU]
-// adapts a driver.Context and [NewSim] is a simulator: it moves real bytes
-// and runs each kernel's CPU stand-in, detects hazards (unordered
-// accesses, including between host goroutines), and keeps a virtual clock
-// driven by a device [Profile], so that its reports predict a real GPU's
-// times. A [SimHost] holds several simulated devices that share a host.
+// adapts a driver.Context. Package pipeline/sim is the other backend, a
+// simulator of the GPU on the CPU with a hazard detector and a virtual
+// clock, in a package of its own as net/http/httptest sits beside
+// net/http: it needs only this package's exported interfaces, and this
+// package imports none of it. What a backend can do beyond Backend it
+// says through optional interfaces, as an http.ResponseWriter may be an
+// http.Flusher: [HostTracker] (it follows each host goroutine on a clock
+// of its own, and the engine tells it about the goroutines of a run and
+// their handoffs), [HostSharer] (its devices share a host of its own
+// making, which a [Group] checks), [MemoryReporter], [KernelNoter] and
+// [HostAccessor].
 // It does not import package ptx: a job's [Kernel] says how to launch it,
 // how to resolve its function on each context and how to compute it on
 // the CPU, and package ptx/kernels builds one for each of overlap's
@@ -25,10 +31,11 @@
 // before it refills a pinned staging slot, and once at the end. A job of
 // one chunk with nothing staged or timed goes on one stream instead, in
 // stream order with no events, since a small job's time is its driver
-// calls. No run replays a CUDA graph: on an H200, a captured small job
-// replayed with cuGraphLaunch took longer than issuing its three calls
-// (BenchmarkGraph in package driver; bench/RESULTS.md), so graphs are
-// package driver's, for callers who build their own (driver.Graph).
+// calls. No run replays a CUDA graph, since replaying a captured small
+// job costs more than issuing its three calls (BenchmarkGraph in package
+// driver; bench/RESULTS.md, "Graphs against stream issue, on the current
+// binding"), so graphs are package driver's, for callers who build their
+// own (driver.Graph).
 //
 // # Models
 //
@@ -64,10 +71,11 @@
 // (driver.HostAllocOptions.Portable). [Group.StageTimes] measures the
 // group's bound with every device running each stage at once, including
 // the copies in both directions at once, which a host link shared by the
-// GPUs limits (on two H200s, 148 GB/s in all instead of 2 × 102).
+// GPUs limits (bench/RESULTS.md, "One job over two H200s").
 // [Group.Warm] keeps the devices busy with a job's copies and kernels,
 // writing none of its outputs, so that a timed run right after starts on
-// GPUs at their working clocks (an idle H200 runs its SMs at 345 MHz).
+// GPUs at their working clocks: an idle GPU runs its SMs at a fraction of
+// them (bench/RESULTS.md, "The README's job: a cold GPU, not the model").
 //
 // # Streaming
 //
@@ -107,16 +115,17 @@
 // and writer goroutines for its run only; it returns after every Read and
 // Write it started has returned.
 //
-// The simulator tells host goroutines apart by their goroutine ids and
-// gives each a clock. A goroutine that holds an Issuer, runs a Run, or was
-// started with [SimHost.Go] holds the simulation back until it blocks in
-// the simulator or ends; a goroutine that waits for something the
-// simulator cannot see while it holds an Issuer stalls every other
-// goroutine's waits on the same host. A streaming run's goroutines are the
-// engine's own: the simulator knows their waits for each other, so a
-// streaming run's times are virtual; a reader or writer that blocks (a
-// slow pipe) holds the simulation back in wall time but takes no virtual
-// time.
+// On a [HostTracker] backend every goroutine of a run (the caller of Run,
+// the staging goroutines, a group's issuing goroutines, a streaming run's
+// readers, writers and workers) is announced to the backend when it
+// starts and ends, and every wait of one for another is announced with
+// the handoff that ends it, through one type of the engine's (a handoff:
+// a counter advanced and waited for, a flag, a start and a join, a stop).
+// The engine stores the backend's clocks and hands them back but never
+// reads or merges them itself, so that a backend's notion of time stays
+// its own. Package pipeline/sim's documentation says what that means for
+// a simulated run: in short, a goroutine the engine did not announce, and
+// a wait the simulator cannot see, hold its virtual clock back.
 //
 // # Memory
 //

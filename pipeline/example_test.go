@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -20,10 +21,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	sim := pipeline.NewSim(1, 0)
+	dev := sim.New(1, 0)
 	cfg := pipeline.Float32Config(1, 1) // one float32 input, one output
 	cfg.ChunkElems = 16 << 10
-	p, err := pipeline.New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -40,7 +41,7 @@ func Example() {
 		return
 	}
 	fmt.Printf("%d chunks of %d on the %s, host memory %s\n", rep.Chunks, rep.ChunkElems, rep.Backend, rep.Mode)
-	fmt.Println("hazards:", len(sim.Hazards()))
+	fmt.Println("hazards:", len(dev.Hazards()))
 	fmt.Println("verified:", kernels.Seed.Verify([][]float32{in}, out, 10) == nil)
 	// Output:
 	// 7 chunks of 16384 on the simulator, host memory staged
@@ -50,7 +51,7 @@ func Example() {
 
 // Mistakes in a job are reported before any work is issued.
 func ExamplePipeline_Run_errors() {
-	p, err := pipeline.New(pipeline.NewSim(1, 0), pipeline.Float32Config(1, 1))
+	p, err := pipeline.New(sim.New(1, 0), pipeline.Float32Config(1, 1))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -9,7 +9,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,36 +39,36 @@ func TestGroupOnFakeDriver(t *testing.T) {
 
 	const chunk = 1 << 14
 	n := 40*chunk + 5
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = chunk
-	g, err := NewGroup([]Backend{GPU(ctx0), GPU(ctx1)}, cfg)
+	g, err := pipeline.NewGroup([]pipeline.Backend{pipeline.GPU(ctx0), pipeline.GPU(ctx1)}, cfg)
 	require.NoError(t, err)
 	in, out := make([]float32, n), make([]float32, n)
 	k := seedKernel(mods, 1)
-	for _, host := range []HostMode{HostStaged, HostRegistered} {
-		rep, err := g.Run(context.Background(), Job{N: n, Kernel: k, Host: host, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	for _, host := range []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered} {
+		rep, err := g.Run(context.Background(), pipeline.Job{N: n, Kernel: k, Host: host, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 		require.NoError(t, err, host)
 		require.Len(t, rep.Devices, 2)
 		assert.Equal(t, 41, rep.Devices[0].Chunks+rep.Devices[1].Chunks, host)
 		assert.Positive(t, rep.Devices[1].Chunks, "device 1 took chunks (%s)", host)
 	}
-	st, err := g.StageTimes(context.Background(), Job{N: n, Kernel: k, Host: HostRegistered, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	st, err := g.StageTimes(context.Background(), pipeline.Job{N: n, Kernel: k, Host: pipeline.HostRegistered, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err)
 	assert.Positive(t, st.Copies)
 
 	portable, err := ctx0.AllocHost(4*n, driver.HostAllocOptions{Portable: true})
 	require.NoError(t, err)
-	_, err = g.Run(context.Background(), Job{N: n, Kernel: k, Inputs: []Buffer{Pinned(portable)}, Outputs: []Buffer{Slice(out)}})
+	_, err = g.Run(context.Background(), pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Pinned(portable)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err, "portable pinned memory serves both devices")
 
 	local, err := ctx0.AllocHost(4*n, driver.HostAllocOptions{})
 	require.NoError(t, err)
-	_, err = g.Run(context.Background(), Job{N: n, Kernel: k, Host: HostPinned, Inputs: []Buffer{Pinned(local)}, Outputs: []Buffer{Pinned(portable)}})
+	_, err = g.Run(context.Background(), pipeline.Job{N: n, Kernel: k, Host: pipeline.HostPinned, Inputs: []pipeline.Buffer{pipeline.Pinned(local)}, Outputs: []pipeline.Buffer{pipeline.Pinned(portable)}})
 	require.ErrorIs(t, err, driver.ErrWrongContext)
-	var de *DeviceError
+	var de *pipeline.DeviceError
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, 1, de.Device)
-	_, err = g.Run(context.Background(), Job{N: n, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	_, err = g.Run(context.Background(), pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err, "the group runs on after the refusal")
 
 	require.NoError(t, g.Close())

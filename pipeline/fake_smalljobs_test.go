@@ -12,7 +12,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -66,7 +66,7 @@ func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
 		assert.LessOrEqual(t, allocs, 1.0, "%s: allocations per small job", c.name)
 
 		// RunInto writes the report into the caller's: nothing at all.
-		var rep Report
+		var rep pipeline.Report
 		allocs = testing.AllocsPerRun(100, func() {
 			if err := p.RunInto(c.ctx, job, &rep); err != nil {
 				t.Fatal(err)
@@ -105,7 +105,7 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 		}
 		return m
 	}
-	diff := func(job Job) map[string]int {
+	diff := func(job pipeline.Job) map[string]int {
 		before := count()
 		_, err := p.Run(context.Background(), job)
 		require.NoError(t, err)
@@ -134,11 +134,11 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 // fakeSmallJob starts the fake driver, or returns a nil Fake where the
 // test does not run here, and returns a pipeline and its 4K one-chunk job
 // with the kernel loaded; the fake is reset now and when the test ends.
-func fakeSmallJob(t *testing.T) (*fakecuda.Fake, *Pipeline, Job) {
+func fakeSmallJob(t *testing.T) (*fakecuda.Fake, *pipeline.Pipeline, pipeline.Job) {
 	t.Helper()
 	f := fakecuda.Run(t)
 	if f == nil {
-		return nil, nil, Job{}
+		return nil, nil, pipeline.Job{}
 	}
 	f.Reset()
 	t.Cleanup(f.Reset)
@@ -164,13 +164,13 @@ func TestSmallJobCancelOnFakeDriver(t *testing.T) {
 		runCtx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(step/2, cancel)
 		start := time.Now()
-		var rep Report
+		var rep pipeline.Report
 		var err error
 		if into {
 			err = p.RunInto(runCtx, job, &rep)
 			assert.Zero(t, rep.Chunks, "RunInto: a cancelled run leaves only the job's shape")
 		} else {
-			var r *Report
+			var r *pipeline.Report
 			r, err = p.Run(runCtx, job)
 			assert.Nil(t, r, "Run: no report for a cancelled run")
 		}
@@ -194,7 +194,7 @@ func TestIssuerReleaseTwiceOnFakeDriver(t *testing.T) {
 		return
 	}
 	f.Reset()
-	b := GPU(gputest.Context(t))
+	b := pipeline.GPU(gputest.Context(t))
 	iss, err := b.Issuer()
 	require.NoError(t, err)
 	iss.Release()
@@ -211,7 +211,7 @@ func TestIssuerReleaseTwiceOnFakeDriver(t *testing.T) {
 // fakeCopyKernel is the fake driver's one working kernel (fake_copy: out
 // = in, float32) as a pipeline kernel, loaded on ctx; it sets the fake's
 // parameter sizes, which the caller's f.Reset clears.
-func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *Kernel {
+func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *pipeline.Kernel {
 	t.Helper()
 	m, err := ctx.LoadModule([]byte("// fake"), driver.ModuleOptions{})
 	require.NoError(t, err)
@@ -219,10 +219,10 @@ func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *Kernel
 	f.SetParams(8, 8, 4)
 	fn, err := m.Function("fake_copy")
 	require.NoError(t, err)
-	return &Kernel{
+	return &pipeline.Kernel{
 		Name:     "fake_copy",
 		Function: func(*driver.Context) (*driver.Function, error) { return fn, nil },
-		Args: func(a *driver.Args, c Chunk) {
+		Args: func(a *driver.Args, c pipeline.Chunk) {
 			a.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Uint32(uint32(c.N))
 		},
 	}
@@ -231,7 +231,7 @@ func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *Kernel
 // fakeCopyRig starts the fake driver, or returns a nil Fake where the test
 // does not run here, and returns a context and the fake's copying kernel
 // on it; the fake is reset now and when the test ends.
-func fakeCopyRig(t *testing.T) (*fakecuda.Fake, *driver.Context, *Kernel) {
+func fakeCopyRig(t *testing.T) (*fakecuda.Fake, *driver.Context, *pipeline.Kernel) {
 	t.Helper()
 	f := fakecuda.Run(t)
 	if f == nil {
@@ -254,16 +254,16 @@ func TestRunStateReuseOnFakeDriver(t *testing.T) {
 	if f == nil {
 		return
 	}
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 1<<10, 2, 1
-	p, err := New(GPU(ctx), cfg)
+	p, err := pipeline.New(pipeline.GPU(ctx), cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	const n = 5<<10 + 7 // six chunks, the last short
 	in, out := make([]float32, n), make([]float32, n)
-	staged := Job{N: n, Kernel: k, Host: HostStaged, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	staged := pipeline.Job{N: n, Kernel: k, Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	hin, hout := pinnedCopy(t, ctx, make([]float32, 1<<10)), pinnedCopy(t, ctx, make([]float32, 1<<10))
-	small := Job{N: 1 << 10, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	small := pipeline.Job{N: 1 << 10, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Pinned(hin)}, Outputs: []pipeline.Buffer{pipeline.Pinned(hout)}}
 	f.ExecDelay(20 * time.Microsecond)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 60 {
@@ -288,7 +288,7 @@ func TestRunStateReuseOnFakeDriver(t *testing.T) {
 			cancel()
 		default:
 			copy(hin.Float32s(), in)
-			var rep Report
+			var rep pipeline.Report
 			require.NoError(t, p.RunInto(context.Background(), small, &rep), "run %d", i)
 			require.Equal(t, 1, rep.Chunks)
 			require.Equal(t, in[:1<<10], hout.Float32s()[:1<<10], "run %d: every element", i)
@@ -310,9 +310,9 @@ func TestSmallJobDrainsAfterFailedIssueOnFakeDriver(t *testing.T) {
 	f.ExecDelay(20 * time.Millisecond)
 	f.Fail("cuLaunchKernel", 1, 1)
 	_, err := p.Run(context.Background(), job)
-	var se *StageError
+	var se *pipeline.StageError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, StageCompute, se.Stage)
+	assert.Equal(t, pipeline.StageCompute, se.Stage)
 	assert.Zero(t, f.Pending(), "the job's queued copy finished before Run returned")
 	f.Fail("cuLaunchKernel", 0, 0)
 	f.ExecDelay(0)
@@ -338,24 +338,24 @@ func TestDirectCallsOnFakeDriver(t *testing.T) {
 	in, out := make([]float32, 4*chunk+3), make([]float32, 4*chunk+3)
 	jobs := []struct {
 		name string
-		job  Job
+		job  pipeline.Job
 		got  func() []float32
 	}{
-		{"one chunk", Job{N: chunk, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}},
+		{"one chunk", pipeline.Job{N: chunk, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Pinned(hin)}, Outputs: []pipeline.Buffer{pipeline.Pinned(hout)}},
 			func() []float32 { return hout.Float32s()[:chunk] }},
-		{"four chunks", Job{N: 4 * chunk, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}},
+		{"four chunks", pipeline.Job{N: 4 * chunk, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Pinned(hin)}, Outputs: []pipeline.Buffer{pipeline.Pinned(hout)}},
 			func() []float32 { return hout.Float32s()[:4*chunk] }},
-		{"staged", Job{N: len(in), Kernel: k, Host: HostStaged, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}},
+		{"staged", pipeline.Job{N: len(in), Kernel: k, Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}},
 			func() []float32 { return out }},
 	}
 	// cgoPerJob[direct][j]: runtime.cgocall per job of jobs[j] (the first two).
 	cgoPerJob := map[bool][2]float64{}
 	for _, direct := range []bool{false, true} {
-		cfg := Float32Config(1, 1)
+		cfg := pipeline.Float32Config(1, 1)
 		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
-		p, err := New(GPUWith(ctx, GPUOptions{DirectCalls: direct}), cfg)
+		p, err := pipeline.New(pipeline.GPUWith(ctx, pipeline.GPUOptions{DirectCalls: direct}), cfg)
 		require.NoError(t, err)
-		var rep Report
+		var rep pipeline.Report
 		gputest.WhileCollecting(func() {
 			for i := range 30 {
 				for _, j := range jobs {

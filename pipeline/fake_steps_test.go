@@ -12,7 +12,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,27 +26,29 @@ import (
 // resident parameter of chunk floats into the scratch buffer and that
 // into the output (out = the parameter, chunk after chunk). fn resolves
 // the fake's function on each context.
-func fakeCopySteps(fn func(*driver.Context) (*driver.Function, error), w []float32) (through, resident *Kernel) {
-	copyStep := func(name string, dst, src Ref, ptr func(Chunk, Ref) driver.DevicePtr) Step {
-		return Step{Name: name, Function: fn, Reads: []Ref{src}, Writes: []Ref{dst},
-			Args: func(a *driver.Args, c Chunk) { a.Pointer(ptr(c, dst)).Pointer(ptr(c, src)).Uint32(uint32(c.N)) }}
+func fakeCopySteps(fn func(*driver.Context) (*driver.Function, error), w []float32) (through, resident *pipeline.Kernel) {
+	copyStep := func(name string, dst, src pipeline.Ref, ptr func(pipeline.Chunk, pipeline.Ref) driver.DevicePtr) pipeline.Step {
+		return pipeline.Step{Name: name, Function: fn, Reads: []pipeline.Ref{src}, Writes: []pipeline.Ref{dst},
+			Args: func(a *driver.Args, c pipeline.Chunk) {
+				a.Pointer(ptr(c, dst)).Pointer(ptr(c, src)).Uint32(uint32(c.N))
+			}}
 	}
-	ptr := func(c Chunk, r Ref) driver.DevicePtr {
+	ptr := func(c pipeline.Chunk, r pipeline.Ref) driver.DevicePtr {
 		switch r.Kind {
-		case RefInput:
+		case pipeline.RefInput:
 			return c.Inputs[r.Index]
-		case RefOutput:
+		case pipeline.RefOutput:
 			return c.Outputs[r.Index]
-		case RefParam:
+		case pipeline.RefParam:
 			return c.Params[r.Index]
 		}
 		return c.Scratch[r.Index]
 	}
-	in, out, param, scratch := Ref{RefInput, 0}, Ref{RefOutput, 0}, Ref{RefParam, 0}, Ref{RefScratch, 0}
-	through = &Kernel{Name: "through", Scratch: []int{4},
-		Steps: []Step{copyStep("in", scratch, in, ptr), copyStep("out", out, scratch, ptr)}}
-	resident = &Kernel{Name: "resident", Scratch: []int{4}, Params: []Param{{Name: "w", Data: driver.Bytes(w)}},
-		Steps: []Step{copyStep("weights", scratch, param, ptr), copyStep("out", out, scratch, ptr)}}
+	in, out, param, scratch := pipeline.Ref{pipeline.RefInput, 0}, pipeline.Ref{pipeline.RefOutput, 0}, pipeline.Ref{pipeline.RefParam, 0}, pipeline.Ref{pipeline.RefScratch, 0}
+	through = &pipeline.Kernel{Name: "through", Scratch: []int{4},
+		Steps: []pipeline.Step{copyStep("in", scratch, in, ptr), copyStep("out", out, scratch, ptr)}}
+	resident = &pipeline.Kernel{Name: "resident", Scratch: []int{4}, Params: []pipeline.Param{{Name: "w", Data: driver.Bytes(w)}},
+		Steps: []pipeline.Step{copyStep("weights", scratch, param, ptr), copyStep("out", out, scratch, ptr)}}
 	return through, resident
 }
 
@@ -87,7 +89,7 @@ func TestStepsOnFakeDriver(t *testing.T) {
 	w := make([]float32, chunk)
 	kernels.FillPattern(w, 5)
 	through, resident := fakeCopySteps(fn, w)
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
 	delta := func(calls ...string) func() map[string]int {
 		start := map[string]int{}
@@ -112,13 +114,13 @@ func TestStepsOnFakeDriver(t *testing.T) {
 	}
 
 	t.Run("pipeline", func(t *testing.T) {
-		p, err := New(GPU(ctx0), cfg)
+		p, err := pipeline.New(pipeline.GPU(ctx0), cfg)
 		require.NoError(t, err)
 		n := 3*chunk + 5
 		in, out := make([]float32, n), make([]float32, n)
 		kernels.FillPattern(in, 1)
 		d := delta(calls...)
-		_, err = p.Run(context.Background(), Job{N: n, Kernel: through, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		_, err = p.Run(context.Background(), pipeline.Job{N: n, Kernel: through, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 		require.NoError(t, err)
 		assert.Equal(t, in, out, "the input went through the scratch buffers")
 		assert.Equal(t, map[string]int{"cuLaunchKernel": 2 * 4, "cuMemcpyHtoD_v2": 0, "cuMemAlloc_v2": 3, "cuMemFree_v2": 0}, d(),
@@ -130,7 +132,7 @@ func TestStepsOnFakeDriver(t *testing.T) {
 		for run := range 2 {
 			clear(out)
 			d := delta(calls...)
-			_, err = p.Run(context.Background(), Job{N: n, Kernel: resident, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+			_, err = p.Run(context.Background(), pipeline.Job{N: n, Kernel: resident, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 			require.NoError(t, err)
 			assert.Equal(t, repeated(n), out, "run %d: the parameter went through the scratch buffers", run)
 			want := map[string]int{"cuLaunchKernel": 2 * 4, "cuMemcpyHtoD_v2": 1, "cuMemAlloc_v2": 1, "cuMemFree_v2": 0}
@@ -141,7 +143,7 @@ func TestStepsOnFakeDriver(t *testing.T) {
 		}
 
 		var sout bytes.Buffer
-		_, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&sout}, Kernel: through})
+		_, err = p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&sout}, Kernel: through})
 		require.NoError(t, err)
 		assert.Equal(t, driver.Bytes(in), sout.Bytes())
 
@@ -151,14 +153,14 @@ func TestStepsOnFakeDriver(t *testing.T) {
 	})
 
 	t.Run("group", func(t *testing.T) {
-		g, err := NewGroup([]Backend{GPU(ctx0), GPU(ctx1)}, cfg)
+		g, err := pipeline.NewGroup([]pipeline.Backend{pipeline.GPU(ctx0), pipeline.GPU(ctx1)}, cfg)
 		require.NoError(t, err)
 		n := 40*chunk + 7
 		in, out := make([]float32, n), make([]float32, n)
 		kernels.FillPattern(in, 2)
 		for run := range 2 {
 			d := delta(calls...)
-			rep, err := g.Run(context.Background(), Job{N: n, Kernel: resident, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+			rep, err := g.Run(context.Background(), pipeline.Job{N: n, Kernel: resident, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 			require.NoError(t, err)
 			assert.Equal(t, repeated(n), out, "run %d", run)
 			assert.Positive(t, rep.Devices[1].Chunks, "device 1 ran chunks")
@@ -170,12 +172,12 @@ func TestStepsOnFakeDriver(t *testing.T) {
 			assert.Equal(t, 2*41, d()["cuLaunchKernel"])
 		}
 		var sout bytes.Buffer
-		rep, err := g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&sout}, Kernel: through})
+		rep, err := g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&sout}, Kernel: through})
 		require.NoError(t, err)
 		assert.Equal(t, driver.Bytes(in), sout.Bytes())
 		assert.Equal(t, 41, rep.Devices[0].Chunks+rep.Devices[1].Chunks)
 		sout.Reset()
-		_, err = g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&sout}, Kernel: resident})
+		_, err = g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&sout}, Kernel: resident})
 		require.NoError(t, err)
 		assert.Equal(t, driver.Bytes(repeated(n)), sout.Bytes())
 		require.NoError(t, g.Close())

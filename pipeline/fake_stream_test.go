@@ -13,7 +13,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,9 +43,9 @@ func TestStreamOnFakeDriver(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "in.f32")
 	require.NoError(t, os.WriteFile(path, driver.Bytes(x), 0o644))
 
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
-	p, err := New(GPU(ctx), cfg)
+	p, err := pipeline.New(pipeline.GPU(ctx), cfg)
 	require.NoError(t, err)
 	k := seedKernel(mods, 1)
 
@@ -57,7 +57,7 @@ func TestStreamOnFakeDriver(t *testing.T) {
 		out, err := os.Create(outPath)
 		require.NoError(t, err)
 		defer out.Close()
-		rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{out}, Kernel: k, Readers: 4, Writers: 3, PieceBytes: 16 << 10})
+		rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{out}, Kernel: k, Readers: 4, Writers: 3, PieceBytes: 16 << 10})
 		require.NoError(t, err)
 		assert.Equal(t, int64(n), rep.N)
 		assert.Equal(t, 6, rep.Chunks)
@@ -68,22 +68,22 @@ func TestStreamOnFakeDriver(t *testing.T) {
 	})
 	t.Run("pipe to buffer, then a bad tail", func(t *testing.T) {
 		var out bytes.Buffer
-		rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{struct{ io.Reader }{bytes.NewReader(driver.Bytes(x))}},
+		rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{struct{ io.Reader }{bytes.NewReader(driver.Bytes(x))}},
 			Outputs: []io.Writer{&out}, Kernel: k})
 		require.NoError(t, err)
 		assert.Equal(t, 4*n, out.Len())
 		assert.Zero(t, rep.Readers)
 		out.Reset()
-		rep, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(append(driver.Bytes(x), 1))},
+		rep, err = p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(append(driver.Bytes(x), 1))},
 			Outputs: []io.Writer{&out}, Kernel: k})
-		assert.ErrorIs(t, err, ErrPartialElement)
+		assert.ErrorIs(t, err, pipeline.ErrPartialElement)
 		assert.Equal(t, 4*5*chunk, out.Len(), "the whole chunks before the bad one")
 		assert.Equal(t, int64(4*5*chunk), rep.OutputBytes[0])
 	})
 	t.Run("batches", func(t *testing.T) {
 		lens := []int{3, chunk, 0, 2*chunk + 1}
 		i := 0
-		for out, err := range Batches[float32, float32](context.Background(), p, k, func(yield func([]float32) bool) {
+		for out, err := range pipeline.Batches[float32, float32](context.Background(), p, k, func(yield func([]float32) bool) {
 			for _, l := range lens {
 				if !yield(x[:l]) {
 					return

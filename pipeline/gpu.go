@@ -3,12 +3,12 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/hostcpu"
+	"github.com/purecuda/overlap/internal/parallel"
 )
 
 // gpuBackend runs the pipeline on a real GPU through package driver.
@@ -20,7 +20,8 @@ type gpuBackend struct {
 	// CPU the process may use is local, so that no run pays for pinning.
 	pin []int
 	// issuers holds issuers between runs, each with its Bound and its
-	// argument slab, so that a run allocates none (issue 14).
+	// argument slab, so that a run allocates none (bench/RESULTS.md,
+	// "Small jobs without allocations").
 	issuers sync.Pool
 	// bind is how the issuer of a run of one chunk binds its thread
 	// (singleIssuer); every other issuer binds with the zero options.
@@ -196,8 +197,8 @@ func (g *gpuBackend) Prepare(k *Kernel) error {
 	return nil
 }
 
-// freeMemory is the context's free and total device memory (cuMemGetInfo).
-func (g *gpuBackend) freeMemory() (free, total int64, err error) {
+// FreeMemory is the context's free and total device memory (cuMemGetInfo).
+func (g *gpuBackend) FreeMemory() (free, total int64, err error) {
 	f, t, err := g.ctx.MemoryInfo()
 	return int64(f), int64(t), err
 }
@@ -456,21 +457,5 @@ func (i *gpuIssuer) Release() {
 // 9 GB/s, far below PCIe's 55 GB/s, while 16 reach about 37 GB/s (both
 // measured on an H200 host).
 func parallelCopy(dst, src []byte) {
-	const minPiece = 256 << 10
-	n := len(src)
-	workers := min(runtime.GOMAXPROCS(0), n/minPiece)
-	if workers <= 1 {
-		copy(dst, src)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			copy(dst[lo:hi], src[lo:hi])
-		}()
-	}
-	wg.Wait()
+	parallel.For(len(src), 256<<10, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
@@ -22,14 +22,14 @@ import (
 
 // gpuGroup returns a group over every GPU, with the embedded kernels
 // loaded on each context.
-func gpuGroup(t *testing.T, cfg Config) (*Group, []*driver.Context, *kernels.Modules) {
+func gpuGroup(t *testing.T, cfg pipeline.Config) (*pipeline.Group, []*driver.Context, *kernels.Modules) {
 	ctxs := gputest.Contexts(t)
 	mods := new(kernels.Modules)
-	var backends []Backend
+	var backends []pipeline.Backend
 	for _, ctx := range ctxs {
-		backends = append(backends, GPU(ctx))
+		backends = append(backends, pipeline.GPU(ctx))
 	}
-	g, err := NewGroup(backends, cfg)
+	g, err := pipeline.NewGroup(backends, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, g.Close())
@@ -44,18 +44,18 @@ func gpuGroup(t *testing.T, cfg Config) (*Group, []*driver.Context, *kernels.Mod
 // a share of a job with enough chunks.
 func TestGPUGroupEveryElement(t *testing.T) {
 	const chunk = 1 << 20
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = chunk
 	g, ctxs, mods := gpuGroup(t, cfg)
 	k := seedKernel(mods, 100)
 	t.Logf("%d GPU(s)", len(ctxs))
-	for _, mode := range []HostMode{HostPinned, HostStaged, HostRegistered, HostAuto} {
+	for _, mode := range []pipeline.HostMode{pipeline.HostPinned, pipeline.HostStaged, pipeline.HostRegistered, pipeline.HostAuto} {
 		for _, n := range []int{1, chunk + 1, 3*chunk + 17, 64<<20 + 5} {
 			in, out := make([]float32, n), make([]float32, n)
 			kernels.FillPattern(in, n)
-			job := Job{N: n, Kernel: k, Host: mode, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+			job := pipeline.Job{N: n, Kernel: k, Host: mode, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 			var hout *driver.HostBuffer
-			if mode == HostPinned {
+			if mode == pipeline.HostPinned {
 				hin, err := ctxs[0].AllocHost(4*n, driver.HostAllocOptions{Portable: true})
 				require.NoError(t, err)
 				defer hin.Close()
@@ -63,7 +63,7 @@ func TestGPUGroupEveryElement(t *testing.T) {
 				hout, err = ctxs[0].AllocHost(4*n, driver.HostAllocOptions{Portable: true})
 				require.NoError(t, err)
 				defer hout.Close()
-				job.Inputs, job.Outputs = []Buffer{Pinned(hin)}, []Buffer{Pinned(hout)}
+				job.Inputs, job.Outputs = []pipeline.Buffer{pipeline.Pinned(hin)}, []pipeline.Buffer{pipeline.Pinned(hout)}
 			}
 			rep, err := g.Run(context.Background(), job)
 			require.NoError(t, err, "%s n=%d", mode, n)
@@ -93,21 +93,21 @@ func TestGPUGroupEveryElement(t *testing.T) {
 // TestGPUGroupCancel guards issue 12: cancelling a group's run stops every
 // GPU, returns the context's error, and the group runs the next job.
 func TestGPUGroupCancel(t *testing.T) {
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = 1 << 18
 	g, _, mods := gpuGroup(t, cfg)
 	n := 256 << 20
 	in, out := make([]float32, n), make([]float32, n)
-	job := Job{N: n, Kernel: seedKernel(mods, 2000), Host: HostRegistered, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: n, Kernel: seedKernel(mods, 2000), Host: pipeline.HostRegistered, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := g.Run(ctx, job)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	var de *DeviceError
+	var de *pipeline.DeviceError
 	assert.False(t, errors.As(err, &de), "a cancellation is nobody's fault: %v", err)
 	t.Logf("cancelled after %v", time.Since(start))
-	small := Job{N: 1 << 20, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Slice(in[:1<<20])}, Outputs: []Buffer{Slice(out[:1<<20])}}
+	small := pipeline.Job{N: 1 << 20, Kernel: seedKernel(mods, 100), Inputs: []pipeline.Buffer{pipeline.Slice(in[:1<<20])}, Outputs: []pipeline.Buffer{pipeline.Slice(out[:1<<20])}}
 	kernels.FillPattern(in[:1<<20], 5)
 	_, err = g.Run(context.Background(), small)
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func groupFaultingChild() {
 	}
 	fns := map[*driver.Context]*driver.Function{}
 	var ctxs []*driver.Context
-	var backends []Backend
+	var backends []pipeline.Backend
 	for d := 0; d < n; d++ {
 		dev, err := driver.DeviceAt(d)
 		if err != nil {
@@ -193,18 +193,18 @@ func groupFaultingChild() {
 		}
 		fns[ctx] = prog.Function
 		ctxs = append(ctxs, ctx)
-		backends = append(backends, GPU(ctx))
+		backends = append(backends, pipeline.GPU(ctx))
 	}
-	g, err := NewGroup(backends, Config{ChunkElems: 1 << 16, Inputs: []int{4}, Outputs: []int{4}, Host: HostRegistered})
+	g, err := pipeline.NewGroup(backends, pipeline.Config{ChunkElems: 1 << 16, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostRegistered})
 	if err != nil {
 		fail("%v", err)
 	}
 	fn := func(ctx *driver.Context) (*driver.Function, error) { return fns[ctx], nil }
 	in, out := make([]float32, 1<<22), make([]float32, 1<<22)
-	job := Job{N: len(in), Kernel: kernels.Elementwise("fault on the last GPU", fn), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: len(in), Kernel: kernels.Elementwise("fault on the last GPU", fn), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	_, err = g.Run(context.Background(), job)
 	fmt.Printf("RUN ERROR: %v\n", err)
-	var de *DeviceError
+	var de *pipeline.DeviceError
 	fmt.Printf("DEVICE ERROR: %v %d\n", errors.As(err, &de), func() int {
 		if de == nil {
 			return -1
@@ -230,7 +230,7 @@ func groupFaultingChild() {
 // element (TestGroupWarm checks the same on the simulator).
 func TestGPUGroupWarm(t *testing.T) {
 	const n = 4<<20 + 3
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	g, _, mods := gpuGroup(t, cfg)
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 11)
@@ -238,7 +238,7 @@ func TestGPUGroupWarm(t *testing.T) {
 	for i := range out {
 		out[i] = math.Float32frombits(poison)
 	}
-	job := Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	const d = 20 * time.Millisecond
 	t0 := time.Now()
 	require.NoError(t, g.Warm(context.Background(), job, d))

@@ -15,7 +15,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
@@ -30,12 +30,12 @@ func TestGPUOutOfMemoryMidSetup(t *testing.T) {
 	require.NoError(t, err)
 	// Twelve buffers (6 slots, in and out), each a fifth of free memory.
 	chunk := int(free0 / 5 / 4)
-	_, setupErr := New(GPU(ctx), Config{ChunkElems: chunk, Slots: 6, ComputeStreams: 4, Inputs: []int{4}, Outputs: []int{4}, Host: HostPinned})
+	_, setupErr := pipeline.New(pipeline.GPU(ctx), pipeline.Config{ChunkElems: chunk, Slots: 6, ComputeStreams: 4, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostPinned})
 	require.Error(t, setupErr)
 	assert.ErrorIs(t, setupErr, driver.ErrOutOfMemory)
-	var se *StageError
+	var se *pipeline.StageError
 	require.ErrorAs(t, setupErr, &se)
-	assert.Equal(t, StageSetup, se.Stage)
+	assert.Equal(t, pipeline.StageSetup, se.Stage)
 	free1, _, err := ctx.MemoryInfo()
 	require.NoError(t, err)
 	t.Logf("RELIABILITY: out of memory mid-setup: %v; free before %d MiB, after %d MiB; open objects %d", setupErr, free0>>20, free1>>20, ctx.OpenObjects())
@@ -57,14 +57,14 @@ func TestGPUCancellation(t *testing.T) {
 	canceled := 0
 	var longest time.Duration
 	for i := 0; i < 200; i++ {
-		mode := []HostMode{HostStaged, HostRegistered}[i%2]
-		p, err := New(GPU(ctx), Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}, Host: mode})
+		mode := []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered}[i%2]
+		p, err := pipeline.New(pipeline.GPU(ctx), pipeline.Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}, Host: mode})
 		require.NoError(t, err)
 		c, cancel := context.WithCancel(context.Background())
 		var mu sync.Mutex
 		var at time.Time
 		time.AfterFunc(time.Duration(r.IntN(4000))*time.Microsecond, func() { mu.Lock(); at = time.Now(); mu.Unlock(); cancel() })
-		_, err = p.Run(c, Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		_, err = p.Run(c, pipeline.Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 		if err != nil {
 			require.ErrorIs(t, err, context.Canceled)
 			mu.Lock()
@@ -74,7 +74,7 @@ func TestGPUCancellation(t *testing.T) {
 		}
 		cancel()
 		if i%20 == 0 { // usable after a cancellation, and exact
-			_, err = p.Run(context.Background(), Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+			_, err = p.Run(context.Background(), pipeline.Job{N: n, Kernel: seedKernel(mods, 100), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 			require.NoError(t, err)
 			require.NoError(t, verifySeed(in, out, 100))
 		}
@@ -98,12 +98,12 @@ func TestGPULeaks(t *testing.T) {
 	const n = 64 << 10
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 9)
-	job := Job{N: n, Kernel: seedKernel(mods, 10), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
-	cfg := Config{ChunkElems: 16 << 10, Inputs: []int{4}, Outputs: []int{4}}
+	job := pipeline.Job{N: n, Kernel: seedKernel(mods, 10), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	cfg := pipeline.Config{ChunkElems: 16 << 10, Inputs: []int{4}, Outputs: []int{4}}
 	free0, _, _ := ctx.MemoryInfo()
 	objs0 := ctx.OpenObjects()
 	before := runtime.NumGoroutine()
-	p, err := New(GPU(ctx), cfg)
+	p, err := pipeline.New(pipeline.GPU(ctx), cfg)
 	require.NoError(t, err)
 	objsOpen := ctx.OpenObjects()
 	for i := 0; i < 10000; i++ {
@@ -115,7 +115,7 @@ func TestGPULeaks(t *testing.T) {
 	assert.Equal(t, objsOpen, ctx.OpenObjects()-2, "two registrations, nothing else, after 10,000 runs")
 	require.NoError(t, p.Close())
 	for i := 0; i < 1000; i++ {
-		p, err := New(GPU(ctx), cfg)
+		p, err := pipeline.New(pipeline.GPU(ctx), cfg)
 		require.NoError(t, err)
 		if _, err := p.Run(context.Background(), job); err != nil {
 			t.Fatal(err)
@@ -147,12 +147,12 @@ func TestGPUSixteenPipelines(t *testing.T) {
 			a, b, out := make([]float32, n), make([]float32, n), make([]float32, n)
 			kernels.FillPattern(a, g)
 			kernels.FillPattern(b, 3*g)
-			cfg := Float32Config(2, 1)
-			var k *Kernel
+			cfg := pipeline.Float32Config(2, 1)
+			var k *pipeline.Kernel
 			var check func() error
 			switch g % 3 {
 			case 0:
-				cfg = Float32Config(1, 1)
+				cfg = pipeline.Float32Config(1, 1)
 				k, check = seedKernel(ks, 20), func() error { return verifySeed(a, out, 20) }
 			case 1:
 				k, check = saxpyKernel(ks, 1.5), func() error { return verifySaxpy(a, b, out, 1.5) }
@@ -160,16 +160,16 @@ func TestGPUSixteenPipelines(t *testing.T) {
 				k, check = lerpKernel(ks, 0.5, 2), func() error { return verifyLerp(a, b, out, 0.5, 2) }
 			}
 			cfg.ChunkElems = (32 << 10) << (g % 5)
-			cfg.Host = HostMode(2 + g%2)
-			p, err := New(GPU(ctx), cfg)
+			cfg.Host = pipeline.HostMode(2 + g%2)
+			p, err := pipeline.New(pipeline.GPU(ctx), cfg)
 			if err != nil {
 				errs <- err
 				return
 			}
 			defer p.Close()
-			job := Job{N: n, Kernel: k, Inputs: []Buffer{Slice(a)}, Outputs: []Buffer{Slice(out)}}
+			job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(a)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 			if len(cfg.Inputs) == 2 {
-				job.Inputs = append(job.Inputs, Slice(b))
+				job.Inputs = append(job.Inputs, pipeline.Slice(b))
 			}
 			for r := 0; r < 3; r++ {
 				clear(out)
@@ -240,12 +240,12 @@ func faultingChild() {
 	if err != nil {
 		fail("%v", err)
 	}
-	p, err := New(GPU(ctx), Config{ChunkElems: 1 << 16, Inputs: []int{4}, Outputs: []int{4}, Host: HostStaged})
+	p, err := pipeline.New(pipeline.GPU(ctx), pipeline.Config{ChunkElems: 1 << 16, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
 	if err != nil {
 		fail("%v", err)
 	}
 	in, out := make([]float32, 1<<20), make([]float32, 1<<20)
-	job := Job{N: len(in), Kernel: kernels.Elementwise("fault", FunctionOn(ctx, prog.Function)), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: len(in), Kernel: kernels.Elementwise("fault", pipeline.FunctionOn(ctx, prog.Function)), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	_, err = p.Run(context.Background(), job)
 	fmt.Printf("RUN ERROR: %v\n", err)
 	fmt.Printf("IS ILLEGAL ADDRESS: %v\n", errors.Is(err, driver.ErrIllegalAddress))

@@ -10,7 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,20 +108,20 @@ func gpuRowsFunctions(t *testing.T) func(name string) func(*driver.Context) (*dr
 // (out = scratch + b), per value of rows of gpuRowWidth. Each step has its
 // CPU stand-in too, so that the simulator checks the kernel's arguments
 // and buffers (TestGPURowsKernelOnSim).
-func gpuRowsKernel(fn func(name string) func(*driver.Context) (*driver.Function, error), w, b []float32) *Kernel {
-	launch := func(c Chunk) driver.LaunchConfig { return driver.GridFor(gpuRowWidth*c.N, 256) }
-	step := func(name, fnName string, dst, src, param Ref, op func(x, p float32) float32) Step {
-		return Step{
+func gpuRowsKernel(fn func(name string) func(*driver.Context) (*driver.Function, error), w, b []float32) *pipeline.Kernel {
+	launch := func(c pipeline.Chunk) driver.LaunchConfig { return driver.GridFor(gpuRowWidth*c.N, 256) }
+	step := func(name, fnName string, dst, src, param pipeline.Ref, op func(x, p float32) float32) pipeline.Step {
+		return pipeline.Step{
 			Name: name, Function: fn(fnName), Launch: launch,
-			Reads: []Ref{src, param}, Writes: []Ref{dst},
-			CPU: func(c HostChunk) {
-				view := func(r Ref) []float32 {
+			Reads: []pipeline.Ref{src, param}, Writes: []pipeline.Ref{dst},
+			CPU: func(c pipeline.HostChunk) {
+				view := func(r pipeline.Ref) []float32 {
 					switch r.Kind {
-					case RefInput:
+					case pipeline.RefInput:
 						return driver.View[float32](c.Inputs[r.Index])
-					case RefOutput:
+					case pipeline.RefOutput:
 						return driver.View[float32](c.Outputs[r.Index])
-					case RefParam:
+					case pipeline.RefParam:
 						return driver.View[float32](c.Params[r.Index])
 					}
 					return driver.View[float32](c.Scratch[r.Index])
@@ -131,14 +131,14 @@ func gpuRowsKernel(fn func(name string) func(*driver.Context) (*driver.Function,
 					d[i] = op(x[i], p[i%gpuRowWidth])
 				}
 			},
-			Args: func(a *driver.Args, c Chunk) {
-				ptr := func(r Ref) driver.DevicePtr {
+			Args: func(a *driver.Args, c pipeline.Chunk) {
+				ptr := func(r pipeline.Ref) driver.DevicePtr {
 					switch r.Kind {
-					case RefInput:
+					case pipeline.RefInput:
 						return c.Inputs[r.Index]
-					case RefOutput:
+					case pipeline.RefOutput:
 						return c.Outputs[r.Index]
-					case RefParam:
+					case pipeline.RefParam:
 						return c.Params[r.Index]
 					}
 					return c.Scratch[r.Index]
@@ -147,13 +147,13 @@ func gpuRowsKernel(fn func(name string) func(*driver.Context) (*driver.Function,
 			},
 		}
 	}
-	return &Kernel{
+	return &pipeline.Kernel{
 		Name:    "rows",
-		Params:  []Param{{Name: "w", Data: driver.Bytes(w)}, {Name: "b", Data: driver.Bytes(b)}},
+		Params:  []pipeline.Param{{Name: "w", Data: driver.Bytes(w)}, {Name: "b", Data: driver.Bytes(b)}},
 		Scratch: []int{4 * gpuRowWidth},
-		Steps: []Step{
-			step("scale", "rows_scale", Ref{RefScratch, 0}, Ref{RefInput, 0}, Ref{RefParam, 0}, func(x, w float32) float32 { return x * w }),
-			step("shift", "rows_shift", Ref{RefOutput, 0}, Ref{RefScratch, 0}, Ref{RefParam, 1}, func(x, b float32) float32 { return x + b }),
+		Steps: []pipeline.Step{
+			step("scale", "rows_scale", pipeline.Ref{pipeline.RefScratch, 0}, pipeline.Ref{pipeline.RefInput, 0}, pipeline.Ref{pipeline.RefParam, 0}, func(x, w float32) float32 { return x * w }),
+			step("shift", "rows_shift", pipeline.Ref{pipeline.RefOutput, 0}, pipeline.Ref{pipeline.RefScratch, 0}, pipeline.Ref{pipeline.RefParam, 1}, func(x, b float32) float32 { return x + b }),
 		},
 	}
 }
@@ -169,8 +169,8 @@ func gpuRowsWant(in, w, b []float32) []float32 {
 	return out
 }
 
-func gpuRowsConfig(chunk int) Config {
-	return Config{ChunkElems: chunk, Inputs: []int{4 * gpuRowWidth}, Outputs: []int{4 * gpuRowWidth}}
+func gpuRowsConfig(chunk int) pipeline.Config {
+	return pipeline.Config{ChunkElems: chunk, Inputs: []int{4 * gpuRowWidth}, Outputs: []int{4 * gpuRowWidth}}
 }
 
 // TestGPUSteps runs a kernel of two steps, from PTX written by hand,
@@ -185,16 +185,16 @@ func TestGPUSteps(t *testing.T) {
 	const chunk = 1 << 16
 	cfg := gpuRowsConfig(chunk)
 	cfg.Slots, cfg.ComputeStreams = 3, 2
-	p, err := New(GPU(ctx), cfg)
+	p, err := pipeline.New(pipeline.GPU(ctx), cfg)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Close()) }()
 	first := true
-	for _, mode := range []HostMode{HostStaged, HostRegistered} {
+	for _, mode := range []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered} {
 		for _, n := range []int{1, chunk + 1, 3*chunk + 17} {
 			in := make([]float32, gpuRowWidth*n)
 			kernels.FillPattern(in, n)
 			out := make([]float32, len(in))
-			rep, err := p.Run(context.Background(), Job{N: n, Kernel: k, Host: mode, Inputs: []Buffer{Rows(in, gpuRowWidth)}, Outputs: []Buffer{Rows(out, gpuRowWidth)}})
+			rep, err := p.Run(context.Background(), pipeline.Job{N: n, Kernel: k, Host: mode, Inputs: []pipeline.Buffer{pipeline.Rows(in, gpuRowWidth)}, Outputs: []pipeline.Buffer{pipeline.Rows(out, gpuRowWidth)}})
 			require.NoError(t, err, "%s n=%d", mode, n)
 			require.Equal(t, gpuRowsWant(in, w, b), out, "%s n=%d", mode, n)
 			if first {
@@ -209,7 +209,7 @@ func TestGPUSteps(t *testing.T) {
 	in := make([]float32, gpuRowWidth*n)
 	kernels.FillPattern(in, 1)
 	var out bytes.Buffer
-	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&out}, Kernel: k})
+	rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&out}, Kernel: k})
 	require.NoError(t, err)
 	assert.Equal(t, int64(n), rep.N)
 	require.Equal(t, driver.Bytes(gpuRowsWant(in, w, b)), out.Bytes())
@@ -231,7 +231,7 @@ func TestGPUGroupSteps(t *testing.T) {
 	want := gpuRowsWant(in, w, b)
 	for run := range 2 {
 		out := make([]float32, len(in))
-		rep, err := g.Run(context.Background(), Job{N: n, Kernel: k, Inputs: []Buffer{Rows(in, gpuRowWidth)}, Outputs: []Buffer{Rows(out, gpuRowWidth)}})
+		rep, err := g.Run(context.Background(), pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, gpuRowWidth)}, Outputs: []pipeline.Buffer{pipeline.Rows(out, gpuRowWidth)}})
 		require.NoError(t, err, "run %d", run)
 		require.Equal(t, want, out, "run %d", run)
 		for _, d := range rep.Devices {
@@ -244,7 +244,7 @@ func TestGPUGroupSteps(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	rep, err := g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&out}, Kernel: k})
+	rep, err := g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&out}, Kernel: k})
 	require.NoError(t, err)
 	require.Equal(t, driver.Bytes(want), out.Bytes())
 	chunks := 0

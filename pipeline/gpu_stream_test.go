@@ -10,7 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,9 +39,9 @@ func TestGPUStreamFileToFile(t *testing.T) {
 	n := 9*chunk + 12345
 	path, x := gpuStreamFile(t, n)
 	objs0 := ctx.OpenObjects()
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = chunk
-	p, err := New(GPU(ctx), cfg)
+	p, err := pipeline.New(pipeline.GPU(ctx), cfg)
 	require.NoError(t, err)
 	k := seedKernel(ks, 100)
 	verifyOut := func(t *testing.T, got []byte) {
@@ -57,7 +57,7 @@ func TestGPUStreamFileToFile(t *testing.T) {
 		outPath := filepath.Join(t.TempDir(), "out.f32")
 		out, err := os.Create(outPath)
 		require.NoError(t, err)
-		rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{out}, Kernel: k, Readers: 8, Writers: 4})
+		rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{out}, Kernel: k, Readers: 8, Writers: 4})
 		require.NoError(t, err)
 		require.NoError(t, out.Close())
 		assert.Equal(t, int64(n), rep.N)
@@ -81,20 +81,20 @@ func TestGPUStreamFileToFile(t *testing.T) {
 			pw.CloseWithError(err)
 		}()
 		var out bytes.Buffer
-		rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{pr}, Outputs: []io.Writer{&out}, Kernel: k})
+		rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{pr}, Outputs: []io.Writer{&out}, Kernel: k})
 		require.NoError(t, err)
 		assert.Zero(t, rep.Readers, "a pipe is read in order")
 		verifyOut(t, out.Bytes())
 	})
 	t.Run("O_DIRECT", func(t *testing.T) {
-		in, err := OpenDirect(path)
+		in, err := pipeline.OpenDirect(path)
 		if err != nil {
 			t.Logf("O_DIRECT unsupported for %s: %v; only the buffered paths were tested", path, err)
 			return
 		}
 		defer in.Close()
 		var out bytes.Buffer
-		_, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{&out}, Kernel: k})
+		_, err = p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{&out}, Kernel: k})
 		require.NoError(t, err)
 		verifyOut(t, out.Bytes())
 	})
@@ -105,10 +105,10 @@ func TestGPUStreamFileToFile(t *testing.T) {
 		require.NoError(t, err)
 		defer in.Close()
 		var out bytes.Buffer
-		rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{&out}, Kernel: k})
-		var se *StreamError
+		rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{&out}, Kernel: k})
+		var se *pipeline.StreamError
 		require.ErrorAs(t, err, &se)
-		assert.ErrorIs(t, err, ErrPartialElement)
+		assert.ErrorIs(t, err, pipeline.ErrPartialElement)
 		assert.Equal(t, int64(4*(3*chunk+7)), se.Offset)
 		assert.Equal(t, int64(4*3*chunk), rep.OutputBytes[0], "the whole chunks before the bad one")
 		require.Equal(t, 4*3*chunk, out.Len())
@@ -122,9 +122,9 @@ func TestGPUStreamFileToFile(t *testing.T) {
 func TestGPUBatches(t *testing.T) {
 	ctx := gputest.Context(t)
 	ks := gpuKernels(t, ctx)
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = 1 << 20
-	p, err := New(GPU(ctx), cfg)
+	p, err := pipeline.New(pipeline.GPU(ctx), cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	lens := []int{0, 1, 1 << 20, 3<<20 + 1, 1000, 0, 5 << 20}
@@ -140,7 +140,7 @@ func TestGPUBatches(t *testing.T) {
 		}
 	}
 	i, off := 0, 0
-	for out, err := range Batches[float32, float32](context.Background(), p, seedKernel(ks, 100), gen) {
+	for out, err := range pipeline.Batches[float32, float32](context.Background(), p, seedKernel(ks, 100), gen) {
 		require.NoError(t, err)
 		require.Len(t, out, lens[i])
 		in := make([]float32, lens[i])

@@ -10,7 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,9 +66,9 @@ func TestGPUDirectCalls(t *testing.T) {
 	}
 	// directJobs runs goroutine g's jobs and returns the first failure.
 	directJobs := func(g int) error {
-		cfg := Float32Config(1, 1)
+		cfg := pipeline.Float32Config(1, 1)
 		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
-		p, err := New(GPUWith(ctx, GPUOptions{DirectCalls: true}), cfg)
+		p, err := pipeline.New(pipeline.GPUWith(ctx, pipeline.GPUOptions{DirectCalls: true}), cfg)
 		if err != nil {
 			return err
 		}
@@ -76,10 +76,10 @@ func TestGPUDirectCalls(t *testing.T) {
 		in, hin, hout := ins[g], hins[g], houts[g]
 		out := make([]float32, big)
 		k := seedKernel(mods, iters)
-		var rep Report
+		var rep pipeline.Report
 		for r := range 40 {
 			n := 4 << 10
-			job := Job{N: n, Kernel: k, Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+			job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Pinned(hin)}, Outputs: []pipeline.Buffer{pipeline.Pinned(hout)}}
 			got := func() []float32 { return hout.Float32s()[:n] }
 			switch r % 4 {
 			case 1:
@@ -88,7 +88,7 @@ func TestGPUDirectCalls(t *testing.T) {
 				job.N, n = big, big
 			case 3:
 				job.N, n = big, big
-				job.Host, job.Inputs, job.Outputs = HostStaged, []Buffer{Slice(in)}, []Buffer{Slice(out)}
+				job.Host, job.Inputs, job.Outputs = pipeline.HostStaged, []pipeline.Buffer{pipeline.Slice(in)}, []pipeline.Buffer{pipeline.Slice(out)}
 				got = func() []float32 { return out }
 			}
 			clear(hout.Float32s())
@@ -160,17 +160,17 @@ func BenchmarkGPUSmallJobPaired(b *testing.B) {
 	}
 	ctx := gputest.Context(b)
 	p, job, in, hout := smallJob(b, ctx, n, n, iters)
-	var rep Report
+	var rep pipeline.Report
 	require.NoError(b, p.RunInto(context.Background(), job, &rep))
-	pd := smallJobPipelineWith(b, ctx, n, GPUOptions{DirectCalls: true})
+	pd := smallJobPipelineWith(b, ctx, n, pipeline.GPUOptions{DirectCalls: true})
 	b.Cleanup(func() { pd.Close() })
 	hout3 := pinnedCopy(b, ctx, make([]float32, n))
 	jobd := job
-	jobd.Outputs = []Buffer{Pinned(hout3)}
+	jobd.Outputs = []pipeline.Buffer{pipeline.Pinned(hout3)}
 	require.NoError(b, pd.RunInto(context.Background(), jobd, &rep))
 	bound, hout2 := boundJobs(b, ctx, in, iters, false)
 	rebind, _ := boundJobs(b, ctx, in, iters, true)
-	runOn := func(p *Pipeline, job Job) func(int) {
+	runOn := func(p *pipeline.Pipeline, job pipeline.Job) func(int) {
 		return func(jobs int) {
 			for range jobs {
 				if err := p.RunInto(context.Background(), job, &rep); err != nil {
@@ -278,7 +278,7 @@ func boundJobs(tb testing.TB, ctx *driver.Context, in []float32, iters int, perJ
 // elements (the input holding the standard pattern, which it returns too)
 // and the seed kernel at iters iterations. Everything is closed when t
 // ends, the pipeline first.
-func smallJob(t testing.TB, ctx *driver.Context, n, room, iters int) (*Pipeline, Job, []float32, *driver.HostBuffer) {
+func smallJob(t testing.TB, ctx *driver.Context, n, room, iters int) (*pipeline.Pipeline, pipeline.Job, []float32, *driver.HostBuffer) {
 	t.Helper()
 	mods := new(kernels.Modules)
 	t.Cleanup(func() { mods.Close() })
@@ -287,24 +287,24 @@ func smallJob(t testing.TB, ctx *driver.Context, n, room, iters int) (*Pipeline,
 	hin, hout := pinnedCopy(t, ctx, in), pinnedCopy(t, ctx, make([]float32, room))
 	p := smallJobPipeline(t, ctx, n)
 	t.Cleanup(func() { p.Close() })
-	job := Job{N: n, Kernel: seedKernel(mods, iters), Inputs: []Buffer{Pinned(hin)}, Outputs: []Buffer{Pinned(hout)}}
+	job := pipeline.Job{N: n, Kernel: seedKernel(mods, iters), Inputs: []pipeline.Buffer{pipeline.Pinned(hin)}, Outputs: []pipeline.Buffer{pipeline.Pinned(hout)}}
 	return p, job, in, hout
 }
 
 // smallJobPipeline is the pipeline that overlap bench --small-jobs runs a
 // job of n elements on: one chunk of n, two slots, one compute stream, on
 // ctx. The caller closes it.
-func smallJobPipeline(t testing.TB, ctx *driver.Context, n int) *Pipeline {
+func smallJobPipeline(t testing.TB, ctx *driver.Context, n int) *pipeline.Pipeline {
 	t.Helper()
-	return smallJobPipelineWith(t, ctx, n, GPUOptions{})
+	return smallJobPipelineWith(t, ctx, n, pipeline.GPUOptions{})
 }
 
 // smallJobPipelineWith is smallJobPipeline on a backend with opts.
-func smallJobPipelineWith(t testing.TB, ctx *driver.Context, n int, opts GPUOptions) *Pipeline {
+func smallJobPipelineWith(t testing.TB, ctx *driver.Context, n int, opts pipeline.GPUOptions) *pipeline.Pipeline {
 	t.Helper()
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = n, 2, 1
-	p, err := New(GPUWith(ctx, opts), cfg)
+	p, err := pipeline.New(pipeline.GPUWith(ctx, opts), cfg)
 	require.NoError(t, err)
 	return p
 }

@@ -80,14 +80,16 @@ type DeviceReport struct {
 
 // NewGroup builds one pipeline per backend, all with cfg. The backends
 // must be distinct devices of one host: GPU backends of distinct contexts,
-// or simulators of one SimHost. On error nothing is left allocated.
+// or [HostSharer]s of one host (simulated devices of one simulated host).
+// On error nothing is left allocated.
 func NewGroup(backends []Backend, cfg Config) (*Group, error) {
 	if len(backends) == 0 {
 		return nil, errors.New("pipeline: a group needs at least one device")
 	}
-	var host *SimHost
+	var host any
 	for i, b := range backends {
-		if sim, ok := b.(*Sim); b == nil || ok && !sim.usable() {
+		hs, shared := b.(HostSharer)
+		if b == nil || shared && hs.SharedHost() == nil {
 			return nil, fmt.Errorf("pipeline: device %d of the group is a nil Backend", i)
 		}
 		for j := 0; j < i; j++ {
@@ -95,12 +97,11 @@ func NewGroup(backends []Backend, cfg Config) (*Group, error) {
 				return nil, fmt.Errorf("pipeline: devices %d and %d of the group are the same device", j, i)
 			}
 		}
-		sim, isSim := b.(*Sim)
 		switch {
-		case isSim && i == 0:
-			host = sim.host
-		case isSim != (host != nil) || (isSim && sim.host != host):
-			return nil, errors.New("pipeline: a group's devices must all be GPUs, or all simulators of one SimHost")
+		case shared && i == 0:
+			host = hs.SharedHost()
+		case shared != (host != nil) || (shared && hs.SharedHost() != host):
+			return nil, errors.New("pipeline: a group's devices must all be GPUs, or all devices of one shared host (HostSharer), such as one simulated host")
 		}
 	}
 	g := &Group{}
@@ -312,9 +313,11 @@ func (g *Group) validate(job Job) error {
 }
 
 // eachDevice runs fn for every device at once, each on a goroutine of its
-// own (an actor of its own on the simulator), and returns when all have.
+// own (a host goroutine of its own on a HostTracker), and returns when
+// all have.
 func (g *Group) eachDevice(fn func(d int)) {
-	rs := newRunState(g.pipes[0])
+	rs := &handoff{}
+	rs.init(g.pipes[0].b, 0)
 	for d := range g.pipes {
 		rs.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() { fn(d) })
 	}
@@ -343,11 +346,8 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 		return nil, g.closedErr()
 	}
 	lead := g.pipes[0]
-	start := lead.now()
-	if t := trackerOf(lead.b); t != nil {
-		start = lead.runBegin(t)
-		defer lead.runEnd(t)
-	}
+	start := lead.runBegin()
+	defer lead.runEnd()
 	if job.N == 0 {
 		return &Report{Backend: g.name(), Mode: job.Host, ChunkElems: lead.cfg.ChunkElems, Elapsed: lead.now() - start}, ctx.Err()
 	}
@@ -471,11 +471,8 @@ func (g *Group) RunStream(ctx context.Context, job StreamJob) (*StreamReport, er
 		}
 	}
 	lead := g.pipes[0]
-	start := lead.now()
-	if t := trackerOf(lead.b); t != nil {
-		start = lead.runBegin(t)
-		defer lead.runEnd(t)
-	}
+	start := lead.runBegin()
+	defer lead.runEnd()
 	upload, err := g.ready(job.Kernel)
 	if err != nil {
 		return nil, err
@@ -566,15 +563,10 @@ func (g *Group) exclusive(method string, job Job) (plans []*plan, release func()
 		return nil, nil, g.closedErr()
 	}
 	lead := g.pipes[0]
-	t := trackerOf(lead.b)
-	if t != nil {
-		lead.runBegin(t)
-	}
+	lead.runBegin()
 	release = func() {
 		lead.evict()
-		if t != nil {
-			lead.runEnd(t)
-		}
+		lead.runEnd()
 		g.mu.Unlock()
 	}
 	if _, err := g.ready(job.Kernel); err != nil {
@@ -694,7 +686,8 @@ func (g *Group) timeStage(ctx context.Context, plans []*plan, st Stage, shares [
 	}
 	times := make([]time.Duration, k*len(parts))
 	errs := make([]error, k*len(parts))
-	rs := newRunState(g.pipes[0])
+	rs := &handoff{}
+	rs.init(g.pipes[0].b, 0)
 	for d := range g.pipes {
 		for j, part := range parts {
 			w := d*len(parts) + j

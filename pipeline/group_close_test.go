@@ -13,6 +13,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -145,10 +146,10 @@ func closeDuringRuns(t *testing.T, r groupRaces, seed uint64) {
 
 // simRaces is a group of two simulated devices with a seed job of n
 // elements in chunks of chunk, on staged Go memory.
-func simRaces(t *testing.T, n, chunk int) (groupRaces, []*pipeline.Sim) {
+func simRaces(t *testing.T, n, chunk int) (groupRaces, []*sim.Sim) {
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Host = chunk, pipeline.HostStaged
-	g, sims := simGroup(t, pipeline.SimHostOptions{Seed: 3, Jitter: 2 * time.Microsecond}, cfg, false, true)
+	g, sims := simGroup(t, sim.HostOptions{Seed: 3, Jitter: 2 * time.Microsecond}, cfg, false, true)
 	newJob := func() (pipeline.Job, func() error) {
 		in, out := make([]float32, n), make([]float32, n)
 		kernels.FillPattern(in, 5)

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,12 +19,12 @@ import (
 // streamGroup is a group of simulated devices (slow[d]: half speed) on
 // one host with jitter, in small chunks, checked for hazards when the
 // test ends (and for leaks by simGroup).
-func streamGroup(t *testing.T, seed uint64, cfg Config, slow ...bool) (*Group, []*Sim) {
+func streamGroup(t *testing.T, seed uint64, cfg pipeline.Config, slow ...bool) (*pipeline.Group, []*sim.Sim) {
 	t.Helper()
-	g, sims := simGroup(t, SimHostOptions{Seed: seed, Jitter: 20 * time.Microsecond}, cfg, slow...)
+	g, sims := simGroup(t, sim.HostOptions{Seed: seed, Jitter: 20 * time.Microsecond}, cfg, slow...)
 	t.Cleanup(func() {
-		for d, sim := range sims {
-			assert.Empty(t, sim.Hazards(), "device %d", d)
+		for d, dev := range sims {
+			assert.Empty(t, dev.Hazards(), "device %d", d)
 		}
 	})
 	return g, sims
@@ -35,7 +36,7 @@ func streamGroup(t *testing.T, seed uint64, cfg Config, slow ...bool) (*Group, [
 // and that both devices ran chunks of a long stream.
 func TestGroupRunStream(t *testing.T) {
 	const chunk = 16
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
 	g, _ := streamGroup(t, 1, cfg, false, true)
 	k := seedKernel(nil, streamIters)
@@ -44,7 +45,7 @@ func TestGroupRunStream(t *testing.T) {
 		for _, rk := range readerKinds {
 			for _, wk := range writerKinds[:3] {
 				w, got := wk.make(t)
-				rep, err := g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{rk.make(t, in)}, Outputs: []io.Writer{w}, Kernel: k, Readers: 3, PieceBytes: 4096})
+				rep, err := g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{rk.make(t, in)}, Outputs: []io.Writer{w}, Kernel: k, Readers: 3, PieceBytes: 4096})
 				require.NoError(t, err, "%s to %s, n=%d", rk.name, wk.name, n)
 				sameBytes(t, want, got())
 				assert.Equal(t, int64(n), rep.N)
@@ -74,7 +75,7 @@ func TestGroupStepsAndRows(t *testing.T) {
 	in, want := rowsData(n, rowW, rowB)
 
 	out := make([]float32, n)
-	rep, err := g.Run(context.Background(), Job{N: n, Kernel: k, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(out)}})
+	rep, err := g.Run(context.Background(), pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err)
 	assert.Equal(t, want, out)
 	assert.Positive(t, rep.Upload)
@@ -89,18 +90,18 @@ func TestGroupStepsAndRows(t *testing.T) {
 
 	var buf bytes.Buffer
 	var log progressLog
-	srep, err := g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&buf}, Kernel: k, Progress: log.record})
+	srep, err := g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&buf}, Kernel: k, Progress: log.record})
 	require.NoError(t, err)
 	sameBytes(t, driver.Bytes(want), buf.Bytes())
 	assert.Zero(t, srep.Upload, "the parameters are resident on both devices")
 	assert.Equal(t, notes, srep.Notes)
-	assert.Equal(t, Progress{BytesRead: int64(4 * rowWidth * n), BytesWritten: int64(4 * n), ElemsRead: int64(n), ElemsWritten: int64(n)}, log.last(t))
+	assert.Equal(t, pipeline.Progress{BytesRead: int64(4 * rowWidth * n), BytesWritten: int64(4 * n), ElemsRead: int64(n), ElemsWritten: int64(n)}, log.last(t))
 	assert.Positive(t, srep.Devices[0].Chunks)
 	assert.Positive(t, srep.Devices[1].Chunks)
 
 	i, off := 0, 0
 	lens := []int{7, 40, 0, 100, 3}
-	for out, err := range Batches[float32, float32](context.Background(), g, k, func(yield func([]float32) bool) {
+	for out, err := range pipeline.Batches[float32, float32](context.Background(), g, k, func(yield func([]float32) bool) {
 		at := 0
 		for _, l := range lens {
 			if !yield(in[at*rowWidth : (at+l)*rowWidth]) {
@@ -123,28 +124,28 @@ func TestGroupStepsAndRows(t *testing.T) {
 // the group streams the next job.
 func TestGroupRunStreamDeviceFault(t *testing.T) {
 	const chunk = 16
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
 	g, sims := streamGroup(t, 3, cfg, false, false)
 	boom := errors.New("injected fault")
 	sims[1].FailAt("launch", 3, boom)
 	in, want := streamData(60 * chunk)
 	var out bytes.Buffer
-	rep, err := g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
+	rep, err := g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
 	require.ErrorIs(t, err, boom)
-	var de *DeviceError
+	var de *pipeline.DeviceError
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, 1, de.Device)
-	var se *StageError
+	var se *pipeline.StageError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, StageCompute, se.Stage)
+	assert.Equal(t, pipeline.StageCompute, se.Stage)
 	require.NotNil(t, rep)
 	assert.Equal(t, int64(out.Len()), rep.OutputBytes[0])
 	sameBytes(t, want[:out.Len()], out.Bytes())
 	assert.Less(t, out.Len(), len(want))
 
 	out.Reset()
-	_, err = g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
+	_, err = g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
 	require.NoError(t, err, "the group streams the next job")
 	sameBytes(t, want, out.Bytes())
 }
@@ -153,7 +154,7 @@ func TestGroupRunStreamDeviceFault(t *testing.T) {
 // and returns the context's error, with an exact prefix written.
 func TestGroupRunStreamCancel(t *testing.T) {
 	const chunk = 16
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
 	g, _ := streamGroup(t, 4, cfg, false, false)
 	in, want := streamData(400 * chunk)
@@ -167,9 +168,9 @@ func TestGroupRunStreamCancel(t *testing.T) {
 		}
 		cancel()
 	}()
-	rep, err := g.RunStream(ctx, StreamJob{Inputs: []io.Reader{cr}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
+	rep, err := g.RunStream(ctx, pipeline.StreamJob{Inputs: []io.Reader{cr}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
 	require.ErrorIs(t, err, context.Canceled)
-	var de *DeviceError
+	var de *pipeline.DeviceError
 	assert.False(t, errors.As(err, &de), "a cancellation is nobody's fault: %v", err)
 	sameBytes(t, want[:out.Len()], out.Bytes())
 	assert.Equal(t, int64(out.Len()), rep.OutputBytes[0])
@@ -178,31 +179,31 @@ func TestGroupRunStreamCancel(t *testing.T) {
 // TestGroupRunStreamValidation: a group's stream job is checked as a
 // pipeline's, and a closed group refuses it.
 func TestGroupRunStreamValidation(t *testing.T) {
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = 16
 	g, _ := streamGroup(t, 5, cfg, false, false)
-	_, err := g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(nil)}, Outputs: []io.Writer{io.Discard}})
+	_, err := g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(nil)}, Outputs: []io.Writer{io.Discard}})
 	assert.EqualError(t, err, "pipeline: stream job has no Kernel")
 	require.NoError(t, g.Close())
-	_, err = g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(nil)}, Outputs: []io.Writer{io.Discard}, Kernel: seedKernel(nil, 1)})
-	assert.ErrorIs(t, err, ErrClosed)
+	_, err = g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(nil)}, Outputs: []io.Writer{io.Discard}, Kernel: seedKernel(nil, 1)})
+	assert.ErrorIs(t, err, pipeline.ErrClosed)
 }
 
 // TestGroupStreamHazards drops the write-after-read waits in a group's
 // stream: the detector must report the hazards between the devices'
 // copies and the host's reads and writes of the shared ring of slots.
 func TestGroupStreamHazards(t *testing.T) {
-	host := NewSimHost(SimHostOptions{Seed: 6, Jitter: 50 * time.Microsecond})
-	sims := []*Sim{host.NewDevice(BuiltinProfile()), host.NewDevice(BuiltinProfile())}
-	cfg := Float32Config(1, 1)
+	host := sim.NewHost(sim.HostOptions{Seed: 6, Jitter: 50 * time.Microsecond})
+	sims := []*sim.Sim{host.NewDevice(sim.BuiltinProfile()), host.NewDevice(sim.BuiltinProfile())}
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 8, 2, 1
-	g, err := NewGroup([]Backend{sims[0], sims[1]}, cfg)
+	g, err := pipeline.NewGroup([]pipeline.Backend{sims[0], sims[1]}, cfg)
 	require.NoError(t, err)
 	for d := range 2 {
-		SetSkipWAR(GroupPipeline(g, d), true)
+		pipeline.SetSkipWAR(pipeline.GroupPipeline(g, d), true)
 	}
 	in, _ := streamData(8 * 60)
-	_, err = g.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)},
+	_, err = g.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(in)},
 		Outputs: []io.Writer{slowWriter{io.Discard, 100 * time.Microsecond}}, Kernel: seedKernel(nil, streamIters)})
 	require.NoError(t, err)
 	require.NoError(t, g.Close())

@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/overlap/driver"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // halfProfile is the test profile at half speed: half the copy rates and
 // twice the kernel time.
-func halfProfile(t testing.TB) *Profile {
+func halfProfile(t testing.TB) *sim.Profile {
 	slow := testProfile(t)
 	slow.Device = "half an H200"
 	slow.H2D.GBps, slow.D2H.GBps, slow.BothGBps = slow.H2D.GBps/2, slow.D2H.GBps/2, slow.BothGBps/2
@@ -30,26 +31,26 @@ func halfProfile(t testing.TB) *Profile {
 
 // simGroup builds a group of simulated devices on one host: fast H200s
 // and, where slow[d], one at half speed.
-func simGroup(t *testing.T, o SimHostOptions, cfg Config, slow ...bool) (*Group, []*Sim) {
+func simGroup(t *testing.T, o sim.HostOptions, cfg pipeline.Config, slow ...bool) (*pipeline.Group, []*sim.Sim) {
 	t.Helper()
-	host := NewSimHost(o)
-	var backends []Backend
-	var sims []*Sim
+	host := sim.NewHost(o)
+	var backends []pipeline.Backend
+	var sims []*sim.Sim
 	for _, s := range slow {
 		prof := testProfile(t)
 		if s {
 			prof = halfProfile(t)
 		}
-		sim := host.NewDevice(prof)
-		sims = append(sims, sim)
-		backends = append(backends, sim)
+		dev := host.NewDevice(prof)
+		sims = append(sims, dev)
+		backends = append(backends, dev)
 	}
-	g, err := NewGroup(backends, cfg)
+	g, err := pipeline.NewGroup(backends, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, g.Close())
-		for d, sim := range sims {
-			for kind, n := range sim.Live() {
+		for d, dev := range sims {
+			for kind, n := range dev.Live() {
 				assert.Zero(t, n, "device %d leaked %d %s", d, n, kind)
 			}
 		}
@@ -65,36 +66,36 @@ func simGroup(t *testing.T, o SimHostOptions, cfg Config, slow ...bool) (*Group,
 func TestGroupSimulated(t *testing.T) {
 	for _, tc := range []struct {
 		slow []bool
-		host HostMode
+		host pipeline.HostMode
 	}{
-		{[]bool{false, true}, HostRegistered},
-		{[]bool{false, true, false}, HostRegistered},
-		{[]bool{false, false, true, false}, HostRegistered},
-		{[]bool{false, true}, HostStaged},
-		{[]bool{true, false, false}, HostStaged},
-		{[]bool{false, true, false, false}, HostPinned},
+		{[]bool{false, true}, pipeline.HostRegistered},
+		{[]bool{false, true, false}, pipeline.HostRegistered},
+		{[]bool{false, false, true, false}, pipeline.HostRegistered},
+		{[]bool{false, true}, pipeline.HostStaged},
+		{[]bool{true, false, false}, pipeline.HostStaged},
+		{[]bool{false, true, false, false}, pipeline.HostPinned},
 	} {
 		t.Run(fmt.Sprintf("%d devices %s", len(tc.slow), tc.host), func(t *testing.T) {
 			// Every element checked, on a small job.
 			const iters = 20
-			run := func(o SimHostOptions, n, chunk int) (*Report, GroupStageTimes, []float32, []float32) {
-				cfg := Float32Config(1, 1)
+			run := func(o sim.HostOptions, n, chunk int) (*pipeline.Report, pipeline.GroupStageTimes, []float32, []float32) {
+				cfg := pipeline.Float32Config(1, 1)
 				cfg.ChunkElems, cfg.Host = chunk, tc.host
 				g, sims := simGroup(t, o, cfg, tc.slow...)
 				in, out := make([]float32, n), make([]float32, n)
 				kernels.FillPattern(in, 7)
-				bufs := []Buffer{Slice(in), Slice(out)}
-				if tc.host == HostPinned {
+				bufs := []pipeline.Buffer{pipeline.Slice(in), pipeline.Slice(out)}
+				if tc.host == pipeline.HostPinned {
 					for i := range bufs {
 						h, err := sims[0].AllocPinned(4 * n)
 						require.NoError(t, err)
 						defer h.Close()
-						bufs[i] = Pinned(h)
+						bufs[i] = pipeline.Pinned(h)
 					}
 					copy(bufs[0].Pinned.Bytes(), driver.Bytes(in))
 				}
-				job := Job{N: n, Kernel: seedKernel(nil, iters), Inputs: bufs[:1], Outputs: bufs[1:]}
-				var st GroupStageTimes
+				job := pipeline.Job{N: n, Kernel: seedKernel(nil, iters), Inputs: bufs[:1], Outputs: bufs[1:]}
+				var st pipeline.GroupStageTimes
 				if o.TimingOnly {
 					var err error
 					st, err = g.StageTimes(context.Background(), job)
@@ -102,17 +103,17 @@ func TestGroupSimulated(t *testing.T) {
 				}
 				first, err := g.Run(context.Background(), job) // registers, in registered mode
 				require.NoError(t, err)
-				if tc.host == HostRegistered && !o.TimingOnly { // StageTimes registered it already
+				if tc.host == pipeline.HostRegistered && !o.TimingOnly { // StageTimes registered it already
 					assert.Positive(t, first.Register, "the first run registers, and says how long it took")
 				}
 				clear(out)
 				rep, err := g.Run(context.Background(), job)
 				require.NoError(t, err)
 				assert.Zero(t, rep.Register, "the registration is cached for the next run")
-				for d, sim := range sims {
-					assert.Empty(t, sim.Hazards(), "device %d", d)
+				for d, dev := range sims {
+					assert.Empty(t, dev.Hazards(), "device %d", d)
 				}
-				if tc.host == HostPinned {
+				if tc.host == pipeline.HostPinned {
 					copy(driver.Bytes(out), bufs[1].Pinned.Bytes())
 				}
 				return rep, st, in, out
@@ -121,10 +122,10 @@ func TestGroupSimulated(t *testing.T) {
 			// every copy at once.
 			const link = 148
 			k := len(tc.slow)
-			rep, _, in, out := run(SimHostOptions{LinkGBps: link}, 256<<10*k, 8<<10)
+			rep, _, in, out := run(sim.HostOptions{LinkGBps: link}, 256<<10*k, 8<<10)
 			require.NoError(t, verifySeed(in, out, iters))
 			assert.Equal(t, rep.Chunks, 32*k)
-			if tc.host == HostPinned {
+			if tc.host == pipeline.HostPinned {
 				return // copies from pinned memory time as registered memory's do
 			}
 			if raceEnabled {
@@ -136,7 +137,7 @@ func TestGroupSimulated(t *testing.T) {
 
 			// The time, on a job of about 128 default chunks per device,
 			// timed without computing.
-			rep, st, _, _ := run(SimHostOptions{LinkGBps: link, TimingOnly: true}, 128<<20*k, 0)
+			rep, st, _, _ := run(sim.HostOptions{LinkGBps: link, TimingOnly: true}, 128<<20*k, 0)
 			eff := float64(st.Bound()) / float64(rep.Elapsed)
 			t.Logf("%s: %v against a bound of %v (%s; shares %v): %.1f%%", rep.Backend, rep.Elapsed, st.Bound(), st.Slowest(), st.Shares[st.Slowest()], 100*eff)
 			require.Len(t, rep.Devices, k)
@@ -147,7 +148,7 @@ func TestGroupSimulated(t *testing.T) {
 				assert.LessOrEqual(t, dr.Busy, rep.Elapsed)
 			}
 			assert.Equal(t, rep.Chunks, total, "every chunk ran once")
-			hostBound := st.Slowest() == StageIn || st.Slowest() == StageOut || st.Slowest() == StageStaging
+			hostBound := st.Slowest() == pipeline.StageIn || st.Slowest() == pipeline.StageOut || st.Slowest() == pipeline.StageStaging
 			for d := range tc.slow {
 				// Where the host's staging bounds the job, a slow device
 				// is as fast as the others.
@@ -172,21 +173,21 @@ func TestGroupSimulated(t *testing.T) {
 // device computes what a pipeline does, in about the same time.
 func TestGroupOneDeviceMatchesPipeline(t *testing.T) {
 	const n, chunk = 4 << 20, 256 << 10
-	cfg := Float32Config(2, 1)
-	cfg.ChunkElems, cfg.Host = chunk, HostStaged
+	cfg := pipeline.Float32Config(2, 1)
+	cfg.ChunkElems, cfg.Host = chunk, pipeline.HostStaged
 	x, y := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(x, 1)
 	kernels.FillPattern(y, 2)
-	job := func(out []float32) Job {
-		return Job{N: n, Kernel: saxpyKernel(nil, 3), Inputs: []Buffer{Slice(x), Slice(y)}, Outputs: []Buffer{Slice(out)}}
+	job := func(out []float32) pipeline.Job {
+		return pipeline.Job{N: n, Kernel: saxpyKernel(nil, 3), Inputs: []pipeline.Buffer{pipeline.Slice(x), pipeline.Slice(y)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	}
-	g, _ := simGroup(t, SimHostOptions{}, cfg, false)
+	g, _ := simGroup(t, sim.HostOptions{}, cfg, false)
 	gout := make([]float32, n)
 	grep, err := g.Run(context.Background(), job(gout))
 	require.NoError(t, err)
 	require.NoError(t, verifySaxpy(x, y, gout, 3))
 
-	p, err := New(NewSimHost(SimHostOptions{}).NewDevice(testProfile(t)), cfg)
+	p, err := pipeline.New(sim.NewHost(sim.HostOptions{}).NewDevice(testProfile(t)), cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	pout := make([]float32, n)
@@ -207,23 +208,23 @@ func TestGroupDeviceFault(t *testing.T) {
 	for _, tc := range []struct {
 		kind  string
 		k     int
-		stage Stage
-	}{{"launch", 5, StageCompute}, {"copy", 5, StageH2D}, {"copy", 6, StageD2H}} {
+		stage pipeline.Stage
+	}{{"launch", 5, pipeline.StageCompute}, {"copy", 5, pipeline.StageH2D}, {"copy", 6, pipeline.StageD2H}} {
 		t.Run(tc.stage.String(), func(t *testing.T) {
-			cfg := Float32Config(1, 1)
-			cfg.ChunkElems, cfg.Host = chunk, HostRegistered
-			g, sims := simGroup(t, SimHostOptions{}, cfg, false, false, false)
+			cfg := pipeline.Float32Config(1, 1)
+			cfg.ChunkElems, cfg.Host = chunk, pipeline.HostRegistered
+			g, sims := simGroup(t, sim.HostOptions{}, cfg, false, false, false)
 			boom := errors.New("injected fault")
 			sims[1].FailAt(tc.kind, tc.k, boom) // copies go H2D, D2H, H2D, …
 			in, out := make([]float32, n), make([]float32, n)
 			kernels.FillPattern(in, 3)
-			job := Job{N: n, Kernel: seedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+			job := pipeline.Job{N: n, Kernel: seedKernel(nil, 2), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 			_, err := g.Run(context.Background(), job)
 			require.ErrorIs(t, err, boom)
-			var de *DeviceError
+			var de *pipeline.DeviceError
 			require.ErrorAs(t, err, &de)
 			assert.Equal(t, 1, de.Device)
-			var se *StageError
+			var se *pipeline.StageError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, tc.stage, se.Stage)
 			assert.GreaterOrEqual(t, se.Chunk, 0)
@@ -231,8 +232,8 @@ func TestGroupDeviceFault(t *testing.T) {
 
 			// The other devices stopped taking chunks: well short of the job.
 			done := 0
-			for _, sim := range sims {
-				done += sim.Count("launch")
+			for _, dev := range sims {
+				done += dev.Count("launch")
 			}
 			assert.Less(t, done, n/chunk, "devices stopped issuing after the fault")
 
@@ -248,11 +249,11 @@ func TestGroupDeviceFault(t *testing.T) {
 // device, returns the context's error, and leaves the group usable.
 func TestGroupCancel(t *testing.T) {
 	const n, chunk = 16 << 20, 64 << 10
-	cfg := Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Host = chunk, HostStaged
-	g, sims := simGroup(t, SimHostOptions{TimingOnly: true}, cfg, false, false)
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Host = chunk, pipeline.HostStaged
+	g, sims := simGroup(t, sim.HostOptions{TimingOnly: true}, cfg, false, false)
 	in, out := make([]float32, n), make([]float32, n)
-	job := Job{N: n, Kernel: seedKernel(nil, 100), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: n, Kernel: seedKernel(nil, 100), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for sims[0].Count("launch") < 10 {
@@ -262,11 +263,11 @@ func TestGroupCancel(t *testing.T) {
 	}()
 	_, err := g.Run(ctx, job)
 	require.ErrorIs(t, err, context.Canceled)
-	var de *DeviceError
+	var de *pipeline.DeviceError
 	assert.False(t, errors.As(err, &de), "a cancellation is nobody's fault: %v", err)
 	total := 0
-	for _, sim := range sims {
-		total += sim.Count("launch")
+	for _, dev := range sims {
+		total += dev.Count("launch")
 	}
 	assert.Less(t, total, n/chunk, "every device stopped")
 	_, err = g.Run(context.Background(), job)
@@ -277,24 +278,24 @@ func TestGroupCancel(t *testing.T) {
 // one device twice, or simulators of two hosts is refused with an error
 // that says so.
 func TestNewGroupRefuses(t *testing.T) {
-	host := NewSimHost(SimHostOptions{})
+	host := sim.NewHost(sim.HostOptions{})
 	a, b := host.NewDevice(testProfile(t)), host.NewDevice(testProfile(t))
-	other := NewSimHost(SimHostOptions{}).NewDevice(testProfile(t))
-	cfg := Float32Config(1, 1)
+	other := sim.NewHost(sim.HostOptions{}).NewDevice(testProfile(t))
+	cfg := pipeline.Float32Config(1, 1)
 	for _, tc := range []struct {
-		backends []Backend
+		backends []pipeline.Backend
 		want     string
 	}{
 		{nil, "at least one device"},
-		{[]Backend{a, nil}, "device 1 of the group is a nil Backend"},
-		{[]Backend{a, b, a}, "devices 0 and 2 of the group are the same device"},
-		{[]Backend{a, other}, "simulators of one SimHost"},
+		{[]pipeline.Backend{a, nil}, "device 1 of the group is a nil Backend"},
+		{[]pipeline.Backend{a, b, a}, "devices 0 and 2 of the group are the same device"},
+		{[]pipeline.Backend{a, other}, "all devices of one shared host"},
 	} {
-		g, err := NewGroup(tc.backends, cfg)
+		g, err := pipeline.NewGroup(tc.backends, cfg)
 		assert.Nil(t, g)
 		assert.ErrorContains(t, err, tc.want)
 	}
-	_, err := NewGroup([]Backend{a, b}, Config{})
+	_, err := pipeline.NewGroup([]pipeline.Backend{a, b}, pipeline.Config{})
 	assert.ErrorContains(t, err, "at least one output")
 	assert.Empty(t, a.Live())
 }
@@ -313,6 +314,6 @@ func TestLocalSubset(t *testing.T) {
 		{[]int{0, 1}, []int{4, 5}, nil},
 		{nil, []int{0, 1}, nil},
 	} {
-		assert.Equal(t, tc.want, LocalSubset(tc.local, tc.allowed), "local %v, allowed %v", tc.local, tc.allowed)
+		assert.Equal(t, tc.want, pipeline.LocalSubset(tc.local, tc.allowed), "local %v, allowed %v", tc.local, tc.allowed)
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,23 +18,23 @@ import (
 // a CPU stand-in failed only at chunk 0 with "pipeline: chunk 0, compute:
 // pipeline: sim: ...".
 func TestUpFrontJobErrors(t *testing.T) {
-	sim := NewSim(1, 0)
-	p, err := New(sim, Float32Config(1, 1))
+	dev := sim.New(1, 0)
+	p, err := pipeline.New(dev, pipeline.Float32Config(1, 1))
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 100), make([]float32, 100)
 	wide := make([]float64, 100)
-	noCPU := &Kernel{Name: "gpu-only"}
+	noCPU := &pipeline.Kernel{Name: "gpu-only"}
 	cases := []struct {
 		name string
-		job  Job
+		job  pipeline.Job
 		want string
 	}{
-		{"float64 input", Job{N: 100, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(wide)}, Outputs: []Buffer{Slice(out)}},
+		{"float64 input", pipeline.Job{N: 100, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(wide)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}},
 			"pipeline: input 0 is a slice of 8-byte elements, but the pipeline's Config says 4-byte elements"},
-		{"float64 output", Job{N: 50, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(wide)}},
+		{"float64 output", pipeline.Job{N: 50, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(wide)}},
 			"pipeline: output 0 is a slice of 8-byte elements, but the pipeline's Config says 4-byte elements"},
-		{"no CPU stand-in", Job{N: 100, Kernel: noCPU, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}},
+		{"no CPU stand-in", pipeline.Job{N: 100, Kernel: noCPU, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}},
 			`pipeline: sim: kernel "gpu-only" has no CPU stand-in, so the simulator cannot run it`},
 	}
 	for _, tc := range cases {
@@ -44,31 +45,31 @@ func TestUpFrontJobErrors(t *testing.T) {
 			_, err = p.StageTimes(context.Background(), tc.job)
 			assert.EqualError(t, err, tc.want)
 			for _, kind := range []string{"copy", "launch", "record", "wait"} {
-				assert.Zero(t, sim.Count(kind), "%s: nothing was issued", kind)
+				assert.Zero(t, dev.Count(kind), "%s: nothing was issued", kind)
 			}
 		})
 	}
-	_, err = Synchronous(context.Background(), sim, Float32Config(1, 1), Job{N: 100, Kernel: noCPU, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	_, err = pipeline.Synchronous(context.Background(), dev, pipeline.Float32Config(1, 1), pipeline.Job{N: 100, Kernel: noCPU, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	assert.EqualError(t, err, `pipeline: sim: kernel "gpu-only" has no CPU stand-in, so the simulator cannot run it`)
 	// Raw bytes carry no element size and are taken as they are.
-	_, err = p.Run(context.Background(), Job{N: 100, Kernel: seedKernel(nil, 1), Inputs: []Buffer{{Data: make([]byte, 400)}}, Outputs: []Buffer{Slice(out)}})
+	_, err = p.Run(context.Background(), pipeline.Job{N: 100, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{{Data: make([]byte, 400)}}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	assert.NoError(t, err)
 }
 
 // TestStageErrorSaysPipelineOnce: a wrapped engine error does not repeat
 // the package word.
 func TestStageErrorSaysPipelineOnce(t *testing.T) {
-	err := &StageError{Chunk: 3, Stage: StageCompute, Err: ErrRegistered}
+	err := &pipeline.StageError{Chunk: 3, Stage: pipeline.StageCompute, Err: pipeline.ErrRegistered}
 	assert.EqualError(t, err, "pipeline: chunk 3, compute: memory is already registered")
-	assert.ErrorIs(t, err, ErrRegistered)
-	err = &StageError{Chunk: -1, Stage: StageSetup, Err: assert.AnError}
+	assert.ErrorIs(t, err, pipeline.ErrRegistered)
+	err = &pipeline.StageError{Chunk: -1, Stage: pipeline.StageSetup, Err: assert.AnError}
 	assert.EqualError(t, err, "pipeline: setup: "+assert.AnError.Error())
 }
 
 func TestFunctionOnRefusesOtherContexts(t *testing.T) {
 	a, b := new(driver.Context), new(driver.Context)
 	fn := new(driver.Function)
-	resolve := FunctionOn(a, fn)
+	resolve := pipeline.FunctionOn(a, fn)
 	got, err := resolve(a)
 	require.NoError(t, err)
 	assert.Same(t, fn, got)
@@ -82,17 +83,17 @@ func TestFunctionOnRefusesOtherContexts(t *testing.T) {
 // checked Chunk.Offset.
 func TestChunkOffsets(t *testing.T) {
 	const n, chunk = 1000, 96 // 11 chunks, the last of 40
-	for _, mode := range []HostMode{HostStaged, HostRegistered, HostPinned} {
+	for _, mode := range []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered, pipeline.HostPinned} {
 		t.Run(mode.String(), func(t *testing.T) {
-			sim := NewSim(3, time.Microsecond)
-			cfg := Float32Config(1, 1)
+			dev := sim.New(3, time.Microsecond)
+			cfg := pipeline.Float32Config(1, 1)
 			cfg.ChunkElems, cfg.Host = chunk, mode
-			p, err := New(sim, cfg)
+			p, err := pipeline.New(dev, cfg)
 			require.NoError(t, err)
 			defer p.Close()
 			var mu sync.Mutex
 			seen := map[int][2]int{} // index -> offset, n
-			k := &Kernel{Name: "where", CPU: func(c HostChunk) {
+			k := &pipeline.Kernel{Name: "where", CPU: func(c pipeline.HostChunk) {
 				mu.Lock()
 				seen[c.Index] = [2]int{c.Offset, c.N}
 				mu.Unlock()
@@ -105,16 +106,16 @@ func TestChunkOffsets(t *testing.T) {
 			for i := range in {
 				in[i] = 0.5
 			}
-			job := Job{N: n, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
-			if mode == HostPinned {
-				hin, err := sim.AllocPinned(n * 4)
+			job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+			if mode == pipeline.HostPinned {
+				hin, err := dev.AllocPinned(n * 4)
 				require.NoError(t, err)
 				defer hin.Close()
-				hout, err := sim.AllocPinned(n * 4)
+				hout, err := dev.AllocPinned(n * 4)
 				require.NoError(t, err)
 				defer hout.Close()
 				copy(driver.View[float32](hin.Bytes()), in)
-				job.Inputs, job.Outputs = []Buffer{Pinned(hin)}, []Buffer{Pinned(hout)}
+				job.Inputs, job.Outputs = []pipeline.Buffer{pipeline.Pinned(hin)}, []pipeline.Buffer{pipeline.Pinned(hout)}
 				out = driver.View[float32](hout.Bytes())
 			}
 			rep, err := p.Run(context.Background(), job)
@@ -128,7 +129,7 @@ func TestChunkOffsets(t *testing.T) {
 				want := [2]int{c * chunk, min(chunk, n-c*chunk)}
 				assert.Equal(t, want, seen[c], "chunk %d: offset and length", c)
 			}
-			assert.Empty(t, sim.Hazards())
+			assert.Empty(t, dev.Hazards())
 		})
 	}
 }

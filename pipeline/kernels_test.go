@@ -5,14 +5,14 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // The engine's tests run overlap's embedded kernels from the kernel table;
 // these helpers keep the call sites short. mods is nil on the simulator.
 
-func mustKernel(k *kernels.Kernel, mods *kernels.Modules, scalars ...float64) *Kernel {
+func mustKernel(k *kernels.Kernel, mods *kernels.Modules, scalars ...float64) *pipeline.Kernel {
 	pk, err := k.Pipeline(mods, scalars...)
 	if err != nil {
 		panic(err)
@@ -20,15 +20,15 @@ func mustKernel(k *kernels.Kernel, mods *kernels.Modules, scalars ...float64) *K
 	return pk
 }
 
-func seedKernel(mods *kernels.Modules, iters int) *Kernel {
+func seedKernel(mods *kernels.Modules, iters int) *pipeline.Kernel {
 	return mustKernel(kernels.Seed, mods, float64(iters))
 }
 
-func saxpyKernel(mods *kernels.Modules, a float32) *Kernel {
+func saxpyKernel(mods *kernels.Modules, a float32) *pipeline.Kernel {
 	return mustKernel(kernels.Saxpy, mods, float64(a))
 }
 
-func lerpKernel(mods *kernels.Modules, t, scale float32) *Kernel {
+func lerpKernel(mods *kernels.Modules, t, scale float32) *pipeline.Kernel {
 	return mustKernel(kernels.Lerp, mods, float64(t), float64(scale))
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -145,12 +146,12 @@ func callAll(t *testing.T, label string, wantErr, inline bool, mk func() any) []
 // is checked against the package's source, so a new exported function or
 // method fails this test until it is added here.
 func TestNilAndZeroArguments(t *testing.T) {
-	sim := func() *pipeline.Sim { return pipeline.NewSim(1, 0) }
+	dev := func() *sim.Sim { return sim.New(1, 0) }
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = 64
 	pipe := func(closed bool) func() any {
 		return func() any {
-			p, err := pipeline.New(sim(), cfg)
+			p, err := pipeline.New(dev(), cfg)
 			require.NoError(t, err)
 			if closed {
 				require.NoError(t, p.Close())
@@ -162,7 +163,7 @@ func TestNilAndZeroArguments(t *testing.T) {
 	}
 	group := func(closed bool) func() any {
 		return func() any {
-			h := pipeline.NewSimHost(pipeline.SimHostOptions{})
+			h := sim.NewHost(sim.HostOptions{})
 			g, err := pipeline.NewGroup([]pipeline.Backend{h.NewDevice(nil), h.NewDevice(nil)}, cfg)
 			require.NoError(t, err)
 			if closed {
@@ -193,15 +194,15 @@ func TestNilAndZeroArguments(t *testing.T) {
 		{"zero", true, func() any { return new(pipeline.Group) }},
 		{"live", false, group(false)},
 		{"closed", true, group(true)},
-		{"nil", true, func() any { return (*pipeline.Sim)(nil) }},
-		{"zero", true, func() any { return new(pipeline.Sim) }},
-		{"live", false, func() any { return sim() }},
-		{"nil", false, func() any { return (*pipeline.SimHost)(nil) }},
-		{"zero", false, func() any { return new(pipeline.SimHost) }},
-		{"live", false, func() any { return pipeline.NewSimHost(pipeline.SimHostOptions{}) }},
-		{"nil", true, func() any { return (*pipeline.Profile)(nil) }},
-		{"zero", true, func() any { return new(pipeline.Profile) }},
-		{"built-in", false, func() any { return pipeline.BuiltinProfile() }},
+		{"nil", true, func() any { return (*sim.Sim)(nil) }},
+		{"zero", true, func() any { return new(sim.Sim) }},
+		{"live", false, func() any { return dev() }},
+		{"nil", false, func() any { return (*sim.Host)(nil) }},
+		{"zero", false, func() any { return new(sim.Host) }},
+		{"live", false, func() any { return sim.NewHost(sim.HostOptions{}) }},
+		{"nil", true, func() any { return (*sim.Profile)(nil) }},
+		{"zero", true, func() any { return new(sim.Profile) }},
+		{"built-in", false, func() any { return sim.BuiltinProfile() }},
 		{"nil", false, func() any { return (*pipeline.StageError)(nil) }},
 		{"zero", false, func() any { return new(pipeline.StageError) }},
 		{"nil", false, func() any { return (*pipeline.DeviceError)(nil) }},
@@ -211,7 +212,7 @@ func TestNilAndZeroArguments(t *testing.T) {
 		{"zero", false, func() any { return pipeline.Model{} }},
 		{"zero", false, func() any { return pipeline.StageTimes{} }},
 		{"zero", false, func() any { return pipeline.StageCost{} }},
-		{"zero", false, func() any { return pipeline.Hazard{} }},
+		{"zero", false, func() any { return sim.Hazard{} }},
 		{"zero", false, func() any { return pipeline.HostMode(0) }},
 		{"unknown", false, func() any { return pipeline.HostMode(-7) }},
 		{"zero", false, func() any { return pipeline.Stage(0) }},
@@ -220,11 +221,11 @@ func TestNilAndZeroArguments(t *testing.T) {
 		{"unknown", false, func() any { return pipeline.RefKind(99) }},
 		{"ErrClosed", false, func() any { return pipeline.ErrClosed }},
 		// What the simulator hands out through the interfaces.
-		{"sim", false, func() any { return must(sim().NewStream()) }},
-		{"sim", false, func() any { return must(sim().NewEvent(true)) }},
-		{"sim", false, func() any { return must(sim().Issuer()) }},
-		{"sim", false, func() any { return must(sim().AllocDevice(64)) }},
-		{"sim", false, func() any { return must(sim().AllocPinned(64)) }},
+		{"sim", false, func() any { return must(dev().NewStream()) }},
+		{"sim", false, func() any { return must(dev().NewEvent(true)) }},
+		{"sim", false, func() any { return must(dev().Issuer()) }},
+		{"sim", false, func() any { return must(dev().AllocDevice(64)) }},
+		{"sim", false, func() any { return must(dev().AllocPinned(64)) }},
 		// A GPU backend of no context: every call is refused.
 		{"GPU(nil)", true, func() any { return pipeline.GPU(nil) }},
 	}
@@ -250,8 +251,8 @@ func TestNilAndZeroArguments(t *testing.T) {
 			return errOf(pipeline.FunctionOn(nil, nil)(nil))
 		},
 		"ParseHostMode": func() error { return errOf(pipeline.ParseHostMode("")) },
-		"ParseProfile":  func() error { return errOf(pipeline.ParseProfile(nil)) },
-		"ReadProfile":   func() error { return errOf(pipeline.ReadProfile("")) },
+		"ParseProfile":  func() error { return errOf(sim.ParseProfile(nil)) },
+		"ReadProfile":   func() error { return errOf(sim.ReadProfile("")) },
 		"OpenDirect":    func() error { return errOf(pipeline.OpenDirect("")) },
 	}
 	for name, fn := range funcs {
@@ -265,10 +266,10 @@ func TestNilAndZeroArguments(t *testing.T) {
 	quiet := map[string]func(){
 		"Names": func() { pipeline.Names(nil); pipeline.Names([]pipeline.Backend{nil}) },
 		"a nil *Sim as a Backend": func() {
-			var sim *pipeline.Sim
-			_, err := pipeline.New(sim, pipeline.Float32Config(1, 1))
+			var dev *sim.Sim
+			_, err := pipeline.New(dev, pipeline.Float32Config(1, 1))
 			assert.Error(t, err)
-			_, err = pipeline.NewGroup([]pipeline.Backend{sim}, pipeline.Float32Config(1, 1))
+			_, err = pipeline.NewGroup([]pipeline.Backend{dev}, pipeline.Float32Config(1, 1))
 			assert.EqualError(t, err, "pipeline: device 0 of the group is a nil Backend")
 		},
 		"Now":           func() { pipeline.Now(nil) },
@@ -289,9 +290,9 @@ func TestNilAndZeroArguments(t *testing.T) {
 			for range pipeline.BatchesWith[float32, float32](nil, nil, nil, nil, pipeline.BatchOptions{}) {
 			}
 		},
-		"BuiltinProfile": func() { pipeline.BuiltinProfile() },
-		"NewSim":         func() { pipeline.NewSim(0, 0) },
-		"NewSimHost":     func() { pipeline.NewSimHost(pipeline.SimHostOptions{}) },
+		"BuiltinProfile": func() { sim.BuiltinProfile() },
+		"NewSim":         func() { sim.New(0, 0) },
+		"NewSimHost":     func() { sim.NewHost(sim.HostOptions{}) },
 	}
 	for name, fn := range quiet {
 		covered[name] = true

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,14 +17,14 @@ import (
 // These tests read the simulator's virtual clock: they fail when a change
 // to the engine loses overlap (a wait too many, a host synchronisation in
 // the loop), however fast or loaded the machine that runs them. They pin
-// their own profile (testdata/h200-provisional.json, the first H200
+// their own profile (sim/testdata/h200-provisional.json, the first H200
 // profile), so that a new built-in profile moves no floor;
 // TestBuiltinProfileDefaultConfig checks the built-in one.
 
 // testProfile is the profile the timing tests pin.
-func testProfile(t testing.TB) *Profile {
+func testProfile(t testing.TB) *sim.Profile {
 	t.Helper()
-	p, err := ReadProfile("testdata/h200-provisional.json")
+	p, err := sim.ReadProfile("sim/testdata/h200-provisional.json")
 	require.NoError(t, err)
 	return p
 }
@@ -32,23 +33,23 @@ func testProfile(t testing.TB) *Profile {
 type overlapCase struct {
 	name                     string
 	n, chunk, slots, streams int
-	host                     HostMode
+	host                     pipeline.HostMode
 	kernel                   string // "seed" (100 iterations) or "saxpy"
 	floor                    float64
-	data                     bool     // move and verify real data (small jobs)
-	prof                     *Profile // nil: testProfile
+	data                     bool         // move and verify real data (small jobs)
+	prof                     *sim.Profile // nil: testProfile
 }
 
 // runOnClock runs c on a fresh simulator of its profile: the
 // stage times alone and the best of three runs.
-func runOnClock(t *testing.T, c overlapCase) (StageTimes, time.Duration) {
+func runOnClock(t *testing.T, c overlapCase) (pipeline.StageTimes, time.Duration) {
 	t.Helper()
-	host := NewSimHost(SimHostOptions{TimingOnly: !c.data})
+	host := sim.NewHost(sim.HostOptions{TimingOnly: !c.data})
 	prof := c.prof
 	if prof == nil {
 		prof = testProfile(t)
 	}
-	sim := host.NewDevice(prof)
+	dev := host.NewDevice(prof)
 	ins := 1
 	k := seedKernel(nil, 100)
 	if c.kernel == "saxpy" {
@@ -58,11 +59,11 @@ func runOnClock(t *testing.T, c overlapCase) (StageTimes, time.Duration) {
 		k = seedKernel(nil, 2) // cheap on the CPU; the profile still charges 100 iterations
 		k.Iters = 100
 	}
-	cfg := Float32Config(ins, 1)
+	cfg := pipeline.Float32Config(ins, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = c.chunk, c.slots, c.streams, c.host
-	job := Job{N: c.n, Kernel: k}
+	job := pipeline.Job{N: c.n, Kernel: k}
 	// Pinned jobs without data need no Go slices at all.
-	slices := c.host != HostPinned || c.data
+	slices := c.host != pipeline.HostPinned || c.data
 	alloc := func() []float32 {
 		if !slices {
 			return make([]float32, 0)
@@ -77,28 +78,28 @@ func runOnClock(t *testing.T, c overlapCase) (StageTimes, time.Duration) {
 			kernels.FillPattern(in, i*1000)
 		}
 		inputs = append(inputs, in)
-		job.Inputs = append(job.Inputs, Slice(in))
+		job.Inputs = append(job.Inputs, pipeline.Slice(in))
 	}
-	job.Outputs = []Buffer{Slice(out)}
-	var outPinned PinnedMem
-	if c.host == HostPinned {
+	job.Outputs = []pipeline.Buffer{pipeline.Slice(out)}
+	var outPinned pipeline.PinnedMem
+	if c.host == pipeline.HostPinned {
 		job.Inputs = nil
 		for _, in := range inputs {
-			h, err := sim.AllocPinned(c.n * 4)
+			h, err := dev.AllocPinned(c.n * 4)
 			require.NoError(t, err)
 			if c.data {
 				copy(h.Bytes(), driver.Bytes(in))
 			}
 			defer h.Close()
-			job.Inputs = append(job.Inputs, Pinned(h))
+			job.Inputs = append(job.Inputs, pipeline.Pinned(h))
 		}
-		h, err := sim.AllocPinned(c.n * 4)
+		h, err := dev.AllocPinned(c.n * 4)
 		require.NoError(t, err)
 		defer h.Close()
 		outPinned = h
-		job.Outputs = []Buffer{Pinned(h)}
+		job.Outputs = []pipeline.Buffer{pipeline.Pinned(h)}
 	}
-	p, err := New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	best := time.Duration(1 << 62)
@@ -112,7 +113,7 @@ func runOnClock(t *testing.T, c overlapCase) (StageTimes, time.Duration) {
 				got = driver.View[float32](outPinned.Bytes())[:c.n]
 			}
 			want := make([]float32, c.n)
-			hc := HostChunk{N: c.n, Outputs: [][]byte{driver.Bytes(want)}}
+			hc := pipeline.HostChunk{N: c.n, Outputs: [][]byte{driver.Bytes(want)}}
 			for _, in := range inputs {
 				hc.Inputs = append(hc.Inputs, driver.Bytes(in))
 			}
@@ -124,7 +125,7 @@ func runOnClock(t *testing.T, c overlapCase) (StageTimes, time.Duration) {
 	stJob.Host = c.host
 	st, err := p.StageTimes(context.Background(), stJob)
 	require.NoError(t, err)
-	require.Empty(t, sim.Hazards())
+	require.Empty(t, dev.Hazards())
 	return st, best
 }
 
@@ -135,14 +136,14 @@ func runOnClock(t *testing.T, c overlapCase) (StageTimes, time.Duration) {
 // verifies real data reaches its floor too.
 func TestOverlapDefaultConfig(t *testing.T) {
 	for _, c := range []overlapCase{
-		{name: "registered", n: 128 << 20, chunk: DefaultChunkElems, slots: 6, streams: DefaultComputeStreams, host: HostRegistered, kernel: "seed", floor: 0.97},
-		{name: "pinned", n: 128 << 20, chunk: DefaultChunkElems, slots: 6, streams: DefaultComputeStreams, host: HostPinned, kernel: "seed", floor: 0.97},
+		{name: "registered", n: 128 << 20, chunk: pipeline.DefaultChunkElems, slots: 6, streams: pipeline.DefaultComputeStreams, host: pipeline.HostRegistered, kernel: "seed", floor: 0.97},
+		{name: "pinned", n: 128 << 20, chunk: pipeline.DefaultChunkElems, slots: 6, streams: pipeline.DefaultComputeStreams, host: pipeline.HostPinned, kernel: "seed", floor: 0.97},
 		// Staged: the two staging copies share host memory bandwidth, so
 		// the pipeline takes about twice the slowest copy alone.
-		{name: "staged", n: 128 << 20, chunk: DefaultChunkElems, slots: 6, streams: DefaultComputeStreams, host: HostStaged, kernel: "seed", floor: 0.48},
+		{name: "staged", n: 128 << 20, chunk: pipeline.DefaultChunkElems, slots: 6, streams: pipeline.DefaultComputeStreams, host: pipeline.HostStaged, kernel: "seed", floor: 0.48},
 		// 8 chunks with real data: filling and draining the pipeline cost
 		// about two chunks' stages.
-		{name: "8M verified", n: 8 << 20, chunk: DefaultChunkElems, slots: 6, streams: DefaultComputeStreams, host: HostRegistered, kernel: "seed", floor: 0.78, data: true},
+		{name: "8M verified", n: 8 << 20, chunk: pipeline.DefaultChunkElems, slots: 6, streams: pipeline.DefaultComputeStreams, host: pipeline.HostRegistered, kernel: "seed", floor: 0.78, data: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.data && testing.Short() {
@@ -161,8 +162,8 @@ func TestOverlapDefaultConfig(t *testing.T) {
 // README's job in the default configuration reaches 0.97 of its modelled
 // bound, as the H200 itself does (98.4% measured).
 func TestBuiltinProfileDefaultConfig(t *testing.T) {
-	c := overlapCase{name: "built-in", n: 128 << 20, chunk: DefaultChunkElems, slots: 6, streams: DefaultComputeStreams,
-		host: HostRegistered, kernel: "seed", floor: 0.97, prof: BuiltinProfile()}
+	c := overlapCase{name: "built-in", n: 128 << 20, chunk: pipeline.DefaultChunkElems, slots: 6, streams: pipeline.DefaultComputeStreams,
+		host: pipeline.HostRegistered, kernel: "seed", floor: 0.97, prof: sim.BuiltinProfile()}
 	st, best := runOnClock(t, c)
 	eff := float64(st.Bound()) / float64(best)
 	t.Logf("%s (%s): %v against a bound of %v (%s): %.1f%%", c.name, c.prof.Source, best, st.Bound(), st.Slowest(), 100*eff)
@@ -175,19 +176,19 @@ func TestBuiltinProfileDefaultConfig(t *testing.T) {
 func TestOverlapFloors(t *testing.T) {
 	const M, K = 1 << 20, 1 << 10
 	cases := []overlapCase{
-		{name: "2 slots 1 stream", n: 32 * M, chunk: M, slots: 2, streams: 1, host: HostPinned, kernel: "seed", floor: 0.92},
-		{name: "3 slots 1 stream", n: 32 * M, chunk: M, slots: 3, streams: 1, host: HostPinned, kernel: "seed", floor: 0.92},
-		{name: "4 slots 2 streams", n: 32 * M, chunk: M, slots: 4, streams: 2, host: HostPinned, kernel: "seed", floor: 0.92},
-		{name: "5 slots 3 streams", n: 32 * M, chunk: M, slots: 5, streams: 3, host: HostPinned, kernel: "seed", floor: 0.92},
-		{name: "6 slots 4 streams", n: 32 * M, chunk: M, slots: 6, streams: 4, host: HostPinned, kernel: "seed", floor: 0.92},
-		{name: "4 slots 4 streams 256K", n: 32 * M, chunk: 256 * K, slots: 4, streams: 4, host: HostPinned, kernel: "seed", floor: 0.94},
-		{name: "non-multiple size", n: 64*M + 12345, chunk: M, slots: 6, streams: 4, host: HostRegistered, kernel: "seed", floor: 0.95},
-		{name: "non-multiple chunk", n: 64 * M, chunk: M + 4321, slots: 3, streams: 2, host: HostRegistered, kernel: "seed", floor: 0.95},
-		{name: "4M chunks 2 slots", n: 64 * M, chunk: 4 * M, slots: 2, streams: 1, host: HostPinned, kernel: "seed", floor: 0.88},
-		{name: "saxpy 1M", n: 32 * M, chunk: M, slots: 6, streams: 4, host: HostPinned, kernel: "saxpy", floor: 0.90},
-		{name: "staged 4M chunks", n: 64 * M, chunk: 4 * M, slots: 4, streams: 2, host: HostStaged, kernel: "seed", floor: 0.46},
-		{name: "small verified", n: 2*M + 999, chunk: 256 * K, slots: 3, streams: 2, host: HostStaged, kernel: "saxpy", floor: 0.35, data: true},
-		{name: "tiny verified", n: 5000, chunk: 700, slots: 4, streams: 3, host: HostPinned, kernel: "seed", floor: 0.10, data: true},
+		{name: "2 slots 1 stream", n: 32 * M, chunk: M, slots: 2, streams: 1, host: pipeline.HostPinned, kernel: "seed", floor: 0.92},
+		{name: "3 slots 1 stream", n: 32 * M, chunk: M, slots: 3, streams: 1, host: pipeline.HostPinned, kernel: "seed", floor: 0.92},
+		{name: "4 slots 2 streams", n: 32 * M, chunk: M, slots: 4, streams: 2, host: pipeline.HostPinned, kernel: "seed", floor: 0.92},
+		{name: "5 slots 3 streams", n: 32 * M, chunk: M, slots: 5, streams: 3, host: pipeline.HostPinned, kernel: "seed", floor: 0.92},
+		{name: "6 slots 4 streams", n: 32 * M, chunk: M, slots: 6, streams: 4, host: pipeline.HostPinned, kernel: "seed", floor: 0.92},
+		{name: "4 slots 4 streams 256K", n: 32 * M, chunk: 256 * K, slots: 4, streams: 4, host: pipeline.HostPinned, kernel: "seed", floor: 0.94},
+		{name: "non-multiple size", n: 64*M + 12345, chunk: M, slots: 6, streams: 4, host: pipeline.HostRegistered, kernel: "seed", floor: 0.95},
+		{name: "non-multiple chunk", n: 64 * M, chunk: M + 4321, slots: 3, streams: 2, host: pipeline.HostRegistered, kernel: "seed", floor: 0.95},
+		{name: "4M chunks 2 slots", n: 64 * M, chunk: 4 * M, slots: 2, streams: 1, host: pipeline.HostPinned, kernel: "seed", floor: 0.88},
+		{name: "saxpy 1M", n: 32 * M, chunk: M, slots: 6, streams: 4, host: pipeline.HostPinned, kernel: "saxpy", floor: 0.90},
+		{name: "staged 4M chunks", n: 64 * M, chunk: 4 * M, slots: 4, streams: 2, host: pipeline.HostStaged, kernel: "seed", floor: 0.46},
+		{name: "small verified", n: 2*M + 999, chunk: 256 * K, slots: 3, streams: 2, host: pipeline.HostStaged, kernel: "saxpy", floor: 0.35, data: true},
+		{name: "tiny verified", n: 5000, chunk: 700, slots: 4, streams: 3, host: pipeline.HostPinned, kernel: "seed", floor: 0.10, data: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -214,16 +215,16 @@ func TestSimCatchesHostRaces(t *testing.T) {
 		{"issuer ignores stage-out", false, true, "host stage-out (stage-out goroutine)", "D2H copy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sim := NewSim(1, 0)
-			c := simCase{n: 64 * 12, chunk: 64, slots: 2, streams: 1, mode: HostStaged, kernel: "seed"}
-			job, _, _ := jobFor(t, c, sim, false)
-			p, err := New(sim, configFor(c))
+			dev := sim.New(1, 0)
+			c := simCase{n: 64 * 12, chunk: 64, slots: 2, streams: 1, mode: pipeline.HostStaged, kernel: "seed"}
+			job, _, _ := jobFor(t, c, dev, false)
+			p, err := pipeline.New(dev, configFor(c))
 			require.NoError(t, err)
-			SetSkipStaging(p, tc.in, tc.out)
+			pipeline.SetSkipStaging(p, tc.in, tc.out)
 			_, err = p.Run(context.Background(), job)
 			require.NoError(t, err)
 			require.NoError(t, p.Close())
-			hz := sim.Hazards()
+			hz := dev.Hazards()
 			require.NotEmpty(t, hz, "the detector must see the race")
 			found := false
 			for _, h := range hz {
@@ -237,16 +238,16 @@ func TestSimCatchesHostRaces(t *testing.T) {
 		})
 	}
 	// And the engine as written has none, staged both ways.
-	sim := NewSim(1, 0)
-	c := simCase{n: 64 * 12, chunk: 64, slots: 2, streams: 1, mode: HostStaged, kernel: "seed"}
-	job, want, got := jobFor(t, c, sim, false)
-	p, err := New(sim, configFor(c))
+	dev := sim.New(1, 0)
+	c := simCase{n: 64 * 12, chunk: 64, slots: 2, streams: 1, mode: pipeline.HostStaged, kernel: "seed"}
+	job, want, got := jobFor(t, c, dev, false)
+	p, err := pipeline.New(dev, configFor(c))
 	require.NoError(t, err)
 	defer p.Close()
 	_, err = p.Run(context.Background(), job)
 	require.NoError(t, err)
 	checkExact(t, c, want, got())
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 func contains(s, sub string) bool {
@@ -264,23 +265,23 @@ func TestSimProfileTimes(t *testing.T) {
 	prof := testProfile(t)
 	const chunk, chunks = 1 << 20, 8
 	n := chunk * chunks
-	sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(prof)
-	in, err := sim.AllocPinned(n * 4)
+	dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(prof)
+	in, err := dev.AllocPinned(n * 4)
 	require.NoError(t, err)
-	out, err := sim.AllocPinned(n * 4)
+	out, err := dev.AllocPinned(n * 4)
 	require.NoError(t, err)
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Timing = chunk, 3, 1, true
-	p, err := New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
-	job := Job{N: n, Kernel: seedKernel(nil, 100), Inputs: []Buffer{Pinned(in)}, Outputs: []Buffer{Pinned(out)}}
+	job := pipeline.Job{N: n, Kernel: seedKernel(nil, 100), Inputs: []pipeline.Buffer{pipeline.Pinned(in)}, Outputs: []pipeline.Buffer{pipeline.Pinned(out)}}
 	st, err := p.StageTimes(context.Background(), job)
 	require.NoError(t, err)
 	us := func(ns float64) time.Duration { return time.Duration(ns) }
 	copyH2D := us(prof.H2D.FixedNs + chunk*4/prof.H2D.GBps)
 	copyD2H := us(prof.D2H.FixedNs + chunk*4/prof.D2H.GBps)
-	fixed, work, err := ProfileKernelCost(prof, job.Kernel, chunk)
+	fixed, work, err := prof.KernelTime(job.Kernel, chunk)
 	require.NoError(t, err)
 	// Alone on one stream, k operations take k times their cost, plus the
 	// first call's issue and the final synchronisation.
@@ -288,7 +289,7 @@ func TestSimProfileTimes(t *testing.T) {
 	assert.InDelta(t, float64(chunks*copyH2D+overhead("copy")), float64(st.H2D), 2*chunks, "H2D alone")
 	assert.InDelta(t, float64(chunks*copyD2H+overhead("copy")), float64(st.D2H), 2*chunks, "D2H alone")
 	assert.InDelta(t, float64(chunks*(fixed+work)+overhead("launch")), float64(st.Compute), 2*chunks, "compute alone on one stream")
-	assert.Equal(t, StageCompute, st.Slowest())
+	assert.Equal(t, pipeline.StageCompute, st.Slowest())
 	assert.Equal(t, st.Compute, st.Bound())
 
 	rep, err := p.Run(context.Background(), job)
@@ -297,17 +298,17 @@ func TestSimProfileTimes(t *testing.T) {
 	// their cost, and for chunk 0, which finds its stream idle, the issue
 	// of the copy after the event that opens its span.
 	for _, sp := range rep.Spans {
-		if sp.Chunk == 0 && sp.Stage == StageH2D {
+		if sp.Chunk == 0 && sp.Stage == pipeline.StageH2D {
 			assert.InDelta(t, float64(us(prof.IssueNs["copy"])+copyH2D), float64(sp.End-sp.Start), 2, "chunk 0's H2D span")
 		}
-		if sp.Chunk == 1 && sp.Stage == StageH2D {
+		if sp.Chunk == 1 && sp.Stage == pipeline.StageH2D {
 			assert.InDelta(t, float64(copyH2D), float64(sp.End-sp.Start), 2, "chunk 1's H2D span")
 		}
-		if sp.Chunk == 0 && sp.Stage == StageCompute {
+		if sp.Chunk == 0 && sp.Stage == pipeline.StageCompute {
 			assert.InDelta(t, float64(fixed+work), float64(sp.End-sp.Start), 2, "chunk 0's kernel span")
 		}
 	}
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestSimDevicesShareTheHostLink guards issue 11: a host holds several
@@ -320,26 +321,26 @@ func TestSimDevicesShareTheHostLink(t *testing.T) {
 	// run drives one device per profile at once, each with its own
 	// pipeline and goroutine, and returns each one's time; with data, it
 	// checks every output element.
-	run := func(link float64, data bool, n int, profs ...*Profile) []time.Duration {
-		host := NewSimHost(SimHostOptions{LinkGBps: link, TimingOnly: !data})
+	run := func(link float64, data bool, n int, profs ...*sim.Profile) []time.Duration {
+		host := sim.NewHost(sim.HostOptions{LinkGBps: link, TimingOnly: !data})
 		times := make([]time.Duration, len(profs))
 		errs := make(chan error, len(profs))
 		var waits []func()
 		for i, prof := range profs {
 			waits = append(waits, host.Go(fmt.Sprintf("device %d's goroutine", i), func() {
 				errs <- func() error {
-					sim := host.NewDevice(prof)
+					dev := host.NewDevice(prof)
 					in, out := make([]float32, n), make([]float32, n)
 					kernels.FillPattern(in, i)
-					cfg := Float32Config(1, 1)
-					cfg.ChunkElems, cfg.Host = chunk, HostRegistered
-					p, err := New(sim, cfg)
+					cfg := pipeline.Float32Config(1, 1)
+					cfg.ChunkElems, cfg.Host = chunk, pipeline.HostRegistered
+					p, err := pipeline.New(dev, cfg)
 					if err != nil {
 						return err
 					}
 					defer p.Close()
 					// No iterations: the copies are the slowest stage.
-					job := Job{N: n, Kernel: seedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+					job := pipeline.Job{N: n, Kernel: seedKernel(nil, 0), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 					if _, err := p.Run(context.Background(), job); err != nil { // registers
 						return err
 					}
@@ -348,8 +349,8 @@ func TestSimDevicesShareTheHostLink(t *testing.T) {
 						return err
 					}
 					times[i] = rep.Elapsed
-					if len(sim.Hazards()) > 0 {
-						return fmt.Errorf("device %d: %s", i, sim.Hazards()[0])
+					if len(dev.Hazards()) > 0 {
+						return fmt.Errorf("device %d: %s", i, dev.Hazards()[0])
 					}
 					if !data {
 						return nil

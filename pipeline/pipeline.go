@@ -115,7 +115,7 @@ type Pipeline struct {
 	// runTok, on a tracking backend, is the clock at which the last run
 	// ended: the next one, on whatever goroutine, is ordered after it,
 	// as mu orders them.
-	runTok hostToken
+	runTok HostClock
 
 	h2d, d2h Stream
 	comp     []Stream

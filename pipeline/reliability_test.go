@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,11 +25,11 @@ var errInjected = errors.New("injected fault")
 
 // faultCase is the workload of the fault sweep: 7 chunks, staged, so that
 // every stage (staging included) is exercised.
-func faultWorkload(t *testing.T, sim *Sim, mode HostMode) (Config, Job, []float32, []float32) {
-	cfg := Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode}
+func faultWorkload(t *testing.T, dev *sim.Sim, mode pipeline.HostMode) (pipeline.Config, pipeline.Job, []float32, []float32) {
+	cfg := pipeline.Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode}
 	in, out := make([]float32, 65), make([]float32, 65)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 65, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: 65, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	return cfg, job, in, out
 }
 
@@ -40,11 +41,11 @@ func TestFaultSweep(t *testing.T) {
 	kinds := []string{"alloc", "stream", "event", "copy", "launch", "record", "wait", "sync"}
 	injected, survivedUsable, survivedClosed := 0, 0, 0
 	setupFaults, failedInNew, closedByDrain := 0, 0, 0
-	for _, mode := range []HostMode{HostStaged, HostRegistered} {
+	for _, mode := range []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered} {
 		// Count each kind in a clean New + Run.
-		clean := NewSim(1, 0)
+		clean := sim.New(1, 0)
 		cfg, job, _, _ := faultWorkload(t, clean, mode)
-		p, err := New(clean, cfg)
+		p, err := pipeline.New(clean, cfg)
 		require.NoError(t, err)
 		inNew := map[string]int{}
 		for _, kind := range kinds {
@@ -58,12 +59,12 @@ func TestFaultSweep(t *testing.T) {
 			total := clean.Count(kind)
 			require.Greater(t, total, 0, "%s: a run has %s operations", mode, kind)
 			for k := 1; k <= total; k++ {
-				sim := NewSim(uint64(k), time.Microsecond)
-				sim.FailAt(kind, k, errInjected)
-				cfg, job, in, out := faultWorkload(t, sim, mode)
+				dev := sim.New(uint64(k), time.Microsecond)
+				dev.FailAt(kind, k, errInjected)
+				cfg, job, in, out := faultWorkload(t, dev, mode)
 				injected++
 				what := fmt.Sprintf("%s, %s #%d of %d", mode, kind, k, total)
-				p, err := New(sim, cfg)
+				p, err := pipeline.New(dev, cfg)
 				// The k-th operation falls in New exactly when a clean
 				// New performs k of them.
 				require.Equal(t, k <= inNew[kind], err != nil, "%s: New failed: %v", what, err)
@@ -71,14 +72,14 @@ func TestFaultSweep(t *testing.T) {
 					failedInNew++
 					assert.ErrorIs(t, err, errInjected, what)
 					assert.Contains(t, err.Error(), "pipeline: setup: ", what)
-					assert.Empty(t, sim.Live(), "%s: New cleans up after itself", what)
+					assert.Empty(t, dev.Live(), "%s: New cleans up after itself", what)
 					survivedClosed++
 					continue
 				}
 				_, err = p.Run(context.Background(), job)
 				require.Error(t, err, what)
 				assert.ErrorIs(t, err, errInjected, what)
-				var se *StageError
+				var se *pipeline.StageError
 				require.ErrorAs(t, err, &se, what)
 				if kind != "alloc" && kind != "sync" {
 					assert.GreaterOrEqual(t, se.Chunk, 0, "%s: %v", what, err)
@@ -87,21 +88,21 @@ func TestFaultSweep(t *testing.T) {
 				// The run ends by synchronising each stream (H2D, D2H and
 				// the compute streams); only a fault there closes it.
 				inDrain := kind == "sync" && k > total-(2+cfg.ComputeStreams)
-				assert.Equal(t, inDrain, errors.Is(again, ErrClosed), "%s: closed: %v", what, again)
+				assert.Equal(t, inDrain, errors.Is(again, pipeline.ErrClosed), "%s: closed: %v", what, again)
 				switch {
 				case again == nil:
 					require.NoError(t, verifySeed(in, out, 1), what)
 					survivedUsable++
-				case errors.Is(again, ErrClosed):
-					assert.Equal(t, StageDrain, se.Stage, "%s: only a failed drain closes the pipeline", what)
+				case errors.Is(again, pipeline.ErrClosed):
+					assert.Equal(t, pipeline.StageDrain, se.Stage, "%s: only a failed drain closes the pipeline", what)
 					survivedClosed++
 					closedByDrain++
 				default:
 					t.Fatalf("%s: second run: %v", what, again)
 				}
 				require.NoError(t, p.Close(), what)
-				assert.Empty(t, sim.Live(), "%s: leaked", what)
-				assert.Empty(t, sim.Hazards(), what)
+				assert.Empty(t, dev.Live(), "%s: leaked", what)
+				assert.Empty(t, dev.Hazards(), what)
 			}
 		}
 	}
@@ -125,13 +126,13 @@ func TestCancellationThousand(t *testing.T) {
 	var latencies []time.Duration
 	canceled, midRun := 0, 0
 	for i := 0; i < tries; i++ {
-		sim := NewSim(uint64(i), 2*time.Microsecond)
-		mode := []HostMode{HostStaged, HostRegistered}[i%2]
-		cfg, job, _, _ := faultWorkload(t, sim, mode)
+		dev := sim.New(uint64(i), 2*time.Microsecond)
+		mode := []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered}[i%2]
+		cfg, job, _, _ := faultWorkload(t, dev, mode)
 		in, out := make([]float32, 400), make([]float32, 400)
-		job.N, job.Inputs, job.Outputs = 400, []Buffer{Slice(in)}, []Buffer{Slice(out)}
+		job.N, job.Inputs, job.Outputs = 400, []pipeline.Buffer{pipeline.Slice(in)}, []pipeline.Buffer{pipeline.Slice(out)}
 		kernels.FillPattern(in, i)
-		p, err := New(sim, cfg)
+		p, err := pipeline.New(dev, cfg)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		delay := time.Duration(r.IntN(400)) * time.Microsecond
@@ -149,7 +150,7 @@ func TestCancellationThousand(t *testing.T) {
 			canceled++
 			// Cancelled mid-run: copies had been issued, and not every
 			// chunk's kernel (400 elements in chunks of 10).
-			if sim.Count("copy") > 0 && sim.Count("launch") < 40 {
+			if dev.Count("copy") > 0 && dev.Count("launch") < 40 {
 				midRun++
 			}
 		}
@@ -158,8 +159,8 @@ func TestCancellationThousand(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, verifySeed(in, out, 1))
 		require.NoError(t, p.Close())
-		require.Empty(t, sim.Live())
-		require.Empty(t, sim.Hazards())
+		require.Empty(t, dev.Live())
+		require.Empty(t, dev.Hazards())
 	}
 	settle(before)
 	t.Logf("RELIABILITY: sim cancellations tried %d, cancelled %d (%d after work was issued and before the last kernel), longest from cancel to return %v, goroutines before %d after %d",
@@ -196,27 +197,27 @@ func TestLeaksManyRuns(t *testing.T) {
 		runs, cycles = 1000, 100
 	}
 	before := runtime.NumGoroutine()
-	sim := NewSim(1, 0)
-	cfg := Config{ChunkElems: 8, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}}
+	dev := sim.New(1, 0)
+	cfg := pipeline.Config{ChunkElems: 8, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}}
 	in, out := make([]float32, 20), make([]float32, 20)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 20, Kernel: seedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
-	p, err := New(sim, cfg)
+	job := pipeline.Job{N: 20, Kernel: seedKernel(nil, 0), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
-	live0 := sim.Live()
+	live0 := dev.Live()
 	for i := 0; i < runs; i++ {
 		if _, err := p.Run(context.Background(), job); err != nil {
 			t.Fatal(err)
 		}
 	}
-	assert.Equal(t, live0["stream"], sim.Live()["stream"])
-	assert.Equal(t, live0["event"], sim.Live()["event"])
-	assert.Equal(t, live0["device"], sim.Live()["device"])
-	assert.LessOrEqual(t, sim.Live()["registered"], 2)
+	assert.Equal(t, live0["stream"], dev.Live()["stream"])
+	assert.Equal(t, live0["event"], dev.Live()["event"])
+	assert.Equal(t, live0["device"], dev.Live()["device"])
+	assert.LessOrEqual(t, dev.Live()["registered"], 2)
 	require.NoError(t, p.Close())
-	assert.Empty(t, sim.Live())
+	assert.Empty(t, dev.Live())
 	for i := 0; i < cycles; i++ {
-		p, err := New(sim, cfg)
+		p, err := pipeline.New(dev, cfg)
 		require.NoError(t, err)
 		if _, err := p.Run(context.Background(), job); err != nil {
 			t.Fatal(err)
@@ -226,25 +227,25 @@ func TestLeaksManyRuns(t *testing.T) {
 	require.NoError(t, verifySeed(in, out, 0))
 	settle(before)
 	t.Logf("RELIABILITY: sim leaks after %d runs and %d open/run/close cycles: live objects %v, goroutines %+d",
-		runs, cycles, sim.Live(), runtime.NumGoroutine()-before)
-	assert.Empty(t, sim.Live())
-	assert.Empty(t, sim.Hazards())
+		runs, cycles, dev.Live(), runtime.NumGoroutine()-before)
+	assert.Empty(t, dev.Live())
+	assert.Empty(t, dev.Hazards())
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
 }
 
 // TestConcurrentPipelinesOnSim runs 16 goroutines, each with its own
 // pipeline, chunk size and kernel, on one simulator.
 func TestConcurrentPipelinesOnSim(t *testing.T) {
-	sim := NewSim(3, time.Microsecond)
+	dev := sim.New(3, time.Microsecond)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g := 0; g < 16; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			c := simCase{n: 300 + 37*g, chunk: 5 + g, slots: 2 + g%3, streams: 1 + g%2, mode: HostMode(1 + g%3), kernel: []string{"seed", "saxpy", "lerp"}[g%3]}
-			job, want, got := jobFor(t, c, sim, c.mode == HostPinned)
-			p, err := New(sim, configFor(c))
+			c := simCase{n: 300 + 37*g, chunk: 5 + g, slots: 2 + g%3, streams: 1 + g%2, mode: pipeline.HostMode(1 + g%3), kernel: []string{"seed", "saxpy", "lerp"}[g%3]}
+			job, want, got := jobFor(t, c, dev, c.mode == pipeline.HostPinned)
+			p, err := pipeline.New(dev, configFor(c))
 			if err != nil {
 				errs <- err
 				return
@@ -270,5 +271,5 @@ func TestConcurrentPipelinesOnSim(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }

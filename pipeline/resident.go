@@ -28,13 +28,6 @@ type residentParams struct {
 
 func (r *residentParams) close() error { return closeAll(r.mems) }
 
-// memoryReporter is a backend that says how much of its device's memory
-// is free: the GPU (cuMemGetInfo) and the simulator (its profile's
-// device memory, less what is allocated).
-type memoryReporter interface {
-	freeMemory() (free, total int64, err error)
-}
-
 // ready makes k runnable on p's device before a run issues anything: its
 // parameters resident (uploaded now if they are not, synchronously), and
 // every slot's scratch buffers large enough. It returns the time the
@@ -105,11 +98,11 @@ func (p *Pipeline) paramsOf(k *Kernel) (*residentParams, time.Duration, error) {
 // paramsFit checks that k's parameters, total bytes, fit in the device's
 // free memory, where the backend says how much that is.
 func (p *Pipeline) paramsFit(k *Kernel, total int64) error {
-	mr, ok := p.b.(memoryReporter)
+	mr, ok := p.b.(MemoryReporter)
 	if !ok {
 		return nil
 	}
-	free, _, err := mr.freeMemory()
+	free, _, err := mr.FreeMemory()
 	if err != nil {
 		return fmt.Errorf("pipeline: kernel %s: reading the device's free memory: %w", k.Name, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -99,7 +98,7 @@ func (p *Pipeline) resolve(job Job) (*plan, error) {
 // resolveInto is resolve into pl, whose source lists it reuses, with rep
 // as the plan's report: Run resolves into the pipeline's own plan, so
 // that a small job allocates nothing but its report, and RunInto not even
-// that (issue 14).
+// that (bench/RESULTS.md, "Small jobs without allocations").
 func (p *Pipeline) resolveInto(pl *plan, job Job, rep *Report) error {
 	mode := job.Host
 	if mode == HostAuto {
@@ -229,7 +228,7 @@ func (p *Pipeline) Run(ctx context.Context, job Job) (*Report, error) {
 
 // RunInto is Run writing its report into rep, which it overwrites: for a
 // caller that runs many small jobs and keeps no report, a job of one
-// chunk on pinned memory then allocates nothing on a GPU (issue 14),
+// chunk on pinned memory then allocates nothing on a GPU,
 // unless the pipeline pins its issuing thread to the GPU's CPUs (see
 // GPU). When Run would return no report, rep holds only the job's shape;
 // a job of no elements under a cancelled ctx gets its report and
@@ -268,11 +267,8 @@ func (p *Pipeline) run(ctx context.Context, job Job, rep *Report) (bool, error) 
 	if p.closed {
 		return false, p.closedErr()
 	}
-	start := p.now()
-	if t := trackerOf(p.b); t != nil {
-		start = p.runBegin(t)
-		defer p.runEnd(t)
-	}
+	start := p.runBegin()
+	defer p.runEnd()
 	if job.N == 0 {
 		*rep = Report{Backend: p.b.Name(), Mode: job.Host, ChunkElems: p.cfg.ChunkElems, Elapsed: p.now() - start}
 		return true, ctx.Err()
@@ -322,13 +318,10 @@ func (p *Pipeline) closedErr() error {
 	return ErrClosed
 }
 
-// runState coordinates the issuing goroutine with the staging goroutines.
-// On a backend that tracks host goroutines (the simulator), every handoff
-// is also reported to it (hostsync.go).
+// runState coordinates the issuing goroutine with the staging goroutines,
+// through its handoff (mu guards everything here).
 type runState struct {
-	mu        sync.Mutex
-	cond      sync.Cond // on mu
-	stop      bool
+	handoff
 	err       error // first failure
 	staged    int   // chunks whose inputs are in their pinned slots
 	h2dIssued int   // chunks whose H2D copies are queued
@@ -337,33 +330,24 @@ type runState struct {
 	// chunkOf[i] is the job chunk that the device's i-th chunk is, or -1
 	// past the last, when the chunks come from a group's queue.
 	chunkOf    []int
-	spawned    int // goroutines started
-	exited     int // goroutines ended
 	hostSpans  []Span
 	hostOrigin time.Duration
 	clock      func() time.Duration
-
-	hs      hostTracker
-	toks    map[*int][]hostToken // toks[counter][v-1]: the clock that made it v
-	waiters []rsWaiter
 }
 
 func newRunState(p *Pipeline) *runState {
-	rs := &runState{hs: trackerOf(p.b), clock: p.now}
-	if rs.hs != nil {
-		rs.toks = map[*int][]hostToken{}
-	}
-	rs.cond.L = &rs.mu
+	rs := &runState{clock: p.now}
+	rs.init(p.b, 0)
 	return rs
 }
 
 // runStateFor returns the state of a run of p. A GPU run without a
 // cancellation watch reuses the pipeline's own, reset, so that a small
-// job allocates none (issue 14): nothing can reach it once the run
-// returns. A watched run gets a new one, since the watch may still be
-// running when the run returns, and so does a run on the simulator, whose
-// host clocks hold on to it. p.mu held (or, for a group's pipeline, the
-// group's mu, which orders its runs).
+// job allocates none: nothing can reach it once the run returns. A
+// watched run gets a new one, since the watch may still be running when
+// the run returns, and so does a run on a HostTracker, whose host clocks
+// hold on to it. p.mu held (or, for a group's pipeline, the group's mu,
+// which orders its runs).
 func (p *Pipeline) runStateFor(watched bool) *runState {
 	if watched || trackerOf(p.b) != nil {
 		return newRunState(p)
@@ -371,12 +355,11 @@ func (p *Pipeline) runStateFor(watched bool) *runState {
 	rs := &p.runState
 	if rs.clock == nil {
 		rs.clock = p.now
-		rs.cond.L = &rs.mu
 	}
-	rs.stop, rs.err = false, nil
+	rs.init(p.b, 0)
+	rs.err = nil
 	rs.staged, rs.h2dIssued, rs.d2hIssued, rs.unstaged = 0, 0, 0, 0
 	rs.chunkOf = rs.chunkOf[:0]
-	rs.spawned, rs.exited = 0, 0
 	rs.hostSpans = rs.hostSpans[:0]
 	rs.hostOrigin = 0
 	return rs
@@ -387,39 +370,7 @@ func (r *runState) fail(err error) {
 	if r.err == nil {
 		r.err = err
 	}
-	r.stop = true
-	r.releaseAll()
-	r.cond.Broadcast()
-	r.mu.Unlock()
-}
-
-// waitFor blocks until *counter > c or the run stops; false means stopped.
-func (r *runState) waitFor(counter *int, c int) bool {
-	r.mu.Lock()
-	if r.hs != nil && *counter <= c && !r.stop {
-		r.waiters = append(r.waiters, rsWaiter{counter: counter, c: c, a: r.hs.hostBlock()})
-	}
-	for *counter <= c && !r.stop {
-		r.cond.Wait()
-	}
-	ok := *counter > c
-	var tok *hostToken
-	if ok && r.hs != nil {
-		t := r.toks[counter][c]
-		tok = &t
-	}
-	r.mu.Unlock()
-	if tok != nil {
-		r.hs.hostJoin(*tok)
-	}
-	return ok
-}
-
-func (r *runState) advance(counter *int, to int) {
-	r.mu.Lock()
-	*counter = to
-	r.publish(counter, to)
-	r.cond.Broadcast()
+	r.stopLocked()
 	r.mu.Unlock()
 }
 
@@ -428,13 +379,6 @@ func (r *runState) span(c int, st Stage, lane string, t0 time.Duration) {
 	r.mu.Lock()
 	r.hostSpans = append(r.hostSpans, Span{Chunk: c, Stage: st, Lane: lane, Start: t0 - r.hostOrigin, End: end - r.hostOrigin})
 	r.mu.Unlock()
-}
-
-// stopping reports whether the run is stopping.
-func (r *runState) stopping() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stop
 }
 
 // take is the job chunk that the device runs as its i-th, or -1 when there
@@ -528,9 +472,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		rs.waitFor(&rs.unstaged, issued-1)
 	}
 	rs.mu.Lock()
-	rs.stop = true
-	rs.releaseAll()
-	rs.cond.Broadcast()
+	rs.stopLocked()
 	rs.mu.Unlock()
 	rs.join()
 
@@ -560,7 +502,8 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 // executeSingle runs a job of one chunk with nothing staged and nothing
 // timed (see execute): one goroutine issues it on one stream and waits for
 // that stream, so it needs no run state, no watch and no join, which a
-// small job would otherwise pay for (issue 14). Its host never waits
+// small job would otherwise pay for (bench/RESULTS.md, "Direct calls,
+// and a one-chunk job without run state"). Its host never waits
 // before the drain, so a cancellation has nobody to wake; one while the
 // job ran is reported after the drain, as a watched run reports it.
 func (p *Pipeline) executeSingle(ctx context.Context, pl *plan) error {
@@ -601,7 +544,7 @@ func singleIssuerOf(b Backend) (Issuer, error) {
 // three-stream schedule (issue) gains nothing on one chunk, and a small
 // job's time is its driver calls: this makes one copy per buffer and a
 // launch, where issue adds three event records and two waits, and the
-// drain then synchronises one stream instead of all of them (issue 14).
+// drain then synchronises one stream instead of all of them.
 // The run before has drained, so no slot is still in use.
 func (p *Pipeline) issueSingle(pl *plan, iss Issuer) error {
 	s := p.comp[0]
@@ -664,9 +607,6 @@ func (p *Pipeline) drain() error {
 // returns how many chunks it issued.
 func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedIn, stagedOut bool) (int, error) {
 	S := p.cfg.Slots
-	// The chunk's slices are reused from run to run (Launch may not keep
-	// them): a small job allocates none.
-	chunk := &p.chunk
 	for i := 0; ; i++ {
 		if rs.stopping() {
 			return i, nil
@@ -704,91 +644,118 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 			return i, nil
 		}
 		off, n := p.chunkBounds(pl, c)
-		fail := func(st Stage, err error) error { return &StageError{Chunk: c, Stage: st, Err: err} }
-
-		// H2D
-		if i >= S && !p.skipWAR {
-			if err := iss.Wait(p.h2d, p.compDone[s]); err != nil {
-				return i, fail(StageH2D, err)
-			}
-		}
-		if err := tm.mark(iss, p.h2d, c, StageH2D, 0); err != nil {
-			return i, fail(StageH2D, err)
-		}
-		for j, src := range pl.ins {
-			var err error
-			bytes := n * src.elem
-			if src.staged() {
-				err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, p.sin[s][j], 0, bytes)
-			} else {
-				err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, src.mem, off*src.elem, bytes)
-			}
-			if err != nil {
-				return i, fail(StageH2D, err)
-			}
-		}
-		if err := tm.mark(iss, p.h2d, c, StageH2D, 1); err != nil {
-			return i, fail(StageH2D, err)
-		}
-		if err := iss.Record(p.h2dDone[s], p.h2d); err != nil {
-			return i, fail(StageH2D, err)
+		at := issueAt{i: i, c: c, s: s, k: k, off: off, n: n}
+		if err := p.issueH2D(pl, iss, tm, at); err != nil {
+			return i, &StageError{Chunk: c, Stage: StageH2D, Err: err}
 		}
 		rs.advance(&rs.h2dIssued, i+1)
-
-		// compute
-		cs := p.comp[k]
-		if err := iss.Wait(cs, p.h2dDone[s]); err != nil {
-			return i, fail(StageCompute, err)
+		if err := p.issueCompute(pl, iss, tm, at); err != nil {
+			return i, &StageError{Chunk: c, Stage: StageCompute, Err: err}
 		}
-		if i >= S && !p.skipWAR {
-			if err := iss.Wait(cs, p.d2hDone[s]); err != nil {
-				return i, fail(StageCompute, err)
-			}
-		}
-		if err := tm.mark(iss, cs, c, StageCompute, 0); err != nil {
-			return i, fail(StageCompute, err)
-		}
-		p.fillChunk(chunk, c, s, off, n)
-		if err := iss.Launch(cs, pl.job.Kernel, *chunk); err != nil {
-			return i, fail(StageCompute, err)
-		}
-		if err := tm.mark(iss, cs, c, StageCompute, 1); err != nil {
-			return i, fail(StageCompute, err)
-		}
-		if err := iss.Record(p.compDone[s], cs); err != nil {
-			return i, fail(StageCompute, err)
-		}
-
-		// D2H
+		// The D2H into a staging slot waits, on the host, until the
+		// stage-out goroutine has emptied it (chunk i - Slots).
 		if stagedOut && i >= S && !p.skipUnstaged && !rs.waitFor(&rs.unstaged, i-S) {
 			return i, nil
 		}
-		if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
-			return i, fail(StageD2H, err)
-		}
-		if err := tm.mark(iss, p.d2h, c, StageD2H, 0); err != nil {
-			return i, fail(StageD2H, err)
-		}
-		for j, dst := range pl.outs {
-			var err error
-			bytes := n * dst.elem
-			if dst.staged() {
-				err = iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j], 0, bytes)
-			} else {
-				err = iss.CopyToHost(p.d2h, dst.mem, off*dst.elem, p.dout[s][j], 0, bytes)
-			}
-			if err != nil {
-				return i, fail(StageD2H, err)
-			}
-		}
-		if err := tm.mark(iss, p.d2h, c, StageD2H, 1); err != nil {
-			return i, fail(StageD2H, err)
-		}
-		if err := iss.Record(p.d2hDone[s], p.d2h); err != nil {
-			return i, fail(StageD2H, err)
+		if err := p.issueD2H(pl, iss, tm, at); err != nil {
+			return i, &StageError{Chunk: c, Stage: StageD2H, Err: err}
 		}
 		rs.advance(&rs.d2hIssued, i+1)
 	}
+}
+
+// issueAt is where issue is: the device's i-th chunk, job chunk c, its
+// slot s and compute stream k, and its elements [off, off+n).
+type issueAt struct{ i, c, s, k, off, n int }
+
+// issueH2D issues chunk at's H2D phase: wait compDone[s] (i ≥ Slots: the
+// kernel that last read din[s]), copy the inputs, record h2dDone[s].
+func (p *Pipeline) issueH2D(pl *plan, iss Issuer, tm *timing, at issueAt) error {
+	i, c, s, off, n := at.i, at.c, at.s, at.off, at.n
+	S := p.cfg.Slots
+	if i >= S && !p.skipWAR {
+		if err := iss.Wait(p.h2d, p.compDone[s]); err != nil {
+			return err
+		}
+	}
+	if err := tm.mark(iss, p.h2d, c, StageH2D, 0); err != nil {
+		return err
+	}
+	for j, src := range pl.ins {
+		var err error
+		bytes := n * src.elem
+		if src.staged() {
+			err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, p.sin[s][j], 0, bytes)
+		} else {
+			err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, src.mem, off*src.elem, bytes)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := tm.mark(iss, p.h2d, c, StageH2D, 1); err != nil {
+		return err
+	}
+	return iss.Record(p.h2dDone[s], p.h2d)
+}
+
+// issueCompute issues chunk at's compute phase on its compute stream:
+// wait h2dDone[s]; wait d2hDone[s] (i ≥ Slots: the D2H that last read
+// dout[s]); launch; record compDone[s].
+func (p *Pipeline) issueCompute(pl *plan, iss Issuer, tm *timing, at issueAt) error {
+	i, c, s, off, n := at.i, at.c, at.s, at.off, at.n
+	S := p.cfg.Slots
+	// The chunk's slices are reused from run to run (Launch may not keep
+	// them): a small job allocates none.
+	chunk := &p.chunk
+	cs := p.comp[at.k]
+	if err := iss.Wait(cs, p.h2dDone[s]); err != nil {
+		return err
+	}
+	if i >= S && !p.skipWAR {
+		if err := iss.Wait(cs, p.d2hDone[s]); err != nil {
+			return err
+		}
+	}
+	if err := tm.mark(iss, cs, c, StageCompute, 0); err != nil {
+		return err
+	}
+	p.fillChunk(chunk, c, s, off, n)
+	if err := iss.Launch(cs, pl.job.Kernel, *chunk); err != nil {
+		return err
+	}
+	if err := tm.mark(iss, cs, c, StageCompute, 1); err != nil {
+		return err
+	}
+	return iss.Record(p.compDone[s], cs)
+}
+
+// issueD2H issues chunk at's D2H phase: wait compDone[s], copy the
+// outputs, record d2hDone[s].
+func (p *Pipeline) issueD2H(pl *plan, iss Issuer, tm *timing, at issueAt) error {
+	c, s, off, n := at.c, at.s, at.off, at.n
+	if err := iss.Wait(p.d2h, p.compDone[s]); err != nil {
+		return err
+	}
+	if err := tm.mark(iss, p.d2h, c, StageD2H, 0); err != nil {
+		return err
+	}
+	for j, dst := range pl.outs {
+		var err error
+		bytes := n * dst.elem
+		if dst.staged() {
+			err = iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j], 0, bytes)
+		} else {
+			err = iss.CopyToHost(p.d2h, dst.mem, off*dst.elem, p.dout[s][j], 0, bytes)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := tm.mark(iss, p.d2h, c, StageD2H, 1); err != nil {
+		return err
+	}
+	return iss.Record(p.d2hDone[s], p.d2h)
 }
 
 // roomFor waits until the device has room to take its i-th chunk from a
@@ -838,9 +805,7 @@ func (p *Pipeline) fillChunk(chunk *Chunk, c, s, off, n int) {
 // device of a group it takes the chunks from the queue, as it is the first
 // to need them, and ends the device's run with the queue.
 func (p *Pipeline) stageIn(pl *plan, rs *runState) {
-	if rs.hs != nil {
-		rs.hs.hostStager()
-	}
+	rs.stager()
 	S := p.cfg.Slots
 	for i := 0; pl.queue != nil || i < pl.chunks; i++ {
 		s := i % S
@@ -862,9 +827,7 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 			rs.advance(&rs.staged, i+1) // the issuer reads the end
 			return
 		}
-		if rs.hs != nil {
-			rs.hs.hostStagingChunk()
-		}
+		rs.stagingChunk()
 		t0 := rs.clock()
 		off, n := p.chunkBounds(pl, c)
 		for j, src := range pl.ins {
@@ -886,9 +849,7 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 // stageOut copies each chunk's outputs from its slot's pinned buffers into
 // the Go slices, once its D2H has completed.
 func (p *Pipeline) stageOut(pl *plan, rs *runState) {
-	if rs.hs != nil {
-		rs.hs.hostStager()
-	}
+	rs.stager()
 	S := p.cfg.Slots
 	for i := 0; ; i++ {
 		s := i % S
@@ -903,9 +864,7 @@ func (p *Pipeline) stageOut(pl *plan, rs *runState) {
 			rs.fail(&StageError{Chunk: c, Stage: StageOut, Err: err})
 			return
 		}
-		if rs.hs != nil {
-			rs.hs.hostStagingChunk()
-		}
+		rs.stagingChunk()
 		t0 := rs.clock()
 		off, n := p.chunkBounds(pl, c)
 		for j, dst := range pl.outs {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -66,13 +67,13 @@ func TestStreamRefusesOutputThatIsInput(t *testing.T) {
 		}, "pipeline: stream job: in.f32 and out.f32: stat in.f32: file already closed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, sim := streamPipeline(t, 28, 16, 1)
+			p, dev := streamPipeline(t, 28, 16, 1)
 			ins, outs := tc.job(t)
 			rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: ins, Outputs: outs, Kernel: seedKernel(nil, streamIters),
 				InputNames: []string{"in.f32"}, OutputNames: []string{"out.f32"}})
 			assert.EqualError(t, err, tc.want)
 			assert.Nil(t, rep)
-			assert.Zero(t, sim.Count("copy"), "nothing was run")
+			assert.Zero(t, dev.Count("copy"), "nothing was run")
 			got, err := os.ReadFile("in.f32")
 			require.NoError(t, err)
 			assert.True(t, bytes.Equal(data, got), "the input is intact")
@@ -87,10 +88,10 @@ func TestStreamRefusesOutputThatIsInput(t *testing.T) {
 	}
 
 	t.Run("two outputs, one file", func(t *testing.T) {
-		sim := pipeline.NewSim(28, 0)
+		dev := sim.New(28, 0)
 		cfg := pipeline.Float32Config(1, 2)
 		cfg.ChunkElems = 16
-		p, err := pipeline.New(sim, cfg)
+		p, err := pipeline.New(dev, cfg)
 		require.NoError(t, err)
 		defer p.Close()
 		out := open(t, "out.f32", os.O_WRONLY|os.O_CREATE)

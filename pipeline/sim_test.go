@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,7 +22,7 @@ import (
 // simCase is one randomised configuration.
 type simCase struct {
 	n, chunk, slots, streams int
-	mode                     HostMode
+	mode                     pipeline.HostMode
 	kernel                   string
 }
 
@@ -31,12 +32,12 @@ func (c simCase) String() string {
 
 // jobFor builds the job and the expected output for c, with inputs from
 // the standard pattern.
-func jobFor(t testing.TB, c simCase, sim *Sim, pinned bool) (Job, []float32, func() []float32) {
+func jobFor(t testing.TB, c simCase, dev *sim.Sim, pinned bool) (pipeline.Job, []float32, func() []float32) {
 	ins := 1
 	if c.kernel != "seed" {
 		ins = 2
 	}
-	var kernel *Kernel
+	var kernel *pipeline.Kernel
 	switch c.kernel {
 	case "seed":
 		kernel = seedKernel(nil, 3)
@@ -51,35 +52,35 @@ func jobFor(t testing.TB, c simCase, sim *Sim, pinned bool) (Job, []float32, fun
 		kernels.FillPattern(inputs[i], i*1000)
 	}
 	want := make([]float32, c.n)
-	hc := HostChunk{N: c.n, Outputs: [][]byte{driver.Bytes(want)}}
+	hc := pipeline.HostChunk{N: c.n, Outputs: [][]byte{driver.Bytes(want)}}
 	for _, in := range inputs {
 		hc.Inputs = append(hc.Inputs, driver.Bytes(in))
 	}
 	if c.n > 0 {
 		kernel.CPU(hc)
 	}
-	job := Job{N: c.n, Kernel: kernel}
-	var outMem HostMemory
+	job := pipeline.Job{N: c.n, Kernel: kernel}
+	var outMem pipeline.HostMemory
 	out := make([]float32, c.n)
 	for _, in := range inputs {
 		if pinned && c.n > 0 {
-			h, err := sim.AllocPinned(c.n * 4)
+			h, err := dev.AllocPinned(c.n * 4)
 			require.NoError(t, err)
 			copy(h.Bytes(), driver.Bytes(in))
 			t.Cleanup(func() { h.Close() })
-			job.Inputs = append(job.Inputs, Pinned(h))
+			job.Inputs = append(job.Inputs, pipeline.Pinned(h))
 		} else {
-			job.Inputs = append(job.Inputs, Slice(in))
+			job.Inputs = append(job.Inputs, pipeline.Slice(in))
 		}
 	}
 	if pinned && c.n > 0 {
-		h, err := sim.AllocPinned(c.n * 4)
+		h, err := dev.AllocPinned(c.n * 4)
 		require.NoError(t, err)
 		t.Cleanup(func() { h.Close() })
 		outMem = h
-		job.Outputs = []Buffer{Pinned(h)}
+		job.Outputs = []pipeline.Buffer{pipeline.Pinned(h)}
 	} else {
-		job.Outputs = []Buffer{Slice(out)}
+		job.Outputs = []pipeline.Buffer{pipeline.Slice(out)}
 	}
 	got := func() []float32 {
 		if outMem != nil {
@@ -90,10 +91,10 @@ func jobFor(t testing.TB, c simCase, sim *Sim, pinned bool) (Job, []float32, fun
 	return job, want, got
 }
 
-func configFor(c simCase) Config {
-	cfg := Float32Config(1, 1)
+func configFor(c simCase) pipeline.Config {
+	cfg := pipeline.Float32Config(1, 1)
 	if c.kernel != "seed" {
-		cfg = Float32Config(2, 1)
+		cfg = pipeline.Float32Config(2, 1)
 	}
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = c.chunk, c.slots, c.streams, c.mode
 	return cfg
@@ -104,7 +105,7 @@ func randomCase(r *rand.Rand) simCase {
 		chunk:   1 + r.IntN(64),
 		slots:   2 + r.IntN(4),
 		kernel:  []string{"seed", "saxpy", "lerp"}[r.IntN(3)],
-		mode:    HostMode(r.IntN(4)),
+		mode:    pipeline.HostMode(r.IntN(4)),
 		streams: 1,
 	}
 	c.streams = 1 + r.IntN(c.slots)
@@ -141,10 +142,10 @@ func TestSimRandomConfigs(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < cases; i++ {
 		c := randomCase(r)
-		sim := NewSim(uint64(i), time.Duration(r.IntN(3))*time.Microsecond)
-		pinned := c.mode == HostPinned
-		job, want, got := jobFor(t, c, sim, pinned)
-		p, err := New(sim, configFor(c))
+		dev := sim.New(uint64(i), time.Duration(r.IntN(3))*time.Microsecond)
+		pinned := c.mode == pipeline.HostPinned
+		job, want, got := jobFor(t, c, dev, pinned)
+		p, err := pipeline.New(dev, configFor(c))
 		require.NoError(t, err, c.String())
 		runs := 1 + r.IntN(2)
 		for k := 0; k < runs; k++ {
@@ -154,10 +155,10 @@ func TestSimRandomConfigs(t *testing.T) {
 			assert.Equal(t, (c.n+c.chunk-1)/c.chunk, rep.Chunks)
 		}
 		require.NoError(t, p.Close())
-		if h := sim.Hazards(); len(h) > 0 {
+		if h := dev.Hazards(); len(h) > 0 {
 			t.Fatalf("%s: %d hazards, first: %s", c, len(h), h[0])
 		}
-		live := sim.Live()
+		live := dev.Live()
 		if pinned && c.n > 0 {
 			assert.LessOrEqual(t, live["pinned"], 3, "only the test's own pinned buffers remain")
 			delete(live, "pinned")
@@ -170,34 +171,34 @@ func TestSimRandomConfigs(t *testing.T) {
 // staging buffers refilled by a host copy with no wait for the H2D copy
 // that last read them. The detector must report it.
 func TestSimCatchesLectureHazard(t *testing.T) {
-	sim := NewSim(7, 20*time.Microsecond)
+	dev := sim.New(7, 20*time.Microsecond)
 	const chunk, chunks = 64, 16
-	var streams []Stream
-	var staging, stagingOut []PinnedMem
-	var din, dout []DeviceMem
+	var streams []pipeline.Stream
+	var staging, stagingOut []pipeline.PinnedMem
+	var din, dout []pipeline.DeviceMem
 	for s := 0; s < 2; s++ {
-		st, err := sim.NewStream()
+		st, err := dev.NewStream()
 		require.NoError(t, err)
 		streams = append(streams, st)
-		h, _ := sim.AllocPinned(chunk * 4)
+		h, _ := dev.AllocPinned(chunk * 4)
 		staging = append(staging, h)
-		h2, _ := sim.AllocPinned(chunk * 4)
+		h2, _ := dev.AllocPinned(chunk * 4)
 		stagingOut = append(stagingOut, h2)
-		d, _ := sim.AllocDevice(chunk * 4)
+		d, _ := dev.AllocDevice(chunk * 4)
 		din = append(din, d)
-		d2, _ := sim.AllocDevice(chunk * 4)
+		d2, _ := dev.AllocDevice(chunk * 4)
 		dout = append(dout, d2)
 	}
 	in := make([]float32, chunk*chunks)
 	kernels.FillPattern(in, 0)
-	iss, _ := sim.Issuer()
+	iss, _ := dev.Issuer()
 	k := seedKernel(nil, 1)
 	for c := 0; c < chunks; c++ {
 		s := c % 2
 		// Serial host copy into the staging buffer: no wait for the H2D of chunk c-2.
-		require.NoError(t, sim.StageIn(staging[s], 0, driver.Bytes(in[c*chunk:(c+1)*chunk])))
+		require.NoError(t, dev.StageIn(staging[s], 0, driver.Bytes(in[c*chunk:(c+1)*chunk])))
 		require.NoError(t, iss.CopyToDevice(streams[s], din[s], 0, staging[s], 0, chunk*4))
-		require.NoError(t, iss.Launch(streams[s], k, Chunk{Index: c, N: chunk,
+		require.NoError(t, iss.Launch(streams[s], k, pipeline.Chunk{Index: c, N: chunk,
 			Inputs: []driver.DevicePtr{din[s].Ptr()}, InBytes: []int{chunk * 4},
 			Outputs: []driver.DevicePtr{dout[s].Ptr()}, OutBytes: []int{chunk * 4}}))
 		require.NoError(t, iss.CopyToHost(streams[s], stagingOut[s], 0, dout[s], 0, chunk*4))
@@ -205,7 +206,7 @@ func TestSimCatchesLectureHazard(t *testing.T) {
 	for _, st := range streams {
 		require.NoError(t, st.Synchronize())
 	}
-	hz := sim.Hazards()
+	hz := dev.Hazards()
 	require.NotEmpty(t, hz, "the lecture's schedule has a write-after-read hazard; the detector must see it")
 	assert.Contains(t, hz[0].String(), "host stage-in")
 	assert.Contains(t, hz[0].String(), "H2D copy")
@@ -217,16 +218,16 @@ func TestSimCatchesLectureHazard(t *testing.T) {
 func TestSimCatchesMissingWARWait(t *testing.T) {
 	found := 0
 	for seed := uint64(0); seed < 20; seed++ {
-		sim := NewSim(seed, 30*time.Microsecond)
-		c := simCase{n: 64 * 20, chunk: 64, slots: 2, streams: 2, mode: HostPinned, kernel: "seed"}
-		job, _, _ := jobFor(t, c, sim, true)
-		p, err := New(sim, configFor(c))
+		dev := sim.New(seed, 30*time.Microsecond)
+		c := simCase{n: 64 * 20, chunk: 64, slots: 2, streams: 2, mode: pipeline.HostPinned, kernel: "seed"}
+		job, _, _ := jobFor(t, c, dev, true)
+		p, err := pipeline.New(dev, configFor(c))
 		require.NoError(t, err)
-		SetSkipWAR(p, true)
+		pipeline.SetSkipWAR(p, true)
 		_, err = p.Run(context.Background(), job)
 		require.NoError(t, err)
 		require.NoError(t, p.Close())
-		if len(sim.Hazards()) > 0 {
+		if len(dev.Hazards()) > 0 {
 			found++
 		}
 	}
@@ -234,15 +235,15 @@ func TestSimCatchesMissingWARWait(t *testing.T) {
 }
 
 func TestSimZeroAndSingle(t *testing.T) {
-	sim := NewSim(1, 0)
-	p, err := New(sim, Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
+	dev := sim.New(1, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer p.Close()
-	rep, err := p.Run(context.Background(), Job{N: 0, Kernel: seedKernel(nil, 1), Inputs: []Buffer{{}}, Outputs: []Buffer{{}}})
+	rep, err := p.Run(context.Background(), pipeline.Job{N: 0, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{{}}, Outputs: []pipeline.Buffer{{}}})
 	require.NoError(t, err)
 	assert.Equal(t, 0, rep.Chunks)
 	in, out := []float32{0.5}, []float32{0}
-	rep, err = p.Run(context.Background(), Job{N: 1, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	rep, err = p.Run(context.Background(), pipeline.Job{N: 1, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err)
 	assert.Equal(t, 1, rep.Chunks)
 	assert.NoError(t, verifySeed(in, out, 1))
@@ -252,18 +253,18 @@ func TestSimZeroAndSingle(t *testing.T) {
 // overwriting the last one, and refuses a nil report or a bad job with
 // Run's errors, leaving only the job's shape.
 func TestRunInto(t *testing.T) {
-	sim := NewSim(1, 0)
-	cfg := Float32Config(1, 1)
+	dev := sim.New(1, 0)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Timing = 100, true
-	p, err := New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 250), make([]float32, 250)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 250, Kernel: seedKernel(nil, 1), Host: HostStaged, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: 250, Kernel: seedKernel(nil, 1), Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	want, err := p.Run(context.Background(), job)
 	require.NoError(t, err)
-	rep := Report{N: -1, Chunks: 99, Devices: []DeviceReport{{}}}
+	rep := pipeline.Report{N: -1, Chunks: 99, Devices: []pipeline.DeviceReport{{}}}
 	require.NoError(t, p.RunInto(context.Background(), job, &rep))
 	require.NoError(t, verifySeed(in, out, 1))
 	assert.Equal(t, want.Chunks, rep.Chunks)
@@ -279,7 +280,7 @@ func TestRunInto(t *testing.T) {
 	bad.Outputs = nil
 	err = p.RunInto(context.Background(), bad, &rep)
 	assert.EqualError(t, err, "pipeline: job has 0 outputs, the pipeline was built for 1")
-	assert.Equal(t, Report{Backend: want.Backend, N: 250, ChunkElems: 100}, rep, "a failed run leaves the job's shape")
+	assert.Equal(t, pipeline.Report{Backend: want.Backend, N: 250, ChunkElems: 100}, rep, "a failed run leaves the job's shape")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -291,7 +292,7 @@ func TestRunInto(t *testing.T) {
 // forgets the job when the run ends, so that a pipeline keeps no caller's
 // slices alive between runs (staged, so that no registration holds them).
 func TestRunKeepsNoJobMemory(t *testing.T) {
-	p, err := New(NewSim(1, 0), Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
+	p, err := pipeline.New(sim.New(1, 0), pipeline.Config{ChunkElems: 100, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer p.Close()
 	var freed atomic.Int32
@@ -299,7 +300,7 @@ func TestRunKeepsNoJobMemory(t *testing.T) {
 		in, out := make([]float32, 250), make([]float32, 250)
 		runtime.AddCleanup(&in[0], func(int) { freed.Add(1) }, 0)
 		runtime.AddCleanup(&out[0], func(int) { freed.Add(1) }, 0)
-		_, err := p.Run(context.Background(), Job{N: 250, Kernel: seedKernel(nil, 1), Host: HostStaged, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		_, err := p.Run(context.Background(), pipeline.Job{N: 250, Kernel: seedKernel(nil, 1), Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 		require.NoError(t, err)
 	}()
 	for end := time.Now().Add(2 * time.Second); freed.Load() < 2 && time.Now().Before(end); {
@@ -310,49 +311,49 @@ func TestRunKeepsNoJobMemory(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	sim := NewSim(1, 0)
+	dev := sim.New(1, 0)
 	cases := []struct {
-		cfg  Config
+		cfg  pipeline.Config
 		want string
 	}{
-		{Config{ChunkElems: -1, Outputs: []int{4}}, "pipeline: chunk size -1 elements: must be positive"},
-		{Config{Slots: 1, Outputs: []int{4}}, "pipeline: 1 slots: at least 2 are needed to overlap anything"},
-		{Config{Slots: 2, ComputeStreams: 3, Outputs: []int{4}}, "pipeline: 2 slots for 3 compute streams: each compute stream needs a slot"},
-		{Config{ComputeStreams: 100, Outputs: []int{4}}, "pipeline: 100 compute streams: want 1 to 64"},
-		{Config{}, "pipeline: the kernel needs at least one output"},
-		{Config{Outputs: []int{0}}, "pipeline: element size 0 bytes: want 1 to 1 MiB"},
-		{Config{Outputs: []int{4}, Host: HostMode(9)}, "pipeline: unknown host mode 9"},
-		{Config{ChunkElems: 1 << 62, Outputs: []int{8}}, "pipeline: chunk of 4611686018427387904 elements of 8 bytes is too large"},
+		{pipeline.Config{ChunkElems: -1, Outputs: []int{4}}, "pipeline: chunk size -1 elements: must be positive"},
+		{pipeline.Config{Slots: 1, Outputs: []int{4}}, "pipeline: 1 slots: at least 2 are needed to overlap anything"},
+		{pipeline.Config{Slots: 2, ComputeStreams: 3, Outputs: []int{4}}, "pipeline: 2 slots for 3 compute streams: each compute stream needs a slot"},
+		{pipeline.Config{ComputeStreams: 100, Outputs: []int{4}}, "pipeline: 100 compute streams: want 1 to 64"},
+		{pipeline.Config{}, "pipeline: the kernel needs at least one output"},
+		{pipeline.Config{Outputs: []int{0}}, "pipeline: element size 0 bytes: want 1 to 1 MiB"},
+		{pipeline.Config{Outputs: []int{4}, Host: pipeline.HostMode(9)}, "pipeline: unknown host mode 9"},
+		{pipeline.Config{ChunkElems: 1 << 62, Outputs: []int{8}}, "pipeline: chunk of 4611686018427387904 elements of 8 bytes is too large"},
 	}
 	for _, tc := range cases {
-		p, err := New(sim, tc.cfg)
+		p, err := pipeline.New(dev, tc.cfg)
 		assert.Nil(t, p)
 		assert.EqualError(t, err, tc.want)
 	}
-	_, err := New(nil, Config{Outputs: []int{4}})
+	_, err := pipeline.New(nil, pipeline.Config{Outputs: []int{4}})
 	assert.EqualError(t, err, "pipeline: nil Backend")
-	assert.Empty(t, sim.Live())
+	assert.Empty(t, dev.Live())
 }
 
 func TestJobErrors(t *testing.T) {
-	sim := NewSim(1, 0)
-	p, err := New(sim, Config{ChunkElems: 16, Inputs: []int{4}, Outputs: []int{4}})
+	dev := sim.New(1, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 16, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 100), make([]float32, 100)
 	k := seedKernel(nil, 1)
 	cases := []struct {
-		job  Job
+		job  pipeline.Job
 		want string
 	}{
-		{Job{N: 100, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}, "pipeline: job has no Kernel"},
-		{Job{N: -1, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}, "pipeline: -1 elements: must not be negative"},
-		{Job{N: 100, Kernel: k, Outputs: []Buffer{Slice(out)}}, "pipeline: job has 0 inputs, the pipeline was built for 1"},
-		{Job{N: 101, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}, "pipeline: input 0 holds 400 bytes, but 101 elements of 4 bytes need 404"},
-		{Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out[:10])}}, "pipeline: output 0 holds 40 bytes, but 100 elements of 4 bytes need 400"},
-		{Job{N: 100, Kernel: k, Inputs: []Buffer{{}}, Outputs: []Buffer{Slice(out)}}, "pipeline: input 0: set exactly one of Data and Pinned"},
-		{Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostPinned}, "pipeline: setup: host mode pinned needs every buffer in pinned memory; use staged or registered for Go slices"},
-		{Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostMode(-2)}, "pipeline: unknown host mode -2"},
+		{pipeline.Job{N: 100, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}, "pipeline: job has no Kernel"},
+		{pipeline.Job{N: -1, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}, "pipeline: -1 elements: must not be negative"},
+		{pipeline.Job{N: 100, Kernel: k, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}, "pipeline: job has 0 inputs, the pipeline was built for 1"},
+		{pipeline.Job{N: 101, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}, "pipeline: input 0 holds 400 bytes, but 101 elements of 4 bytes need 404"},
+		{pipeline.Job{N: 100, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out[:10])}}, "pipeline: output 0 holds 40 bytes, but 100 elements of 4 bytes need 400"},
+		{pipeline.Job{N: 100, Kernel: k, Inputs: []pipeline.Buffer{{}}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}, "pipeline: input 0: set exactly one of Data and Pinned"},
+		{pipeline.Job{N: 100, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}, Host: pipeline.HostPinned}, "pipeline: setup: host mode pinned needs every buffer in pinned memory; use staged or registered for Go slices"},
+		{pipeline.Job{N: 100, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}, Host: pipeline.HostMode(-2)}, "pipeline: unknown host mode -2"},
 	}
 	for _, tc := range cases {
 		rep, err := p.Run(context.Background(), tc.job)
@@ -360,56 +361,56 @@ func TestJobErrors(t *testing.T) {
 		assert.EqualError(t, err, tc.want)
 	}
 	// Still usable.
-	_, err = p.Run(context.Background(), Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	_, err = p.Run(context.Background(), pipeline.Job{N: 100, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
 	require.NoError(t, p.Close())
-	_, err = p.Run(context.Background(), Job{N: 100, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
-	assert.ErrorIs(t, err, ErrClosed)
-	_, err = ParseHostMode("sometimes")
+	_, err = p.Run(context.Background(), pipeline.Job{N: 100, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+	assert.ErrorIs(t, err, pipeline.ErrClosed)
+	_, err = pipeline.ParseHostMode("sometimes")
 	assert.EqualError(t, err, `pipeline: unknown host mode "sometimes" (want auto, pinned, staged, registered)`)
-	m, err := ParseHostMode("registered")
+	m, err := pipeline.ParseHostMode("registered")
 	require.NoError(t, err)
-	assert.Equal(t, HostRegistered, m)
+	assert.Equal(t, pipeline.HostRegistered, m)
 }
 
 func TestAutoModeAndRegistrationCache(t *testing.T) {
-	sim := NewSim(3, 0)
-	p, err := New(sim, Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
+	dev := sim.New(3, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	in, out := make([]float32, 1000), make([]float32, 1000)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 1000, Kernel: seedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: 1000, Kernel: seedKernel(nil, 2), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	rep, err := p.Run(context.Background(), job)
 	require.NoError(t, err)
-	assert.Equal(t, HostStaged, rep.Mode, "a slice seen once is staged")
+	assert.Equal(t, pipeline.HostStaged, rep.Mode, "a slice seen once is staged")
 	assert.Zero(t, p.Registered())
 	rep, err = p.Run(context.Background(), job)
 	require.NoError(t, err)
-	assert.Equal(t, HostRegistered, rep.Mode, "a slice seen again is registered")
+	assert.Equal(t, pipeline.HostRegistered, rep.Mode, "a slice seen again is registered")
 	assert.Equal(t, int64(8000), p.Registered())
-	assert.Equal(t, 2, sim.Live()["registered"])
+	assert.Equal(t, 2, dev.Live()["registered"])
 	rep, err = p.Run(context.Background(), job)
 	require.NoError(t, err)
-	assert.Equal(t, HostRegistered, rep.Mode)
+	assert.Equal(t, pipeline.HostRegistered, rep.Mode)
 	assert.Zero(t, rep.Register, "the cached registration is reused")
-	assert.Equal(t, 2, sim.Live()["registered"])
+	assert.Equal(t, 2, dev.Live()["registered"])
 	require.NoError(t, verifySeed(in, out, 2))
 	require.NoError(t, p.Unregister(driver.Bytes(in)))
 	assert.Equal(t, int64(4000), p.Registered())
 	require.NoError(t, p.Close())
-	assert.Empty(t, sim.Live())
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Live())
+	assert.Empty(t, dev.Hazards())
 }
 
 func TestRegistrationEviction(t *testing.T) {
-	sim := NewSim(3, 0)
-	p, err := New(sim, Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: HostRegistered, MaxRegistered: 10000})
+	dev := sim.New(3, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostRegistered, MaxRegistered: 10000})
 	require.NoError(t, err)
 	defer p.Close()
 	for i := 0; i < 5; i++ {
 		in, out := make([]float32, 1000), make([]float32, 1000)
-		_, err := p.Run(context.Background(), Job{N: 1000, Kernel: seedKernel(nil, 0), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+		_, err := p.Run(context.Background(), pipeline.Job{N: 1000, Kernel: seedKernel(nil, 0), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 		require.NoError(t, err)
 		assert.LessOrEqual(t, p.Registered(), int64(10000))
 	}
@@ -419,62 +420,62 @@ func TestRegistrationEviction(t *testing.T) {
 // real data, staged both ways, every chunk's spans come in the order the
 // schedule promises, on the virtual clock.
 func TestSimTimingSpans(t *testing.T) {
-	sim := NewSimHost(SimHostOptions{}).NewDevice(testProfile(t))
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(testProfile(t))
 	const chunk, slots = 256 << 10, 3
 	const n = 10*chunk + 1234
-	cfg := Config{ChunkElems: chunk, Slots: slots, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: HostStaged}
-	p, err := New(sim, cfg)
+	cfg := pipeline.Config{ChunkElems: chunk, Slots: slots, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: pipeline.HostStaged}
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 0)
-	rep, err := p.Run(context.Background(), Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	rep, err := p.Run(context.Background(), pipeline.Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err)
 	require.NoError(t, verifySeed(in, out, 1))
 	const chunks = (n + chunk - 1) / chunk
-	span := map[Stage][]Span{}
+	span := map[pipeline.Stage][]pipeline.Span{}
 	for _, s := range rep.Spans {
 		span[s.Stage] = append(span[s.Stage], s)
 		assert.Less(t, s.Start, s.End, "chunk %d %s takes time", s.Chunk, s.Stage)
 		assert.LessOrEqual(t, s.End, rep.Elapsed, "chunk %d %s ends within the run", s.Chunk, s.Stage)
 	}
-	at := func(st Stage, c int) Span {
+	at := func(st pipeline.Stage, c int) pipeline.Span {
 		for _, s := range span[st] {
 			if s.Chunk == c {
 				return s
 			}
 		}
 		t.Fatalf("no %s span for chunk %d", st, c)
-		return Span{}
+		return pipeline.Span{}
 	}
-	for _, st := range []Stage{StageIn, StageH2D, StageCompute, StageD2H, StageOut} {
+	for _, st := range []pipeline.Stage{pipeline.StageIn, pipeline.StageH2D, pipeline.StageCompute, pipeline.StageD2H, pipeline.StageOut} {
 		require.Len(t, span[st], chunks, st.String())
 	}
 	for c := 0; c < chunks; c++ {
 		// A chunk goes through its stages in order.
-		assert.LessOrEqual(t, at(StageIn, c).End, at(StageH2D, c).Start, "chunk %d: staged before its copy", c)
-		assert.LessOrEqual(t, at(StageH2D, c).End, at(StageCompute, c).Start, "chunk %d: copied before its kernel", c)
-		assert.LessOrEqual(t, at(StageCompute, c).End, at(StageD2H, c).Start, "chunk %d: computed before its copy back", c)
-		assert.LessOrEqual(t, at(StageD2H, c).End, at(StageOut, c).Start, "chunk %d: copied back before it is unstaged", c)
-		assert.Equal(t, fmt.Sprintf("compute %d", c%2), at(StageCompute, c).Lane, "chunk %d's kernel stream", c)
+		assert.LessOrEqual(t, at(pipeline.StageIn, c).End, at(pipeline.StageH2D, c).Start, "chunk %d: staged before its copy", c)
+		assert.LessOrEqual(t, at(pipeline.StageH2D, c).End, at(pipeline.StageCompute, c).Start, "chunk %d: copied before its kernel", c)
+		assert.LessOrEqual(t, at(pipeline.StageCompute, c).End, at(pipeline.StageD2H, c).Start, "chunk %d: computed before its copy back", c)
+		assert.LessOrEqual(t, at(pipeline.StageD2H, c).End, at(pipeline.StageOut, c).Start, "chunk %d: copied back before it is unstaged", c)
+		assert.Equal(t, fmt.Sprintf("compute %d", c%2), at(pipeline.StageCompute, c).Lane, "chunk %d's kernel stream", c)
 		if c == 0 {
 			continue
 		}
 		// One stream per direction: copies in chunk order, one at a time.
-		assert.LessOrEqual(t, at(StageH2D, c-1).End, at(StageH2D, c).Start, "H2D %d after H2D %d", c, c-1)
-		assert.LessOrEqual(t, at(StageD2H, c-1).End, at(StageD2H, c).Start, "D2H %d after D2H %d", c, c-1)
+		assert.LessOrEqual(t, at(pipeline.StageH2D, c-1).End, at(pipeline.StageH2D, c).Start, "H2D %d after H2D %d", c, c-1)
+		assert.LessOrEqual(t, at(pipeline.StageD2H, c-1).End, at(pipeline.StageD2H, c).Start, "D2H %d after D2H %d", c, c-1)
 		if c >= slots {
 			// A slot is refilled only after the kernel that read it, and
 			// its output rewritten only after the copy that read it.
-			assert.LessOrEqual(t, at(StageCompute, c-slots).End, at(StageH2D, c).Start, "H2D %d after kernel %d", c, c-slots)
-			assert.LessOrEqual(t, at(StageD2H, c-slots).End, at(StageCompute, c).Start, "kernel %d after D2H %d", c, c-slots)
-			assert.LessOrEqual(t, at(StageH2D, c-slots).End, at(StageIn, c).Start, "stage-in %d after H2D %d", c, c-slots)
+			assert.LessOrEqual(t, at(pipeline.StageCompute, c-slots).End, at(pipeline.StageH2D, c).Start, "H2D %d after kernel %d", c, c-slots)
+			assert.LessOrEqual(t, at(pipeline.StageD2H, c-slots).End, at(pipeline.StageCompute, c).Start, "kernel %d after D2H %d", c, c-slots)
+			assert.LessOrEqual(t, at(pipeline.StageH2D, c-slots).End, at(pipeline.StageIn, c).Start, "stage-in %d after H2D %d", c, c-slots)
 		}
 	}
 	// And the stages of different chunks overlap. (Here the host copies
 	// are the slowest stages, so each stage waits for its stage-in and
 	// the two GPU copies never meet.)
-	busy := func(a, b Stage) bool {
+	busy := func(a, b pipeline.Stage) bool {
 		for _, x := range span[a] {
 			for _, y := range span[b] {
 				if x.Chunk != y.Chunk && x.Start < y.End && y.Start < x.End {
@@ -484,7 +485,7 @@ func TestSimTimingSpans(t *testing.T) {
 		}
 		return false
 	}
-	for _, pair := range [][2]Stage{{StageIn, StageH2D}, {StageIn, StageCompute}, {StageIn, StageOut}, {StageOut, StageH2D}} {
+	for _, pair := range [][2]pipeline.Stage{{pipeline.StageIn, pipeline.StageH2D}, {pipeline.StageIn, pipeline.StageCompute}, {pipeline.StageIn, pipeline.StageOut}, {pipeline.StageOut, pipeline.StageH2D}} {
 		assert.True(t, busy(pair[0], pair[1]), "no %s ran during another chunk's %s", pair[0], pair[1])
 	}
 }
@@ -493,17 +494,17 @@ func TestSimFaultInjection(t *testing.T) {
 	injected := errors.New("injected failure")
 	for _, kind := range []string{"copy", "launch", "record", "wait"} {
 		for k := 1; k <= 12; k += 3 {
-			sim := NewSim(uint64(k), time.Microsecond)
-			p, err := New(sim, Config{ChunkElems: 10, Inputs: []int{4}, Outputs: []int{4}, Host: HostStaged})
+			dev := sim.New(uint64(k), time.Microsecond)
+			p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 10, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
 			require.NoError(t, err)
 			in, out := make([]float32, 95), make([]float32, 95)
 			kernels.FillPattern(in, 0)
-			job := Job{N: 95, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
-			sim.FailAt(kind, sim.Count(kind)+k, injected)
+			job := pipeline.Job{N: 95, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+			dev.FailAt(kind, dev.Count(kind)+k, injected)
 			_, err = p.Run(context.Background(), job)
 			require.Error(t, err, "%s #%d", kind, k)
 			assert.ErrorIs(t, err, injected)
-			var se *StageError
+			var se *pipeline.StageError
 			require.ErrorAs(t, err, &se)
 			assert.GreaterOrEqual(t, se.Chunk, 0)
 			assert.True(t, strings.HasPrefix(err.Error(), fmt.Sprintf("pipeline: chunk %d, ", se.Chunk)), err.Error())
@@ -512,18 +513,18 @@ func TestSimFaultInjection(t *testing.T) {
 			require.NoError(t, err, "%s #%d: run after failure", kind, k)
 			require.NoError(t, verifySeed(in, out, 1))
 			require.NoError(t, p.Close())
-			assert.Empty(t, sim.Live(), "%s #%d", kind, k)
-			assert.Empty(t, sim.Hazards())
+			assert.Empty(t, dev.Live(), "%s #%d", kind, k)
+			assert.Empty(t, dev.Hazards())
 		}
 	}
 	// Allocation failures in New leave nothing behind.
 	for k := 1; k <= 4; k++ {
-		sim := NewSim(1, 0)
-		sim.FailAt("alloc", k, injected)
-		_, err := New(sim, Config{Inputs: []int{4}, Outputs: []int{4}, ChunkElems: 8})
+		dev := sim.New(1, 0)
+		dev.FailAt("alloc", k, injected)
+		_, err := pipeline.New(dev, pipeline.Config{Inputs: []int{4}, Outputs: []int{4}, ChunkElems: 8})
 		assert.ErrorIs(t, err, injected)
 		assert.Contains(t, err.Error(), "pipeline: setup: ")
-		assert.Empty(t, sim.Live())
+		assert.Empty(t, dev.Live())
 	}
 }
 
@@ -536,11 +537,11 @@ func TestSimCancellation(t *testing.T) {
 		tries = 50
 	}
 	for i := 0; i < tries; i++ {
-		sim := NewSim(uint64(i), 5*time.Microsecond)
-		mode := []HostMode{HostStaged, HostRegistered, HostPinned}[i%3]
+		dev := sim.New(uint64(i), 5*time.Microsecond)
+		mode := []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered, pipeline.HostPinned}[i%3]
 		c := simCase{n: 600, chunk: 20, slots: 3, streams: 2, mode: mode, kernel: "seed"}
-		job, want, got := jobFor(t, c, sim, mode == HostPinned)
-		p, err := New(sim, configFor(c))
+		job, want, got := jobFor(t, c, dev, mode == pipeline.HostPinned)
+		p, err := pipeline.New(dev, configFor(c))
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(time.Duration(r.IntN(1500))*time.Microsecond, cancel)
@@ -558,10 +559,10 @@ func TestSimCancellation(t *testing.T) {
 		require.NoError(t, err)
 		checkExact(t, c, want, got())
 		require.NoError(t, p.Close())
-		live := sim.Live()
+		live := dev.Live()
 		delete(live, "pinned") // the test's own pinned buffers, closed by t.Cleanup
 		require.Empty(t, live)
-		require.Empty(t, sim.Hazards())
+		require.Empty(t, dev.Hazards())
 	}
 	t.Logf("%d of %d runs were cancelled mid-flight", canceled, tries)
 	assert.Greater(t, canceled, 0)
@@ -573,18 +574,18 @@ func TestSimCancellation(t *testing.T) {
 }
 
 func TestSynchronousAndStageTimesOnSim(t *testing.T) {
-	sim := NewSimHost(SimHostOptions{}).NewDevice(testProfile(t))
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(testProfile(t))
 	const chunk = 64 << 10
 	const n = 5*chunk + 1234
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.ComputeStreams = chunk, 1
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 0)
-	job := Job{N: n, Kernel: seedKernel(nil, 2), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
-	_, err := Synchronous(context.Background(), sim, cfg, job)
+	job := pipeline.Job{N: n, Kernel: seedKernel(nil, 2), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	_, err := pipeline.Synchronous(context.Background(), dev, cfg, job)
 	require.NoError(t, err)
 	require.NoError(t, verifySeed(in, out, 2))
-	p, err := New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	// Issue 10 (section 5): the stage times are each stage's own time. On
 	// the virtual clock a staged job's stages take what the profile says,
@@ -592,19 +593,19 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 	// host copies at the staging rate for their size, the copies at their fixed
 	// cost plus bytes over rate, each kernel its fixed cost plus its work;
 	// a device stage also pays its first call's issue and the final sync.
-	job.Host = HostStaged
+	job.Host = pipeline.HostStaged
 	st, err := p.StageTimes(context.Background(), job)
 	require.NoError(t, err)
-	prof := sim.Profile()
+	prof := dev.Profile()
 	ns := func(f float64) time.Duration { return time.Duration(f) }
-	copyTime := func(c CopyCost, elems int) time.Duration { return ns(c.FixedNs + float64(4*elems)/c.GBps) }
+	copyTime := func(c sim.CopyCost, elems int) time.Duration { return ns(c.FixedNs + float64(4*elems)/c.GBps) }
 	kernel := func(elems int) time.Duration {
-		f, w, err := ProfileKernelCost(prof, job.Kernel, elems)
+		f, w, err := prof.KernelTime(job.Kernel, elems)
 		require.NoError(t, err)
 		return f + w
 	}
 	memcpy := func(elems int) time.Duration {
-		alone, _ := ProfileStagingRate(prof, 4*elems)
+		alone, _ := prof.StagingRates(4 * elems)
 		return ns(float64(4*elems) / alone)
 	}
 	sync := func(kind string) time.Duration { return ns(prof.IssueNs[kind] + prof.SyncNs) }
@@ -620,28 +621,28 @@ func TestSynchronousAndStageTimesOnSim(t *testing.T) {
 	} {
 		assert.InDelta(t, float64(tc.want), float64(tc.got), 12, "%s alone: %v, want %v", tc.what, tc.got, tc.want)
 	}
-	assert.Equal(t, StageIn, st.Slowest(), "%+v", st)
+	assert.Equal(t, pipeline.StageIn, st.Slowest(), "%+v", st)
 	assert.Equal(t, st.In, st.Bound())
 	require.NoError(t, p.Close())
-	assert.Empty(t, sim.Live())
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Live())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestAutoModeStagesMemoryRegisteredElsewhere: when another pipeline holds
 // the registration of a slice, auto mode stages it instead of failing,
 // and an explicit registered mode reports the driver's error.
 func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
-	sim := NewSim(1, 0)
+	dev := sim.New(1, 0)
 	in, out := make([]float32, 500), make([]float32, 500)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 500, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
-	owner, err := New(sim, Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: HostRegistered})
+	job := pipeline.Job{N: 500, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	owner, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostRegistered})
 	require.NoError(t, err)
 	defer owner.Close()
 	_, err = owner.Run(context.Background(), job)
 	require.NoError(t, err)
 
-	other, err := New(sim, Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
+	other, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Inputs: []int{4}, Outputs: []int{4}})
 	require.NoError(t, err)
 	defer other.Close()
 	for i := 0; i < 3; i++ {
@@ -649,12 +650,12 @@ func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
 		rep, err := other.Run(context.Background(), job)
 		require.NoError(t, err)
 		require.NoError(t, verifySeed(in, out, 1))
-		assert.Equal(t, HostStaged, rep.Mode, "run %d", i)
+		assert.Equal(t, pipeline.HostStaged, rep.Mode, "run %d", i)
 	}
-	_, err = other.Run(context.Background(), Job{N: 500, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}, Host: HostRegistered})
-	assert.ErrorIs(t, err, ErrRegistered)
+	_, err = other.Run(context.Background(), pipeline.Job{N: 500, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}, Host: pipeline.HostRegistered})
+	assert.ErrorIs(t, err, pipeline.ErrRegistered)
 	assert.EqualError(t, err, "pipeline: setup: memory is already registered")
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestSimRunsOnTwoGoroutines: runs on one pipeline from different
@@ -662,13 +663,13 @@ func TestAutoModeStagesMemoryRegisteredElsewhere(t *testing.T) {
 // simulator must see that order too, or the second run's staging copies
 // into the slots look unordered with the first run's.
 func TestSimRunsOnTwoGoroutines(t *testing.T) {
-	sim := NewSim(2, 0)
-	p, err := New(sim, Config{ChunkElems: 64, Slots: 2, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: HostStaged})
+	dev := sim.New(2, 0)
+	p, err := pipeline.New(dev, pipeline.Config{ChunkElems: 64, Slots: 2, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: pipeline.HostStaged})
 	require.NoError(t, err)
 	defer p.Close()
 	in, out := make([]float32, 300), make([]float32, 300)
 	kernels.FillPattern(in, 0)
-	job := Job{N: 300, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: 300, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	for i := 0; i < 3; i++ {
 		done := make(chan error)
 		go func() {
@@ -678,7 +679,7 @@ func TestSimRunsOnTwoGoroutines(t *testing.T) {
 		require.NoError(t, <-done, "run %d", i)
 		require.NoError(t, verifySeed(in, out, 1), "run %d", i)
 	}
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestSimGoForksTogether: two staging copiers forked by SimHost.Go from an
@@ -689,16 +690,16 @@ func TestSimRunsOnTwoGoroutines(t *testing.T) {
 // as SimHost.Go's doc warns (the pair of overlap profile's staging
 // measurement, which failed TestProfileSimEndToEnd under load).
 func TestSimGoForksTogether(t *testing.T) {
-	sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(BuiltinProfile())
-	h := sim.Host()
+	dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(sim.BuiltinProfile())
+	h := dev.Host()
 	const n = 64 << 20
-	in, err := sim.AllocPinned(n)
+	in, err := dev.AllocPinned(n)
 	require.NoError(t, err)
-	out, err := sim.AllocPinned(n)
+	out, err := dev.AllocPinned(n)
 	require.NoError(t, err)
 	src, dst := make([]byte, n), make([]byte, n)
-	copyIn := func() { assert.NoError(t, sim.StageIn(in, 0, src)) }
-	copyOut := func() { assert.NoError(t, sim.StageOut(dst, out, 0)) }
+	copyIn := func() { assert.NoError(t, dev.StageIn(in, 0, src)) }
+	copyOut := func() { assert.NoError(t, dev.StageOut(dst, out, 0)) }
 	// pair times the two copies forked with a wall-clock pause between the
 	// forks, from an actor of its own (held) or from this goroutine.
 	pair := func(held bool) time.Duration {
@@ -712,21 +713,21 @@ func TestSimGoForksTogether(t *testing.T) {
 			w1()
 			w2()
 		}
-		t0 := Now(sim)
+		t0 := pipeline.Now(dev)
 		if held {
 			h.Go("copiers", fork)()
 		} else {
 			fork()
 		}
-		return Now(sim) - t0
+		return pipeline.Now(dev) - t0
 	}
-	t0 := Now(sim)
+	t0 := pipeline.Now(dev)
 	copyIn()
-	alone := Now(sim) - t0
+	alone := pipeline.Now(dev) - t0
 	held := pair(true)
 	assert.Equal(t, held, pair(true), "held: the same every time")
 	var pairGBps float64
-	for _, r := range BuiltinProfile().Staging {
+	for _, r := range sim.BuiltinProfile().Staging {
 		if r.Bytes == n {
 			pairGBps = r.PairGBps
 		}
@@ -735,7 +736,7 @@ func TestSimGoForksTogether(t *testing.T) {
 	assert.InDelta(t, 2*n/pairGBps, float64(held), float64(held)/100, "held: the copies overlap, at the profile's rate for two at once")
 	assert.NotEqual(t, 2*alone, held)
 	assert.Equal(t, 2*alone, pair(false), "held by nothing: the copies run one after the other")
-	t0 = Now(sim)
+	t0 = pipeline.Now(dev)
 	h.GoTogether("copier", 2, func(i int) {
 		if i == 0 {
 			copyIn()
@@ -743,5 +744,5 @@ func TestSimGoForksTogether(t *testing.T) {
 			copyOut()
 		}
 	})
-	assert.Equal(t, held, Now(sim)-t0, "GoTogether: as held")
+	assert.Equal(t, held, pipeline.Now(dev)-t0, "GoTogether: as held")
 }

@@ -148,13 +148,10 @@ func (p *Pipeline) stageIssuer() (Issuer, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	t := trackerOf(p.b)
-	if t != nil {
-		t.hostTimeKernels(true)
-	}
+	tracked := timeKernels(p.b, true)
 	return iss, func() {
-		if t != nil {
-			t.hostTimeKernels(false)
+		if tracked {
+			timeKernels(p.b, false)
 		}
 		iss.Release()
 	}, nil

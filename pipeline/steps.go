@@ -93,7 +93,7 @@ type Step struct {
 	// FlopsPerElem is the step's arithmetic per element (row) of the
 	// chunk. The simulator charges it at its profile's rate for Name
 	// (KernelCost.NsPerFlop), in addition to the per-element cost; for a
-	// name the profile lacks, at the fallback rate that Profile.Kernels
+	// name the profile lacks, at the fallback rate that the profile's Kernels
 	// describes, and Report.Notes says so.
 	FlopsPerElem float64
 }
@@ -172,17 +172,10 @@ func sizeString(b int64) string {
 	return fmt.Sprintf("%d B", b)
 }
 
-// kernelNoter is a backend with something to say about how it runs a
-// kernel: the simulator, about the kernels and steps that its profile has
-// no cost for.
-type kernelNoter interface {
-	kernelNotes(k *Kernel) []string
-}
-
 // notesOf is what b has to say about k, for Report.Notes.
 func notesOf(b Backend, k *Kernel) []string {
-	if n, ok := b.(kernelNoter); ok {
-		return n.kernelNotes(k)
+	if n, ok := b.(KernelNoter); ok {
+		return n.KernelNotes(k)
 	}
 	return nil
 }

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
@@ -32,19 +33,19 @@ import (
 const rowWidth = 8
 
 // rowsKernel is the two-step kernel, with weights w and bias b.
-func rowsKernel(name string, w []float32, b float32) *Kernel {
-	return &Kernel{
+func rowsKernel(name string, w []float32, b float32) *pipeline.Kernel {
+	return &pipeline.Kernel{
 		Name:    name,
-		Params:  []Param{{Name: "w", Data: driver.Bytes(append([]float32(nil), w...))}, {Name: "b", Data: driver.Bytes([]float32{b})}},
+		Params:  []pipeline.Param{{Name: "w", Data: driver.Bytes(append([]float32(nil), w...))}, {Name: "b", Data: driver.Bytes([]float32{b})}},
 		Scratch: []int{4 * rowWidth},
-		Steps: []Step{{
+		Steps: []pipeline.Step{{
 			Name:   "scale",
-			Reads:  []Ref{{RefInput, 0}, {RefParam, 0}},
-			Writes: []Ref{{RefScratch, 0}},
-			Args: func(a *driver.Args, c Chunk) {
+			Reads:  []pipeline.Ref{{pipeline.RefInput, 0}, {pipeline.RefParam, 0}},
+			Writes: []pipeline.Ref{{pipeline.RefScratch, 0}},
+			Args: func(a *driver.Args, c pipeline.Chunk) {
 				a.Pointer(c.Scratch[0]).Pointer(c.Inputs[0]).Pointer(c.Params[0]).Uint32(uint32(c.N))
 			},
-			CPU: func(c HostChunk) {
+			CPU: func(c pipeline.HostChunk) {
 				in, w, s := f32s(c.Inputs[0]), f32s(c.Params[0]), f32s(c.Scratch[0])
 				for i := range in {
 					s[i] = in[i] * w[i%rowWidth]
@@ -53,12 +54,12 @@ func rowsKernel(name string, w []float32, b float32) *Kernel {
 			FlopsPerElem: rowWidth,
 		}, {
 			Name:   "sum",
-			Reads:  []Ref{{RefScratch, 0}, {RefParam, 1}},
-			Writes: []Ref{{RefOutput, 0}},
-			Args: func(a *driver.Args, c Chunk) {
+			Reads:  []pipeline.Ref{{pipeline.RefScratch, 0}, {pipeline.RefParam, 1}},
+			Writes: []pipeline.Ref{{pipeline.RefOutput, 0}},
+			Args: func(a *driver.Args, c pipeline.Chunk) {
 				a.Pointer(c.Outputs[0]).Pointer(c.Scratch[0]).Pointer(c.Params[1]).Uint32(uint32(c.N))
 			},
-			CPU: func(c HostChunk) {
+			CPU: func(c pipeline.HostChunk) {
 				s, b, out := f32s(c.Scratch[0]), f32s(c.Params[1])[0], f32s(c.Outputs[0])
 				for r := range out {
 					out[r] = rowSum(s[r*rowWidth:(r+1)*rowWidth], b)
@@ -102,30 +103,30 @@ var (
 )
 
 // rowsConfig is the Config of rowsKernel: rows in, one value a row out.
-func rowsConfig(chunk int) Config {
-	return Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 2, Inputs: []int{4 * rowWidth}, Outputs: []int{4}}
+func rowsConfig(chunk int) pipeline.Config {
+	return pipeline.Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 2, Inputs: []int{4 * rowWidth}, Outputs: []int{4}}
 }
 
 // rowsPipeline is a pipeline of rowsConfig on a fresh simulator, checked
 // for hazards and leaks when the test ends.
-func rowsPipeline(t *testing.T, seed uint64, chunk int) (*Pipeline, *Sim) {
+func rowsPipeline(t *testing.T, seed uint64, chunk int) (*pipeline.Pipeline, *sim.Sim) {
 	t.Helper()
-	sim := NewSim(seed, 20*time.Microsecond)
-	p, err := New(sim, rowsConfig(chunk))
+	dev := sim.New(seed, 20*time.Microsecond)
+	p, err := pipeline.New(dev, rowsConfig(chunk))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, p.Close())
-		assert.Empty(t, sim.Live(), "objects left after Close")
-		assert.Empty(t, sim.Hazards())
+		assert.Empty(t, dev.Live(), "objects left after Close")
+		assert.Empty(t, dev.Hazards())
 	})
-	return p, sim
+	return p, dev
 }
 
 // unknownNotes are the notes of the built-in profile on rowsKernel's steps.
 func unknownNotes(t *testing.T) []string {
-	_, _, scale, err := ProfileLaunchCost(BuiltinProfile(), "scale", 0, 0, 1)
+	_, _, scale, err := sim.BuiltinProfile().LaunchTime("scale", 0, 0, 1)
 	require.NoError(t, err)
-	_, _, sum, err := ProfileLaunchCost(BuiltinProfile(), "sum", 0, 0, 1)
+	_, _, sum, err := sim.BuiltinProfile().LaunchTime("sum", 0, 0, 1)
 	require.NoError(t, err)
 	return []string{scale, sum}
 }
@@ -136,23 +137,23 @@ func unknownNotes(t *testing.T) []string {
 // the built-in profile has no cost for the steps.
 func TestStepsRun(t *testing.T) {
 	const chunk = 16
-	p, sim := rowsPipeline(t, 1, chunk)
+	p, dev := rowsPipeline(t, 1, chunk)
 	k := rowsKernel("rows", rowW, rowB)
 	first := true
 	var devices int
-	for _, mode := range []HostMode{HostStaged, HostRegistered, HostPinned} {
+	for _, mode := range []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered, pipeline.HostPinned} {
 		for _, n := range []int{1, chunk - 1, chunk, 3*chunk + 5} {
 			in, want := rowsData(n, rowW, rowB)
 			out := make([]float32, n)
-			job := Job{N: n, Kernel: k, Host: mode, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(out)}}
-			var hout PinnedMem
-			if mode == HostPinned {
-				hin, err := sim.AllocPinned(4 * len(in))
+			job := pipeline.Job{N: n, Kernel: k, Host: mode, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+			var hout pipeline.PinnedMem
+			if mode == pipeline.HostPinned {
+				hin, err := dev.AllocPinned(4 * len(in))
 				require.NoError(t, err)
 				copy(hin.Bytes(), driver.Bytes(in))
-				hout, err = sim.AllocPinned(4 * n)
+				hout, err = dev.AllocPinned(4 * n)
 				require.NoError(t, err)
-				job.Inputs, job.Outputs = []Buffer{Pinned(hin)}, []Buffer{Pinned(hout)}
+				job.Inputs, job.Outputs = []pipeline.Buffer{pipeline.Pinned(hin)}, []pipeline.Buffer{pipeline.Pinned(hout)}
 				defer hin.Close()
 				defer hout.Close()
 			}
@@ -165,11 +166,11 @@ func TestStepsRun(t *testing.T) {
 			assert.Equal(t, unknownNotes(t), rep.Notes)
 			if first {
 				assert.Positive(t, rep.Upload, "the first run uploads the parameters")
-				devices = sim.Live()["device"]
+				devices = dev.Live()["device"]
 				first = false
 			} else {
 				assert.Zero(t, rep.Upload, "%s n=%d: the parameters stay resident", mode, n)
-				assert.Equal(t, devices, sim.Live()["device"], "no device memory allocated after the first run")
+				assert.Equal(t, devices, dev.Live()["device"], "no device memory allocated after the first run")
 			}
 		}
 	}
@@ -180,12 +181,12 @@ func TestStepsRun(t *testing.T) {
 // TestStepsSynchronousAndStageTimes runs the two-step kernel through the
 // synchronous baseline and times its stages alone.
 func TestStepsSynchronousAndStageTimes(t *testing.T) {
-	p, sim := rowsPipeline(t, 2, 16)
+	p, dev := rowsPipeline(t, 2, 16)
 	k := rowsKernel("rows", rowW, rowB)
 	in, want := rowsData(50, rowW, rowB)
 	out := make([]float32, 50)
-	job := Job{N: 50, Kernel: k, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(out)}}
-	d, err := Synchronous(context.Background(), sim, rowsConfig(16), job)
+	job := pipeline.Job{N: 50, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	d, err := pipeline.Synchronous(context.Background(), dev, rowsConfig(16), job)
 	require.NoError(t, err)
 	assert.Positive(t, d)
 	assert.Equal(t, want, out)
@@ -201,20 +202,20 @@ func TestRowsRefused(t *testing.T) {
 	k := rowsKernel("rows", rowW, rowB)
 	out := make([]float32, 4)
 	for _, tc := range []struct {
-		in   Buffer
+		in   pipeline.Buffer
 		want string
 	}{
-		{Rows(make([]float32, 30), rowWidth), "pipeline: input 0: 30 float32 values are not a whole number of rows of 8"},
-		{Rows(make([]float32, 32), 0), "pipeline: input 0: rows of width 0: want at least 1 value a row"},
-		{Rows(make([]float32, 32), 4), "pipeline: input 0 holds rows of 16 bytes (4 values), but the pipeline's Config says 32-byte elements"},
-		{Rows(make([]float64, 32), rowWidth), "pipeline: input 0 holds rows of 64 bytes (8 values), but the pipeline's Config says 32-byte elements"},
-		{Slice(make([]float32, 32)), "pipeline: input 0 is a slice of 4-byte elements, but the pipeline's Config says 32-byte elements"},
+		{pipeline.Rows(make([]float32, 30), rowWidth), "pipeline: input 0: 30 float32 values are not a whole number of rows of 8"},
+		{pipeline.Rows(make([]float32, 32), 0), "pipeline: input 0: rows of width 0: want at least 1 value a row"},
+		{pipeline.Rows(make([]float32, 32), 4), "pipeline: input 0 holds rows of 16 bytes (4 values), but the pipeline's Config says 32-byte elements"},
+		{pipeline.Rows(make([]float64, 32), rowWidth), "pipeline: input 0 holds rows of 64 bytes (8 values), but the pipeline's Config says 32-byte elements"},
+		{pipeline.Slice(make([]float32, 32)), "pipeline: input 0 is a slice of 4-byte elements, but the pipeline's Config says 32-byte elements"},
 	} {
-		_, err := p.Run(context.Background(), Job{N: 4, Kernel: k, Inputs: []Buffer{tc.in}, Outputs: []Buffer{Slice(out)}})
+		_, err := p.Run(context.Background(), pipeline.Job{N: 4, Kernel: k, Inputs: []pipeline.Buffer{tc.in}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 		assert.EqualError(t, err, tc.want)
 	}
 	in, want := rowsData(4, rowW, rowB)
-	_, err := p.Run(context.Background(), Job{N: 4, Kernel: k, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Rows(out, 1)}})
+	_, err := p.Run(context.Background(), pipeline.Job{N: 4, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Rows(out, 1)}})
 	require.NoError(t, err, "whole rows of the Config's size")
 	assert.Equal(t, want, out)
 }
@@ -223,12 +224,12 @@ func TestRowsRefused(t *testing.T) {
 // overlaps another.
 type progressLog struct {
 	mu      sync.Mutex
-	calls   []Progress
+	calls   []pipeline.Progress
 	active  atomic.Int32
 	overlap bool
 }
 
-func (l *progressLog) record(pr Progress) {
+func (l *progressLog) record(pr pipeline.Progress) {
 	if l.active.Add(1) != 1 {
 		l.overlap = true
 	}
@@ -239,7 +240,7 @@ func (l *progressLog) record(pr Progress) {
 	l.active.Add(-1)
 }
 
-func (l *progressLog) last(t *testing.T) Progress {
+func (l *progressLog) last(t *testing.T) pipeline.Progress {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -266,12 +267,12 @@ func TestStepsRunStream(t *testing.T) {
 			for _, wk := range writerKinds[:2] {
 				w, got := wk.make(t)
 				var log progressLog
-				rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{rk.make(t, driver.Bytes(in))}, Outputs: []io.Writer{w},
+				rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{rk.make(t, driver.Bytes(in))}, Outputs: []io.Writer{w},
 					Kernel: k, Progress: log.record})
 				require.NoError(t, err, "%s to %s, %d rows", rk.name, wk.name, n)
 				sameBytes(t, driver.Bytes(want), got())
 				assert.Equal(t, int64(n), rep.N)
-				assert.Equal(t, Progress{BytesRead: int64(4 * rowWidth * n), BytesWritten: int64(4 * n), ElemsRead: int64(n), ElemsWritten: int64(n)}, log.last(t))
+				assert.Equal(t, pipeline.Progress{BytesRead: int64(4 * rowWidth * n), BytesWritten: int64(4 * n), ElemsRead: int64(n), ElemsWritten: int64(n)}, log.last(t))
 				assert.Equal(t, unknownNotes(t), rep.Notes)
 			}
 		}
@@ -305,7 +306,7 @@ func TestStepsBatches(t *testing.T) {
 	}
 	var log progressLog
 	i, off := 0, 0
-	for out, err := range BatchesWith[float32, float32](context.Background(), p, k, batches(lens, func(r int) int { return r * rowWidth }), BatchOptions{Progress: log.record}) {
+	for out, err := range pipeline.BatchesWith[float32, float32](context.Background(), p, k, batches(lens, func(r int) int { return r * rowWidth }), pipeline.BatchOptions{Progress: log.record}) {
 		require.NoError(t, err)
 		require.Less(t, i, len(lens))
 		assert.Equal(t, want[off:off+lens[i]], out, "batch %d", i)
@@ -313,11 +314,11 @@ func TestStepsBatches(t *testing.T) {
 		i++
 	}
 	assert.Equal(t, len(lens), i)
-	assert.Equal(t, Progress{BytesRead: int64(4 * rowWidth * total), BytesWritten: int64(4 * total), ElemsRead: int64(total), ElemsWritten: int64(total)}, log.last(t))
+	assert.Equal(t, pipeline.Progress{BytesRead: int64(4 * rowWidth * total), BytesWritten: int64(4 * total), ElemsRead: int64(total), ElemsWritten: int64(total)}, log.last(t))
 
 	// Batch 2 holds a row and a half.
 	var last error
-	for _, err := range Batches[float32, float32](context.Background(), p, k, batches([]int{3, 2, 1}, func(r int) int {
+	for _, err := range pipeline.Batches[float32, float32](context.Background(), p, k, batches([]int{3, 2, 1}, func(r int) int {
 		if r == 1 {
 			return 12
 		}
@@ -334,9 +335,9 @@ func TestStepsBatches(t *testing.T) {
 // FlopsPerElem·NsPerFlop); a name it lacks is charged the profile's most
 // expensive cost of each kind and a note says so.
 func TestStepCosts(t *testing.T) {
-	prof := BuiltinProfile()
-	prof.Kernels["layer"] = KernelCost{FixedNs: 1000, NsPerElem: 0.5, NsPerElemPerIter: 0.25, NsPerFlop: 0.01}
-	fixed, work, note, err := ProfileLaunchCost(prof, "layer", 2, 100, 1000)
+	prof := sim.BuiltinProfile()
+	prof.Kernels["layer"] = sim.KernelCost{FixedNs: 1000, NsPerElem: 0.5, NsPerElemPerIter: 0.25, NsPerFlop: 0.01}
+	fixed, work, note, err := prof.LaunchTime("layer", 2, 100, 1000)
 	require.NoError(t, err)
 	assert.Equal(t, time.Duration(1000), fixed)
 	assert.Equal(t, time.Duration(1000*(0.5+2*0.25+100*0.01)), work)
@@ -345,8 +346,8 @@ func TestStepCosts(t *testing.T) {
 	// The built-in profile's kernels: saxpy has the largest fixed cost,
 	// seed the largest per element and per iteration, gemm_f32 the
 	// slowest FLOP rate.
-	b := BuiltinProfile()
-	fixed, work, note, err = ProfileLaunchCost(b, "mystery", 3, 1e6, 1000)
+	b := sim.BuiltinProfile()
+	fixed, work, note, err = b.LaunchTime("mystery", 3, 1e6, 1000)
 	require.NoError(t, err)
 	s, sd, g := b.Kernels["saxpy"], b.Kernels["seed"], b.Kernels["gemm_f32"]
 	assert.Equal(t, time.Duration(s.FixedNs), fixed)
@@ -357,30 +358,30 @@ func TestStepCosts(t *testing.T) {
 	// peak.
 	delete(b.Kernels, "gemm_f32")
 	delete(b.Kernels, "gemm_tf32")
-	fixed, work, note, err = ProfileLaunchCost(b, "mystery", 3, 1e6, 1000)
+	fixed, work, note, err = b.LaunchTime("mystery", 3, 1e6, 1000)
 	require.NoError(t, err)
 	assert.Equal(t, time.Duration(s.FixedNs), fixed)
-	assert.Equal(t, time.Duration(1000*(sd.NsPerElem+3*sd.NsPerElemPerIter+1e6*FallbackNsPerFlop)), work)
+	assert.Equal(t, time.Duration(1000*(sd.NsPerElem+3*sd.NsPerElemPerIter+1e6*sim.FallbackNsPerFlop)), work)
 	assert.Equal(t, fmt.Sprintf(`simulator: the profile of NVIDIA H200 has no cost for kernel "mystery"; it was charged the profile's most expensive: %.0f ns + %.3g ns per element (+ %.3g per iteration) + 1.49e-05 ns per FLOP (67 TFLOP/s)`,
 		s.FixedNs, sd.NsPerElem, sd.NsPerElemPerIter), note)
 
 	// The cheapest kernel is no longer what an unknown kernel costs.
-	_, cheap, _, err := ProfileLaunchCost(b, "saxpy", 0, 0, 1<<20)
+	_, cheap, _, err := b.LaunchTime("saxpy", 0, 0, 1<<20)
 	require.NoError(t, err)
-	_, unknown, _, err := ProfileLaunchCost(b, "mine", 0, 0, 1<<20)
+	_, unknown, _, err := b.LaunchTime("mine", 0, 0, 1<<20)
 	require.NoError(t, err)
 	assert.Greater(t, unknown, cheap)
 
 	// A step the profile names is charged its entry, and the report has no
 	// note for it; the other step's note remains.
-	prof.Kernels["scale"] = KernelCost{FixedNs: 500, NsPerElem: 1}
-	sim := NewSimHost(SimHostOptions{}).NewDevice(prof)
-	p, err := New(sim, rowsConfig(16))
+	prof.Kernels["scale"] = sim.KernelCost{FixedNs: 500, NsPerElem: 1}
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(prof)
+	p, err := pipeline.New(dev, rowsConfig(16))
 	require.NoError(t, err)
 	defer p.Close()
 	in, want := rowsData(20, rowW, rowB)
 	out := make([]float32, 20)
-	rep, err := p.Run(context.Background(), Job{N: 20, Kernel: rowsKernel("rows", rowW, rowB), Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(out)}})
+	rep, err := p.Run(context.Background(), pipeline.Job{N: 20, Kernel: rowsKernel("rows", rowW, rowB), Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err)
 	assert.Equal(t, want, out)
 	require.Len(t, rep.Notes, 1)
@@ -392,26 +393,26 @@ func TestStepCosts(t *testing.T) {
 // refused before anything is allocated for them, naming the kernel and the
 // sizes; an allocation beyond the device's memory fails as out of memory.
 func TestStepsParamsDoNotFit(t *testing.T) {
-	prof := BuiltinProfile()
+	prof := sim.BuiltinProfile()
 	prof.DeviceMemoryBytes = 1 << 20
-	sim := NewSimHost(SimHostOptions{}).NewDevice(prof)
-	p, err := New(sim, rowsConfig(16)) // 3 slots of 512 + 64 bytes
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(prof)
+	p, err := pipeline.New(dev, rowsConfig(16)) // 3 slots of 512 + 64 bytes
 	require.NoError(t, err)
 	defer p.Close()
 	k := rowsKernel("mlp", rowW, rowB)
-	k.Params = append(k.Params, Param{Name: "big", Data: make([]byte, 3<<19)})
+	k.Params = append(k.Params, pipeline.Param{Name: "big", Data: make([]byte, 3<<19)})
 	in, _ := rowsData(4, rowW, rowB)
-	_, err = p.Run(context.Background(), Job{N: 4, Kernel: k, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(make([]float32, 4))}})
+	_, err = p.Run(context.Background(), pipeline.Job{N: 4, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(make([]float32, 4))}})
 	free := 1<<20 - 3*(16*32+16*4)
 	assert.EqualError(t, err, fmt.Sprintf("pipeline: setup: kernel mlp: parameters of 1.5 MiB do not fit in the device's %.1f KiB free", float64(free)/1024))
-	assert.Equal(t, 6, sim.Live()["device"], "nothing allocated for the parameters")
+	assert.Equal(t, 6, dev.Live()["device"], "nothing allocated for the parameters")
 
-	_, err = New(sim, Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}})
+	_, err = pipeline.New(dev, pipeline.Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}})
 	require.ErrorIs(t, err, driver.ErrOutOfMemory)
 	assert.Contains(t, err.Error(), "pipeline: setup: sim: device allocation of 4 MiB with 1.7 KiB of the device's 1 MiB in use")
-	assert.Equal(t, 6, sim.Live()["device"], "the failed pipeline freed what it had")
+	assert.Equal(t, 6, dev.Live()["device"], "the failed pipeline freed what it had")
 
-	_, total, err := SimFreeMemory(NewSim(1, 0))
+	_, total, err := sim.New(1, 0).FreeMemory()
 	require.NoError(t, err)
 	assert.Equal(t, int64(143771<<20), total, "the built-in profile's device memory: an H200's 143771 MiB")
 }
@@ -420,18 +421,18 @@ func TestStepsParamsDoNotFit(t *testing.T) {
 // the least recently used kernel's parameters go, the rest stay, and
 // Close frees them all. A kernel with larger scratch buffers grows them.
 func TestStepsParamsCache(t *testing.T) {
-	p, sim := rowsPipeline(t, 6, 16)
+	p, dev := rowsPipeline(t, 6, 16)
 	base := 3 * 2 // the slots' inputs and outputs
-	var ks []*Kernel
+	var ks []*pipeline.Kernel
 	for i := range 6 {
 		w := append([]float32(nil), rowW...)
 		w[0] = float32(i)
 		ks = append(ks, rowsKernel(fmt.Sprintf("rows%d", i), w, rowB))
 	}
-	run := func(k *Kernel, w []float32) *Report {
+	run := func(k *pipeline.Kernel, w []float32) *pipeline.Report {
 		in, want := rowsData(40, w, rowB)
 		out := make([]float32, 40)
-		rep, err := p.Run(context.Background(), Job{N: 40, Kernel: k, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(out)}})
+		rep, err := p.Run(context.Background(), pipeline.Job{N: 40, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 		require.NoError(t, err, k.Name)
 		assert.Equal(t, want, out, k.Name)
 		return rep
@@ -439,7 +440,7 @@ func TestStepsParamsCache(t *testing.T) {
 	weights := func(i int) []float32 { w := append([]float32(nil), rowW...); w[0] = float32(i); return w }
 	for i, k := range ks {
 		run(k, weights(i))
-		assert.Equal(t, base+3+2*min(i+1, 4), sim.Live()["device"], "after kernel %d: at most 4 kernels' parameters resident", i)
+		assert.Equal(t, base+3+2*min(i+1, 4), dev.Live()["device"], "after kernel %d: at most 4 kernels' parameters resident", i)
 	}
 	assert.Zero(t, run(ks[5], weights(5)).Upload, "the last kernel's parameters are resident")
 	assert.Zero(t, run(ks[2], weights(2)).Upload, "so are those of the 3 before")
@@ -448,7 +449,7 @@ func TestStepsParamsCache(t *testing.T) {
 	wide := rowsKernel("wide", rowW, rowB)
 	wide.Scratch = []int{8 * rowWidth} // twice what it uses
 	run(wide, rowW)
-	assert.Equal(t, base+3+2*4, sim.Live()["device"], "the scratch buffers grew in place")
+	assert.Equal(t, base+3+2*4, dev.Live()["device"], "the scratch buffers grew in place")
 	run(ks[0], weights(0))
 }
 
@@ -460,30 +461,30 @@ func TestStepsParamsCache(t *testing.T) {
 func TestStepsHazards(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		set    func(p *Pipeline)
+		set    func(p *pipeline.Pipeline)
 		memory string // in a hazard's Memory
 		access string // in a hazard's accesses
 		other  string // in the other access
 	}{
-		{"shared scratch", func(p *Pipeline) { SetShareScratch(p, true) }, "scratch 0 of kernel rows", "kernel rows, step 0 (scale)", "kernel rows, step"},
-		{"no WAR waits", func(p *Pipeline) { SetSkipWAR(p, true) }, "device buffer", "kernel rows, step 1 (sum)", "D2H copy"},
+		{"shared scratch", func(p *pipeline.Pipeline) { pipeline.SetShareScratch(p, true) }, "scratch 0 of kernel rows", "kernel rows, step 0 (scale)", "kernel rows, step"},
+		{"no WAR waits", func(p *pipeline.Pipeline) { pipeline.SetSkipWAR(p, true) }, "device buffer", "kernel rows, step 1 (sum)", "D2H copy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sim := NewSim(7, 50*time.Microsecond)
-			p, err := New(sim, rowsConfig(16))
+			dev := sim.New(7, 50*time.Microsecond)
+			p, err := pipeline.New(dev, rowsConfig(16))
 			require.NoError(t, err)
 			tc.set(p)
 			in, _ := rowsData(16*20, rowW, rowB)
 			out := make([]float32, 16*20)
-			_, err = p.Run(context.Background(), Job{N: 16 * 20, Kernel: rowsKernel("rows", rowW, rowB), Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(out)}})
+			_, err = p.Run(context.Background(), pipeline.Job{N: 16 * 20, Kernel: rowsKernel("rows", rowW, rowB), Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 			require.NoError(t, err)
 			require.NoError(t, p.Close())
 			found := false
-			for _, h := range sim.Hazards() {
+			for _, h := range dev.Hazards() {
 				pair := func(a, b string) bool { return strings.Contains(a, tc.access) && strings.Contains(b, tc.other) }
 				found = found || strings.Contains(h.Memory, tc.memory) && (pair(h.First, h.Later) || pair(h.Later, h.First))
 			}
-			assert.True(t, found, "a hazard on %q by %q among %v", tc.memory, tc.access, sim.Hazards())
+			assert.True(t, found, "a hazard on %q by %q among %v", tc.memory, tc.access, dev.Hazards())
 		})
 	}
 }
@@ -493,14 +494,14 @@ func TestStepsHazards(t *testing.T) {
 // name, or that is no live buffer of the device, for steps and for a
 // kernel without steps alike.
 func TestStepsArgsChecked(t *testing.T) {
-	p, sim := rowsPipeline(t, 8, 16)
-	other := sim.Host().NewDevice(BuiltinProfile()) // another device of the host
+	p, dev := rowsPipeline(t, 8, 16)
+	other := dev.Host().NewDevice(sim.BuiltinProfile()) // another device of the host
 	stray, err := other.AllocDevice(64)
 	require.NoError(t, err)
 	defer stray.Close()
 	in, _ := rowsData(20, rowW, rowB)
-	run := func(k *Kernel) error {
-		_, err := p.Run(context.Background(), Job{N: 20, Kernel: k, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(make([]float32, 20))}})
+	run := func(k *pipeline.Kernel) error {
+		_, err := p.Run(context.Background(), pipeline.Job{N: 20, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(make([]float32, 20))}})
 		return err
 	}
 	undeclared := rowsKernel("rows", rowW, rowB)
@@ -510,7 +511,7 @@ func TestStepsArgsChecked(t *testing.T) {
 	assert.Regexp(t, `^pipeline: chunk 0, compute: sim: kernel rows, step 1 \(sum\): argument 2 is the address of device buffer \d+, which the launch's Reads and Writes do not name$`, err.Error())
 
 	foreign := rowsKernel("rows", rowW, rowB)
-	foreign.Steps[0].Args = func(a *driver.Args, c Chunk) {
+	foreign.Steps[0].Args = func(a *driver.Args, c pipeline.Chunk) {
 		a.Pointer(c.Scratch[0]).Pointer(stray.Ptr()).Pointer(c.Params[0]).Uint32(uint32(c.N))
 	}
 	err = run(foreign)
@@ -518,7 +519,7 @@ func TestStepsArgsChecked(t *testing.T) {
 	assert.Regexp(t, `^pipeline: chunk 0, compute: sim: kernel rows, step 0 \(scale\): argument 1 \(0x[0-9a-f]+\) is not a live device buffer of this device$`, err.Error())
 
 	beyond := rowsKernel("rows", rowW, rowB)
-	beyond.Steps[0].Args = func(a *driver.Args, c Chunk) {
+	beyond.Steps[0].Args = func(a *driver.Args, c pipeline.Chunk) {
 		a.Pointer(c.Scratch[0]).Pointer(c.Inputs[0] + 1<<20).Pointer(c.Params[0]).Uint32(uint32(c.N))
 	}
 	err = run(beyond)
@@ -527,9 +528,9 @@ func TestStepsArgsChecked(t *testing.T) {
 
 	// A kernel without steps: its Args, which the simulator did not call
 	// before, are checked against the chunk's buffers.
-	single := &Kernel{Name: "copy", CPU: func(c HostChunk) {},
-		Args: func(a *driver.Args, c Chunk) { a.Pointer(c.Outputs[0]).Pointer(stray.Ptr()) }}
-	_, err = p.Run(context.Background(), Job{N: 20, Kernel: single, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(make([]float32, 20))}})
+	single := &pipeline.Kernel{Name: "copy", CPU: func(c pipeline.HostChunk) {},
+		Args: func(a *driver.Args, c pipeline.Chunk) { a.Pointer(c.Outputs[0]).Pointer(stray.Ptr()) }}
+	_, err = p.Run(context.Background(), pipeline.Job{N: 20, Kernel: single, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(make([]float32, 20))}})
 	require.Error(t, err)
 	assert.Regexp(t, `^pipeline: chunk 0, compute: sim: kernel copy: argument 1 \(0x[0-9a-f]+\) is not a live device buffer of this device$`, err.Error())
 }
@@ -540,28 +541,34 @@ func TestStepsValidation(t *testing.T) {
 	p, _ := rowsPipeline(t, 10, 16)
 	in := make([]float32, 4*rowWidth)
 	for _, tc := range []struct {
-		edit func(k *Kernel)
+		edit func(k *pipeline.Kernel)
 		want string
 	}{
-		{func(k *Kernel) { k.Steps[0].Reads = append(k.Steps[0].Reads, Ref{RefInput, 1}) }, "pipeline: kernel rows, step 0 (scale): names input 1, but there are 1"},
-		{func(k *Kernel) { k.Steps[1].Reads[1] = Ref{RefParam, 2} }, "pipeline: kernel rows, step 1 (sum): names param 2, but there are 2"},
-		{func(k *Kernel) { k.Steps[0].Writes = append(k.Steps[0].Writes, Ref{RefScratch, 1}) }, "pipeline: kernel rows, step 0 (scale): names scratch 1, but there are 1"},
-		{func(k *Kernel) { k.Steps[0].Writes = append(k.Steps[0].Writes, Ref{RefParam, 0}) }, "pipeline: kernel rows, step 0 (scale): writes param 0 (w), which is read-only"},
-		{func(k *Kernel) { k.Steps[0].Reads[0] = Ref{RefKind(7), 0} }, "pipeline: kernel rows, step 0 (scale): unknown buffer kind RefKind(7)"},
-		{func(k *Kernel) { k.Params[1].Data = nil }, "pipeline: kernel rows: parameter 1 (b) is empty"},
-		{func(k *Kernel) { k.Scratch[0] = 0 }, "pipeline: kernel rows: scratch buffer 0 of 0 bytes per element: want at least 1"},
-		{func(k *Kernel) { k.Steps[1].CPU = nil }, "pipeline: sim: kernel rows, step 1 (sum) has no CPU stand-in, so the simulator cannot run it"},
-		{func(k *Kernel) { k.Steps[1].Name = "" }, ""},
+		{func(k *pipeline.Kernel) {
+			k.Steps[0].Reads = append(k.Steps[0].Reads, pipeline.Ref{pipeline.RefInput, 1})
+		}, "pipeline: kernel rows, step 0 (scale): names input 1, but there are 1"},
+		{func(k *pipeline.Kernel) { k.Steps[1].Reads[1] = pipeline.Ref{pipeline.RefParam, 2} }, "pipeline: kernel rows, step 1 (sum): names param 2, but there are 2"},
+		{func(k *pipeline.Kernel) {
+			k.Steps[0].Writes = append(k.Steps[0].Writes, pipeline.Ref{pipeline.RefScratch, 1})
+		}, "pipeline: kernel rows, step 0 (scale): names scratch 1, but there are 1"},
+		{func(k *pipeline.Kernel) {
+			k.Steps[0].Writes = append(k.Steps[0].Writes, pipeline.Ref{pipeline.RefParam, 0})
+		}, "pipeline: kernel rows, step 0 (scale): writes param 0 (w), which is read-only"},
+		{func(k *pipeline.Kernel) { k.Steps[0].Reads[0] = pipeline.Ref{pipeline.RefKind(7), 0} }, "pipeline: kernel rows, step 0 (scale): unknown buffer kind RefKind(7)"},
+		{func(k *pipeline.Kernel) { k.Params[1].Data = nil }, "pipeline: kernel rows: parameter 1 (b) is empty"},
+		{func(k *pipeline.Kernel) { k.Scratch[0] = 0 }, "pipeline: kernel rows: scratch buffer 0 of 0 bytes per element: want at least 1"},
+		{func(k *pipeline.Kernel) { k.Steps[1].CPU = nil }, "pipeline: sim: kernel rows, step 1 (sum) has no CPU stand-in, so the simulator cannot run it"},
+		{func(k *pipeline.Kernel) { k.Steps[1].Name = "" }, ""},
 	} {
 		k := rowsKernel("rows", rowW, rowB)
 		tc.edit(k)
-		_, err := p.Run(context.Background(), Job{N: 4, Kernel: k, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(make([]float32, 4))}})
+		_, err := p.Run(context.Background(), pipeline.Job{N: 4, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(make([]float32, 4))}})
 		if tc.want == "" {
 			assert.NoError(t, err)
 			continue
 		}
 		assert.EqualError(t, err, tc.want)
-		_, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{io.Discard}, Kernel: k})
+		_, err = p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{io.Discard}, Kernel: k})
 		assert.EqualError(t, err, tc.want, "RunStream")
 	}
 }
@@ -575,7 +582,7 @@ func TestGPURowsKernelOnSim(t *testing.T) {
 	f, err := ptx.Parse([]byte(rowsPTX))
 	require.NoError(t, err)
 	k := gpuRowsKernel(func(string) func(*driver.Context) (*driver.Function, error) { return nil }, []float32{1.5, -2, 0.25, 3}, []float32{10, -1, 0.5, 7})
-	c := Chunk{N: 3, Inputs: []driver.DevicePtr{1}, Outputs: []driver.DevicePtr{2}, Params: []driver.DevicePtr{3, 4}, Scratch: []driver.DevicePtr{5}}
+	c := pipeline.Chunk{N: 3, Inputs: []driver.DevicePtr{1}, Outputs: []driver.DevicePtr{2}, Params: []driver.DevicePtr{3, 4}, Scratch: []driver.DevicePtr{5}}
 	for i, entry := range []string{"rows_scale", "rows_shift"} {
 		e, ok := f.Entry(entry)
 		require.True(t, ok, entry)
@@ -584,19 +591,19 @@ func TestGPURowsKernelOnSim(t *testing.T) {
 		assert.Equal(t, ptx.Layout(e.Params), a.Layout(), entry)
 	}
 
-	sim := NewSim(11, 20*time.Microsecond)
+	dev := sim.New(11, 20*time.Microsecond)
 	const chunk = 64
-	p, err := New(sim, gpuRowsConfig(chunk))
+	p, err := pipeline.New(dev, gpuRowsConfig(chunk))
 	require.NoError(t, err)
 	defer func() {
 		require.NoError(t, p.Close())
-		assert.Empty(t, sim.Hazards())
+		assert.Empty(t, dev.Hazards())
 	}()
 	n := 3*chunk + 17
 	in := make([]float32, gpuRowWidth*n)
 	kernels.FillPattern(in, n)
 	out := make([]float32, len(in))
-	_, err = p.Run(context.Background(), Job{N: n, Kernel: k, Inputs: []Buffer{Rows(in, gpuRowWidth)}, Outputs: []Buffer{Rows(out, gpuRowWidth)}})
+	_, err = p.Run(context.Background(), pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, gpuRowWidth)}, Outputs: []pipeline.Buffer{pipeline.Rows(out, gpuRowWidth)}})
 	require.NoError(t, err)
 	assert.Equal(t, gpuRowsWant(in, []float32{1.5, -2, 0.25, 3}, []float32{10, -1, 0.5, 7}), out)
 }
@@ -613,7 +620,7 @@ func TestStepsKernelNotKeptAlive(t *testing.T) {
 		runtime.AddCleanup(&k.Params[0].Data[0], func(int) { freed.Add(1) }, 0)
 		in, want := rowsData(40, rowW, rowB)
 		out := make([]float32, 40)
-		_, err := p.Run(context.Background(), Job{N: 40, Kernel: k, Inputs: []Buffer{Rows(in, rowWidth)}, Outputs: []Buffer{Slice(out)}})
+		_, err := p.Run(context.Background(), pipeline.Job{N: 40, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 		require.NoError(t, err)
 		require.Equal(t, want, out)
 	}()

@@ -112,7 +112,7 @@ type StreamReport struct {
 	// Read and Write are the time during which at least one read (write)
 	// was in progress; bytes over them are the rates the host side reached
 	// while it worked. On the simulator a read or write takes the virtual
-	// time of a staging copy of its bytes (Sim.HostAccess).
+	// time of a staging copy of its bytes (HostAccessor).
 	Read, Write time.Duration
 	// Readers and Writers are the goroutines that did positional reads
 	// and writes (0 when every stream was sequential).
@@ -125,14 +125,6 @@ type StreamReport struct {
 	// the simulator has to say about the kernel's costs.
 	Upload time.Duration
 	Notes  []string
-}
-
-// hostAccessor is implemented by backends that check host accesses to
-// pinned memory for hazards (the simulator). The streaming run reads into
-// pinned slots and writes out of them itself, so it does so through such
-// a backend: do gets a buffer standing for n bytes of mem at off.
-type hostAccessor interface {
-	HostAccess(mem HostMemory, off, n int, write bool, what string, do func(b []byte) (int, error)) (int, error)
 }
 
 // streamIn and streamOut are one input's or output's state in a run.
@@ -173,7 +165,7 @@ type ioJob struct {
 	lo, hi    int   // bytes within the slot
 	at        int64 // bytes within the stream, from the run's start
 	write     bool
-	tok       hostToken // tracking backend: the clock that queued it
+	tok       HostClock // tracking backend: the clock that queued it
 }
 
 // chunkIO tracks one chunk's outstanding reads or writes.
@@ -182,7 +174,7 @@ type chunkIO struct {
 	remaining int
 	got       []int     // reads: bytes of each input
 	err       error     // reads: the first failure
-	tok       hostToken // tracking backend: ordered after every finished piece
+	tok       HostClock // tracking backend: ordered after every finished piece
 }
 
 // ioBusy measures the time during which at least one operation ran, on
@@ -236,16 +228,14 @@ type streamRun struct {
 	ins    []*streamIn
 	outs   []*streamOut
 	piece  int
-	rec    hostAccessor
+	rec    HostAccessor
 	reads  *jobQueue // positional reads
 	writes *jobQueue // positional writes
 	queues []*jobQueue
 
 	readAct, writeAct ioBusy
 
-	mu        sync.Mutex
-	cond      *sync.Cond
-	stop      bool
+	handoff         // mu guards everything below; cond signals every change
 	err       error // the first failure; stops the run
 	readErr   error // ends the input; the chunks before it are finished
 	total     int   // chunks in the stream; -1 until known
@@ -272,16 +262,10 @@ type streamRun struct {
 	chunkIn      []int   // per input: bytes in a full chunk
 	chunkOut     []int   // per output: bytes in a full chunk
 	readBytes    []int64 // per input: bytes consumed in finalized chunks
-	spawned      int     // goroutines started
-	exited       int     // goroutines ended
 
-	// On a tracking backend (stream_sync.go): the clocks of the handoffs.
-	hs           hostTracker
-	waiters      []*streamWaiter
-	toks         map[*int]*tokRing
-	endTok       hostToken // total became known
-	issueDoneTok hostToken
-	exitTok      hostToken // every exited goroutine's last clock
+	// On a HostTracker (stream_sync.go): the clocks of the flags.
+	endTok       HostClock // total became known
+	issueDoneTok HostClock
 }
 
 // slotEvent is an event a device recorded after a copy of a host slot:
@@ -289,7 +273,7 @@ type streamRun struct {
 type slotEvent struct {
 	ev  Event
 	dev int
-	tok hostToken // tracking backend: the issuer's clock at the record
+	tok HostClock // tracking backend: the issuer's clock at the record
 }
 
 func (r *streamRun) fail(err error) {
@@ -390,11 +374,8 @@ func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport,
 	if err := p.allocStaging(); err != nil {
 		return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
-	start := p.now()
-	if t := trackerOf(p.b); t != nil {
-		start = p.runBegin(t)
-		defer p.runEnd(t)
-	}
+	start := p.runBegin()
+	defer p.runEnd()
 	// The kernel's parameters and scratch buffers, before anything is
 	// read; an upload is not part of Elapsed (StreamReport.Upload).
 	upload, err := p.ready(job.Kernel)
@@ -494,12 +475,8 @@ func newStreamRun(devs []*Pipeline, job StreamJob) *streamRun {
 	for h := range R {
 		r.h2dAt[h], r.d2hAt[h] = -1, -1
 	}
-	r.cond = sync.NewCond(&r.mu)
-	r.rec, _ = p.b.(hostAccessor)
-	r.hs = trackerOf(p.b)
-	if r.hs != nil {
-		r.toks = map[*int]*tokRing{}
-	}
+	r.init(p.b, R)
+	r.rec, _ = p.b.(HostAccessor)
 	r.readAct.clock, r.writeAct.clock = p.now, p.now
 	for j, in := range job.Inputs {
 		s := &streamIn{name: streamName(job.InputNames, "input", j), elem: p.cfg.Inputs[j], r: in}
@@ -589,8 +566,8 @@ func (r *streamRun) execute(ctx context.Context) error {
 				}
 				r.mu.Lock()
 				r.issuing--
-				if r.hs != nil {
-					r.issueDoneTok = joinTok(r.issueDoneTok, r.hs.hostPublish())
+				if r.tracked() {
+					r.issueDoneTok = r.merge(r.issueDoneTok, r.stamp())
 				}
 				r.issueDone = r.issuing == 0
 				r.signal()
@@ -598,10 +575,10 @@ func (r *streamRun) execute(ctx context.Context) error {
 			})
 		}
 		r.mu.Lock()
-		r.waitLocked(r.cond, func() bool { return r.issueDone }, func() hostToken { return r.issueDoneTok })
+		r.waitLocked(r.cond, func() bool { return r.issueDone }, func() HostClock { return r.issueDoneTok })
 	}
 	// Every chunk copied out must be written, unless the run stopped.
-	r.waitLocked(r.cond, func() bool { return r.written >= r.d2hIssued }, func() hostToken { return r.tokAt(&r.written, r.d2hIssued-1) })
+	r.waitLocked(r.cond, func() bool { return r.written >= r.d2hIssued }, func() HostClock { return r.tokAt(&r.written, r.d2hIssued-1) })
 	r.stopLocked()
 	r.mu.Unlock()
 	// Coordinators return and workers leave what is queued once the run
@@ -699,7 +676,7 @@ func (r *streamRun) readLoop() {
 		if c >= R {
 			// The H2D of chunk c-R must be queued before its event means it.
 			// (A later chunk only where a test drops the waits.)
-			if !r.waitUntil(func() bool { return r.h2dAt[s] >= c-R || r.total >= 0 }, func() hostToken {
+			if !r.waitUntil(func() bool { return r.h2dAt[s] >= c-R || r.total >= 0 }, func() HostClock {
 				if r.h2dAt[s] >= c-R {
 					return r.h2dEv[s].tok
 				}
@@ -758,12 +735,12 @@ func (r *streamRun) writeLoop() {
 		// The ring entry of chunk c-R must be finished; the D2H's own wait
 		// already implies it, unless a test drops that wait.
 		// (A later chunk than c is there only where a test drops the waits.)
-		if !r.waitUntil(func() bool { return (r.d2hAt[s] >= c || r.issueDone) && r.written > c-R }, func() hostToken {
+		if !r.waitUntil(func() bool { return (r.d2hAt[s] >= c || r.issueDone) && r.written > c-R }, func() HostClock {
 			t := r.issueDoneTok
 			if r.d2hAt[s] >= c {
 				t = r.d2hEv[s].tok
 			}
-			return joinTok(t, r.tokAt(&r.written, c-R))
+			return r.merge(t, r.tokAt(&r.written, c-R))
 		}) {
 			return
 		}
@@ -1040,7 +1017,7 @@ func (r *streamRun) issue(d int) error {
 			}
 		}
 		r.mu.Lock()
-		ok := r.waitLocked(r.cond, func() bool { return r.staged > r.taken || (r.total >= 0 && r.taken >= r.total) }, func() hostToken {
+		ok := r.waitLocked(r.cond, func() bool { return r.staged > r.taken || (r.total >= 0 && r.taken >= r.total) }, func() HostClock {
 			if r.staged > r.taken {
 				return r.tokAt(&r.staged, r.taken)
 			}
@@ -1103,7 +1080,7 @@ func (r *streamRun) issue(d int) error {
 
 		// D2H, once the writers are done with the host slot's last chunk
 		// and with the device slot's (whose D2H event is recorded again).
-		if need := max(c-R, prev); need >= 0 && !q.skipWAR && !r.waitUntil(func() bool { return r.written > need }, func() hostToken { return r.tokAt(&r.written, need) }) {
+		if need := max(c-R, prev); need >= 0 && !q.skipWAR && !r.waitUntil(func() bool { return r.written > need }, func() HostClock { return r.tokAt(&r.written, need) }) {
 			return nil
 		}
 		if err := iss.Wait(q.d2h, q.compDone[s]); err != nil {

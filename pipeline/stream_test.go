@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,19 +40,19 @@ func streamData(n int) (in, want []byte) {
 
 // streamPipeline builds a small pipeline on a fresh simulator and checks,
 // when the test ends, that it closes, leaks nothing and saw no hazard.
-func streamPipeline(t *testing.T, seed uint64, chunk, ins int) (*Pipeline, *Sim) {
+func streamPipeline(t *testing.T, seed uint64, chunk, ins int) (*pipeline.Pipeline, *sim.Sim) {
 	t.Helper()
-	sim := NewSim(seed, 20*time.Microsecond)
-	cfg := Float32Config(ins, 1)
+	dev := sim.New(seed, 20*time.Microsecond)
+	cfg := pipeline.Float32Config(ins, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
-	p, err := New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, p.Close())
-		assert.Empty(t, sim.Live(), "objects left after Close")
-		assert.Empty(t, sim.Hazards())
+		assert.Empty(t, dev.Live(), "objects left after Close")
+		assert.Empty(t, dev.Hazards())
 	})
-	return p, sim
+	return p, dev
 }
 
 // plainReader hides every method but Read, so the run reads in order.
@@ -230,7 +231,7 @@ func TestStreamEveryLength(t *testing.T) {
 					p, _ := streamPipeline(t, seed, chunk, 1)
 					in, want := streamData(n)
 					w, got := wk.make(t)
-					rep, err := p.RunStream(context.Background(), StreamJob{
+					rep, err := p.RunStream(context.Background(), pipeline.StreamJob{
 						Inputs: []io.Reader{rk.make(t, in)}, Outputs: []io.Writer{w},
 						Kernel: seedKernel(nil, streamIters), Readers: 3, Writers: 2, PieceBytes: 1,
 					})
@@ -264,7 +265,7 @@ func TestStreamPositionalOffsets(t *testing.T) {
 	defer out.Close()
 	_, err = out.Write([]byte("HEADER"))
 	require.NoError(t, err)
-	_, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{f}, Outputs: []io.Writer{out}, Kernel: seedKernel(nil, streamIters)})
+	_, err = p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{f}, Outputs: []io.Writer{out}, Kernel: seedKernel(nil, streamIters)})
 	require.NoError(t, err)
 	pos, _ := f.Seek(0, io.SeekCurrent)
 	assert.Equal(t, int64(4+400), pos, "input offset after the run")
@@ -284,7 +285,7 @@ func TestStreamTwoInputs(t *testing.T) {
 	kernels.FillPattern(x, 1)
 	kernels.FillPattern(y, 99)
 	var out bytes.Buffer
-	rep, err := p.RunStream(context.Background(), StreamJob{
+	rep, err := p.RunStream(context.Background(), pipeline.StreamJob{
 		Inputs:  []io.Reader{bytes.NewReader(driver.Bytes(x)), iotest.HalfReader(bytes.NewReader(driver.Bytes(y)))},
 		Outputs: []io.Writer{&out}, Kernel: saxpyKernel(nil, 2.5),
 	})
@@ -353,21 +354,21 @@ func TestStreamBadInput(t *testing.T) {
 		{
 			name:   "trailing partial element, positional",
 			inputs: func() []io.Reader { return []io.Reader{bytes.NewReader(append(in, 1, 2, 3))} },
-			stream: "in.f32", offset: 4 * n, cause: ErrPartialElement,
+			stream: "in.f32", offset: 4 * n, cause: pipeline.ErrPartialElement,
 			text: "pipeline: in.f32 at byte 332: the stream ends inside an element: 3 trailing bytes of a 4-byte element",
 			held: 320,
 		},
 		{
 			name:   "trailing partial element, one byte at a time",
 			inputs: func() []io.Reader { return []io.Reader{iotest.OneByteReader(bytes.NewReader(append(in, 9)))} },
-			stream: "in.f32", offset: 4 * n, cause: ErrPartialElement,
+			stream: "in.f32", offset: 4 * n, cause: pipeline.ErrPartialElement,
 			text: "pipeline: in.f32 at byte 332: the stream ends inside an element: 1 trailing bytes of a 4-byte element",
 			held: 320,
 		},
 		{
 			name:   "partial element at a chunk boundary",
 			inputs: func() []io.Reader { return []io.Reader{plainReader{bytes.NewReader(append(in[:4*4*chunk], 7, 7))}} },
-			stream: "in.f32", offset: 4 * 4 * chunk, cause: ErrPartialElement,
+			stream: "in.f32", offset: 4 * 4 * chunk, cause: pipeline.ErrPartialElement,
 			text: "pipeline: in.f32 at byte 256: the stream ends inside an element: 2 trailing bytes of a 4-byte element",
 			held: 256,
 		},
@@ -405,7 +406,7 @@ func TestStreamBadInput(t *testing.T) {
 			inputs: func() []io.Reader {
 				return []io.Reader{bytes.NewReader(in), plainReader{bytes.NewReader(in[:4*(n-5)])}}
 			},
-			stream: "second.f32", offset: 4 * (n - 5), cause: ErrLengthMismatch,
+			stream: "second.f32", offset: 4 * (n - 5), cause: pipeline.ErrLengthMismatch,
 			text: "pipeline: second.f32 at byte 312: inputs differ in length: second.f32 ends after 78 elements, in.f32 has more",
 			held: 256,
 		},
@@ -414,7 +415,7 @@ func TestStreamBadInput(t *testing.T) {
 			inputs: func() []io.Reader {
 				return []io.Reader{bytes.NewReader(in), bytes.NewReader(in[:4*3*chunk])}
 			},
-			stream: "second.f32", offset: 4 * 3 * chunk, cause: ErrLengthMismatch,
+			stream: "second.f32", offset: 4 * 3 * chunk, cause: pipeline.ErrLengthMismatch,
 			text: "pipeline: second.f32 at byte 192: inputs differ in length: second.f32 ends after 48 elements, in.f32 has more",
 			held: 192,
 		},
@@ -431,10 +432,10 @@ func TestStreamBadInput(t *testing.T) {
 					k, ref = saxpyKernel(nil, 0.5), saxpyBytes(in, in, 0.5)
 				}
 				_ = want2
-				rep, err := p.RunStream(context.Background(), StreamJob{Inputs: ins, Outputs: []io.Writer{w}, Kernel: k,
+				rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: ins, Outputs: []io.Writer{w}, Kernel: k,
 					InputNames: []string{"in.f32", "second.f32"}, Readers: 2, PieceBytes: 1})
 				require.Error(t, err)
-				var se *StreamError
+				var se *pipeline.StreamError
 				require.ErrorAs(t, err, &se)
 				assert.Equal(t, tc.stream, se.Stream)
 				assert.Equal(t, tc.offset, se.Offset)
@@ -507,9 +508,9 @@ func TestStreamWriterFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := streamPipeline(t, uint64(200+i), chunk, 1)
 			w, got := tc.out()
-			rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{w},
+			rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{w},
 				OutputNames: []string{"out.f32"}, Kernel: seedKernel(nil, streamIters), Writers: 4, PieceBytes: 1})
-			var se *StreamError
+			var se *pipeline.StreamError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, "out.f32", se.Stream)
 			assert.Equal(t, tc.offset, se.Offset)
@@ -566,7 +567,7 @@ func TestStreamCancel(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(20*time.Millisecond, cancel)
-			rep, err := p.RunStream(ctx, StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: seedKernel(nil, streamIters)})
+			rep, err := p.RunStream(ctx, pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: seedKernel(nil, streamIters)})
 			require.ErrorIs(t, err, context.Canceled)
 			after := r.count()
 			time.Sleep(10 * time.Millisecond)
@@ -584,9 +585,9 @@ func TestStreamCancel(t *testing.T) {
 // TestStreamManyRunsNoLeaks runs 300 streams on one pipeline, half of them
 // failing, and checks objects and goroutines return to where they began.
 func TestStreamManyRunsNoLeaks(t *testing.T) {
-	p, sim := streamPipeline(t, 400, 8, 1)
+	p, dev := streamPipeline(t, 400, 8, 1)
 	before := runtime.NumGoroutine()
-	live := sim.Live()
+	live := dev.Live()
 	in, want := streamData(50)
 	for i := 0; i < 300; i++ {
 		var out bytes.Buffer
@@ -594,7 +595,7 @@ func TestStreamManyRunsNoLeaks(t *testing.T) {
 		if i%2 == 1 {
 			r = &errAfter{r: bytes.NewReader(in), left: 4 * i % 200, cause: errDisk}
 		}
-		_, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
+		_, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{&out}, Kernel: seedKernel(nil, streamIters)})
 		if i%2 == 0 {
 			require.NoError(t, err)
 			sameBytes(t, want, out.Bytes())
@@ -603,7 +604,7 @@ func TestStreamManyRunsNoLeaks(t *testing.T) {
 			sameBytes(t, want[:out.Len()], out.Bytes())
 		}
 	}
-	assert.Equal(t, live, sim.Live())
+	assert.Equal(t, live, dev.Live())
 	settle(before)
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2)
 }
@@ -613,18 +614,18 @@ func TestStreamManyRunsNoLeaks(t *testing.T) {
 // checks that the simulator reports the hazards: the streaming run's own
 // reads and writes of pinned slots are visible to the detector.
 func TestStreamHazardDetectorSeesHostAccess(t *testing.T) {
-	sim := NewSim(9, 50*time.Microsecond)
-	cfg := Float32Config(1, 1)
+	dev := sim.New(9, 50*time.Microsecond)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 8, 2, 1
-	p, err := New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
-	SetSkipWAR(p, true)
+	pipeline.SetSkipWAR(p, true)
 	in, _ := streamData(8 * 40)
-	_, err = p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)},
+	_, err = p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(in)},
 		Outputs: []io.Writer{slowWriter{io.Discard, 100 * time.Microsecond}}, Kernel: seedKernel(nil, streamIters)})
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
-	hz := sim.Hazards()
+	hz := dev.Hazards()
 	require.NotEmpty(t, hz)
 	host := false
 	for _, h := range hz {
@@ -641,25 +642,25 @@ func TestStreamValidation(t *testing.T) {
 	r, w := bytes.NewReader(nil), io.Discard
 	k := seedKernel(nil, 1)
 	cases := []struct {
-		job  StreamJob
+		job  pipeline.StreamJob
 		text string
 	}{
-		{StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}}, "pipeline: stream job has no Kernel"},
-		{StreamJob{Outputs: []io.Writer{w}, Kernel: k}, "pipeline: a stream job needs at least one input: its end ends the run"},
-		{StreamJob{Inputs: []io.Reader{r, r}, Outputs: []io.Writer{w}, Kernel: k}, "pipeline: stream job has 2 inputs, the pipeline was built for 1"},
-		{StreamJob{Inputs: []io.Reader{r}, Kernel: k}, "pipeline: stream job has 0 outputs, the pipeline was built for 1"},
-		{StreamJob{Inputs: []io.Reader{nil}, Outputs: []io.Writer{w}, Kernel: k, InputNames: []string{"a.f32"}}, "pipeline: stream job: a.f32 is nil"},
-		{StreamJob{Inputs: []io.Reader{(*bytes.Reader)(nil)}, Outputs: []io.Writer{w}, Kernel: k}, "pipeline: stream job: input 0 is nil"},
-		{StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{(*bytes.Buffer)(nil)}, Kernel: k}, "pipeline: stream job: output 0 is nil"},
-		{StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: k, Readers: -1}, "pipeline: stream job: Readers, Writers and PieceBytes must not be negative"},
+		{pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}}, "pipeline: stream job has no Kernel"},
+		{pipeline.StreamJob{Outputs: []io.Writer{w}, Kernel: k}, "pipeline: a stream job needs at least one input: its end ends the run"},
+		{pipeline.StreamJob{Inputs: []io.Reader{r, r}, Outputs: []io.Writer{w}, Kernel: k}, "pipeline: stream job has 2 inputs, the pipeline was built for 1"},
+		{pipeline.StreamJob{Inputs: []io.Reader{r}, Kernel: k}, "pipeline: stream job has 0 outputs, the pipeline was built for 1"},
+		{pipeline.StreamJob{Inputs: []io.Reader{nil}, Outputs: []io.Writer{w}, Kernel: k, InputNames: []string{"a.f32"}}, "pipeline: stream job: a.f32 is nil"},
+		{pipeline.StreamJob{Inputs: []io.Reader{(*bytes.Reader)(nil)}, Outputs: []io.Writer{w}, Kernel: k}, "pipeline: stream job: input 0 is nil"},
+		{pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{(*bytes.Buffer)(nil)}, Kernel: k}, "pipeline: stream job: output 0 is nil"},
+		{pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: k, Readers: -1}, "pipeline: stream job: Readers, Writers and PieceBytes must not be negative"},
 	}
 	for _, tc := range cases {
 		_, err := p.RunStream(context.Background(), tc.job)
 		assert.EqualError(t, err, tc.text)
 	}
 	require.NoError(t, p.Close())
-	_, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: k})
-	assert.ErrorIs(t, err, ErrClosed)
+	_, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{w}, Kernel: k})
+	assert.ErrorIs(t, err, pipeline.ErrClosed)
 }
 
 // TestStreamDirect reads a file opened with O_DIRECT, whose size is not a
@@ -667,20 +668,20 @@ func TestStreamValidation(t *testing.T) {
 // where O_DIRECT is unsupported: on other systems than Linux, and on file
 // systems that refuse it (tmpfs).
 func TestStreamDirect(t *testing.T) {
-	const chunk = 2 * DirectAlign / 4 // elements: two pages of float32
+	const chunk = 2 * pipeline.DirectAlign / 4 // elements: two pages of float32
 	n := 5*chunk + 123
 	in, want := streamData(n)
 	path := filepath.Join(t.TempDir(), "in")
 	require.NoError(t, os.WriteFile(path, in, 0o644))
-	f, err := OpenDirect(path)
+	f, err := pipeline.OpenDirect(path)
 	if err != nil {
 		t.Skipf("skipping: O_DIRECT unsupported here: %v", err)
 	}
 	defer f.Close()
 	p, _ := streamPipeline(t, 21, chunk, 1)
 	var out bytes.Buffer
-	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{f}, Outputs: []io.Writer{&out},
-		Kernel: seedKernel(nil, streamIters), Readers: 3, PieceBytes: DirectAlign})
+	rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{f}, Outputs: []io.Writer{&out},
+		Kernel: seedKernel(nil, streamIters), Readers: 3, PieceBytes: pipeline.DirectAlign})
 	require.NoError(t, err)
 	assert.Equal(t, int64(n), rep.N)
 	assert.Equal(t, 3, rep.Readers, "the file was read with positional reads")
@@ -732,15 +733,15 @@ func (h *heapSampler) Write(b []byte) (int, error) {
 // heap does not grow with the stream: a structure kept per chunk (a map
 // of finished pieces, a queue, a report list) would add to it. Issue 13.
 func TestStreamMemoryBounded(t *testing.T) {
-	sim := NewSim(31, 0)
-	cfg := Float32Config(1, 1)
+	dev := sim.New(31, 0)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 16, 3, 2
-	p, err := New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	const chunks = 6000
 	w := &heapSampler{every: 1000}
-	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{&patternReader{n: chunks * 16}},
+	rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{&patternReader{n: chunks * 16}},
 		Outputs: []io.Writer{w}, Kernel: seedKernel(nil, 0)})
 	require.NoError(t, err)
 	require.Equal(t, int64(chunks*16), rep.N)
@@ -748,7 +749,7 @@ func TestStreamMemoryBounded(t *testing.T) {
 	growth := int64(w.samples[5]) - int64(w.samples[0])
 	t.Logf("live heap at chunk 1000: %d KiB; at chunk 6000: %d KiB", w.samples[0]>>10, w.samples[5]>>10)
 	assert.Less(t, growth, int64(64<<10), "the live heap grew by %d bytes over 5000 chunks", growth)
-	assert.Empty(t, sim.Hazards())
+	assert.Empty(t, dev.Hazards())
 }
 
 // TestStreamVirtualTime: on the simulator a streaming run's times are on
@@ -758,12 +759,12 @@ func TestStreamMemoryBounded(t *testing.T) {
 // rate. Issue 13, on issue 11's simulator.
 func TestStreamVirtualTime(t *testing.T) {
 	const chunk, chunks = 1024, 8
-	p, sim := streamPipeline(t, 21, chunk, 1)
+	p, dev := streamPipeline(t, 21, chunk, 1)
 	in, want := streamData(chunk * chunks)
 	var out bytes.Buffer
 	const sleep = 5 * time.Millisecond
 	start := time.Now()
-	rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)},
+	rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(in)},
 		Outputs: []io.Writer{slowWriter{&out, sleep}}, Kernel: seedKernel(nil, streamIters)})
 	wall := time.Since(start)
 	require.NoError(t, err)
@@ -775,7 +776,7 @@ func TestStreamVirtualTime(t *testing.T) {
 	assert.Greater(t, rep.Write, time.Duration(0), "writes out of the slots take virtual time")
 	assert.LessOrEqual(t, rep.Read, rep.Elapsed)
 	assert.LessOrEqual(t, rep.Write, rep.Elapsed)
-	h2d := time.Duration(float64(len(in)) / sim.Profile().H2D.GBps) // GB/s is bytes/ns
+	h2d := time.Duration(float64(len(in)) / dev.Profile().H2D.GBps) // GB/s is bytes/ns
 	assert.GreaterOrEqual(t, rep.Elapsed, h2d, "the H2D copies alone take this long")
 	t.Logf("elapsed %v, read %v, write %v, H2D alone %v, wall %v", rep.Elapsed, rep.Read, rep.Write, h2d, wall)
 }
@@ -796,7 +797,7 @@ func TestStreamSeveralPiecesPerChunk(t *testing.T) {
 			t.Run(fmt.Sprintf("%d writers/%s", writers, wk.name), func(t *testing.T) {
 				p, _ := streamPipeline(t, uint64(40+writers), chunk, 1)
 				w, got := wk.make(t)
-				rep, err := p.RunStream(context.Background(), StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{w},
+				rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{w},
 					Kernel: seedKernel(nil, streamIters), Writers: writers, PieceBytes: 4096})
 				require.NoError(t, err)
 				assert.Equal(t, writers, rep.Writers)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 
 	"github.com/stretchr/testify/assert"
@@ -21,7 +22,7 @@ import (
 // power-of-two chunk, and its prediction within 25% of its time.
 func TestProbePicksASmallJobsChunk(t *testing.T) {
 	const n, iters = 1 << 20, 30
-	sim := pipeline.NewSim(1, 0)
+	sim := sim.New(1, 0)
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 0)
 	job := pipeline.Job{N: n, Kernel: seedKernel(nil, iters), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}

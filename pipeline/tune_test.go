@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 
 	"github.com/stretchr/testify/assert"
@@ -13,10 +14,10 @@ import (
 )
 
 func TestModelPredict(t *testing.T) {
-	m := Model{
-		H2D:     StageCost{Fixed: 10 * time.Microsecond, PerElem: 0.07},
-		Compute: StageCost{Fixed: 20 * time.Microsecond, PerElem: 0.1},
-		D2H:     StageCost{Fixed: 10 * time.Microsecond, PerElem: 0.07},
+	m := pipeline.Model{
+		H2D:     pipeline.StageCost{Fixed: 10 * time.Microsecond, PerElem: 0.07},
+		Compute: pipeline.StageCost{Fixed: 20 * time.Microsecond, PerElem: 0.1},
+		D2H:     pipeline.StageCost{Fixed: 10 * time.Microsecond, PerElem: 0.07},
 	}
 	// One chunk: every stage in series.
 	assert.Equal(t, m.H2D.At(1000)+m.Compute.At(1000)+m.D2H.At(1000), m.Predict(1000, 1000, 3, 1))
@@ -34,10 +35,10 @@ func TestModelPredict(t *testing.T) {
 }
 
 func TestModelBestAvoidsExtremes(t *testing.T) {
-	m := Model{
-		H2D:     StageCost{Fixed: 8 * time.Microsecond, PerElem: 0.072},
-		Compute: StageCost{Fixed: 15 * time.Microsecond, PerElem: 0.103},
-		D2H:     StageCost{Fixed: 8 * time.Microsecond, PerElem: 0.072},
+	m := pipeline.Model{
+		H2D:     pipeline.StageCost{Fixed: 8 * time.Microsecond, PerElem: 0.072},
+		Compute: pipeline.StageCost{Fixed: 15 * time.Microsecond, PerElem: 0.103},
+		D2H:     pipeline.StageCost{Fixed: 8 * time.Microsecond, PerElem: 0.072},
 	}
 	best := m.Best(128 << 20)
 	// Tiny chunks drown in fixed costs, huge ones in fill and drain.
@@ -51,18 +52,18 @@ func TestModelBestAvoidsExtremes(t *testing.T) {
 }
 
 func TestFitRecoversSyntheticCosts(t *testing.T) {
-	truth := StageCost{Fixed: 12 * time.Microsecond, PerElem: 0.25}
+	truth := pipeline.StageCost{Fixed: 12 * time.Microsecond, PerElem: 0.25}
 	chunks := []int{1 << 18, 1 << 20, 1 << 22}
-	var st []StageTimes
+	var st []pipeline.StageTimes
 	for _, c := range chunks {
-		st = append(st, StageTimes{H2D: truth.At(c), Compute: 2 * truth.At(c), D2H: truth.At(c)})
+		st = append(st, pipeline.StageTimes{H2D: truth.At(c), Compute: 2 * truth.At(c), D2H: truth.At(c)})
 	}
-	m, err := Fit(chunks, st)
+	m, err := pipeline.Fit(chunks, st)
 	require.NoError(t, err)
 	assert.InDelta(t, float64(truth.Fixed), float64(m.H2D.Fixed), float64(time.Microsecond))
 	assert.InDelta(t, truth.PerElem, m.H2D.PerElem, 1e-6)
 	assert.InDelta(t, 2*truth.PerElem, m.Compute.PerElem, 1e-6)
-	_, err = Fit(chunks[:1], st[:1])
+	_, err = pipeline.Fit(chunks[:1], st[:1])
 	assert.Error(t, err)
 }
 
@@ -70,12 +71,12 @@ func TestFitRecoversSyntheticCosts(t *testing.T) {
 // and the other stages are fitted exactly.
 func TestFitClampsToZero(t *testing.T) {
 	chunks := []int{1000, 2000, 4000}
-	st := []StageTimes{
+	st := []pipeline.StageTimes{
 		{H2D: 30 * time.Microsecond, Compute: 5 * time.Microsecond, D2H: 1 * time.Microsecond}, // falling: slope < 0
 		{H2D: 20 * time.Microsecond, Compute: 7 * time.Microsecond, D2H: 3 * time.Microsecond},
 		{H2D: 10 * time.Microsecond, Compute: 11 * time.Microsecond, D2H: 7 * time.Microsecond}, // D2H: -1µs + 2ns/elem
 	}
-	m, err := Fit(chunks, st)
+	m, err := pipeline.Fit(chunks, st)
 	require.NoError(t, err)
 	assert.Equal(t, 0.0, m.H2D.PerElem, "a falling cost is clamped to no cost per element")
 	assert.InDelta(t, 2.0, m.Compute.PerElem, 1e-9)
@@ -91,20 +92,20 @@ func TestFitClampsToZero(t *testing.T) {
 // guarantees.
 func TestProbeOnSim(t *testing.T) {
 	const n, iters = 1 << 20, 200
-	sim := NewSim(1, 0)
-	cfg := Float32Config(1, 1)
+	dev := sim.New(1, 0)
+	cfg := pipeline.Float32Config(1, 1)
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 0)
 	k := seedKernel(nil, iters)
-	m, err := Probe(context.Background(), sim, cfg, Job{N: n, Kernel: k, Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}})
+	m, err := pipeline.Probe(context.Background(), dev, cfg, pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	require.NoError(t, err)
-	assert.Empty(t, sim.Live())
+	assert.Empty(t, dev.Live())
 
 	// The simulator's clock follows its profile, so the fit must recover
 	// the profile's own costs: a kernel's per-element work and a copy's
 	// bytes over its rate (issue 10: the fit was once only checked >= 0).
-	prof := sim.Profile()
-	_, work, err := ProfileKernelCost(prof, k, 1<<20)
+	prof := dev.Profile()
+	_, work, err := prof.KernelTime(k, 1<<20)
 	require.NoError(t, err)
 	wantCompute := float64(work) / (1 << 20)
 	wantH2D := 4 / prof.H2D.GBps

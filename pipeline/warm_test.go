@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/overlap/driver"
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -24,25 +25,25 @@ import (
 func TestGroupWarm(t *testing.T) {
 	const n, chunk, iters = 64 << 10, 8 << 10, 5
 	sentinel := float32(math.Float32frombits(0x7fc0beef))
-	for _, host := range []HostMode{HostAuto, HostRegistered, HostStaged, HostPinned} {
+	for _, host := range []pipeline.HostMode{pipeline.HostAuto, pipeline.HostRegistered, pipeline.HostStaged, pipeline.HostPinned} {
 		t.Run(host.String(), func(t *testing.T) {
-			cfg := Float32Config(1, 1)
+			cfg := pipeline.Float32Config(1, 1)
 			cfg.ChunkElems, cfg.Host = chunk, host
-			g, sims := simGroup(t, SimHostOptions{}, cfg, false, true)
+			g, sims := simGroup(t, sim.HostOptions{}, cfg, false, true)
 			in, out := make([]float32, n), make([]float32, n)
 			kernels.FillPattern(in, 3)
-			bufs := []Buffer{Slice(in), Slice(out)}
-			if host == HostPinned {
+			bufs := []pipeline.Buffer{pipeline.Slice(in), pipeline.Slice(out)}
+			if host == pipeline.HostPinned {
 				for i := range bufs {
 					h, err := sims[0].AllocPinned(4 * n)
 					require.NoError(t, err)
 					defer h.Close()
-					bufs[i] = Pinned(h)
+					bufs[i] = pipeline.Pinned(h)
 				}
 				copy(bufs[0].Pinned.Bytes(), driver.Bytes(in))
 			}
 			outData := func() []float32 {
-				if host == HostPinned {
+				if host == pipeline.HostPinned {
 					return driver.View[float32](bufs[1].Pinned.Bytes())
 				}
 				return out
@@ -50,35 +51,35 @@ func TestGroupWarm(t *testing.T) {
 			for i := range outData() {
 				outData()[i] = sentinel
 			}
-			job := Job{N: n, Kernel: seedKernel(nil, iters), Inputs: bufs[:1], Outputs: bufs[1:]}
+			job := pipeline.Job{N: n, Kernel: seedKernel(nil, iters), Inputs: bufs[:1], Outputs: bufs[1:]}
 
 			const d = 3 * time.Millisecond
-			t0 := Now(sims[0])
+			t0 := pipeline.Now(sims[0])
 			require.NoError(t, g.Warm(context.Background(), job, d))
-			assert.GreaterOrEqual(t, Now(sims[0])-t0, d, "warm for at least the time asked")
+			assert.GreaterOrEqual(t, pipeline.Now(sims[0])-t0, d, "warm for at least the time asked")
 			for i, v := range outData() {
 				if math.Float32bits(v) != math.Float32bits(sentinel) {
 					t.Fatalf("Warm wrote output element %d (%v)", i, v)
 				}
 			}
-			if host == HostAuto {
+			if host == pipeline.HostAuto {
 				assert.Zero(t, g.Registered(), "Warm stages a job in auto mode")
 			}
 
 			rep, err := g.Run(context.Background(), job)
 			require.NoError(t, err)
-			if host == HostAuto {
-				assert.Equal(t, HostStaged, rep.Mode, "auto mode's first sight of these slices, as without Warm")
+			if host == pipeline.HostAuto {
+				assert.Equal(t, pipeline.HostStaged, rep.Mode, "auto mode's first sight of these slices, as without Warm")
 			}
-			for d, sim := range sims {
-				assert.Empty(t, sim.Hazards(), "device %d", d)
+			for d, dev := range sims {
+				assert.Empty(t, dev.Hazards(), "device %d", d)
 			}
 			require.NoError(t, verifySeed(in, outData(), iters))
 
 			// Zero time still makes one pass.
-			t0 = Now(sims[0])
+			t0 = pipeline.Now(sims[0])
 			require.NoError(t, g.Warm(context.Background(), job, 0))
-			assert.Positive(t, Now(sims[0])-t0)
+			assert.Positive(t, pipeline.Now(sims[0])-t0)
 		})
 	}
 }
@@ -86,11 +87,11 @@ func TestGroupWarm(t *testing.T) {
 // TestGroupWarmErrors: bad input, a cancelled context and a closed group
 // each give an error that says so, not a hang.
 func TestGroupWarmErrors(t *testing.T) {
-	cfg := Float32Config(1, 1)
+	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = 4 << 10
-	g, _ := simGroup(t, SimHostOptions{}, cfg, false)
+	g, _ := simGroup(t, sim.HostOptions{}, cfg, false)
 	in, out := make([]float32, 64<<10), make([]float32, 64<<10)
-	job := Job{N: len(in), Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(in)}, Outputs: []Buffer{Slice(out)}}
+	job := pipeline.Job{N: len(in), Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 
 	err := g.Warm(context.Background(), job, -time.Millisecond)
 	require.Error(t, err)
@@ -108,5 +109,5 @@ func TestGroupWarmErrors(t *testing.T) {
 
 	require.NoError(t, g.Close())
 	err = g.Warm(context.Background(), job, time.Millisecond)
-	assert.True(t, errors.Is(err, ErrClosed), fmt.Sprint(err))
+	assert.True(t, errors.Is(err, pipeline.ErrClosed), fmt.Sprint(err))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -68,7 +69,7 @@ func singleStream() string {
 
 // Kernel is the Processor of an embedded kernel on one device: a pipeline
 // of package pipeline on a GPU's primary context, or on a simulated H200
-// (pipeline.NewSim) when the Spec says Sim. A row is one float32. Process
+// (sim.New) when the Spec says Sim. A row is one float32. Process
 // streams a shard through Pipeline.RunStream; shards given to one Kernel
 // at once run one after another on its pipeline.
 type Kernel struct {
@@ -95,7 +96,7 @@ func NewKernel(spec Spec, device int) (*Kernel, error) {
 	}
 	var mods *kernels.Modules
 	if spec.Sim {
-		e.backend = pipeline.NewSim(uint64(device)+1, 0)
+		e.backend = sim.New(uint64(device)+1, 0)
 	} else {
 		ctx, err := openContext(device)
 		if err != nil {
@@ -143,7 +144,7 @@ func openContext(device int) (*driver.Context, error) {
 	return driver.NewContext(dev)
 }
 
-// Backend returns the pipeline's backend: a *pipeline.Sim with Sim, whose
+// Backend returns the pipeline's backend: a *sim.Sim with Sim, whose
 // Live counts tests check after Close.
 func (kp *Kernel) Backend() pipeline.Backend { return kp.e.backend }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,7 +47,7 @@ func verifySeed(t *testing.T, in []float32, outPath string, iters int) {
 // liveZero asserts that a simulator holds no stream, event or memory.
 func liveZero(t *testing.T, b pipeline.Backend) {
 	t.Helper()
-	sim, ok := b.(*pipeline.Sim)
+	sim, ok := b.(*sim.Sim)
 	require.True(t, ok, "backend %T", b)
 	for kind, n := range sim.Live() {
 		assert.Zero(t, n, "the simulator still holds %d %s object(s)", n, kind)

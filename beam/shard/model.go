@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -103,7 +104,7 @@ func acquireModel(path string, act model.Activation) (*model.Model, func(), erro
 // model) on one device: the model's layers as the steps of one pipeline
 // kernel, its weights resident on the device, on a GPU's primary context
 // (the GEMM kernels of package ptx/kernels) or on a simulated H200
-// (pipeline.NewSim, each layer's CPU stand-in) when the Spec says Sim. A
+// (sim.New, each layer's CPU stand-in) when the Spec says Sim. A
 // row is the model's In float32 in and its Out float32 out. Process
 // streams a shard through Pipeline.RunStream; shards given to one MLP at
 // once run one after another on its pipeline.
@@ -147,7 +148,7 @@ func NewMLP(spec Spec, device int) (*MLP, error) {
 	}
 	kopts := model.KernelOptions{Precision: prec}
 	if spec.Sim {
-		e.backend = pipeline.NewSim(uint64(device)+1, 0)
+		e.backend = sim.New(uint64(device)+1, 0)
 	} else {
 		ctx, err := openContext(device)
 		if err != nil {
@@ -187,7 +188,7 @@ func (mp *MLP) Model() *model.Model { return mp.m }
 // Precision returns the precision the layers run in.
 func (mp *MLP) Precision() model.Precision { return mp.prec }
 
-// Backend returns the pipeline's backend: a *pipeline.Sim with Sim, whose
+// Backend returns the pipeline's backend: a *sim.Sim with Sim, whose
 // Live counts tests check after Close.
 func (mp *MLP) Backend() pipeline.Backend { return mp.e.backend }
 

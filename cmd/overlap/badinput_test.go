@@ -12,6 +12,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/require"
@@ -80,13 +81,13 @@ func badInputs(tmp string) []badInput {
 	if src, err := os.ReadFile(filepath.Join("testdata", "double.ptx")); err == nil {
 		os.WriteFile(kptx, src, 0o644)
 	}
-	sim := pipeline.NewSim(1, 0)
+	sdev := sim.New(1, 0)
 	cfg := pipeline.Config{ChunkElems: 8, Inputs: []int{4}, Outputs: []int{4}}
 	in, out := make([]float32, 10), make([]float32, 10)
 	job := pipeline.Job{N: 10, Kernel: mustPipeline(kernels.Seed, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	run := func(mutate func(*pipeline.Job)) func() error {
 		return func() error {
-			p, err := pipeline.New(sim, cfg)
+			p, err := pipeline.New(sdev, cfg)
 			if err != nil {
 				return err
 			}
@@ -225,9 +226,9 @@ func badInputs(tmp string) []badInput {
 			return nil
 		})},
 		{"pipeline API", "a nil `Backend`", apiErr(func() error { _, err := pipeline.New(nil, cfg); return err })},
-		{"pipeline API", "one slot", apiErr(func() error { _, err := pipeline.New(sim, pipeline.Config{Slots: 1, Outputs: []int{4}}); return err })},
-		{"pipeline API", "no outputs", apiErr(func() error { _, err := pipeline.New(sim, pipeline.Config{Inputs: []int{4}}); return err })},
-		{"pipeline API", "an element size of 0", apiErr(func() error { _, err := pipeline.New(sim, pipeline.Config{Outputs: []int{0}}); return err })},
+		{"pipeline API", "one slot", apiErr(func() error { _, err := pipeline.New(sdev, pipeline.Config{Slots: 1, Outputs: []int{4}}); return err })},
+		{"pipeline API", "no outputs", apiErr(func() error { _, err := pipeline.New(sdev, pipeline.Config{Inputs: []int{4}}); return err })},
+		{"pipeline API", "an element size of 0", apiErr(func() error { _, err := pipeline.New(sdev, pipeline.Config{Outputs: []int{0}}); return err })},
 		{"pipeline API", "a job without a kernel", apiErr(run(func(j *pipeline.Job) { j.Kernel = nil }))},
 		{"pipeline API", "a negative element count", apiErr(run(func(j *pipeline.Job) { j.N = -1 }))},
 		{"pipeline API", "an input shorter than N elements", apiErr(run(func(j *pipeline.Job) { j.N = 11 }))},
@@ -237,7 +238,7 @@ func badInputs(tmp string) []badInput {
 		{"pipeline API", "a kernel without a CPU stand-in on the simulator", apiErr(run(func(j *pipeline.Job) { j.Kernel = &pipeline.Kernel{Name: "gpu-only"} }))},
 		{"pipeline API", "host mode pinned with Go slices", apiErr(run(func(j *pipeline.Job) { j.Host = pipeline.HostPinned }))},
 		{"pipeline API", "`Run` after `Close`", apiErr(func() error {
-			p, err := pipeline.New(sim, cfg)
+			p, err := pipeline.New(sdev, cfg)
 			if err != nil {
 				return err
 			}
@@ -246,7 +247,7 @@ func badInputs(tmp string) []badInput {
 			return err
 		})},
 		{"pipeline API", "`RunInto` with a nil `*Report`", apiErr(func() error {
-			p, err := pipeline.New(sim, cfg)
+			p, err := pipeline.New(sdev, cfg)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -273,7 +274,7 @@ func TestInferSimInMemory(t *testing.T) {
 // profileWithoutGemm writes the built-in profile less its GEMM entries
 // to a file, and returns its path.
 func profileWithoutGemm(t *testing.T) string {
-	p := pipeline.BuiltinProfile()
+	p := sim.BuiltinProfile()
 	delete(p.Kernels, "gemm_f32")
 	delete(p.Kernels, "gemm_tf32")
 	path := filepath.Join(t.TempDir(), "nogemm.json")
@@ -284,7 +285,7 @@ func profileWithoutGemm(t *testing.T) string {
 // noteFor is what a simulator of the profile at path says about a model
 // layer's kernel at precision p (Report.Notes), which it has no cost for.
 func noteFor(t *testing.T, path string, p model.Precision) string {
-	prof, err := pipeline.ReadProfile(path)
+	prof, err := sim.ReadProfile(path)
 	require.NoError(t, err)
 	m, err := model.Random([]int{4, 2}, model.ReLU, 1)
 	require.NoError(t, err)
@@ -292,7 +293,7 @@ func noteFor(t *testing.T, path string, p model.Precision) string {
 	require.NoError(t, err)
 	cfg, err := m.Config(16)
 	require.NoError(t, err)
-	pl, err := pipeline.New(pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(prof), cfg)
+	pl, err := pipeline.New(sim.NewHost(sim.HostOptions{}).NewDevice(prof), cfg)
 	require.NoError(t, err)
 	defer pl.Close()
 	rep, err := pl.Run(context.Background(), pipeline.Job{N: 16, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(make([]float32, 64), 4)}, Outputs: []pipeline.Buffer{pipeline.Rows(make([]float32, 32), 2)}})

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/pipeline/sim/calibrate"
 )
 
@@ -128,7 +128,7 @@ func profileCommand(ctx context.Context, o *profileOptions, w, stderr io.Writer)
 // validateProfile validates the simulator against prof on dev, prints the
 // table, and writes prof to --out again with the host figures that the
 // validation timed; co says its progress through prog.
-func validateProfile(ctx context.Context, o *profileOptions, e *env, dev calibrate.Device, co calibrate.Options, prof *pipeline.Profile, w io.Writer, prog *progress) error {
+func validateProfile(ctx context.Context, o *profileOptions, e *env, dev calibrate.Device, co calibrate.Options, prof *sim.Profile, w io.Writer, prog *progress) error {
 	n := len(calibrate.Configs(o.elems))
 	what := "measured on " + e.backend.Name()
 	if o.sim {
@@ -179,7 +179,7 @@ func printValidation(w io.Writer, v *calibrate.Validation, sim bool) {
 	fmt.Fprintf(w, "\nmedian |error| %.1f%%, worst %.1f%% (%s); every element of every configuration verified%s\n", 100*v.Median, 100*math.Abs(v.Worst.Err), v.Worst.Config, label)
 }
 
-func printProfile(w io.Writer, p *pipeline.Profile) {
+func printProfile(w io.Writer, p *sim.Profile) {
 	fmt.Fprintf(w, "copies: H2D %.2f us + %.1f GB/s, D2H %.2f us + %.1f GB/s, both at once %.1f GB/s; pageable %.1f / %.1f GB/s\n",
 		p.H2D.FixedNs/1e3, p.H2D.GBps, p.D2H.FixedNs/1e3, p.D2H.GBps, p.BothGBps, p.PageableH2DGBps, p.PageableD2HGBps)
 	if p.H2DRegistered.GBps > 0 {
@@ -230,7 +230,7 @@ func printProfile(w io.Writer, p *pipeline.Profile) {
 }
 
 // printStagingInRun prints p's in-run staging rates, if it has them.
-func printStagingInRun(w io.Writer, p *pipeline.Profile, which string) {
+func printStagingInRun(w io.Writer, p *sim.Profile, which string) {
 	if len(p.StagingInRun) == 0 {
 		return
 	}

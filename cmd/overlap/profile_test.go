@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/pipeline/sim/calibrate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,7 +26,7 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	truth, out := filepath.Join(dir, "truth.json"), filepath.Join(dir, "profile.json")
-	require.NoError(t, pipeline.BuiltinProfile().Write(truth))
+	require.NoError(t, sim.BuiltinProfile().Write(truth))
 	code, stdout, stderr := runCLI("profile", "--sim", "--profile", truth, "--validate", "--out", out, "--elems", "64K", "--repeat", "1")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Empty(t, stderr, "progress only on a terminal")
@@ -42,7 +43,7 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	rows := regexp.MustCompile(`(?m)^\| (seed|saxpy) +\| (pinned|registered|staged) +\| +[0-9]+K? \| +[0-9] \| +[0-9] \| +[0-9.]+ ms \| +[0-9.]+ ms \| +[-+][0-9.]+% \|$`).FindAllString(stdout, -1)
 	assert.Len(t, rows, 26, stdout)
 	assert.Regexp(t, `\n\nmedian \|error\| [0-9.]+%, worst [0-9.]+% \((seed |saxpy) .* chunks [0-9] slots [0-9] streams\); every element of every configuration verified \[simulated\]\ntook [0-9.]+ s of wall time\n$`, stdout)
-	got, err := pipeline.ReadProfile(out)
+	got, err := sim.ReadProfile(out)
 	require.NoError(t, err)
 	assert.Contains(t, got.Source, "measured by `overlap profile` on simulator of ")
 	assert.Contains(t, got.Notes["issue_loops"], "the median of that and 1 rounds' timings", "written again after the validation")

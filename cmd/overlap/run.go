@@ -14,6 +14,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/loader"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
@@ -126,7 +127,7 @@ type env struct {
 	backend  pipeline.Backend
 	backends []pipeline.Backend
 	ctx      *driver.Context // the first GPU's
-	sim      *pipeline.Sim   // the first simulated device
+	sim      *sim.Sim        // the first simulated device
 	// ordinals are the GPU indexes of backends (0, 1, … on the simulator).
 	ordinals []int
 	// mods loads the embedded kernels on each context; nil on the simulator.
@@ -153,10 +154,10 @@ const simLinkGBps = 148
 // for each of --devices (at least one), on --profile or the built-in
 // profile; timingOnly devices move no bytes and compute nothing.
 func openSimEnv(o *runOptions, timingOnly bool) (*env, error) {
-	prof := pipeline.BuiltinProfile()
+	prof := sim.BuiltinProfile()
 	if o.profile != "" {
 		var err error
-		if prof, err = pipeline.ReadProfile(o.profile); err != nil {
+		if prof, err = sim.ReadProfile(o.profile); err != nil {
 			return nil, usageError{fmt.Errorf("--profile: %w", err)}
 		}
 	}
@@ -164,18 +165,18 @@ func openSimEnv(o *runOptions, timingOnly bool) (*env, error) {
 	if k > maxSimDevices {
 		return nil, usageError{fmt.Errorf("--devices: %d simulated devices; at most %d", k, maxSimDevices)}
 	}
-	opts := pipeline.SimHostOptions{Seed: 1, TimingOnly: timingOnly}
+	opts := sim.HostOptions{Seed: 1, TimingOnly: timingOnly}
 	if k > 1 {
 		opts.LinkGBps = simLinkGBps
 	}
-	host := pipeline.NewSimHost(opts)
+	host := sim.NewHost(opts)
 	e := &env{}
 	for d := 0; d < k; d++ {
-		sim := host.NewDevice(prof)
+		sdev := host.NewDevice(prof)
 		if d == 0 {
-			e.sim = sim
+			e.sim = sdev
 		}
-		e.backends = append(e.backends, sim)
+		e.backends = append(e.backends, sdev)
 		e.ordinals = append(e.ordinals, d)
 	}
 	e.backend = e.backends[0]
@@ -510,7 +511,7 @@ func gbps(bytes int64, d time.Duration) float64 {
 }
 
 // profileLabel says which profile a simulation predicts from.
-func profileLabel(o *runOptions, p *pipeline.Profile) string {
+func profileLabel(o *runOptions, p *sim.Profile) string {
 	if o.profile != "" {
 		return fmt.Sprintf("%s (%s)", p.Device, o.profile)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 )
 
 // This file measures what copies in the two directions at once cost each
@@ -82,7 +83,7 @@ const bothFixedTrial = 2000.0
 // against the simulator's prediction of them from p with BothFixedNs at 0
 // and at bothFixedTrial, linear between them, then one secant step. The copies' costs alone and
 // BothGBps must be measured.
-func measureBothFixed(b pipeline.Backend, p *pipeline.Profile, bytes int) error {
+func measureBothFixed(b pipeline.Backend, p *sim.Profile, bytes int) error {
 	p.BothFixedNs = 0
 	measured, err := bothCopies(b, bytes, bothCopyCount)
 	if err != nil {
@@ -91,7 +92,7 @@ func measureBothFixed(b pipeline.Backend, p *pipeline.Profile, bytes int) error 
 	predict := func(v float64) (time.Duration, error) {
 		q := p.Clone()
 		q.BothFixedNs = v
-		d, err := bothCopies(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q), bytes, bothCopyCount)
+		d, err := bothCopies(sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(q), bytes, bothCopyCount)
 		if err != nil {
 			return 0, fmt.Errorf("predicting copies both ways at once: %w", err)
 		}

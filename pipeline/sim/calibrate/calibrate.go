@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -131,13 +132,13 @@ func stagingKernel(d Device, ks kernelSet) *pipeline.Kernel {
 // o.Elems/2 elements, the GEMM kernels and the device's memory. Each
 // figure is timed through the pipeline's own interface, most against the
 // simulator's prediction from the figures before it. The profile passes
-// [pipeline.Profile.Check]; its Device names the GPU, or "simulator of"
+// [sim.Profile.Check]; its Device names the GPU, or "simulator of"
 // the profile that a simulated d runs on.
 //
 // On a simulator Measure uses smaller chunks, since the simulator
 // computes every element on the CPU; its costs are linear, so nothing
 // is lost. It takes tens of seconds on either.
-func Measure(ctx context.Context, d Device, o Options) (*pipeline.Profile, error) {
+func Measure(ctx context.Context, d Device, o Options) (*sim.Profile, error) {
 	o, err := o.withDefaults("Measure")
 	if err != nil {
 		return nil, err
@@ -154,7 +155,7 @@ func Measure(ctx context.Context, d Device, o Options) (*pipeline.Profile, error
 	return prof, nil
 }
 
-func measure(ctx context.Context, d Device, ks kernelSet, o Options) (*pipeline.Profile, error) {
+func measure(ctx context.Context, d Device, ks kernelSet, o Options) (*sim.Profile, error) {
 	small, large := 64<<10, 2<<20
 	if d.simulated() {
 		small, large = 32<<10, 128<<10
@@ -190,13 +191,13 @@ func measure(ctx context.Context, d Device, ks kernelSet, o Options) (*pipeline.
 // simulatedProfile is the profile that a simulated backend runs on (a
 // Backend with a Profile method, as pipeline's simulator has), or an
 // empty one when b says none.
-func simulatedProfile(b pipeline.Backend) *pipeline.Profile {
-	if s, ok := b.(interface{ Profile() *pipeline.Profile }); ok {
+func simulatedProfile(b pipeline.Backend) *sim.Profile {
+	if s, ok := b.(interface{ Profile() *sim.Profile }); ok {
 		if p := s.Profile(); p != nil {
 			return p
 		}
 	}
-	return &pipeline.Profile{}
+	return &sim.Profile{}
 }
 
 // errNoProfile is Validate's error for a nil profile.

@@ -1,4 +1,4 @@
-// Package calibrate measures a device profile ([pipeline.Profile]) on a
+// Package calibrate measures a device profile ([sim.Profile]) on a
 // GPU, and validates the simulator against it: [Measure] times copies,
 // kernels, the host's driver calls in each state, the device's costs of
 // waits and dependencies between streams, the engine's own issue loop,

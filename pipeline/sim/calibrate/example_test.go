@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/pipeline/sim/calibrate"
 )
 
@@ -17,8 +17,8 @@ import (
 // ctx). The simulator computes every element on the CPU, so the job is
 // small, and one round is enough: its clock does not drift.
 func Example() {
-	truth := pipeline.BuiltinProfile()
-	d := calibrate.Device{Backend: pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1}).NewDevice(truth)}
+	truth := sim.BuiltinProfile()
+	d := calibrate.Device{Backend: sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(truth)}
 	o := calibrate.Options{Elems: 64 << 10, Rounds: 1}
 	ctx := context.Background()
 	prof, err := calibrate.Measure(ctx, d, o)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,7 +21,7 @@ func TestGPUMeasureGemm(t *testing.T) {
 	}
 	g := new(kernels.GemmModules)
 	defer g.Close()
-	p := &pipeline.Profile{Kernels: map[string]pipeline.KernelCost{}, Notes: map[string]string{}}
+	p := &sim.Profile{Kernels: map[string]sim.KernelCost{}, Notes: map[string]string{}}
 	require.NoError(t, measureGemm(pipeline.GPU(ctx), g, p, gemmShapes[:4]))
 	for _, k := range []string{"gemm_f32", "gemm_tf32"} {
 		c := p.Kernels[k]

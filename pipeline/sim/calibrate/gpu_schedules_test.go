@@ -9,6 +9,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -199,7 +200,7 @@ func TestGPUSchedulesPredicted(t *testing.T) {
 	for _, s := range shapes {
 		dev, err := timeSchedule(b, ks, s)
 		require.NoError(t, err, s)
-		pred, err := timeSchedule(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(prof), ks, s)
+		pred, err := timeSchedule(sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(prof), ks, s)
 		require.NoError(t, err, s)
 		per := func(d time.Duration) float64 { return float64(d) / float64(s.chunks) / 1e3 }
 		e := float64(pred)/float64(dev) - 1

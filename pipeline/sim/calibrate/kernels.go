@@ -9,6 +9,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -84,7 +85,7 @@ func kernelsOnStreams(b pipeline.Backend, ks kernelSet, n, count int) (time.Dura
 // ran 15–19% slower than the simulator predicted with the fixed costs
 // overlapping, at about one kernel's whole time per chunk
 // (bench/RESULTS.md).
-func measureKernelSerial(b pipeline.Backend, ks kernelSet, p *pipeline.Profile, n int) error {
+func measureKernelSerial(b pipeline.Backend, ks kernelSet, p *sim.Profile, n int) error {
 	const count = 200
 	measured, err := kernelsOnStreams(b, ks, n, count)
 	if err != nil {
@@ -94,7 +95,7 @@ func measureKernelSerial(b pipeline.Backend, ks kernelSet, p *pipeline.Profile, 
 	for i := range at {
 		q := p.Clone()
 		q.KernelFixedSerial = float64(i)
-		if at[i], err = kernelsOnStreams(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q), ks, n, count); err != nil {
+		if at[i], err = kernelsOnStreams(sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(q), ks, n, count); err != nil {
 			return err
 		}
 	}
@@ -254,7 +255,7 @@ func fitGemm(flops, ns []float64) (fixed, nsPerFlop float64) {
 // measureGemm measures Profile.Kernels' GEMM entries on b at shapes:
 // each entry's launches timed alone (timeGemm), then fitted (fitGemm).
 // g loads the GEMM module on a GPU's context; the simulator needs none.
-func measureGemm(b pipeline.Backend, g *kernels.GemmModules, p *pipeline.Profile, shapes []gemmShape) error {
+func measureGemm(b pipeline.Backend, g *kernels.GemmModules, p *sim.Profile, shapes []gemmShape) error {
 	for _, prec := range []model.Precision{model.FP32, model.TF32} {
 		name := kernels.GemmF32
 		if prec == model.TF32 {
@@ -275,7 +276,7 @@ func measureGemm(b pipeline.Backend, g *kernels.GemmModules, p *pipeline.Profile
 		if per <= 0 {
 			return fmt.Errorf("timing %s: its launches did not take longer with more arithmetic (%s)", name, strings.Join(parts, ", "))
 		}
-		p.Kernels[name] = pipeline.KernelCost{FixedNs: fixed, NsPerFlop: per}
+		p.Kernels[name] = sim.KernelCost{FixedNs: fixed, NsPerFlop: per}
 		var worst float64
 		for i := range flops {
 			worst = max(worst, math.Abs(fixed+per*flops[i]-ns[i])/ns[i])
@@ -291,7 +292,7 @@ func measureGemm(b pipeline.Backend, g *kernels.GemmModules, p *pipeline.Profile
 // device's memory (which the simulator refuses weights beyond). Without
 // gemm.ptx in the build, the GEMM entries are left out, and a note says
 // so.
-func measureModelCosts(d Device, p *pipeline.Profile) error {
+func measureModelCosts(d Device, p *sim.Profile) error {
 	if d.Context == nil {
 		p.DeviceMemoryBytes = simulatedProfile(d.Backend).DeviceMemoryBytes
 		return measureGemm(d.Backend, nil, p, gemmSimShapes)

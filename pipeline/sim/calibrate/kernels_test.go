@@ -3,7 +3,7 @@ package calibrate
 import (
 	"testing"
 
-	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,17 +29,17 @@ func TestFitGemm(t *testing.T) {
 }
 
 // TestMeasureGemm: measureGemm recovers the GEMM entries' fixed cost and
-// FLOP rate that a simulated device runs on, at the GPU's shapes, and
+// FLOP rate that a sdevulated device runs on, at the GPU's shapes, and
 // notes how.
 func TestMeasureGemm(t *testing.T) {
-	truth := pipeline.BuiltinProfile()
-	truth.Kernels["gemm_f32"] = pipeline.KernelCost{FixedNs: 4500, NsPerFlop: 1 / 40e3}
-	truth.Kernels["gemm_tf32"] = pipeline.KernelCost{FixedNs: 7000, NsPerFlop: 1 / 150e3}
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+	truth := sim.BuiltinProfile()
+	truth.Kernels["gemm_f32"] = sim.KernelCost{FixedNs: 4500, NsPerFlop: 1 / 40e3}
+	truth.Kernels["gemm_tf32"] = sim.KernelCost{FixedNs: 7000, NsPerFlop: 1 / 150e3}
+	sdev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
 	got := truth.Clone()
 	delete(got.Kernels, "gemm_f32")
 	delete(got.Kernels, "gemm_tf32")
-	require.NoError(t, measureGemm(sim, nil, got, gemmShapes))
+	require.NoError(t, measureGemm(sdev, nil, got, gemmShapes))
 	for _, k := range []string{"gemm_f32", "gemm_tf32"} {
 		w, g := truth.Kernels[k], got.Kernels[k]
 		assert.InEpsilon(t, w.FixedNs, g.FixedNs, 0.05, k)
@@ -51,12 +51,12 @@ func TestMeasureGemm(t *testing.T) {
 	require.NoError(t, got.Check())
 }
 
-// TestMeasureModelCostsSim: on the simulator (overlap profile --sim),
+// TestMeasureModelCostsSim: on the sdevulator (overlap profile --sdev),
 // which computes every launch, the GEMM entries are measured at small
-// shapes and the device's memory is the simulated profile's.
+// shapes and the device's memory is the sdevulated profile's.
 func TestMeasureModelCostsSim(t *testing.T) {
-	truth := pipeline.BuiltinProfile()
-	d := Device{Backend: pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)}
+	truth := sim.BuiltinProfile()
+	d := Device{Backend: sim.NewHost(sim.HostOptions{}).NewDevice(truth)}
 	got := truth.Clone()
 	delete(got.Kernels, "gemm_f32")
 	delete(got.Kernels, "gemm_tf32")

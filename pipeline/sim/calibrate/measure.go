@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -30,9 +31,9 @@ const stageReps = 3
 // A stage's time alone over k chunks is a fixed overhead (the first call,
 // the final synchronisation) plus k times its cost per chunk, so each cost
 // per chunk is the difference between 16 and 4 chunks, over 12.
-func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small, large int, o Options) (*pipeline.Profile, error) {
+func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small, large int, o Options) (*sim.Profile, error) {
 	o.say("copies and kernels, each stage alone")
-	p := &pipeline.Profile{CopyEngines: 1, IssueNs: map[string]float64{}, Kernels: map[string]pipeline.KernelCost{}, Notes: map[string]string{}}
+	p := &sim.Profile{CopyEngines: 1, IssueNs: map[string]float64{}, Kernels: map[string]sim.KernelCost{}, Notes: map[string]string{}}
 	const k1, k2 = 4, 16
 	size := k2 * large
 
@@ -96,12 +97,12 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 	}
 	ns := func(d time.Duration) float64 { return float64(d) }
 	fx, sl := linear(float64(small*4), ns(s100.H2D), float64(large*4), ns(l100.H2D))
-	p.H2D = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+	p.H2D = sim.CopyCost{FixedNs: fx, GBps: 1 / sl}
 	fx, sl = linear(float64(small*4), ns(s100.D2H), float64(large*4), ns(l100.D2H))
-	p.D2H = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+	p.D2H = sim.CopyCost{FixedNs: fx, GBps: 1 / sl}
 	f100, c100 := linear(float64(small), ns(s100.Compute), float64(large), ns(l100.Compute))
 	_, c0 := linear(float64(small), ns(s0.Compute), float64(large), ns(l0.Compute))
-	p.Kernels["seed"] = pipeline.KernelCost{FixedNs: f100, NsPerElem: c0, NsPerElemPerIter: max(0, (c100-c0)/100)}
+	p.Kernels["seed"] = sim.KernelCost{FixedNs: f100, NsPerElem: c0, NsPerElemPerIter: max(0, (c100-c0)/100)}
 	// The same copies from and to registered Go memory (job.Host
 	// registered): the DMA reads and writes the Go heap's pages.
 	{
@@ -117,9 +118,9 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 			return nil, fmt.Errorf("timing copies of registered memory: %w", err)
 		}
 		fx, sl = linear(float64(small*4), ns(rs.H2D), float64(large*4), ns(rl.H2D))
-		p.H2DRegistered = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+		p.H2DRegistered = sim.CopyCost{FixedNs: fx, GBps: 1 / sl}
 		fx, sl = linear(float64(small*4), ns(rs.D2H), float64(large*4), ns(rl.D2H))
-		p.D2HRegistered = pipeline.CopyCost{FixedNs: fx, GBps: 1 / sl}
+		p.D2HRegistered = sim.CopyCost{FixedNs: fx, GBps: 1 / sl}
 		p.Notes["copies_registered"] = "as copies, from and to registered Go memory"
 	}
 	p.Notes["copies"] = fmt.Sprintf("pinned H2D and D2H alone, back to back on one stream: (time of %d chunks - time of %d) / %d, each the best of %d, at chunks of %d and %d float32s", k2, k1, k2-k1, stageReps, small, large)
@@ -142,7 +143,7 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 			return nil, err
 		}
 		fx, sl = linear(float64(small), ns(ss.Compute), float64(large), ns(ls.Compute))
-		p.Kernels[k.Name] = pipeline.KernelCost{FixedNs: fx, NsPerElem: sl}
+		p.Kernels[k.Name] = sim.KernelCost{FixedNs: fx, NsPerElem: sl}
 	}
 	p.Notes["saxpy"] = "like seed, with two inputs; lerp likewise"
 
@@ -224,7 +225,7 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 	if err := p.Check(); err != nil {
 		return nil, fmt.Errorf("the measured profile is unusable: %w", err)
 	}
-	predicted, err := tiny(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(p))
+	predicted, err := tiny(sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(p))
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func measureProfile(ctx context.Context, b pipeline.Backend, ks kernelSet, small
 }
 
 // measureLink times copies in both directions at once on two streams.
-func measureLink(b pipeline.Backend, in, out pipeline.PinnedMem, size int, p *pipeline.Profile) error {
+func measureLink(b pipeline.Backend, in, out pipeline.PinnedMem, size int, p *sim.Profile) error {
 	d1, err := b.AllocDevice(size * 4)
 	if err != nil {
 		return err
@@ -389,7 +390,7 @@ func (r *callRig) close() {
 const callReps = 5
 
 // measureIssue times the host's cost of each kind of driver call.
-func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+func measureIssue(b pipeline.Backend, ks kernelSet, p *sim.Profile) error {
 	rig, err := newCallRig(b)
 	if err != nil {
 		return err
@@ -467,7 +468,7 @@ func measureIssue(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
 // copy and its record; two waits (the H2D, the slot's last D2H), the
 // launch and its record; a wait for the kernel, the D2H copy and its
 // record.
-func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, p *pipeline.Profile) error {
+func measureSequence(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, p *sim.Profile) error {
 	ns, err := issueLoop(b, iss, k, 2, 1)
 	if err != nil {
 		return err
@@ -617,7 +618,7 @@ func issueLoop(b pipeline.Backend, iss pipeline.Issuer, k *pipeline.Kernel, slot
 // wait for an event already recorded on another stream before each; the
 // difference per kernel is the wait's device time. The kernels' length
 // doubles until the device, not the host, sets the pace.
-func measureWait(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+func measureWait(b pipeline.Backend, ks kernelSet, p *sim.Profile) error {
 	const n, kernelsPerLoop = 16 << 10, 20
 	st, err := b.NewStream()
 	if err != nil {
@@ -718,7 +719,7 @@ const stagingReps = 5
 // only by the CPU would be: timed into reused slots without DMA, staging
 // made a staged run of 64K-element chunks look 1.4 times as fast as it
 // was on the H200 host (2026-11-30, bench/RESULTS.md).
-func measureHost(b pipeline.Backend, p *pipeline.Profile, big int) error {
+func measureHost(b pipeline.Backend, p *sim.Profile, big int) error {
 	const top = 128 << 20 // the largest copy size timed
 	if big < top {
 		return fmt.Errorf("measureHost: %d bytes of Go memory, less than the largest copy (%d)", big, top)
@@ -788,7 +789,7 @@ func measureHost(b pipeline.Backend, p *pipeline.Profile, big int) error {
 		if err != nil {
 			return err
 		}
-		p.Staging = append(p.Staging, pipeline.StagingRate{Bytes: each, GBps: float64(big) / float64(alone), PairGBps: float64(2*big) / float64(pair)})
+		p.Staging = append(p.Staging, sim.StagingRate{Bytes: each, GBps: float64(big) / float64(alone), PairGBps: float64(2*big) / float64(pair)})
 	}
 	if err := measureStagingDMA(b, p, in, out, big); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,7 +16,7 @@ import (
 
 // TestMeasureValidateSim guards issue 11: Measure and Validate, which the
 // lead runs on the GPU (overlap profile --validate --out FILE), run end
-// to end on the simulator, where measuring the simulator must give back
+// to end on the sdevulator, where measuring the sdevulator must give back
 // the profile it runs on, and predicting from that profile must match
 // what it measures.
 func TestMeasureValidateSim(t *testing.T) {
@@ -26,11 +26,11 @@ func TestMeasureValidateSim(t *testing.T) {
 	// The truth is the built-in profile with every call at its cost alone
 	// whatever its stream's state, unscaled: the command times calls of
 	// one kind back to back, each finding the op before it in flight,
-	// which the simulator prices at a _busy kind, and the per-call costs
+	// which the sdevulator prices at a _busy kind, and the per-call costs
 	// and issue_scale cannot be told apart (TestMeasureIssue and
 	// TestMeasureStateCosts guard those). Everything else, dep_ns,
 	// registered copies and staging_dma included, is the built-in one's.
-	want := pipeline.BuiltinProfile()
+	want := sim.BuiltinProfile()
 	for k := range want.IssueNs {
 		if strings.HasSuffix(k, "_busy") || strings.HasSuffix(k, "_pending") {
 			delete(want.IssueNs, k)
@@ -47,7 +47,7 @@ func TestMeasureValidateSim(t *testing.T) {
 	require.Positive(t, want.BothFixedNs)
 	require.Positive(t, want.H2DRegistered.GBps)
 	require.Positive(t, want.StagingDMA)
-	dev := Device{Backend: pipeline.NewSimHost(pipeline.SimHostOptions{Seed: 1}).NewDevice(want)}
+	dev := Device{Backend: sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(want)}
 	var said []string
 	o := Options{Elems: 64 << 10, Rounds: 1, Progress: func(what string) { said = append(said, what) }}
 	got, err := Measure(context.Background(), dev, o)
@@ -55,14 +55,14 @@ func TestMeasureValidateSim(t *testing.T) {
 	require.NoError(t, got.Check())
 	assert.Contains(t, said, "the engine's issue loop", "Measure says what it measures")
 	assert.Equal(t, "simulator of "+want.Device, got.Device)
-	assert.Contains(t, got.Source, "measured by calibrate.Measure on simulator of "+want.Device)
+	assert.Contains(t, got.Source, "measured by calibrate.Measure on sdevulator of "+want.Device)
 	v, err := Validate(context.Background(), dev, got, o)
 	require.NoError(t, err)
 	assert.Contains(t, said, "round 1 of 1: the host's figures", "Validate says what it measures")
 
 	near := func(what string, g, w float64) {
 		t.Helper()
-		// 1%, and for fixed costs 2 ns more: the simulator's clock counts
+		// 1%, and for fixed costs 2 ns more: the sdevulator's clock counts
 		// whole nanoseconds, which a fit over two chunk sizes turns into a
 		// few ns of the intercept.
 		tol := w/100 + 1e-9
@@ -70,13 +70,13 @@ func TestMeasureValidateSim(t *testing.T) {
 		case strings.HasSuffix(what, "fixed_ns"):
 			tol += 2
 		case what == "wait_ns":
-			tol++ // a wait of 12.8 ns holds the simulator's stream 12
+			tol++ // a wait of 12.8 ns holds the sdevulator's stream 12
 		}
-		assert.InDelta(t, w, g, tol, "%s: measured %v, the simulator runs on %v", what, g, w)
+		assert.InDelta(t, w, g, tol, "%s: measured %v, the sdevulator runs on %v", what, g, w)
 	}
 	// Per chunk, back to back on one stream, an operation takes its own
 	// time or its issue cost, whichever is longer; the command fits a
-	// line through chunks of 32K and 128K elements on the simulator.
+	// line through chunks of 32K and 128K elements on the sdevulator.
 	const small, large = 32 << 10, 128 << 10
 	fit := func(issue, fixed, per float64) (float64, float64) {
 		t1, t2 := max(issue, fixed+per*small), max(issue, fixed+per*large)
@@ -97,7 +97,7 @@ func TestMeasureValidateSim(t *testing.T) {
 	near("d2h_registered.fixed_ns", got.D2HRegistered.FixedNs, f)
 	near("d2h_registered.gbps", got.D2HRegistered.GBps, 4/per)
 	// Copies both ways at once pay both_fixed_ns too, which measureLink
-	// takes for rate: 1.3% of its 8 MiB copies on the simulator at the
+	// takes for rate: 1.3% of its 8 MiB copies on the sdevulator at the
 	// built-in 2.1 µs (0.08% of the GPU's 128 MiB ones).
 	assert.InEpsilon(t, want.BothGBps, got.BothGBps, 0.02, "both_gbps")
 	assert.LessOrEqual(t, got.BothGBps, want.BothGBps, "both_gbps: both_fixed_ns slows the copies, never speeds them")
@@ -124,12 +124,12 @@ func TestMeasureValidateSim(t *testing.T) {
 	// A chunk's calls cost the sum of theirs, unscaled.
 	near("issue_ns.copy_registered", got.IssueNs["copy_registered"], want.IssueNs["copy_registered"])
 	var seq float64
-	for k, n := range pipeline.IssueSequence {
+	for k, n := range sim.IssueSequence() {
 		seq += float64(n) * want.IssueNs[k]
 	}
 	near("issue_sequence_ns", got.IssueSequenceNs, seq)
 	near("sync_ns", got.SyncNs, want.SyncNs)
-	// The simulator's kernels overlap their fixed costs whole, and its
+	// The sdevulator's kernels overlap their fixed costs whole, and its
 	// staging goroutines take no time beside their copies: so measured.
 	assert.InDelta(t, 0, got.KernelFixedSerial, 0.02, "kernel_fixed_serial")
 	assert.Len(t, got.StagingInRun, len(stagingRunChunks(32<<10)), "staging timed in staged runs of half the 64K validation job")
@@ -161,7 +161,7 @@ func TestMeasureValidateSim(t *testing.T) {
 
 	// The table: 26 configurations, each predicted within 1%, but saxpy
 	// within 10%: a known bias of the command (issue 11). On the
-	// simulator it times kernels at 32K and 128K elements, where saxpy
+	// sdevulator it times kernels at 32K and 128K elements, where saxpy
 	// (0 ns + 0.0041 ns/elem: 134 and 537 ns) is shorter than a launch's
 	// issue cost (3.65 us), so the compute stage alone is issue-bound at
 	// both points and the fit gives saxpy 3.65 us + 0 ns/elem (see
@@ -190,18 +190,18 @@ func TestMeasureValidateSim(t *testing.T) {
 }
 
 // TestMeasureWait guards issue 11's device wait cost: overlap profile
-// gives back the wait_ns that a simulated device runs on, whatever it is
+// gives back the wait_ns that a sdevulated device runs on, whatever it is
 // (0 in the built-in profile, which predates it).
 func TestMeasureWait(t *testing.T) {
 	if raceEnabled {
 		t.Skip("computes seed kernels of thousands of iterations on the CPU")
 	}
 	for _, waitNs := range []float64{0, 2500, 9000} {
-		truth := pipeline.BuiltinProfile()
+		truth := sim.BuiltinProfile()
 		truth.WaitNs = waitNs
-		sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
-		got := &pipeline.Profile{Notes: map[string]string{}}
-		require.NoError(t, measureWait(sim, kernelSet{}, got))
+		sdev := sim.NewHost(sim.HostOptions{}).NewDevice(truth)
+		got := &sim.Profile{Notes: map[string]string{}}
+		require.NoError(t, measureWait(sdev, kernelSet{}, got))
 		assert.InDelta(t, waitNs, got.WaitNs, 1, "wait_ns")
 		assert.Contains(t, got.Notes["wait"], "back to back on one stream")
 	}
@@ -209,16 +209,16 @@ func TestMeasureWait(t *testing.T) {
 
 // TestMeasureIssue guards issue 11's host costs in a run: overlap profile
 // gives back the copy cost from registered memory and a chunk's calls in a
-// steady loop that a simulated device runs on. The simulator charges
+// steady loop that a sdevulated device runs on. The sdevulator charges
 // every call at its cost alone scaled by the sequence's ratio, so the
 // calls measured alone come back scaled and the sequence as it is.
 func TestMeasureIssue(t *testing.T) {
 	// The truth prices calls alone, whatever their stream's state, and
 	// scales them by IssueSequenceNs (no IssueScale): the calls timed
 	// here run back to back, so each finds the op before it still in
-	// flight, which the simulator prices at the _busy kinds that the
+	// flight, which the sdevulator prices at the _busy kinds that the
 	// built-in profile has (TestMeasureStateCosts guards those).
-	truth := pipeline.BuiltinProfile()
+	truth := sim.BuiltinProfile()
 	for k := range truth.IssueNs {
 		if strings.HasSuffix(k, "_busy") || strings.HasSuffix(k, "_pending") {
 			delete(truth.IssueNs, k)
@@ -227,13 +227,13 @@ func TestMeasureIssue(t *testing.T) {
 	truth.IssueScale, truth.IssueLoops = 0, nil
 	truth.IssueNs["copy_registered"] = 5000
 	var sum float64
-	for k, n := range pipeline.IssueSequence {
+	for k, n := range sim.IssueSequence() {
 		sum += float64(n) * truth.IssueNs[k]
 	}
 	truth.IssueSequenceNs = 0.7 * sum
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
-	got := &pipeline.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
-	require.NoError(t, measureIssue(sim, kernelSet{}, got))
+	sdev := sim.NewHost(sim.HostOptions{}).NewDevice(truth)
+	got := &sim.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
+	require.NoError(t, measureIssue(sdev, kernelSet{}, got))
 	for _, k := range []string{"copy", "copy_registered", "launch", "record", "wait"} {
 		// The clock counts whole nanoseconds per call.
 		assert.InDelta(t, 0.7*truth.IssueNs[k], got.IssueNs[k], 1, k)
@@ -245,11 +245,11 @@ func TestMeasureIssue(t *testing.T) {
 // TestMeasureStateCosts guards issue 11's host costs by state and the
 // device's latency of a dependency between streams: overlap profile gives
 // back the costs of calls on a busy stream, of a wait for a pending event
-// and the dep_ns that a simulated device runs on, and predicts its issue
-// loops exactly (scale 1). A simulator that priced calls without their
+// and the dep_ns that a sdevulated device runs on, and predicts its issue
+// loops exactly (scale 1). A sdevulator that priced calls without their
 // state, or ignored dep_ns, would give back the idle costs and 0.
 func TestMeasureStateCosts(t *testing.T) {
-	truth := pipeline.BuiltinProfile()
+	truth := sim.BuiltinProfile()
 	truth.IssueNs["wait_pending"] = 3100
 	truth.IssueNs["wait_busy"] = 900
 	truth.IssueNs["launch_busy"] = 6200
@@ -263,19 +263,19 @@ func TestMeasureStateCosts(t *testing.T) {
 	// A wait's own hold, which dep_ns replaces rather than adds to: a
 	// measurement that subtracted it gave 6500 (issue 11).
 	truth.WaitNs = 500
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
+	sdev := sim.NewHost(sim.HostOptions{}).NewDevice(truth)
 	got := truth.Clone()
 	got.DepNs = 0
 	for _, k := range []string{"wait_pending", "wait_busy", "launch_busy", "copy_busy", "copy_registered_busy", "record_busy"} {
 		delete(got.IssueNs, k)
 	}
-	require.NoError(t, measureBusy(sim, kernelSet{}, got))
+	require.NoError(t, measureBusy(sdev, kernelSet{}, got))
 	for _, k := range []string{"wait_pending", "wait_busy", "launch_busy", "copy_busy", "copy_registered_busy", "record_busy"} {
 		assert.InDelta(t, truth.IssueNs[k], got.IssueNs[k], 1, k)
 	}
-	require.NoError(t, measureDep(sim, kernelSet{}, got, 32<<10))
+	require.NoError(t, measureDep(sdev, kernelSet{}, got, 32<<10))
 	assert.InDelta(t, truth.DepNs, got.DepNs, 5, "dep_ns")
-	require.NoError(t, measureLoops(sim, kernelSet{}, got))
+	require.NoError(t, measureLoops(sdev, kernelSet{}, got))
 	require.Len(t, got.IssueLoops, len(loopShapes))
 	for _, l := range got.IssueLoops {
 		assert.InDelta(t, l.Ns, l.PredictedNs, 1, "%+v", l)
@@ -285,21 +285,21 @@ func TestMeasureStateCosts(t *testing.T) {
 
 // TestMeasureStagingDMA guards issue 11's staging under DMA: overlap
 // profile gives back the share of their rate that staging copies keep
-// while the simulated device copies one way or both, at each size it
+// while the sdevulated device copies one way or both, at each size it
 // measures (TestMeasureValidateSim: all of it when the profile says
 // nothing).
 func TestMeasureStagingDMA(t *testing.T) {
 	if raceEnabled {
 		t.Skip("copies hundreds of MiB on the CPU")
 	}
-	truth := pipeline.BuiltinProfile()
-	truth.StagingDMABySize = []pipeline.StagingDMAShare{
+	truth := sim.BuiltinProfile()
+	truth.StagingDMABySize = []sim.StagingDMAShare{
 		{Bytes: 4 << 20, H2D: 0.9, D2H: 0.8, Both: 0.6},
 		{Bytes: 64 << 20, H2D: 0.7, D2H: 0.65, Both: 0.5},
 	}
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{}).NewDevice(truth)
-	got := &pipeline.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
-	require.NoError(t, measureHost(sim, got, 128<<20))
+	sdev := sim.NewHost(sim.HostOptions{}).NewDevice(truth)
+	got := &sim.Profile{IssueNs: map[string]float64{}, Notes: map[string]string{}}
+	require.NoError(t, measureHost(sdev, got, 128<<20))
 	require.Len(t, got.StagingDMABySize, len(truth.StagingDMABySize))
 	for i, w := range truth.StagingDMABySize {
 		g := got.StagingDMABySize[i]
@@ -317,28 +317,28 @@ func TestMeasureStagingDMA(t *testing.T) {
 // the staging goroutines set the pace even at the smallest chunk (as on
 // the H200 host), faster alone by a boost that differs by size and from
 // the staging table's, and 3 µs a chunk besides the copies; and a
-// timing-only simulator of it.
-func stagingTruth(n int) (*pipeline.Profile, *pipeline.Sim) {
-	truth := pipeline.BuiltinProfile()
+// timing-only sdevulator of it.
+func stagingTruth(n int) (*sim.Profile, *sim.Sim) {
+	truth := sim.BuiltinProfile()
 	truth.StagingInRun = nil
 	for i, chunk := range stagingRunChunks(n) {
-		truth.StagingInRun = append(truth.StagingInRun, pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i)), AloneBoost: 1.25 + 0.1*float64(i)})
+		truth.StagingInRun = append(truth.StagingInRun, sim.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i)), AloneBoost: 1.25 + 0.1*float64(i)})
 	}
 	truth.StagingChunkNs = 3000
-	return truth, pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
+	return truth, sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
 }
 
 // TestMeasureStagingInRun: measureStagingInRun recovers the in-run staging
-// rates that a simulated host runs on, at each chunk size, by direction
+// rates that a sdevulated host runs on, at each chunk size, by direction
 // (the time each copy ran alone, faster by the boost, reckoned back), and
 // the staging goroutines' time per chunk besides the copies.
 func TestMeasureStagingInRun(t *testing.T) {
 	const n = 1 << 20
-	truth, sim := stagingTruth(n)
+	truth, sdev := stagingTruth(n)
 	got := truth.Clone()
 	got.StagingInRun, got.StagingChunkNs = nil, 0
 	seed := kernelSet{}.kernel(kernels.Seed, 0)
-	require.NoError(t, measureStagingInRun(context.Background(), sim, seed, got, n))
+	require.NoError(t, measureStagingInRun(context.Background(), sdev, seed, got, n))
 	assert.InEpsilon(t, 3000, got.StagingChunkNs, 0.03, "the staging goroutines' time per chunk besides the copies")
 	require.Len(t, got.StagingInRun, len(truth.StagingInRun))
 	for i, w := range truth.StagingInRun {
@@ -349,29 +349,29 @@ func TestMeasureStagingInRun(t *testing.T) {
 		assert.InEpsilon(t, w.AloneBoost, g.AloneBoost, 0.01, "alone boost fitted to the spans, %d bytes (the staging table's: %.3f)", w.Bytes, truth.StagingTableBoost(w.Bytes))
 	}
 	assert.Contains(t, got.Notes["staging_in_run"], "stage-in and stage-out spans")
-	assert.ErrorContains(t, measureStagingInRun(context.Background(), sim, seed, got, 0), "0 elements")
+	assert.ErrorContains(t, measureStagingInRun(context.Background(), sdev, seed, got, 0), "0 elements")
 	got.Staging = nil
-	assert.ErrorContains(t, measureStagingInRun(context.Background(), sim, seed, got, n), "staging table")
+	assert.ErrorContains(t, measureStagingInRun(context.Background(), sdev, seed, got, n), "staging table")
 }
 
 // TestMeasureKernelSerial: measureKernelSerial recovers the share of the
-// kernels' fixed cost that a simulated device runs apart from other
-// kernels, and the simulator's kernels on several streams take longer as
+// kernels' fixed cost that a sdevulated device runs apart from other
+// kernels, and the sdevulator's kernels on several streams take longer as
 // that share grows.
 func TestMeasureKernelSerial(t *testing.T) {
 	const n = 64 << 10
 	var last time.Duration
 	for _, share := range []float64{0, 0.3, 0.6, 1} {
-		truth := pipeline.BuiltinProfile()
+		truth := sim.BuiltinProfile()
 		truth.KernelFixedSerial = share
-		sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
-		took, err := kernelsOnStreams(sim, kernelSet{}, n, 40)
+		sdev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
+		took, err := kernelsOnStreams(sdev, kernelSet{}, n, 40)
 		require.NoError(t, err)
 		assert.Greater(t, took, last, "share %v", share)
 		last = took
 		got := truth.Clone()
 		got.KernelFixedSerial = 0.5
-		require.NoError(t, measureKernelSerial(sim, kernelSet{}, got, n))
+		require.NoError(t, measureKernelSerial(sdev, kernelSet{}, got, n))
 		assert.InDelta(t, share, got.KernelFixedSerial, 0.02)
 		assert.Contains(t, got.Notes["kernel_fixed_serial"], "round robin on 4 streams")
 	}
@@ -384,12 +384,12 @@ func TestMeasureKernelSerial(t *testing.T) {
 // a profile whose figures do not match what a round times is refused.
 func TestHostSamples(t *testing.T) {
 	const n = 1 << 20
-	truth, sim := stagingTruth(n)
+	truth, sdev := stagingTruth(n)
 	seed := kernelSet{}.kernel(kernels.Seed, 0)
 	in, out := stagingMemory(n)
 	p := truth.Clone()
-	require.NoError(t, measureLoops(sim, kernelSet{}, p))
-	want := append([]pipeline.IssueLoop(nil), p.IssueLoops...)
+	require.NoError(t, measureLoops(sdev, kernelSet{}, p))
+	want := append([]sim.IssueLoop(nil), p.IssueLoops...)
 	wantScale := p.IssueScale
 	require.Positive(t, wantScale)
 	// A slow spell when the profile was measured.
@@ -405,7 +405,7 @@ func TestHostSamples(t *testing.T) {
 	s, err := newHostSamples(p)
 	require.NoError(t, err)
 	for round := 0; round < 2; round++ {
-		require.NoError(t, s.round(context.Background(), sim, kernelSet{}, seed, p, in, out))
+		require.NoError(t, s.round(context.Background(), sdev, kernelSet{}, seed, p, in, out))
 	}
 	s.apply(p)
 	for i, w := range want {
@@ -426,7 +426,7 @@ func TestHostSamples(t *testing.T) {
 	q.IssueLoops = nil
 	_, err = newHostSamples(q)
 	assert.ErrorContains(t, err, "0 issue loops")
-	require.NoError(t, measureLoops(sim, kernelSet{}, q))
+	require.NoError(t, measureLoops(sdev, kernelSet{}, q))
 	q.IssueLoops[1].Slots++
 	_, err = newHostSamples(q)
 	assert.ErrorContains(t, err, "issue loop 1 has 7 slots")
@@ -434,32 +434,32 @@ func TestHostSamples(t *testing.T) {
 	q.StagingInRun = q.StagingInRun[1:]
 	s, err = newHostSamples(q)
 	require.NoError(t, err)
-	assert.ErrorContains(t, s.round(context.Background(), sim, kernelSet{}, seed, q, in, out), "in-run staging rates timed")
+	assert.ErrorContains(t, s.round(context.Background(), sdev, kernelSet{}, seed, q, in, out), "in-run staging rates timed")
 	assert.Len(t, s.loops[0], 1, "a round that fails adds no sample")
-	q.StagingInRun = append([]pipeline.StagingInRun(nil), truth.StagingInRun...)
+	q.StagingInRun = append([]sim.StagingInRun(nil), truth.StagingInRun...)
 	q.StagingInRun[2].Bytes++
 	s, err = newHostSamples(q)
 	require.NoError(t, err)
-	assert.ErrorContains(t, s.round(context.Background(), sim, kernelSet{}, seed, q, in, out), "rate 2 timed at")
+	assert.ErrorContains(t, s.round(context.Background(), sdev, kernelSet{}, seed, q, in, out), "rate 2 timed at")
 }
 
 // TestMeasureBothFixed: measureBothFixed recovers the extra fixed cost of
-// a copy beside the other direction that a simulated device charges, and
+// a copy beside the other direction that a sdevulated device charges, and
 // the copies both ways take longer as it grows.
 func TestMeasureBothFixed(t *testing.T) {
 	const bytes = 256 << 10
 	var last time.Duration
 	for _, extra := range []float64{0, 500, 1900, 4000, 6000} {
-		truth := pipeline.BuiltinProfile()
+		truth := sim.BuiltinProfile()
 		truth.BothFixedNs = extra
-		sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(truth)
-		took, err := bothCopies(sim, bytes, bothCopyCount)
+		sdev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
+		took, err := bothCopies(sdev, bytes, bothCopyCount)
 		require.NoError(t, err)
 		assert.Greater(t, took, last, "both_fixed_ns %v", extra)
 		last = took
 		got := truth.Clone()
 		got.BothFixedNs = 777
-		require.NoError(t, measureBothFixed(sim, got, bytes))
+		require.NoError(t, measureBothFixed(sdev, got, bytes))
 		assert.InDelta(t, extra, got.BothFixedNs, 0.01*max(extra, 200), "both_fixed_ns %v", extra)
 		assert.Contains(t, got.Notes["both_fixed"], "each way")
 	}

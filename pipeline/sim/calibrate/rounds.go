@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 )
 
 // hostSamples are the host's speed figures of a profile that Validate
@@ -23,7 +24,7 @@ type hostSamples struct {
 }
 
 // newHostSamples starts the samples with p's own figures.
-func newHostSamples(p *pipeline.Profile) (*hostSamples, error) {
+func newHostSamples(p *sim.Profile) (*hostSamples, error) {
 	if len(p.IssueLoops) != len(loopShapes) {
 		return nil, fmt.Errorf("the profile has %d issue loops, not %d", len(p.IssueLoops), len(loopShapes))
 	}
@@ -48,7 +49,7 @@ func newHostSamples(p *pipeline.Profile) (*hostSamples, error) {
 // goroutines' time per chunk is reckoned against this round's other
 // figures, so that a drift in them is not taken for it. It adds the
 // samples only once all are timed.
-func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSet, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32) error {
+func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSet, k *pipeline.Kernel, p *sim.Profile, in, out []float32) error {
 	q := p.Clone() // this round's figures
 	for i, sh := range loopShapes {
 		ns, err := engineLoop(b, loopKernel(ks, sh), sh[0], sh[1], sh[2])
@@ -93,7 +94,7 @@ func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSe
 
 // apply sets p's figures to the medians of their samples, and IssueScale
 // from the loops, and says so in p's notes.
-func (s *hostSamples) apply(p *pipeline.Profile) {
+func (s *hostSamples) apply(p *sim.Profile) {
 	for i := range p.IssueLoops {
 		p.IssueLoops[i].Ns = median(s.loops[i])
 	}

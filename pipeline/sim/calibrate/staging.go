@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -42,7 +43,7 @@ func stagingRunChunks(n int) []int {
 // that DMA reads and writes between two uses. On the H200 host they put
 // staged rows of Validate up to 94% off; timed this way the copies are
 // what the run does.
-func measureStagingInRun(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *pipeline.Profile, n int) error {
+func measureStagingInRun(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *sim.Profile, n int) error {
 	switch {
 	case n < 1:
 		return fmt.Errorf("measureStagingInRun: %d elements; at least 1", n)
@@ -74,8 +75,8 @@ func stagingMemory(n int) (in, out []float32) {
 
 // stagingInRunRates times staged runs over in and out at each of
 // stagingRunChunks, reckoned with p's Staging table.
-func stagingInRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32) ([]pipeline.StagingInRun, error) {
-	var rates []pipeline.StagingInRun
+func stagingInRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *sim.Profile, in, out []float32) ([]sim.StagingInRun, error) {
+	var rates []sim.StagingInRun
 	for _, chunk := range stagingRunChunks(len(in)) {
 		r, err := stagingRunRates(ctx, b, k, p, in, out, chunk)
 		if err != nil {
@@ -88,13 +89,13 @@ func stagingInRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kern
 
 // stagingRunRates runs a staged job over in and out in chunks of chunk
 // elements and returns its staging rates, as measureStagingInRun says.
-func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32, chunk int) (pipeline.StagingInRun, error) {
+func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *sim.Profile, in, out []float32, chunk int) (sim.StagingInRun, error) {
 	n := len(in)
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Timing = chunk, 3, 1, pipeline.HostStaged, true
 	pp, err := pipeline.New(b, cfg)
 	if err != nil {
-		return pipeline.StagingInRun{}, err
+		return sim.StagingInRun{}, err
 	}
 	defer pp.Close()
 	job := pipeline.Job{N: n, Kernel: k, Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
@@ -102,7 +103,7 @@ func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel
 	for rep := 0; rep <= stagingRunReps; rep++ {
 		r, err := pp.Run(ctx, job)
 		if err != nil {
-			return pipeline.StagingInRun{}, err
+			return sim.StagingInRun{}, err
 		}
 		if rep > 0 {
 			reps = append(reps, r)
@@ -147,10 +148,10 @@ func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel
 	inBytes, inTime := reckon(ins, outs)
 	outBytes, outTime := reckon(outs, ins)
 	if inTime <= 0 || outTime <= 0 {
-		return pipeline.StagingInRun{}, fmt.Errorf("the run gave no staging spans to time (in %v, out %v)", inTime, outTime)
+		return sim.StagingInRun{}, fmt.Errorf("the run gave no staging spans to time (in %v, out %v)", inTime, outTime)
 	}
 	rate := func(bytes int, d time.Duration) float64 { return math.Max(float64(bytes)/float64(d), 1e-6) }
-	return pipeline.StagingInRun{Bytes: 4 * chunk, InGBps: rate(inBytes, inTime), OutGBps: rate(outBytes, outTime), AloneBoost: boost}, nil
+	return sim.StagingInRun{Bytes: 4 * chunk, InGBps: rate(inBytes, inTime), OutGBps: rate(outBytes, outTime), AloneBoost: boost}, nil
 }
 
 // aloneBoost fits how much faster a staging copy goes while the other
@@ -210,7 +211,7 @@ const (
 // the simulator's prediction of the same run at 0 and chunkProbe,
 // solved by solveFrom; 0 if the simulator's staging goroutines do not set
 // that run's pace.
-func stagingChunkNs(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *pipeline.Profile, in, out []float32) (float64, error) {
+func stagingChunkNs(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *sim.Profile, in, out []float32) (float64, error) {
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = stagingRunChunks(len(in))[0], chunkSlots, kernelStreams, pipeline.HostStaged
 	job := pipeline.Job{N: len(in), Kernel: k, Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
@@ -240,7 +241,7 @@ func stagingChunkNs(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel,
 	for i, v := range []time.Duration{0, chunkProbe} {
 		q := p.Clone()
 		q.StagingChunkNs = float64(v)
-		if at[i], err = timed(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q)); err != nil {
+		if at[i], err = timed(sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(q)); err != nil {
 			return 0, err
 		}
 	}
@@ -255,7 +256,7 @@ func stagingChunkNs(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel,
 	x, _, err := solveFrom(measured, float64(chunkProbe), at, func(v float64) (time.Duration, error) {
 		q := p.Clone()
 		q.StagingChunkNs = v
-		return timed(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q))
+		return timed(sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(q))
 	})
 	return x, err
 }

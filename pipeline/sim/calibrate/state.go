@@ -9,6 +9,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -159,7 +160,7 @@ func (bl *blocker) close() {
 // measureBusy measures the host's cost of each call kind on a stream with
 // unfinished work (held behind a wait for a pending event) and of a wait
 // for a pending event (Profile.IssueNs, the _busy and _pending kinds).
-func measureBusy(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+func measureBusy(b pipeline.Backend, ks kernelSet, p *sim.Profile) error {
 	iss, err := b.Issuer()
 	if err != nil {
 		return err
@@ -343,7 +344,7 @@ func depChain(b pipeline.Backend, ks kernelSet, n, rounds int) (time.Duration, e
 
 // measureDep measures Profile.DepNs: the chain of depChain on b, less the
 // same chain on a simulator of p without it, per dependency.
-func measureDep(b pipeline.Backend, ks kernelSet, p *pipeline.Profile, n int) error {
+func measureDep(b pipeline.Backend, ks kernelSet, p *sim.Profile, n int) error {
 	const rounds = 50
 	p.DepNs = 0
 	measured, err := depChain(b, ks, n, rounds)
@@ -352,7 +353,7 @@ func measureDep(b pipeline.Backend, ks kernelSet, p *pipeline.Profile, n int) er
 	}
 	q := p.Clone()
 	q.DepNs = 0
-	predicted, err := depChain(pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q), ks, n, rounds)
+	predicted, err := depChain(sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(q), ks, n, rounds)
 	if err != nil {
 		return err
 	}
@@ -375,20 +376,20 @@ var loopShapes = [][3]int{{2, 1, 1}, {6, 4, 1}, {6, 4, 2}}
 // loopShapes and predicts it on a simulator of p without IssueScale, and
 // sets IssueScale to the ratio of their totals over the one-input shapes
 // (the two-input one, saxpy's, is kept beside them as a check).
-func measureLoops(b pipeline.Backend, ks kernelSet, p *pipeline.Profile) error {
+func measureLoops(b pipeline.Backend, ks kernelSet, p *sim.Profile) error {
 	q := p.Clone()
 	q.IssueScale, q.IssueSequenceNs = 0, 0 // per-call costs as measured
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(q)
+	sdev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(q)
 	p.IssueLoops = nil
 	for _, sh := range loopShapes {
 		var ns [2]float64
-		for i, bk := range []pipeline.Backend{b, sim} {
+		for i, bk := range []pipeline.Backend{b, sdev} {
 			var err error
 			if ns[i], err = engineLoop(bk, loopKernel(ks, sh), sh[0], sh[1], sh[2]); err != nil {
 				return err
 			}
 		}
-		p.IssueLoops = append(p.IssueLoops, pipeline.IssueLoop{Slots: sh[0], Streams: sh[1], Inputs: sh[2], Ns: ns[0], PredictedNs: ns[1]})
+		p.IssueLoops = append(p.IssueLoops, sim.IssueLoop{Slots: sh[0], Streams: sh[1], Inputs: sh[2], Ns: ns[0], PredictedNs: ns[1]})
 	}
 	p.IssueScale = loopScale(p.IssueLoops)
 	p.Notes["issue_loops"] = fmt.Sprintf("the engine's own issue loop: Runs of %d and %d one-element chunks from pinned memory, the median of 3 each, the difference per chunk, at %v (slots, compute streams, inputs), beside the simulator's prediction of the same Runs from the per-call costs by state; issue_scale is measured over predicted, in total over the one-input shapes", engineShort, engineLong, loopShapes)
@@ -406,7 +407,7 @@ func loopKernel(ks kernelSet, sh [3]int) *pipeline.Kernel {
 
 // loopScale is IssueScale from issue loops: their measured time over their
 // predicted time, in total over the one-input loops; 0 without them.
-func loopScale(loops []pipeline.IssueLoop) float64 {
+func loopScale(loops []sim.IssueLoop) float64 {
 	var sumM, sumP float64
 	for _, l := range loops {
 		if l.Inputs <= 1 {
@@ -483,7 +484,7 @@ var stagingDMASizes = []int{4 << 20, 64 << 20}
 // device, device to host, or both ways on two streams throughout, best of
 // stagingReps each. StagingDMA, which older simulators read, is the share at 4 MiB
 // both ways.
-func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOut func(each int) func() error, total int) error {
+func measureStagingDMA(b pipeline.Backend, p *sim.Profile, stageIn, stageOut func(each int) func() error, total int) error {
 	// Larger than a chunk of the validation's largest staged row, so that
 	// the DMA's memory does not stay in the host's caches either.
 	const dmaBytes = 64 << 20
@@ -576,7 +577,7 @@ func measureStagingDMA(b pipeline.Backend, p *pipeline.Profile, stageIn, stageOu
 		// The device copies for 4 times the pair alone (at least 20 ms),
 		// so that it outlasts the pair slowed down.
 		hold := max(20*time.Millisecond, 4*alone)
-		share := pipeline.StagingDMAShare{Bytes: each}
+		share := sim.StagingDMAShare{Bytes: each}
 		for _, m := range []struct {
 			h2d, d2h bool
 			to       *float64

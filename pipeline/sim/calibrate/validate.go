@@ -8,6 +8,7 @@ import (
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
 
@@ -82,7 +83,7 @@ type Validation struct {
 // to those medians before it predicts, so that prof, which must come
 // from [Measure] with the same o.Elems, is the better for being written
 // again afterwards.
-func Validate(ctx context.Context, d Device, prof *pipeline.Profile, o Options) (*Validation, error) {
+func Validate(ctx context.Context, d Device, prof *sim.Profile, o Options) (*Validation, error) {
 	o, err := o.withDefaults("Validate")
 	if err != nil {
 		return nil, err
@@ -102,7 +103,7 @@ func Validate(ctx context.Context, d Device, prof *pipeline.Profile, o Options) 
 	return v, nil
 }
 
-func validate(ctx context.Context, d Device, ks kernelSet, prof *pipeline.Profile, o Options) (*Validation, error) {
+func validate(ctx context.Context, d Device, ks kernelSet, prof *sim.Profile, o Options) (*Validation, error) {
 	cfgs := Configs(o.Elems)
 	// The profile's host figures, which each round times again
 	// (hostSamples, below), checked before any memory is allocated.
@@ -291,8 +292,8 @@ func timedRun(ctx context.Context, b pipeline.Backend, wl *workload, c Config) (
 
 // predict runs c on a timing-only simulator of prof, as timedRun does:
 // the simulator's clock does not drift, so one round is all of them.
-func predict(ctx context.Context, prof *pipeline.Profile, c Config) (time.Duration, error) {
-	sim := pipeline.NewSimHost(pipeline.SimHostOptions{TimingOnly: true}).NewDevice(prof)
+func predict(ctx context.Context, prof *sim.Profile, c Config) (time.Duration, error) {
+	sim := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(prof)
 	k, scalars := validationKernel(c)
 	wl := &workload{cfg: pipeline.Float32Config(k.Inputs, k.Outputs), job: pipeline.Job{N: c.N, Kernel: kernelSet{}.kernel(k, scalars...)}}
 	defer wl.close()

@@ -1,4 +1,4 @@
-package pipeline
+package sim
 
 import (
 	"container/heap"
@@ -23,7 +23,7 @@ import (
 // active actor that is running. An actor is active while it holds an
 // Issuer or is one of the engine's own goroutines, and running unless it
 // is blocked in the simulator (a synchronisation, a staging copy) or in a
-// wait that the engine announces (see hostsync.go). A blocked actor
+// wait that the engine announces (pipeline.HostTracker). A blocked actor
 // resumes at the virtual time of what it waited for.
 
 // actor is one host goroutine.
@@ -40,7 +40,7 @@ type actor struct {
 	wake  time.Duration
 	// timeOnly: its kernels are timed, not computed (StageTimes).
 	timeOnly bool
-	// stager: a run's staging goroutine (hostStager).
+	// stager: a run's staging goroutine (HostStager).
 	stager bool
 }
 
@@ -93,7 +93,7 @@ type activity struct {
 }
 
 // at schedules fn at virtual time t (not before now). h.mu held.
-func (h *SimHost) at(t time.Duration, fn func()) {
+func (h *Host) at(t time.Duration, fn func()) {
 	if t < h.now {
 		t = h.now
 	}
@@ -102,7 +102,7 @@ func (h *SimHost) at(t time.Duration, fn func()) {
 }
 
 // start adds an activity now. h.mu held.
-func (h *SimHost) start(a *activity) {
+func (h *Host) start(a *activity) {
 	if a.remaining <= 0 {
 		h.at(h.now, a.done)
 		return
@@ -116,7 +116,7 @@ func (h *SimHost) start(a *activity) {
 // made by a run's staging goroutine with a profile that has StagingInRun,
 // run at the rate measured in staged runs.
 // h.mu held.
-func (h *SimHost) rates() {
+func (h *Host) rates() {
 	type dirs struct{ n [2]int }
 	perDev := map[*Sim]*dirs{}
 	kernels := map[*Sim]int{}
@@ -202,7 +202,7 @@ func (h *SimHost) rates() {
 
 // horizon is the earliest time an active running actor may still issue
 // work at. h.mu held.
-func (h *SimHost) horizon() time.Duration {
+func (h *Host) horizon() time.Duration {
 	hz := time.Duration(math.MaxInt64)
 	for _, a := range h.all {
 		if a.active > 0 && !a.blocked && a.now < hz {
@@ -214,7 +214,7 @@ func (h *SimHost) horizon() time.Duration {
 
 // advance processes events up to the horizon and wakes the actors whose
 // waits are over. h.mu held.
-func (h *SimHost) advance() {
+func (h *Host) advance() {
 	for {
 		hz := h.horizon()
 		next := time.Duration(math.MaxInt64)
@@ -270,7 +270,7 @@ func (h *SimHost) advance() {
 }
 
 // wakeActors lets blocked actors whose waits are over run again. h.mu held.
-func (h *SimHost) wakeActors() {
+func (h *Host) wakeActors() {
 	for _, a := range h.all {
 		if a.blocked && a.until != nil && a.until() {
 			a.blocked, a.until = false, nil
@@ -281,7 +281,7 @@ func (h *SimHost) wakeActors() {
 
 // blockUntil blocks the calling actor until cond holds in virtual time,
 // then charges wake. h.mu held; it is released while waiting.
-func (h *SimHost) blockUntil(a *actor, wake time.Duration, cond func() bool) {
+func (h *Host) blockUntil(a *actor, wake time.Duration, cond func() bool) {
 	if cond() {
 		a.now = max(a.now, h.now) + wake
 		return
@@ -295,7 +295,7 @@ func (h *SimHost) blockUntil(a *actor, wake time.Duration, cond func() bool) {
 
 // spend charges d to the actor's clock and lets the simulation catch up.
 // h.mu held.
-func (h *SimHost) spend(a *actor, d time.Duration) {
+func (h *Host) spend(a *actor, d time.Duration) {
 	a.now += d
 	h.advance()
 }
@@ -318,7 +318,7 @@ func goid() int64 {
 // self returns the calling goroutine's actor, creating it on first use.
 // An actor that is not active has no say in the horizon, so its clock may
 // lag: it catches up with the simulation when it comes back. h.mu held.
-func (h *SimHost) self() *actor {
+func (h *Host) self() *actor {
 	id := goid()
 	a := h.byGoroutine[id]
 	if a == nil {
@@ -333,7 +333,7 @@ func (h *SimHost) self() *actor {
 }
 
 // newActor makes an actor with a vector clock index of its own. h.mu held.
-func (h *SimHost) newActor(name string) *actor {
+func (h *Host) newActor(name string) *actor {
 	idx, vc := h.allocIdx()
 	a := &actor{idx: idx, name: name, vc: vc, now: h.now}
 	h.all = append(h.all, a)
@@ -345,7 +345,7 @@ func (h *SimHost) newActor(name string) *actor {
 // is reused once none of its accesses is still recorded: its new owner
 // continues the old owner's count, so that nothing it does looks ordered
 // before what others have seen. h.mu held.
-func (h *SimHost) allocIdx() (int, vclock) {
+func (h *Host) allocIdx() (int, vclock) {
 	if len(h.freeIdx) > 0 {
 		h.prune()
 		used := map[int]bool{}
@@ -369,7 +369,7 @@ func (h *SimHost) allocIdx() (int, vclock) {
 }
 
 // freeIndex retires an index whose owner's last clock is vc. h.mu held.
-func (h *SimHost) freeIndex(idx int, vc vclock) {
+func (h *Host) freeIndex(idx int, vc vclock) {
 	if h.idxLast == nil {
 		h.idxLast = map[int]uint64{}
 	}
@@ -378,7 +378,7 @@ func (h *SimHost) freeIndex(idx int, vc vclock) {
 }
 
 // retire removes an ended actor. h.mu held.
-func (h *SimHost) retire(a *actor) {
+func (h *Host) retire(a *actor) {
 	for i, b := range h.all {
 		if b == a {
 			h.all = append(h.all[:i], h.all[i+1:]...)

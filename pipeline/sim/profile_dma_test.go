@@ -1,4 +1,4 @@
-package pipeline_test
+package sim_test
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,42 +18,42 @@ import (
 // shares exactly at the sizes measured, log-interpolated between them, the
 // nearest outside, and the older single share for profiles without them.
 func TestStagingDMAShares(t *testing.T) {
-	p := BuiltinProfile()
+	p := sim.BuiltinProfile()
 	p.StagingDMA = 0.75
 	p.StagingDMABySize = nil
-	assert.Equal(t, 1.0, ProfileStagingDMA(p, 4<<20, false, false), "no DMA in flight")
-	assert.Equal(t, 0.75, ProfileStagingDMA(p, 4<<20, true, false), "an older profile: one share for any DMA")
-	assert.Equal(t, 0.75, ProfileStagingDMA(p, 64<<20, true, true))
+	assert.Equal(t, 1.0, sim.ProfileStagingDMA(p, 4<<20, false, false), "no DMA in flight")
+	assert.Equal(t, 0.75, sim.ProfileStagingDMA(p, 4<<20, true, false), "an older profile: one share for any DMA")
+	assert.Equal(t, 0.75, sim.ProfileStagingDMA(p, 64<<20, true, true))
 
-	p.StagingDMABySize = []StagingDMAShare{
+	p.StagingDMABySize = []sim.StagingDMAShare{
 		{Bytes: 64 << 20, H2D: 0.7, D2H: 0.6, Both: 0.5},
 		{Bytes: 4 << 20, H2D: 0.9, D2H: 0.8, Both: 0.7},
 	}
-	assert.Equal(t, 1.0, ProfileStagingDMA(p, 4<<20, false, false))
-	assert.Equal(t, 0.9, ProfileStagingDMA(p, 4<<20, true, false))
-	assert.Equal(t, 0.8, ProfileStagingDMA(p, 4<<20, false, true))
-	assert.Equal(t, 0.7, ProfileStagingDMA(p, 4<<20, true, true))
-	assert.Equal(t, 0.5, ProfileStagingDMA(p, 64<<20, true, true))
-	assert.Equal(t, 0.7, ProfileStagingDMA(p, 1<<20, true, true), "below the smallest size measured")
-	assert.Equal(t, 0.5, ProfileStagingDMA(p, 1<<30, true, true), "above the largest")
+	assert.Equal(t, 1.0, sim.ProfileStagingDMA(p, 4<<20, false, false))
+	assert.Equal(t, 0.9, sim.ProfileStagingDMA(p, 4<<20, true, false))
+	assert.Equal(t, 0.8, sim.ProfileStagingDMA(p, 4<<20, false, true))
+	assert.Equal(t, 0.7, sim.ProfileStagingDMA(p, 4<<20, true, true))
+	assert.Equal(t, 0.5, sim.ProfileStagingDMA(p, 64<<20, true, true))
+	assert.Equal(t, 0.7, sim.ProfileStagingDMA(p, 1<<20, true, true), "below the smallest size measured")
+	assert.Equal(t, 0.5, sim.ProfileStagingDMA(p, 1<<30, true, true), "above the largest")
 	// 16 MiB is halfway between 4 and 64 MiB on a log scale.
-	assert.InDelta(t, 0.6, ProfileStagingDMA(p, 16<<20, true, true), 1e-9)
-	assert.InDelta(t, 0.8, ProfileStagingDMA(p, 16<<20, true, false), 1e-9)
+	assert.InDelta(t, 0.6, sim.ProfileStagingDMA(p, 16<<20, true, true), 1e-9)
+	assert.InDelta(t, 0.8, sim.ProfileStagingDMA(p, 16<<20, true, false), 1e-9)
 }
 
 // TestStagingDMASharesValidated: a share outside (0, 1] or a size below one
 // byte is refused by name when a profile is read.
 func TestStagingDMASharesValidated(t *testing.T) {
 	for _, c := range []struct {
-		share StagingDMAShare
+		share sim.StagingDMAShare
 		want  string
 	}{
-		{StagingDMAShare{Bytes: 4 << 20, H2D: 0, D2H: 0.5, Both: 0.5}, "staging_dma_by_size h2d at 4194304 bytes is 0"},
-		{StagingDMAShare{Bytes: 4 << 20, H2D: 0.5, D2H: 1.5, Both: 0.5}, "staging_dma_by_size d2h at 4194304 bytes is 1.5"},
-		{StagingDMAShare{Bytes: 0, H2D: 0.5, D2H: 0.5, Both: 0.5}, "staging_dma_by_size has a size of 0 bytes"},
+		{sim.StagingDMAShare{Bytes: 4 << 20, H2D: 0, D2H: 0.5, Both: 0.5}, "staging_dma_by_size h2d at 4194304 bytes is 0"},
+		{sim.StagingDMAShare{Bytes: 4 << 20, H2D: 0.5, D2H: 1.5, Both: 0.5}, "staging_dma_by_size d2h at 4194304 bytes is 1.5"},
+		{sim.StagingDMAShare{Bytes: 0, H2D: 0.5, D2H: 0.5, Both: 0.5}, "staging_dma_by_size has a size of 0 bytes"},
 	} {
-		p := BuiltinProfile()
-		p.StagingDMABySize = []StagingDMAShare{c.share}
+		p := sim.BuiltinProfile()
+		p.StagingDMABySize = []sim.StagingDMAShare{c.share}
 		refused(t, p, c.want)
 	}
 }
@@ -61,33 +62,33 @@ func TestStagingDMASharesValidated(t *testing.T) {
 // sizes measured, log-interpolated between them, the nearest outside, and
 // 0 for a profile without it; and bad entries refused by name.
 func TestStagingInRunRates(t *testing.T) {
-	p := BuiltinProfile()
+	p := sim.BuiltinProfile()
 	p.StagingInRun = nil
-	assert.Zero(t, ProfileStagingInRun(p, 4<<20, true), "a profile without it")
-	p.StagingInRun = []StagingInRun{{Bytes: 64 << 20, InGBps: 30, OutGBps: 20}, {Bytes: 4 << 20, InGBps: 10, OutGBps: 8}}
-	assert.Equal(t, 10.0, ProfileStagingInRun(p, 4<<20, true))
-	assert.Equal(t, 8.0, ProfileStagingInRun(p, 4<<20, false))
-	assert.Equal(t, 30.0, ProfileStagingInRun(p, 64<<20, true))
-	assert.Equal(t, 8.0, ProfileStagingInRun(p, 1<<20, false), "below the smallest size measured")
-	assert.Equal(t, 20.0, ProfileStagingInRun(p, 1<<30, false), "above the largest")
-	assert.InDelta(t, 20.0, ProfileStagingInRun(p, 16<<20, true), 1e-9, "halfway on a log scale")
-	assert.InDelta(t, 14.0, ProfileStagingInRun(p, 16<<20, false), 1e-9)
+	assert.Zero(t, sim.ProfileStagingInRun(p, 4<<20, true), "a profile without it")
+	p.StagingInRun = []sim.StagingInRun{{Bytes: 64 << 20, InGBps: 30, OutGBps: 20}, {Bytes: 4 << 20, InGBps: 10, OutGBps: 8}}
+	assert.Equal(t, 10.0, sim.ProfileStagingInRun(p, 4<<20, true))
+	assert.Equal(t, 8.0, sim.ProfileStagingInRun(p, 4<<20, false))
+	assert.Equal(t, 30.0, sim.ProfileStagingInRun(p, 64<<20, true))
+	assert.Equal(t, 8.0, sim.ProfileStagingInRun(p, 1<<20, false), "below the smallest size measured")
+	assert.Equal(t, 20.0, sim.ProfileStagingInRun(p, 1<<30, false), "above the largest")
+	assert.InDelta(t, 20.0, sim.ProfileStagingInRun(p, 16<<20, true), 1e-9, "halfway on a log scale")
+	assert.InDelta(t, 14.0, sim.ProfileStagingInRun(p, 16<<20, false), 1e-9)
 	assert.Equal(t, p.StagingTableBoost(16<<20), p.StagingAloneBoost(16<<20), "no boost fitted: the staging table's")
 	p.StagingInRun[0].AloneBoost, p.StagingInRun[1].AloneBoost = 1.2, 1.6
 	assert.InDelta(t, 1.4, p.StagingAloneBoost(16<<20), 1e-9, "fitted boosts, halfway on a log scale")
 	assert.Equal(t, 1.6, p.StagingAloneBoost(1<<20), "below the smallest size measured")
 
 	for _, c := range []struct {
-		r    StagingInRun
+		r    sim.StagingInRun
 		want string
 	}{
-		{StagingInRun{Bytes: 4 << 20, InGBps: 0, OutGBps: 5}, "staging_in_run in_gbps at 4194304 bytes"},
-		{StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: -1}, "staging_in_run out_gbps at 4194304 bytes"},
-		{StagingInRun{Bytes: 0, InGBps: 5, OutGBps: 5}, "staging_in_run has a size of 0 bytes"},
-		{StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: 5, AloneBoost: -1}, "staging_in_run alone_boost at 4194304 bytes is -1"},
+		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 0, OutGBps: 5}, "staging_in_run in_gbps at 4194304 bytes"},
+		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: -1}, "staging_in_run out_gbps at 4194304 bytes"},
+		{sim.StagingInRun{Bytes: 0, InGBps: 5, OutGBps: 5}, "staging_in_run has a size of 0 bytes"},
+		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: 5, AloneBoost: -1}, "staging_in_run alone_boost at 4194304 bytes is -1"},
 	} {
-		q := BuiltinProfile()
-		q.StagingInRun = []StagingInRun{c.r}
+		q := sim.BuiltinProfile()
+		q.StagingInRun = []sim.StagingInRun{c.r}
 		refused(t, q, c.want)
 	}
 }
@@ -102,23 +103,23 @@ func TestSimStagingInRun(t *testing.T) {
 	const chunk, chunks = 256 << 10, 10 // 1 MiB copies
 	const n = chunk * chunks
 	const bytes = 4 * chunk
-	run := func(p *Profile) (in, out map[int]time.Duration, alone StageTimes) {
-		sim := NewSimHost(SimHostOptions{}).NewDevice(p)
-		pp, err := New(sim, Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 1, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: HostStaged})
+	run := func(p *sim.Profile) (in, out map[int]time.Duration, alone pipeline.StageTimes) {
+		dev := sim.NewHost(sim.HostOptions{}).NewDevice(p)
+		pp, err := pipeline.New(dev, pipeline.Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 1, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: pipeline.HostStaged})
 		require.NoError(t, err)
 		defer pp.Close()
 		src, dst := make([]float32, n), make([]float32, n)
 		kernels.FillPattern(src, 0)
-		job := Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []Buffer{Slice(src)}, Outputs: []Buffer{Slice(dst)}}
+		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(src)}, Outputs: []pipeline.Buffer{pipeline.Slice(dst)}}
 		rep, err := pp.Run(context.Background(), job)
 		require.NoError(t, err)
 		require.NoError(t, verifySeed(src, dst, 1))
 		in, out = map[int]time.Duration{}, map[int]time.Duration{}
 		for _, s := range rep.Spans {
 			switch s.Stage {
-			case StageIn:
+			case pipeline.StageIn:
 				in[s.Chunk] = s.End - s.Start
-			case StageOut:
+			case pipeline.StageOut:
 				out[s.Chunk] = s.End - s.Start
 			}
 		}
@@ -131,7 +132,7 @@ func TestSimStagingInRun(t *testing.T) {
 	p := testProfile(t)
 	// Rates no profile has, far below the host's: the copies set the pace,
 	// stage-in and stage-out side by side.
-	p.StagingInRun = []StagingInRun{{Bytes: 1 << 20, InGBps: 0.5, OutGBps: 0.5}}
+	p.StagingInRun = []sim.StagingInRun{{Bytes: 1 << 20, InGBps: 0.5, OutGBps: 0.5}}
 	boost := p.StagingAloneBoost(bytes)
 	require.Greater(t, boost, 1.05, "the test profile's copies go faster alone")
 	in, out, alone := run(p)
@@ -141,7 +142,7 @@ func TestSimStagingInRun(t *testing.T) {
 		assert.InEpsilon(t, float64(bytes)/0.5, float64(in[c]), 0.02, "stage-in of chunk %d beside a stage-out: the in-run rate", c)
 		assert.InEpsilon(t, float64(bytes)/0.5, float64(out[c-1]), 0.02, "stage-out of chunk %d beside a stage-in", c-1)
 	}
-	solo, _ := ProfileStagingRate(p, bytes)
+	solo, _ := p.StagingRates(bytes)
 	assert.InEpsilon(t, chunks*float64(bytes)/solo, float64(alone.In), 0.02, "staging in timed alone: at the rate alone")
 	assert.InEpsilon(t, chunks*float64(bytes)/solo, float64(alone.Out), 0.02, "staging out timed alone: at the rate alone")
 	// A boost fitted in staged runs replaces the staging table's.
@@ -163,7 +164,7 @@ func TestSimStagingInRun(t *testing.T) {
 // when a profile is read.
 func TestKernelFixedSerialValidated(t *testing.T) {
 	for _, share := range []float64{-0.1, 1.5} {
-		p := BuiltinProfile()
+		p := sim.BuiltinProfile()
 		p.KernelFixedSerial = share
 		refused(t, p, "kernel_fixed_serial is")
 	}
@@ -171,11 +172,11 @@ func TestKernelFixedSerialValidated(t *testing.T) {
 
 // refused checks that p, written as JSON and read back, is refused with
 // an error that says want.
-func refused(t *testing.T, p *Profile, want string) {
+func refused(t *testing.T, p *sim.Profile, want string) {
 	t.Helper()
 	b, err := json.Marshal(p)
 	require.NoError(t, err)
-	_, err = ParseProfile(b)
+	_, err = sim.ParseProfile(b)
 	assert.ErrorContains(t, err, want)
 }
 
@@ -188,27 +189,27 @@ func TestSimBothFixed(t *testing.T) {
 	// copies times toDev copies of bytes to the device on one stream and
 	// toHost back on another, issued in turns: each stream's time on the
 	// device, from timing events around its copies.
-	copies := func(p *Profile, toDev, toHost int) (h2d, d2h time.Duration) {
-		sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(p)
-		iss, err := sim.Issuer()
+	copies := func(p *sim.Profile, toDev, toHost int) (h2d, d2h time.Duration) {
+		dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(p)
+		iss, err := dev.Issuer()
 		require.NoError(t, err)
 		defer iss.Release()
-		host, err := sim.AllocPinned(2 * bytes)
+		host, err := dev.AllocPinned(2 * bytes)
 		require.NoError(t, err)
 		defer host.Close()
-		var devs [2]DeviceMem
-		var sts [2]Stream
-		var evs [4]Event
+		var devs [2]pipeline.DeviceMem
+		var sts [2]pipeline.Stream
+		var evs [4]pipeline.Event
 		for i := range devs {
-			devs[i], err = sim.AllocDevice(bytes)
+			devs[i], err = dev.AllocDevice(bytes)
 			require.NoError(t, err)
 			defer devs[i].Close()
-			sts[i], err = sim.NewStream()
+			sts[i], err = dev.NewStream()
 			require.NoError(t, err)
 			defer sts[i].Close()
 		}
 		for i := range evs {
-			evs[i], err = sim.NewEvent(true)
+			evs[i], err = dev.NewEvent(true)
 			require.NoError(t, err)
 			defer evs[i].Close()
 		}

@@ -1,11 +1,12 @@
-package pipeline_test
+package sim_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,25 +16,25 @@ import (
 // ends, and a wait for an event of its own stream costs nothing more.
 func TestSimDependencyLatency(t *testing.T) {
 	for _, dep := range []time.Duration{0, 4 * time.Microsecond, 9 * time.Microsecond} {
-		prof := BuiltinProfile()
+		prof := sim.BuiltinProfile()
 		prof.DepNs, prof.WaitNs = float64(dep), 0
-		sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(prof)
-		a, err := sim.NewStream()
+		sdev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(prof)
+		a, err := sdev.NewStream()
 		require.NoError(t, err)
-		b, err := sim.NewStream()
+		b, err := sdev.NewStream()
 		require.NoError(t, err)
-		ev, err := sim.NewEvent(false)
+		ev, err := sdev.NewEvent(false)
 		require.NoError(t, err)
-		var marks [3]Event
+		var marks [3]pipeline.Event
 		for i := range marks {
-			marks[i], err = sim.NewEvent(true)
+			marks[i], err = sdev.NewEvent(true)
 			require.NoError(t, err)
 		}
-		dev, err := sim.AllocDevice(1 << 20)
+		dev, err := sdev.AllocDevice(1 << 20)
 		require.NoError(t, err)
-		host, err := sim.AllocPinned(1 << 20)
+		host, err := sdev.AllocPinned(1 << 20)
 		require.NoError(t, err)
-		iss, err := sim.Issuer()
+		iss, err := sdev.Issuer()
 		require.NoError(t, err)
 		require.NoError(t, iss.CopyToDevice(a, dev, 0, host, 0, 1<<20))
 		require.NoError(t, iss.Record(ev, a))
@@ -59,14 +60,14 @@ func TestSimDependencyLatency(t *testing.T) {
 // d2h_registered when it has them, and as pinned copies when not.
 func TestSimRegisteredCopies(t *testing.T) {
 	const n = 1 << 20
-	stages := func(prof *Profile) StageTimes {
-		sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(prof)
-		cfg := Float32Config(1, 1)
-		cfg.ChunkElems, cfg.Host = n/4, HostRegistered
-		p, err := New(sim, cfg)
+	stages := func(prof *sim.Profile) pipeline.StageTimes {
+		sdev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(prof)
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Host = n/4, pipeline.HostRegistered
+		p, err := pipeline.New(sdev, cfg)
 		require.NoError(t, err)
 		defer p.Close()
-		job := Job{N: n, Kernel: seedKernel(nil, 0), Inputs: []Buffer{{Data: make([]byte, 4*n)}}, Outputs: []Buffer{{Data: make([]byte, 4*n)}}}
+		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 0), Inputs: []pipeline.Buffer{{Data: make([]byte, 4*n)}}, Outputs: []pipeline.Buffer{{Data: make([]byte, 4*n)}}}
 		st, err := p.StageTimes(context.Background(), job)
 		require.NoError(t, err)
 		return st
@@ -74,13 +75,13 @@ func TestSimRegisteredCopies(t *testing.T) {
 	// The base is a profile without registered copy costs (the built-in
 	// one has them since 13:43 UTC), so that its registered copies run as
 	// pinned ones.
-	prof := BuiltinProfile()
-	prof.H2D = CopyCost{GBps: 50}
-	prof.D2H = CopyCost{GBps: 50}
-	prof.H2DRegistered, prof.D2HRegistered = CopyCost{}, CopyCost{}
+	prof := sim.BuiltinProfile()
+	prof.H2D = sim.CopyCost{GBps: 50}
+	prof.D2H = sim.CopyCost{GBps: 50}
+	prof.H2DRegistered, prof.D2HRegistered = sim.CopyCost{}, sim.CopyCost{}
 	base := stages(prof)
-	prof.H2DRegistered = CopyCost{GBps: 25}
-	prof.D2HRegistered = CopyCost{FixedNs: 5000, GBps: 50}
+	prof.H2DRegistered = sim.CopyCost{GBps: 25}
+	prof.D2HRegistered = sim.CopyCost{FixedNs: 5000, GBps: 50}
 	slow := stages(prof)
 	// 4 MiB in 4 chunks: at 50 GB/s 83.9 µs, at 25 GB/s 167.8 µs; a fixed
 	// cost of 5 µs per chunk adds 20 µs.

@@ -1,14 +1,17 @@
-package pipeline
+package sim
 
 import (
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"sort"
 	"time"
+
+	"github.com/purecuda/overlap/pipeline"
 )
 
 // Profile is what the simulator knows about one GPU and its host: how long
@@ -28,6 +31,11 @@ import (
 // for its copies into and out of pinned slots (StagingDMA of that rate
 // while DMA copies run) and RegisterMsPerGiB to page-lock memory.
 type Profile struct {
+	// Version is the profile's format, ProfileVersion for every profile
+	// that this package reads or writes. A file without one is of the
+	// first format, which is today's: ReadProfile and ParseProfile upgrade
+	// it, and refuse a version newer than ProfileVersion.
+	Version int `json:"version,omitempty"`
 	// Device names the GPU the profile describes.
 	Device string `json:"device"`
 	// Source says how and when the profile was measured: the command, the
@@ -40,22 +48,19 @@ type Profile struct {
 	// H2DRegistered and D2HRegistered are the same copies from and to
 	// registered Go memory (Pipeline's HostRegistered), whose pages the
 	// DMA reaches through the driver's mapping of the Go heap rather than
-	// memory the driver allocated. Profiles from before they were measured
-	// lack them (a zero rate); registered copies then cost pinned ones.
+	// memory the driver allocated. Zero (not measured): registered copies
+	// cost pinned ones.
 	H2DRegistered CopyCost `json:"h2d_registered,omitempty"`
 	D2HRegistered CopyCost `json:"d2h_registered,omitempty"`
 	// BothGBps is the rate of both directions at once, in total.
 	BothGBps float64 `json:"both_gbps"`
 	// BothFixedNs is what a copy's fixed cost grows by when it starts
-	// while the other direction's copy engine is held. On the H200, 256 KiB
-	// copies both ways at once took 9.5 µs a pair where each direction
-	// alone took 7.3 and 6.3 µs and the shared rate predicted 7.5; at
-	// 1 MiB the excess was the same 1.6–1.9 µs, so it is a cost per copy,
-	// not a rate (bench/RESULTS.md, issue 11). It is what set the pace of
-	// the engine at 64K-element chunks. `overlap profile` times copies
-	// both ways at once behind a blocker and solves for it from the
-	// simulator's times at two values and a secant step. Profiles from
-	// before it was measured lack it (0).
+	// while the other direction's copy engine is held: a cost per copy, not
+	// a rate, since the excess is the same at every size measured
+	// (bench/RESULTS.md, "The simulator's predictions, sixth round: copies
+	// both ways at once"). `overlap profile` times copies both ways at once
+	// behind a blocker and solves for it from the simulator's times at two
+	// values and a secant step. Zero: not measured, no such cost.
 	BothFixedNs float64 `json:"both_fixed_ns,omitempty"`
 	// CopyEngines is how many copies run at once in each direction.
 	CopyEngines int `json:"copy_engines"`
@@ -65,8 +70,8 @@ type Profile struct {
 	// launch is no longer pipelined behind the previous one. `overlap
 	// profile` measures it on a stream held busy by a long kernel, as the
 	// difference per call between tiny kernels with such a wait before
-	// each and tiny kernels alone. Profiles from before it was measured
-	// lack it; it is then 0 (waits cost the device nothing).
+	// each and tiny kernels alone. Zero: not measured, waits cost the
+	// device nothing.
 	WaitNs float64 `json:"wait_ns,omitempty"`
 	// DepNs is the device's latency of a dependency between streams: a
 	// stream held by a wait for an event recorded on another stream goes
@@ -77,9 +82,8 @@ type Profile struct {
 	// copies and kernels that hop between three streams, timed on the
 	// device, less the simulator's time for the same chain without it, per
 	// hop, plus WaitNs (which that simulated time already charges at each
-	// hop, and DepNs overlaps). The built-in profile was measured before
-	// WaitNs was added back, so its DepNs is WaitNs (24 ns) short. Profiles
-	// from before it was measured lack it; it is then 0.
+	// hop, and DepNs overlaps); the built-in profile's DepNs was solved
+	// without WaitNs, and is WaitNs short. Zero: not measured, no latency.
 	DepNs float64 `json:"dep_ns,omitempty"`
 	// PageableH2DGBps and PageableD2HGBps are the blocking copies from and
 	// to pageable memory that the synchronous baseline uses.
@@ -98,9 +102,8 @@ type Profile struct {
 	// IssueNs is the host's cost per driver call, by kind: "copy",
 	// "launch", "record", "wait", each measured in a loop of calls of that
 	// kind alone on an idle stream, and "copy_registered", a copy from
-	// registered rather than pinned host memory (profiles from before it
-	// was measured lack it; a copy from registered memory then costs a
-	// "copy"). The driver's work for a call depends on the state of its
+	// registered rather than pinned host memory (without it a copy from
+	// registered memory costs a "copy"). The driver's work for a call depends on the state of its
 	// stream and event, so the same calls are also measured on a stream
 	// that has unfinished work queued ("copy_busy", "launch_busy",
 	// "record_busy", "wait_busy": a wait for a completed event) and as
@@ -115,14 +118,14 @@ type Profile struct {
 	// records. Calls in that mix may cost the host more or less than the
 	// same calls of one kind in a row; the simulator scales every call's
 	// IssueNs by IssueSequenceNs over the sum of those 10 calls' IssueNs.
-	// Profiles from before it was measured lack it (0): no scaling.
+	// Zero: not measured, no scaling.
 	IssueSequenceNs float64 `json:"issue_sequence_ns,omitempty"`
 	// IssueLoops are the engine's issue loop with a tiny kernel (so that
 	// the host sets the pace), timed per chunk on the host for a few
 	// shapes, beside what the simulator predicts for the same loop from
 	// the per-call costs above. IssueScale is their total measured time
 	// over their total predicted time: the simulator scales every call by
-	// it, which replaces the IssueSequenceNs scaling of older profiles.
+	// it, in place of the IssueSequenceNs scaling, when set.
 	IssueLoops []IssueLoop `json:"issue_loops,omitempty"`
 	IssueScale float64     `json:"issue_scale,omitempty"`
 	// SyncNs is the host's cost to return from a synchronisation whose
@@ -143,16 +146,16 @@ type Profile struct {
 	// per byte (staging in reads and writes, the H2D reads, the D2H
 	// writes, staging out reads and writes). `overlap profile` measures
 	// two staging copies at once (4 MiB each) with and without copies in
-	// both directions on the device. Profiles from before it was measured
-	// lack it (0): staging keeps its whole rate.
+	// both directions on the device. Zero: not measured, staging keeps its
+	// whole rate.
 	StagingDMA float64 `json:"staging_dma,omitempty"`
 	// StagingDMABySize is StagingDMA measured at several copy sizes, by
 	// which DMA runs (H2D alone, D2H alone, both ways): in a staged run the
 	// stage-in of one chunk often runs while only an H2D copy does, and a
 	// large chunk's slots no longer fit the host's caches, so the DMA takes
 	// more of the memory bandwidth. Shares between two sizes are
-	// interpolated on a log scale. Profiles from before it was measured lack
-	// it, and StagingDMA applies whenever any DMA copy is in flight.
+	// interpolated on a log scale. Without it, StagingDMA applies whenever
+	// any DMA copy is in flight.
 	StagingDMABySize []StagingDMAShare `json:"staging_dma_by_size,omitempty"`
 	// StagingInRun is the rate of each staging copy inside a staged run of
 	// the engine, by copy size and direction, while the run's other
@@ -160,38 +163,39 @@ type Profile struct {
 	// and stage-out spans of staged runs of its own. A run copies from Go
 	// memory too large for the host's caches into a few pinned slots that
 	// its DMA copies read and write between two uses; neither copies over
-	// fresh memory (Staging) nor copies into reused slots without DMA came
-	// within 15% of such a run on the H200 host (bench/RESULTS.md). When
+	// fresh memory (Staging) nor copies into reused slots without DMA
+	// predict such a run (bench/RESULTS.md, "The simulator's predictions,
+	// fifth round: validation in rounds, staging timed in staged runs"). When
 	// set, a run's staging goroutines copy at this rate while another
 	// staging copy runs (shared further when more than two do, as a
 	// group's devices make), and faster by Staging's ratio of one copy
 	// alone to each of two at once while none does, as the profile
 	// reckons its spans; copies timed alone (StageTimes) or made outside a
 	// run keep Staging's rates. Rates between two sizes are interpolated on
-	// a log scale. Profiles from before it was measured lack it.
+	// a log scale. Without it, a run's staging copies take Staging's rates.
 	StagingInRun []StagingInRun `json:"staging_in_run,omitempty"`
 	// StagingChunkNs is a run's staging goroutines' time per chunk besides
-	// their copies (their waits, synchronisations and handoffs): on the
-	// H200 host their copies filled only 77–81% of a staged run of
-	// 64K-element chunks that they set the pace of (bench/RESULTS.md).
+	// their copies (their waits, synchronisations and handoffs), which
+	// their copies alone do not account for in a staged run whose pace
+	// they set (bench/RESULTS.md, "The simulator's predictions, fifth
+	// round: validation in rounds, staging timed in staged runs").
 	// `overlap profile` times such a run, with more slots than --validate
 	// uses, against the simulator's prediction of it at two values.
-	// Profiles from before it was measured lack it (0).
+	// Zero: not measured, no such cost.
 	StagingChunkNs float64 `json:"staging_chunk_ns,omitempty"`
 	// KernelFixedSerial is the share of a kernel's fixed cost that does not
 	// overlap other kernels on other streams: the simulator lets the rest
 	// of it (launch and tail) overlap them, and runs this share with the
 	// kernel's work, which has the SMs to itself. `overlap profile` times
 	// small seed kernels spread over four streams and interpolates between
-	// the simulator's times at 0 and 1. Profiles from before it was
-	// measured lack it (0: the whole fixed cost overlaps).
+	// the simulator's times at 0 and 1. Zero: not measured, the whole fixed
+	// cost overlaps.
 	KernelFixedSerial float64 `json:"kernel_fixed_serial,omitempty"`
 	// RegisterMsPerGiB is the cost of page-locking Go memory.
 	RegisterMsPerGiB float64 `json:"register_ms_per_gib"`
 	// DeviceMemoryBytes is the device's memory: the simulator fails an
 	// allocation beyond it as out of memory, and reports what is left as
-	// the device's free memory. Profiles without it (0) have the H200's
-	// 141 GiB, which the built-in profile describes.
+	// the device's free memory. Zero: DefaultDeviceMemoryBytes.
 	DeviceMemoryBytes int64 `json:"device_memory_bytes,omitempty"`
 
 	// Notes says where each number came from.
@@ -316,16 +320,36 @@ func ReadProfile(path string) (*Profile, error) {
 	return p, nil
 }
 
-// ParseProfile reads a profile from JSON and checks it.
+// ProfileVersion is the format of the profiles that this package reads
+// and writes (Profile.Version).
+const ProfileVersion = 1
+
+// ParseProfile reads a profile from JSON, upgrades one of an older format
+// (Profile.Version) to ProfileVersion and checks it.
 func ParseProfile(b []byte) (*Profile, error) {
 	var p Profile
 	if err := json.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("pipeline: profile: %w", err)
 	}
+	if err := p.upgrade(); err != nil {
+		return nil, err
+	}
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// upgrade brings a profile read from a file to ProfileVersion. A file
+// without a version is of the first format, which is today's.
+func (p *Profile) upgrade() error {
+	switch {
+	case p.Version == 0:
+		p.Version = ProfileVersion
+	case p.Version < 0 || p.Version > ProfileVersion:
+		return fmt.Errorf("pipeline: profile: version %d, but this simulator reads versions up to %d", p.Version, ProfileVersion)
+	}
+	return nil
 }
 
 // Check reports the first number that a simulation cannot use.
@@ -415,9 +439,14 @@ func (p *Profile) Check() error {
 var issueKinds = []string{"copy", "copy_registered", "launch", "record", "wait",
 	"copy_busy", "copy_registered_busy", "launch_busy", "record_busy", "wait_busy", "wait_pending"}
 
-// IssueSequence is the calls of one chunk that Profile.IssueSequenceNs
+// issueSequence is the calls of one chunk that Profile.IssueSequenceNs
 // times, by kind.
-var IssueSequence = map[string]int{"wait": 4, "copy": 2, "launch": 1, "record": 3}
+var issueSequence = map[string]int{"wait": 4, "copy": 2, "launch": 1, "record": 3}
+
+// IssueSequence returns, in a map of its own, how many of each kind of
+// call one chunk of the issue loop makes (the calls that
+// Profile.IssueSequenceNs times): the caller may change it.
+func IssueSequence() map[string]int { return maps.Clone(issueSequence) }
 
 // issueCost is the host's cost of a driver call of kind in a run when its
 // stream has unfinished work (busy) and, for a wait, when its event is
@@ -466,7 +495,7 @@ func (p *Profile) issueScale() float64 {
 		return p.IssueScale
 	}
 	var sum float64
-	for kind, n := range IssueSequence {
+	for kind, n := range issueSequence {
 		sum += float64(n) * p.IssueNs[kind]
 	}
 	if p.IssueSequenceNs <= 0 || sum <= 0 {
@@ -475,12 +504,17 @@ func (p *Profile) issueScale() float64 {
 	return p.IssueSequenceNs / sum
 }
 
-// Write writes the profile as indented JSON.
+// Write writes the profile as indented JSON, of version ProfileVersion
+// when it has none.
 func (p *Profile) Write(path string) error {
 	if p == nil {
 		return errNilProfile
 	}
-	b, err := json.MarshalIndent(p, "", "  ")
+	q := *p
+	if q.Version == 0 {
+		q.Version = ProfileVersion
+	}
+	b, err := json.MarshalIndent(&q, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -530,7 +564,7 @@ func (p *Profile) copyCost(toDevice, registered bool) CopyCost {
 
 // kernel returns the cost of k on n elements alone, for a kernel without
 // steps: its fixed part and its work (see launchCost).
-func (p *Profile) kernel(k *Kernel, n int) (fixed, work time.Duration, err error) {
+func (p *Profile) kernel(k *pipeline.Kernel, n int) (fixed, work time.Duration, err error) {
 	fixed, work, _, err = p.launchCost(k.Name, k.Iters, 0, n)
 	return fixed, work, err
 }
@@ -684,4 +718,39 @@ func (p *Profile) stagingRate(n int) (alone, pair float64) {
 	size := func(r StagingRate) int { return r.Bytes }
 	return bySize(p.Staging, size, func(r StagingRate) float64 { return r.GBps }, n),
 		bySize(p.Staging, size, func(r StagingRate) float64 { return r.PairGBps }, n)
+}
+
+// KernelTime is what the simulator charges one launch of k over n
+// elements on an idle device with this profile: a fixed cost and the
+// work, which kernels in flight at once share. It fails for a kernel the
+// profile cannot cost (no entry and no fallback).
+func (p *Profile) KernelTime(k *pipeline.Kernel, n int) (fixed, work time.Duration, err error) {
+	if p == nil {
+		return 0, 0, errNilProfile
+	}
+	if k == nil {
+		return 0, 0, errors.New("pipeline: profile: KernelTime: nil *pipeline.Kernel")
+	}
+	return p.kernel(k, n)
+}
+
+// LaunchTime is KernelTime for a launch by name, with iters iterations
+// and flops FLOPs per element (a step's Name, Kernel.Iters and
+// Step.FlopsPerElem), and the note that a report carries when the
+// profile has no entry of that name and charges its fallback.
+func (p *Profile) LaunchTime(name string, iters int, flops float64, n int) (fixed, work time.Duration, note string, err error) {
+	if p == nil {
+		return 0, 0, "", errNilProfile
+	}
+	return p.launchCost(name, iters, flops, n)
+}
+
+// StagingRates is the host's staging copy rate for copies of n bytes, in
+// bytes per nanosecond: alone, and in all of two such copies at once; 0
+// for a profile without Staging.
+func (p *Profile) StagingRates(n int) (alone, pair float64) {
+	if p == nil || len(p.Staging) == 0 {
+		return 0, 0
+	}
+	return p.stagingRate(n)
 }

@@ -1,4 +1,4 @@
-package pipeline_test
+package sim_test
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 // on the H200 (testdata/h200-*-validation.md).
 type run4Row struct {
 	kernel                string
-	host                  HostMode
+	host                  pipeline.HostMode
 	chunk, slots, streams int
 	measured              time.Duration
 	predicted             time.Duration // as the table printed it
@@ -45,7 +46,7 @@ func readValidation(t *testing.T, path string) []run4Row {
 			continue
 		}
 		r := run4Row{kernel: f[1]}
-		r.host = map[string]HostMode{"pinned": HostPinned, "registered": HostRegistered, "staged": HostStaged}[f[2]]
+		r.host = map[string]pipeline.HostMode{"pinned": pipeline.HostPinned, "registered": pipeline.HostRegistered, "staged": pipeline.HostStaged}[f[2]]
 		mult := 1
 		c := f[3]
 		switch {
@@ -74,29 +75,29 @@ func readValidation(t *testing.T, path string) []run4Row {
 
 // predictRun4 runs r on a timing-only simulator of prof as the validation
 // does: seed (100 iterations) on 128M elements, saxpy on 32M, best of 3.
-func predictRun4(t *testing.T, prof *Profile, r run4Row) time.Duration {
-	sim := NewSimHost(SimHostOptions{TimingOnly: true}).NewDevice(prof)
+func predictRun4(t *testing.T, prof *sim.Profile, r run4Row) time.Duration {
+	dev := sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(prof)
 	n, ins, k := 128<<20, 1, seedKernel(nil, 100)
 	if r.kernel == "saxpy" {
 		n, ins, k = 32<<20, 2, saxpyKernel(nil, 2.5)
 	}
-	buf := func() Buffer {
-		if r.host == HostPinned {
-			h, err := sim.AllocPinned(n * 4)
+	buf := func() pipeline.Buffer {
+		if r.host == pipeline.HostPinned {
+			h, err := dev.AllocPinned(n * 4)
 			require.NoError(t, err)
 			t.Cleanup(func() { h.Close() })
-			return Pinned(h)
+			return pipeline.Pinned(h)
 		}
-		return Buffer{Data: make([]byte, n*4)}
+		return pipeline.Buffer{Data: make([]byte, n*4)}
 	}
-	job := Job{N: n, Kernel: k}
+	job := pipeline.Job{N: n, Kernel: k}
 	for i := 0; i < ins; i++ {
 		job.Inputs = append(job.Inputs, buf())
 	}
-	job.Outputs = []Buffer{buf()}
-	cfg := Float32Config(ins, 1)
+	job.Outputs = []pipeline.Buffer{buf()}
+	cfg := pipeline.Float32Config(ins, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = r.chunk, r.slots, r.streams, r.host
-	p, err := New(sim, cfg)
+	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	best := time.Duration(math.MaxInt64)
@@ -115,7 +116,7 @@ func TestPredictsH200Run4(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
 	}
-	prof, err := ReadProfile("testdata/h200-run4.json")
+	prof, err := sim.ReadProfile("testdata/h200-run4.json")
 	require.NoError(t, err)
 	// run4 predates wait_ns, which `overlap profile` now measures. Until a
 	// profile measured with it is committed beside its own table, this is
@@ -131,7 +132,7 @@ func TestPredictsH200Run4(t *testing.T) {
 		// memory at 256K and larger chunks, where neither the host's issue
 		// rate nor staging binds) are each within 5%; without wait_ns the
 		// 256K one-stream row is 15.9% short.
-		if r.kernel == "seed" && r.host != HostStaged && r.chunk >= 256<<10 {
+		if r.kernel == "seed" && r.host != pipeline.HostStaged && r.chunk >= 256<<10 {
 			assert.InDelta(t, 0, e, 0.05, "%+v", r)
 		}
 	})
@@ -152,9 +153,9 @@ func TestPredictsH200(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
 	}
-	prof, err := ReadProfile("testdata/h200-2355.json")
+	prof, err := sim.ReadProfile("testdata/h200-2355.json")
 	require.NoError(t, err)
-	builtin, err := ReadProfile("profiles/h200.json")
+	builtin, err := sim.ReadProfile("profiles/h200.json")
 	require.NoError(t, err)
 	// The built-in profile adds what that run did not measure: the GEMM
 	// kernels' costs and the device's memory, which no row of the
@@ -184,7 +185,7 @@ func TestPredictsH200Run2337(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
 	}
-	prof, err := ReadProfile("testdata/h200-2337.json")
+	prof, err := sim.ReadProfile("testdata/h200-2337.json")
 	require.NoError(t, err)
 	require.Zero(t, prof.StagingInRun[0].AloneBoost)
 	replayMeetsTarget(t, prof, "testdata/h200-2337-validation.md")
@@ -195,7 +196,7 @@ func TestPredictsH200Run2337(t *testing.T) {
 // 0.02%: the table prints 1 µs, its rows take 5 ms and more), so that any
 // change to the model shows here, and the table must meet issue 11's
 // bounds: median |error| 5% or less, worst 15% or less.
-func replayMeetsTarget(t *testing.T, prof *Profile, path string) {
+func replayMeetsTarget(t *testing.T, prof *sim.Profile, path string) {
 	t.Helper()
 	rows := readValidation(t, path)
 	require.Len(t, rows, 26)
@@ -215,7 +216,7 @@ func TestPredictsH200Run1343(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
 	}
-	prof, err := ReadProfile("testdata/h200-1343.json")
+	prof, err := sim.ReadProfile("testdata/h200-1343.json")
 	require.NoError(t, err)
 	require.Zero(t, prof.BothFixedNs)
 	rows := readValidation(t, "testdata/h200-1343-validation.md")
@@ -239,7 +240,7 @@ func TestPredictsH200Run1531(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
 	}
-	prof, err := ReadProfile("testdata/h200-1531.json")
+	prof, err := sim.ReadProfile("testdata/h200-1531.json")
 	require.NoError(t, err)
 	require.NotEmpty(t, prof.StagingDMABySize, "measured by size and direction")
 	require.Len(t, prof.IssueLoops, 3)
@@ -249,7 +250,7 @@ func TestPredictsH200Run1531(t *testing.T) {
 		// Where neither the host's issue rate nor staging sets the pace
 		// (seed from pinned or registered memory at 256K and larger
 		// chunks), every row is within 6%.
-		if r.kernel == "seed" && r.host != HostStaged && r.chunk >= 256<<10 {
+		if r.kernel == "seed" && r.host != pipeline.HostStaged && r.chunk >= 256<<10 {
 			assert.InDelta(t, 0, e, 0.06, "%+v", r)
 		}
 	})
@@ -275,7 +276,7 @@ func TestPredictsH200Run2108(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("26 timing-only simulations of 128M-element jobs; the run without the race detector covers them")
 	}
-	prof, err := ReadProfile("testdata/h200-2108.json")
+	prof, err := sim.ReadProfile("testdata/h200-2108.json")
 	require.NoError(t, err)
 	require.Len(t, prof.StagingInRun, 5, "staging timed in staged runs")
 	rows := readValidation(t, "testdata/h200-2108-validation.md")
@@ -283,7 +284,7 @@ func TestPredictsH200Run2108(t *testing.T) {
 	median, worst := predictTable(t, prof, rows, func(r run4Row, e float64) {
 		pred := r.measured + time.Duration(e*float64(r.measured))
 		assert.InEpsilon(t, float64(r.predicted), float64(pred), 0.001, "%+v: the table's prediction", r)
-		if r.host == HostStaged {
+		if r.host == pipeline.HostStaged {
 			// Staging at the rates of staged runs: every staged row
 			// within 14% (saxpy, two inputs staged a chunk, +13.9%; the
 			// seed within 10%), where staging timed over fresh memory
@@ -304,7 +305,7 @@ func TestPredictsH200Run2108(t *testing.T) {
 // predictTable predicts every row from prof, logs each beside its
 // measurement, calls check (when not nil) with each row's relative error,
 // and returns the median and worst absolute error.
-func predictTable(t *testing.T, prof *Profile, rows []run4Row, check func(run4Row, float64)) (median, worst float64) {
+func predictTable(t *testing.T, prof *sim.Profile, rows []run4Row, check func(run4Row, float64)) (median, worst float64) {
 	t.Helper()
 	var errs []float64
 	var worstRow run4Row
