@@ -27,25 +27,25 @@ $O gen --size 8G --out "$D/in8.f32" || exit 1
 sync # the inputs stay cached, clean: no writeback competes with the runs
 
 echo "== page-cached, 1 GiB"
-$O run --in "$D/in1.f32" --out "$D/out.f32" $FLAGS || echo "FAILED"
+$O stream --in "$D/in1.f32" --out "$D/out.f32" $FLAGS || echo "FAILED"
 rm -f "$D/out.f32"; sync
 
 echo "== page-cached, 8 GiB"
-$O run --in "$D/in8.f32" --out "$D/out.f32" $FLAGS || echo "FAILED"
+$O stream --in "$D/in8.f32" --out "$D/out.f32" $FLAGS || echo "FAILED"
 rm -f "$D/out.f32"; sync
 
 echo "== from disk with O_DIRECT, 8 GiB, output on the same disk"
-$O run --in "$D/in8.f32" --out "$D/out.f32" $FLAGS --direct || echo "FAILED"
+$O stream --in "$D/in8.f32" --out "$D/out.f32" $FLAGS --direct || echo "FAILED"
 rm -f "$D/out.f32"; sync
 
 if [ -d /dev/shm ] && [ "$(df -k --output=avail /dev/shm | tail -1)" -gt 20000000 ]; then
 	echo "== from disk with O_DIRECT, 8 GiB, output in memory (/dev/shm): no writeback competes with the reads"
-	$O run --in "$D/in8.f32" --out /dev/shm/overlap-out.f32 $FLAGS --direct || echo "FAILED"
+	$O stream --in "$D/in8.f32" --out /dev/shm/overlap-out.f32 $FLAGS --direct || echo "FAILED"
 	rm -f /dev/shm/overlap-out.f32
 fi
 
 echo "== page-cached, 8 GiB, writers 1, 2, 4 and 8 (rates only)"
 for w in 1 2 4 8; do
-	$O run --in "$D/in8.f32" --out "$D/out.f32" --chunk 2M --slots 8 --writers $w | grep -E '^(write|streaming run)'
+	$O stream --in "$D/in8.f32" --out "$D/out.f32" --chunk 2M --slots 8 --writers $w | grep -E '^(write|streaming run)'
 	rm -f "$D/out.f32"; sync
 done

@@ -124,8 +124,8 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap run --sim --ptx k.ptx --entry k`", cli("run", "--sim", "--ptx", "k.ptx", "--entry", "k")},
 		{"CLI", "`overlap run --bogus`", cli("run", "--bogus")},
 		{"CLI", "`overlap run --readers 4` without `--in`", cli("run", "--readers", "4")},
-		{"CLI", "`overlap run --in a --out b --elems 1K`", cli("run", "--in", "a", "--out", "b", "--elems", "1K")},
-		{"CLI", "`overlap run --in a --out b --bogus`", cli("run", "--in", "a", "--out", "b", "--bogus")},
+		{"CLI", "`overlap stream --in a --out b --elems 1K`", cli("stream", "--in", "a", "--out", "b", "--elems", "1K")},
+		{"CLI", "`overlap stream --in a --out b --bogus`", cli("stream", "--in", "a", "--out", "b", "--bogus")},
 		{"CLI", "`overlap run extra`", cli("run", "extra")},
 		{"CLI", "`overlap run --sim --device 7`", cli("run", "--sim", "--device", "7")},
 		{"CLI", "`overlap profile --sim --device 1`", cli("profile", "--sim", "--device", "1")},
@@ -142,35 +142,35 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap run --warm -1s`", cli("run", "--warm", "-1s")},
 		{"CLI", "`overlap run --warm often`", cli("run", "--warm", "often")},
 		{"CLI", "`overlap run --sim --warm 1s`", cli("run", "--sim", "--warm", "1s")},
-		{"CLI", "`overlap bench --wait spin` without `--small-jobs`", cli("bench", "--wait", "spin")},
-		{"CLI", "`overlap bench --small-jobs --workers 0`", cli("bench", "--small-jobs", "--workers", "0")},
-		{"CLI", "`overlap bench --small-jobs --slots 3`", cli("bench", "--small-jobs", "--slots", "3")},
-		{"CLI", "`overlap run --in same.f32 --out ./same.f32`, the input under another name", cliTmp(tmp, "run", "--sim", "--in", same, "--out", tmp+"/./same.f32")},
-		{"CLI", "`overlap run --in same.f32 --out hard.f32`, a hard link to the input", cliTmp(tmp, "run", "--sim", "--in", same, "--out", filepath.Join(tmp, "hard.f32"))},
+		{"CLI", "`overlap bench --wait spin` without `small-jobs`", cli("bench", "--wait", "spin")},
+		{"CLI", "`overlap bench small-jobs --workers 0`", cli("bench", "small-jobs", "--workers", "0")},
+		{"CLI", "`overlap bench small-jobs --slots 3`", cli("bench", "small-jobs", "--slots", "3")},
+		{"CLI", "`overlap stream --in same.f32 --out ./same.f32`, the input under another name", cliTmp(tmp, "stream", "--sim", "--in", same, "--out", tmp+"/./same.f32")},
+		{"CLI", "`overlap stream --in same.f32 --out hard.f32`, a hard link to the input", cliTmp(tmp, "stream", "--sim", "--in", same, "--out", filepath.Join(tmp, "hard.f32"))},
 		{"CLI", "`overlap infer --model m --in same.f32 --out ./same.f32`, the input under another name", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", same, "--out", tmp+"/./same.f32")},
 		{"CLI", "`overlap infer --model m --in a.f32 --out m`, the model file", cliTmp(tmp, "infer", "--sim", "--model", same, "--in", other, "--out", tmp+"/./same.f32")},
-		{"CLI", "`overlap run --in a.f32 --out - > a.f32`, stdout the input", func(t *testing.T) (string, int) {
+		{"CLI", "`overlap stream --in a.f32 --out - > a.f32`, stdout the input", func(t *testing.T) (string, int) {
 			f, err := os.OpenFile(same, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {
 				return err.Error(), -1
 			}
 			defer f.Close()
 			var errOut strings.Builder
-			code := cmdRun([]string{"--sim", "--in", same, "--out", "-"}, f, &errOut)
+			code := streamCmd.run([]string{"--sim", "--in", same, "--out", "-"}, f, &errOut)
 			return strings.ReplaceAll(strings.TrimSpace(errOut.String()), tmp, "$TMP"), code
 		}},
 		{"CLI", "`overlap run --ptx k.ptx --entry double_it --trace k.ptx`", cliTmp(tmp, "run", "--gpu", "--ptx", kptx, "--entry", "double_it", "--trace", kptx)},
 		{"CLI", "`overlap run --trace t --svg t`", cliTmp(tmp, "run", "--sim", "--trace", filepath.Join(tmp, "t"), "--svg", filepath.Join(tmp, "t"))},
-		{"CLI", "`overlap run --in dir --out o`, a directory", cliTmp(tmp, "run", "--sim", "--in", dir, "--out", filepath.Join(tmp, "o"))},
-		{"CLI", "`overlap run --in odd.f32 --out o`, not whole elements", cliTmp(tmp, "run", "--sim", "--in", odd, "--out", filepath.Join(tmp, "o"))},
-		{"CLI", "`overlap run --kernel saxpy --in a,b --out o`, of different lengths", cliTmp(tmp, "run", "--sim", "--kernel", "saxpy", "--in", same+","+other, "--out", filepath.Join(tmp, "o"))},
-		{"CLI", "`overlap run --in a --out - --verify`", cli("run", "--in", "a", "--out", "-", "--verify")},
-		{"CLI", "`overlap run --in - --out o --verify`", cli("run", "--in", "-", "--out", "o", "--verify")},
-		{"CLI", "`overlap run --in - --out o --bound`", cli("run", "--in", "-", "--out", "o", "--bound")},
-		{"CLI", "`overlap run --in a --out /dev/null --verify`", cliTmp(tmp, "run", "--sim", "--in", same, "--out", os.DevNull, "--verify")},
-		{"CLI", "`overlap run --in a --out b --kernel fft`", cli("run", "--in", "a", "--out", "b", "--kernel", "fft")},
-		{"CLI", "`overlap run --in a --out b --chunk 3`", cli("run", "--in", "a", "--out", "b", "--chunk", "3")},
-		{"CLI", "`overlap run --sim --in a.f32 --out o --iters 2000000000`", cliTmp(tmp, "run", "--sim", "--in", same, "--out", filepath.Join(tmp, "o"), "--iters", "2000000000")},
+		{"CLI", "`overlap stream --in dir --out o`, a directory", cliTmp(tmp, "stream", "--sim", "--in", dir, "--out", filepath.Join(tmp, "o"))},
+		{"CLI", "`overlap stream --in odd.f32 --out o`, not whole elements", cliTmp(tmp, "stream", "--sim", "--in", odd, "--out", filepath.Join(tmp, "o"))},
+		{"CLI", "`overlap stream --kernel saxpy --in a,b --out o`, of different lengths", cliTmp(tmp, "stream", "--sim", "--kernel", "saxpy", "--in", same+","+other, "--out", filepath.Join(tmp, "o"))},
+		{"CLI", "`overlap stream --in a --out - --verify`", cli("stream", "--in", "a", "--out", "-", "--verify")},
+		{"CLI", "`overlap stream --in - --out o --verify`", cli("stream", "--in", "-", "--out", "o", "--verify")},
+		{"CLI", "`overlap stream --in - --out o --bound`", cli("stream", "--in", "-", "--out", "o", "--bound")},
+		{"CLI", "`overlap stream --in a --out /dev/null --verify`", cliTmp(tmp, "stream", "--sim", "--in", same, "--out", os.DevNull, "--verify")},
+		{"CLI", "`overlap stream --in a --out b --kernel fft`", cli("stream", "--in", "a", "--out", "b", "--kernel", "fft")},
+		{"CLI", "`overlap stream --in a --out b --chunk 3`", cli("stream", "--in", "a", "--out", "b", "--chunk", "3")},
+		{"CLI", "`overlap stream --sim --in a.f32 --out o --iters 2000000000`", cliTmp(tmp, "stream", "--sim", "--in", same, "--out", filepath.Join(tmp, "o"), "--iters", "2000000000")},
 		{"CLI", "`overlap run --gpu --iters 2000000000`", cli("run", "--gpu", "--iters", "2000000000")},
 		{"CLI", "`overlap run --sim --iters 2000000000`", cli("run", "--sim", "--iters", "2000000000")},
 		{"CLI", "`overlap run --gpu --chunk 3`", cli("run", "--gpu", "--chunk", "3")},

@@ -19,7 +19,8 @@ import (
 	"github.com/purecuda/overlap/pipeline"
 )
 
-// benchOptions are overlap bench's flags.
+// benchOptions are the flags of overlap bench and of its subcommands,
+// small-jobs (smalljobs.go) and scaling (scaling.go).
 type benchOptions struct {
 	elems               int
 	iters, chunks, slot []int
@@ -31,17 +32,14 @@ type benchOptions struct {
 	jsonOut             bool
 	sim                 bool
 	device              int
-	// With --devices, bench prints a scaling table instead of the sweep
-	// (scaling.go): sizes, from --elems, may be a list.
+	// devices are the GPUs of overlap bench scaling, whose sizes, from
+	// --elems, may be a list.
 	devices    []int
 	allDevices bool
-	scaling    bool
 	sizes      []int
-	// With --small-jobs, bench prints the small-jobs table instead
-	// (smalljobs.go).
-	smallJobs bool
-	small     smallJobsOptions
-	// set records which of the sweep's flags were given.
+	// small are overlap bench small-jobs's own flags.
+	small smallJobsOptions
+	// set records which of the flags were given.
 	set map[string]bool
 }
 
@@ -71,71 +69,202 @@ func parseList(name, s string, parse func(string) (int, error)) ([]int, error) {
 	return out, nil
 }
 
-const benchUsage = "overlap bench [flags]"
+// benchCmd is overlap bench: the sweep, and the group of its
+// subcommands.
+var benchCmd = &command{
+	name:      "bench",
+	usageLine: "overlap bench [flags]",
+	short:     "sweep chunk sizes, slots, host modes and intensity; --reference compares with the CUDA C++ pipeline",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		o, check := benchFlags(fs)
+		return benchBody("bench", check, func(ctx context.Context, stdout, stderr io.Writer) error {
+			rows, err := runBench(ctx, o, stdout, stderr)
+			if err == nil {
+				err = writeBenchFiles(o, rows)
+			}
+			return err
+		})
+	},
+}
 
-func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
-	o := &benchOptions{elems: 128 << 20}
-	fs := newFlags("bench")
-	elems := fs.String("elems", "128M", "elements per input; sizes take K, M, G (with --devices, a comma-separated list); 4M with --sim unless set")
-	ro := &runOptions{}
-	fs.Var(devicesFlag{ro}, "devices", "print a scaling table over 1 to k of these GPUs (all, or indexes such as 0,1) instead of the sweep")
-	iters := fs.String("iters", "100", "comma-separated seed kernel iterations")
-	chunks := fs.String("chunks", "1M,4M,16M,32M", "comma-separated chunk sizes (unset: those no larger than --elems)")
-	slots := fs.String("slots", "2,3", "comma-separated slot counts")
-	hosts := fs.String("host", "pinned", "comma-separated host modes: pinned, staged, registered")
-	fs.IntVar(&o.repeat, "repeat", 3, "runs per configuration (the best counts); with --small-jobs, rounds of every cell, Go and --reference's C++ taking turns, each cell's median counting (1 with --sim unless set)")
+// smallJobsCmd is overlap bench small-jobs (overlap bench --small-jobs in
+// earlier releases).
+var smallJobsCmd = &command{
+	name:      "small-jobs",
+	usageLine: "overlap bench small-jobs [flags]",
+	short:     "many small jobs, each H2D, the seed kernel and D2H then a wait, from --workers goroutines on one GPU: jobs per second, latency and CPU per job",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		o, check := smallJobsFlags(fs)
+		return benchBody("bench small-jobs", check, func(ctx context.Context, stdout, stderr io.Writer) error {
+			return runSmallJobs(ctx, o, stdout, stderr)
+		})
+	},
+}
+
+// scalingCmd is overlap bench scaling (overlap bench --devices in earlier
+// releases).
+var scalingCmd = &command{
+	name:      "scaling",
+	usageLine: "overlap bench scaling [--devices all|0,1,...] [flags]",
+	short:     "the seed job over 1 to k GPUs, each group beside its stage bound; --reference compares with the CUDA C++ multi-GPU pipeline",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		o, check := scalingFlags(fs)
+		return benchBody("bench scaling", check, func(ctx context.Context, stdout, stderr io.Writer) error {
+			return runScaling(ctx, o, stdout, stderr)
+		})
+	},
+}
+
+// benchBody is what a bench command runs once its flags are parsed:
+// check them, then run with a context that a signal stops.
+func benchBody(name string, check func() error, run func(ctx context.Context, stdout, stderr io.Writer) error) func(stdout, stderr io.Writer) int {
+	return func(stdout, stderr io.Writer) int {
+		if err := check(); err != nil {
+			return reportError(name, usageError{err}, stderr)
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		if err := run(ctx, stdout, stderr); err != nil {
+			return reportError(name, stoppedBy(ctx, err), stderr)
+		}
+		return exitOK
+	}
+}
+
+// benchLists are the comma-separated lists of the bench commands, as
+// given; read reads them once parsed.
+type benchLists struct {
+	elems, iters, chunks, slots, hosts, workers *string
+}
+
+// addBenchFlags registers the flags that every bench command takes, with
+// each command's words for them.
+func addBenchFlags(fs *flag.FlagSet, o *benchOptions, elems, elemsHelp, itersHelp, repeatHelp string) *benchLists {
+	o.elems = 128 << 20
+	l := &benchLists{}
+	l.elems = fs.String("elems", elems, elemsHelp)
+	l.iters = fs.String("iters", "100", itersHelp)
+	fs.IntVar(&o.repeat, "repeat", 3, repeatHelp)
+	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON instead of the table")
+	return l
+}
+
+// addConfigFlags registers the pipeline's shape flags of the sweep and
+// the scaling table.
+func addConfigFlags(fs *flag.FlagSet, o *benchOptions, l *benchLists) {
+	l.chunks = fs.String("chunks", "1M,4M,16M,32M", "comma-separated chunk sizes (unset: those no larger than --elems)")
+	l.slots = fs.String("slots", "2,3", "comma-separated slot counts")
 	fs.IntVar(&o.computeStreams, "compute-streams", 1, "streams for kernels (1 matches the C++ reference's design)")
+}
+
+// benchFlags registers overlap bench's flags (the sweep) on fs.
+func benchFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
+	o := &benchOptions{}
+	var m machine
+	l := addBenchFlags(fs, o, "128M", "elements per input; sizes take K, M, G; 4M with --sim unless set",
+		"comma-separated seed kernel iterations", "runs per configuration (the best counts)")
+	addConfigFlags(fs, o, l)
+	l.hosts = fs.String("host", "pinned", "comma-separated host modes: pinned, staged, registered")
 	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ reference pipeline (needs nvcc)")
 	fs.StringVar(&o.csvPath, "csv", "", "write results as CSV to `FILE`")
-	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON instead of the table")
 	fs.StringVar(&o.svgPath, "svg", "", "plot time against chunk size to `FILE`")
-	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
-	fs.IntVar(&o.device, "device", 0, "GPU index")
-	fs.BoolVar(&o.smallJobs, "small-jobs", false, "print the small-jobs table instead of the sweep: jobs of --elems (default 4K,64K,1M) elements from --workers goroutines")
-	fs.Var(waitFlag{w: &o.small.waits, all: true}, "wait", "with --small-jobs: how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), or all for spin, yield and block (unset: yield, the mode with the shortest tail measured)")
-	fs.BoolVar(&o.small.direct, "direct-calls", false, "with --small-jobs: issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
-	workers := fs.String("workers", "1,4,16", "with --small-jobs: comma-separated goroutine counts")
-	fs.Float64Var(&o.small.seconds, "seconds", smallJobsSeconds, "with --small-jobs: seconds per cell")
-	fs.IntVar(&o.small.jobs, "jobs", 0, "with --small-jobs: jobs per goroutine instead of --seconds (on --sim, 3 unless --seconds is given)")
-	if err := parseFlags(fs, benchUsage, args, stdout); err != nil {
-		return nil, err
+	m.addMachineFlags(fs, flagSim|flagDevice, map[string]string{"sim": "run on the CPU simulator instead of a GPU"})
+	return o, func() error {
+		if err := readBenchFlags(fs, o, &m, l, false); err != nil {
+			return err
+		}
+		if o.reference && o.sim {
+			return errors.New("--reference needs a GPU, not --sim")
+		}
+		outs := []namedFile{{"csv", o.csvPath}, {"svg", o.svgPath}}
+		if err := checkOutputs(outs, nil); err != nil {
+			return err
+		}
+		for _, f := range outs {
+			if err := checkWritable(f.flag, f.path); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
+}
+
+// scalingFlags registers overlap bench scaling's flags on fs.
+func scalingFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
+	o := &benchOptions{}
+	var m machine
+	l := addBenchFlags(fs, o, "128M", "elements per input, a comma-separated list of sizes (a row for each); sizes take K, M, G; 4M with --sim unless set",
+		"the seed kernel's iterations", "runs per configuration (the best counts)")
+	addConfigFlags(fs, o, l)
+	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ multi-GPU reference pipeline (needs nvcc)")
+	m.addMachineFlags(fs, flagSim|flagDevices, map[string]string{
+		"sim":     "run on the CPU simulator instead of GPUs",
+		"devices": "the GPUs to scale over, 1 to k of them: all, or indexes such as 0,1 (with --sim, a list: 0,1 simulates two H200s)"})
+	return o, func() error {
+		if m.sim && m.allDevices {
+			return errors.New("--sim --devices needs a list, such as 0,1 for two simulated H200s")
+		}
+		if o.reference && m.sim {
+			return errors.New("--reference needs a GPU, not --sim")
+		}
+		return readBenchFlags(fs, o, &m, l, true)
+	}
+}
+
+// smallJobsFlags registers overlap bench small-jobs's flags on fs.
+func smallJobsFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
+	o := &benchOptions{}
+	var m machine
+	l := addBenchFlags(fs, o, "4K,64K,1M", "comma-separated job sizes in elements; sizes take K, M, G", "the seed kernel's iterations, one count",
+		"rounds of every cell, Go and --reference's C++ taking turns, each cell's median counting (1 with --sim unless set)")
+	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ twin in the same cells (needs nvcc)")
+	m.addMachineFlags(fs, flagSim|flagDevice|flagWaitAll, map[string]string{
+		"sim":  "run on the CPU simulator instead of a GPU",
+		"wait": "how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), or all for spin, yield and block (unset: yield, the mode with the shortest tail measured)"})
+	fs.BoolVar(&o.small.direct, "direct-calls", false, "issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
+	l.workers = fs.String("workers", "1,4,16", "comma-separated goroutine counts")
+	fs.Float64Var(&o.small.seconds, "seconds", smallJobsSeconds, "seconds per cell")
+	fs.IntVar(&o.small.jobs, "jobs", 0, "jobs per goroutine instead of --seconds (on --sim, 3 unless --seconds is given)")
+	return o, func() error {
+		if fs.NArg() > 0 {
+			return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		}
+		if err := m.check(fs, false, false); err != nil {
+			return err
+		}
+		o.sim, o.device, o.small.waits = m.sim, m.device, m.waits
+		o.set = map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+		switch {
+		case o.reference && o.sim:
+			return errors.New("--reference needs a GPU, not --sim")
+		case o.small.direct && o.sim:
+			return errors.New("--direct-calls needs a GPU, not --sim: the simulator makes no driver calls")
+		case o.small.direct && !driver.DirectCallsAvailable():
+			return errors.New("--direct-calls needs a linux/amd64 binary built with -tags overlap_directcalls (go build -tags overlap_directcalls ./cmd/overlap)")
+		}
+		return checkSmallJobs(o, *l.elems, *l.iters, *l.workers)
+	}
+}
+
+// readBenchFlags reads and checks the sweep's and the scaling table's
+// flags; scaling takes a list of sizes.
+func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists, scaling bool) error {
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if err := m.check(fs, false, false); err != nil {
+		return err
+	}
+	o.sim, o.device, o.devices, o.allDevices = m.sim, m.device, m.devices, m.allDevices
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	if o.smallJobs {
-		if o.reference && o.sim {
-			return nil, errors.New("--reference needs a GPU, not --sim")
-		}
-		if o.small.direct && o.sim {
-			return nil, errors.New("--direct-calls needs a GPU, not --sim: the simulator makes no driver calls")
-		}
-		if o.small.direct && !driver.DirectCallsAvailable() {
-			return nil, errors.New("--direct-calls needs a linux/amd64 binary built with -tags overlap_directcalls (go build -tags overlap_directcalls ./cmd/overlap)")
-		}
-		if o.sim && o.set["device"] {
-			return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
-		}
-		if o.device < 0 {
-			return nil, fmt.Errorf("--device %d: must not be negative", o.device)
-		}
-		return o, checkSmallJobs(o, *elems, *iters, *workers)
-	}
-	for _, f := range []string{"wait", "workers", "seconds", "jobs", "direct-calls"} {
-		if o.set[f] {
-			return nil, fmt.Errorf("--%s needs --small-jobs", f)
-		}
-	}
 	var err error
-	if o.sizes, err = parseList("elems", *elems, parseSize); err != nil {
-		return nil, err
+	if o.sizes, err = parseList("elems", *l.elems, parseSize); err != nil {
+		return err
 	}
-	o.scaling = isSet(fs, "devices")
-	o.devices, o.allDevices = ro.devices, ro.allDevices
-	if len(o.sizes) > 1 && !o.scaling {
-		return nil, errors.New("--elems takes one size, or a list with --devices")
+	if len(o.sizes) > 1 && !scaling {
+		return errors.New("--elems takes one size, or a list with overlap bench scaling")
 	}
 	if o.sim && !o.set["elems"] {
 		// The simulator computes and verifies every element of every run
@@ -154,76 +283,59 @@ func parseBenchFlags(args []string, stdout io.Writer) (*benchOptions, error) {
 		}
 		return v, nil
 	}
-	if o.iters, err = parseList("iters", *iters, nonNeg); err != nil {
-		return nil, err
+	if o.iters, err = parseList("iters", *l.iters, nonNeg); err != nil {
+		return err
 	}
-	if o.chunks, err = parseList("chunks", *chunks, parseSize); err != nil {
-		return nil, err
+	if o.chunks, err = parseList("chunks", *l.chunks, parseSize); err != nil {
+		return err
 	}
-	if o.slot, err = parseList("slots", *slots, nonNeg); err != nil {
-		return nil, err
+	if o.slot, err = parseList("slots", *l.slots, nonNeg); err != nil {
+		return err
 	}
 	for _, s := range o.slot {
 		if s < 2 || s > 1024 {
-			return nil, fmt.Errorf("--slots %d: want 2 to 1024", s)
+			return fmt.Errorf("--slots %d: want 2 to 1024", s)
 		}
 	}
-	if !o.set["chunks"] && !o.scaling {
+	if !o.set["chunks"] && !scaling {
 		o.chunks = defaultChunksFor(o.chunks, o.elems)
 	}
 	for _, c := range o.chunks {
-		if c > o.elems && (!o.scaling || o.set["chunks"]) {
+		if c > o.elems && (!scaling || o.set["chunks"]) {
 			if o.sim && !o.set["elems"] {
-				return nil, fmt.Errorf("--chunks %d is larger than the simulator's default --elems %d: give a larger --elems", c, o.elems)
+				return fmt.Errorf("--chunks %d is larger than the simulator's default --elems %d: give a larger --elems", c, o.elems)
 			}
-			return nil, fmt.Errorf("--chunks %d is larger than --elems %d", c, o.elems)
+			return fmt.Errorf("--chunks %d is larger than --elems %d", c, o.elems)
 		}
 	}
-	for _, h := range strings.Split(*hosts, ",") {
-		m, err := pipeline.ParseHostMode(strings.TrimSpace(h))
-		if err != nil || m == pipeline.HostAuto {
-			return nil, fmt.Errorf("--host %q: want pinned, staged or registered", h)
+	if l.hosts != nil {
+		for _, h := range strings.Split(*l.hosts, ",") {
+			m, err := pipeline.ParseHostMode(strings.TrimSpace(h))
+			if err != nil || m == pipeline.HostAuto {
+				return fmt.Errorf("--host %q: want pinned, staged or registered", h)
+			}
+			o.hosts = append(o.hosts, m)
 		}
-		o.hosts = append(o.hosts, m)
 	}
 	switch {
 	case int64(o.elems) > maxElems:
-		return nil, fmt.Errorf("--elems %d: at most %d", o.elems, int64(maxElems))
+		return fmt.Errorf("--elems %d: at most %d", o.elems, int64(maxElems))
 	case o.repeat < 1 || o.repeat > 1000:
-		return nil, fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
+		return fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
 	case o.computeStreams < 1 || o.computeStreams > 64:
-		return nil, fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
-	case o.device < 0:
-		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
-	case o.reference && o.sim:
-		return nil, errors.New("--reference needs a GPU, not --sim")
-	case o.sim && isSet(fs, "device"):
-		return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
-	case o.scaling && isSet(fs, "device"):
-		return nil, errors.New("--device and --devices both choose GPUs; give one")
-	case o.scaling && o.sim && o.allDevices:
-		return nil, errors.New("--sim --devices needs a list, such as 0,1 for two simulated H200s")
+		return fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
 	}
 	for _, it := range o.iters {
 		if err := checkJobWork(o.elems, it, o.sim); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, c := range o.chunks {
 		if err := checkChunks(o.elems, c, o.sim); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	outs := []namedFile{{"csv", o.csvPath}, {"svg", o.svgPath}}
-	if err := checkOutputs(outs, nil); err != nil {
-		return nil, err
-	}
-	for _, f := range outs {
-		if err := checkWritable(f.flag, f.path); err != nil {
-			return nil, err
-		}
-	}
-	return o, nil
+	return nil
 }
 
 // defaultChunksFor is the default chunk list for a job of elems: the
@@ -242,38 +354,8 @@ func defaultChunksFor(chunks []int, elems int) []int {
 	return out
 }
 
-func cmdBench(args []string, stdout, stderr io.Writer) int {
-	o, err := parseBenchFlags(args, stdout)
-	if code, done := flagFailure("bench", err, stderr); done {
-		return code
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	if o.smallJobs {
-		if err := runSmallJobs(ctx, o, stdout, stderr); err != nil {
-			return reportError("bench", stoppedBy(ctx, err), stderr)
-		}
-		return exitOK
-	}
-	if o.scaling {
-		if err := runScaling(ctx, o, stdout, stderr); err != nil {
-			return reportError("bench", stoppedBy(ctx, err), stderr)
-		}
-		return exitOK
-	}
-	rows, err := runBench(ctx, o, stdout, stderr)
-	if err != nil {
-		return reportError("bench", stoppedBy(ctx, err), stderr)
-	}
-	if err := writeBenchFiles(o, rows); err != nil {
-		fmt.Fprintf(stderr, "overlap bench: %v\n", err)
-		return exitFail
-	}
-	return exitOK
-}
-
 func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([]benchRow, error) {
-	ro := &runOptions{elems: o.elems, kernel: "seed", device: o.device, sim: o.sim, host: pipeline.HostPinned}
+	ro := &runOptions{elems: o.elems, kernel: "seed", machine: machine{device: o.device, sim: o.sim}, host: pipeline.HostPinned}
 	e, err := openEnv(ro)
 	if err != nil {
 		return nil, err

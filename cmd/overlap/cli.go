@@ -7,15 +7,179 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
-// Every command answers -h the same way: one usage line, then its flags
-// with their defaults, on stdout, and exit 0. A mistake is one line on
-// stderr and exit 2.
+// command is one overlap command, as cmd/go's base.Command is: its name,
+// its usage line, the line that overlap help shows, its long help, the
+// flags it owns and what it runs. The dispatch, each command's -h and
+// overlap help are all made from the list of commands (main.go).
+//
+// Every command answers -h the same way: the usage line, the long help,
+// then its flags with their defaults, on stdout, and exit 0. A mistake is
+// one line on stderr and exit 2.
+type command struct {
+	// name is the word that selects the command: "run", or a
+	// subcommand's "small-jobs".
+	name string
+	// usageLine is the first line of -h: "overlap run [flags]".
+	usageLine string
+	// short is overlap help's description of the command.
+	short string
+	// long is -h's help under the usage line; empty for none.
+	long string
+	// flags registers the command's flags on fs, into fresh options, and
+	// returns what runs once they are parsed: it checks them and does the
+	// work, and returns the exit code. It is nil for a group of
+	// subcommands (overlap ptx).
+	flags func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int
+	// subs are the subcommands: overlap bench small-jobs.
+	subs []*command
+	// related are commands whose flags a user may give this one by
+	// mistake (overlap run's and overlap stream's); a command's parent,
+	// siblings and subcommands are related too.
+	related []*command
+	// moved are spellings of an earlier release that now name another
+	// command: overlap run --in FILE is overlap stream --in FILE.
+	moved []moved
+	// aliases are other words that select a top-level command (--version).
+	aliases []string
+	parent  *command
+}
+
+// moved is a flag that chose a mode of a command in an earlier release
+// and now names a command of its own; the old spelling still works, for
+// one release, with a note on stderr that names the new one.
+type moved struct {
+	flag string
+	to   *command
+	// drop removes the flag (a bool that only chose the mode); otherwise
+	// the new command takes it too (overlap stream --in).
+	drop bool
+}
+
+// path is the command as typed after overlap: "bench small-jobs".
+func (c *command) path() string {
+	if c.parent != nil {
+		return c.parent.path() + " " + c.name
+	}
+	return c.name
+}
+
+// link sets each subcommand's parent, all the way down.
+func link(cs []*command, parent *command) {
+	for _, c := range cs {
+		c.parent = parent
+		link(c.subs, c)
+	}
+}
+
+// lookup finds the command that word selects among cs.
+func lookup(cs []*command, word string) *command {
+	for _, c := range cs {
+		if c.name == word || slices.Contains(c.aliases, word) {
+			return c
+		}
+	}
+	return nil
+}
+
+// run runs the command on its arguments (after its name) and returns the
+// exit code.
+func (c *command) run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if sub := lookup(c.subs, args[0]); sub != nil {
+			return sub.run(args[1:], stdout, stderr)
+		}
+	}
+	for _, mv := range c.moved {
+		rest, ok := mv.match(args)
+		if args = rest; ok {
+			fmt.Fprintf(stderr, "overlap: 'overlap %s --%s' is now 'overlap %s' (the old spelling works until the next release)\n", c.path(), mv.flag, mv.to.path())
+			return mv.to.run(rest, stdout, stderr)
+		}
+	}
+	if c.flags == nil {
+		if wantsHelp(args) {
+			c.help(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "overlap %s: usage: %s\n", c.path(), c.usage())
+		return exitUsage
+	}
+	fs := newFlags(c.path())
+	body := c.flags(fs)
+	if err := c.parse(fs, args, stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "overlap %s: %v\n", c.path(), err)
+		return exitUsage
+	}
+	return body(stdout, stderr)
+}
+
+// match reports whether args give the moved flag (before any "--"), and
+// returns the arguments for the new command; rest is args without a
+// dropped flag set false (--small-jobs=false chose this command).
+func (mv moved) match(args []string) (rest []string, ok bool) {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != mv.flag {
+			continue
+		}
+		if !mv.drop {
+			return args, true
+		}
+		rest = slices.Concat(args[:i], args[i+1:])
+		on, err := strconv.ParseBool(value)
+		if hasValue && err == nil && !on {
+			return mv.match(rest)
+		}
+		return rest, true
+	}
+	return args, false
+}
+
+// wantsHelp reports whether args ask for help anywhere before "--", even
+// where a flag's value would be: overlap stream --in -h asks for help,
+// not for a file named -h.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// parse parses args into fs. On -h it prints the command's help to stdout
+// and returns flag.ErrHelp; a flag that a related command defines is
+// refused with the command that takes it.
+func (c *command) parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	if wantsHelp(args) {
+		args = []string{"-h"}
+	}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		c.printHelp(stdout, fs)
+	case err != nil:
+		err = c.otherFlag(err)
+	}
+	return err
+}
 
 // newFlags returns a command's flag set, silent: errors are reported by
-// the caller in one line, and -h by parseFlags.
+// the caller in one line, and -h by parse.
 func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -23,45 +187,129 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args. On -h it prints the usage line and the flags to
-// stdout and returns flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, usage string, args []string, stdout io.Writer) error {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		printHelp(stdout, usage, fs)
-	}
-	return err
-}
-
-// otherModeFlag turns the flag package's "flag provided but not defined"
-// for a flag that the command's other mode defines (overlap run with and
-// without --in) into why it does not apply here; any other error is
-// returned as it is.
-func otherModeFlag(err error, other *flag.FlagSet, why string) error {
+// otherFlag turns the flag package's "flag provided but not defined" for
+// a flag that a related command defines into which command takes it; any
+// other error is returned as it is.
+func (c *command) otherFlag(err error) error {
 	const undefined = "flag provided but not defined: -"
 	msg := err.Error()
 	if !strings.HasPrefix(msg, undefined) {
 		return err
 	}
 	name := strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-")
-	if other.Lookup(name) == nil {
-		return err
+	kin := slices.Concat(c.related, c.subs)
+	if c.parent != nil {
+		kin = append(append(kin, c.parent), c.parent.subs...)
 	}
-	return fmt.Errorf("--%s %s", name, why)
+	for _, k := range kin {
+		if k == c || k.flags == nil {
+			continue
+		}
+		fs := newFlags(k.path())
+		k.flags(fs)
+		if fs.Lookup(name) != nil {
+			return fmt.Errorf("--%s is a flag of overlap %s, not of overlap %s (overlap %s -h lists its flags)", name, k.path(), c.path(), c.path())
+		}
+	}
+	return err
 }
 
-// printHelp prints "usage: ..." and, when the command has flags, each flag
-// with its default.
-func printHelp(w io.Writer, usage string, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: %s\n", usage)
+// usage is the usage line, or for a group its subcommands' joined.
+func (c *command) usage() string {
+	if c.flags != nil || len(c.subs) == 0 {
+		return c.usageLine
+	}
+	var lines []string
+	for _, s := range c.subs {
+		lines = append(lines, s.usage())
+	}
+	return strings.Join(lines, "\n       ")
+}
+
+// help prints the command's help, as -h does.
+func (c *command) help(w io.Writer) {
+	var fs *flag.FlagSet
+	if c.flags != nil {
+		fs = newFlags(c.path())
+		c.flags(fs)
+	}
+	c.printHelp(w, fs)
+}
+
+// printHelp prints "usage: ...", the long help, each flag of fs (nil for
+// none) with its default, and the subcommands.
+func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s\n", c.usage())
+	if c.long != "" {
+		fmt.Fprintf(w, "\n%s\n", c.long)
+	}
 	has := false
-	fs.VisitAll(func(*flag.Flag) { has = true })
+	if fs != nil {
+		fs.VisitAll(func(*flag.Flag) { has = true })
+	}
 	if has {
 		fmt.Fprintln(w, "\nflags:")
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
+	if len(c.subs) > 0 && c.flags != nil {
+		fmt.Fprintln(w, "\ncommands:")
+		listCommands(w, c.subs)
+	}
+}
+
+// listCommands prints each command's usage line and short description,
+// and its subcommands', as overlap help lists them.
+func listCommands(w io.Writer, cs []*command) {
+	const col = 23 // where the descriptions start
+	for _, c := range cs {
+		// A command's first form (overlap infer has two); a group's
+		// subcommands stand for it.
+		left, _, _ := strings.Cut("  "+c.usage(), "\n")
+		if c.flags == nil && len(c.subs) > 0 {
+			listCommands(w, c.subs)
+			continue
+		}
+		lines := wrap(c.short, 80-col)
+		if len(left) < col-1 {
+			fmt.Fprintf(w, "%-*s%s\n", col, left, lines[0])
+			lines = lines[1:]
+		} else {
+			fmt.Fprintln(w, left)
+		}
+		for _, l := range lines {
+			fmt.Fprintf(w, "%*s%s\n", col, "", l)
+		}
+		listCommands(w, c.subs)
+	}
+}
+
+// wrap breaks s into lines of at most width characters, at spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) > width:
+			lines = append(lines, line)
+			line = word
+		default:
+			line += " " + word
+		}
+	}
+	return append(lines, line)
+}
+
+// names joins the top-level commands' names as "a, b or c".
+func names(cs []*command) string {
+	var ns []string
+	for _, c := range cs {
+		ns = append(ns, c.name)
+	}
+	return oneOf(ns)
 }
 
 // isSet reports whether the flag called name was given on the command line.

@@ -27,7 +27,13 @@ func TestHelp(t *testing.T) {
 		flags []string // flags that must be listed, in order
 	}{
 		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-device", "-devices", "-elems", "-entry", "-gpu", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
-		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-devices", "-direct-calls", "-elems", "-host", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-slots", "-small-jobs", "-svg", "-wait", "-workers"}},
+		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-elems", "-host", "-iters", "-json", "-reference", "-repeat", "-sim", "-slots", "-svg"}},
+		{[]string{"bench", "small-jobs", "-h"}, "usage: overlap bench small-jobs [flags]", []string{"-device", "-direct-calls", "-elems", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-wait", "-workers"}},
+		{[]string{"bench", "scaling", "-h"}, "usage: overlap bench scaling [--devices all|0,1,...] [flags]", []string{"-chunks", "-compute-streams", "-devices", "-elems", "-iters", "-json", "-reference", "-repeat", "-sim", "-slots"}},
+		{[]string{"stream", "-h"}, "usage: overlap stream --in FILE[,FILE] --out FILE [flags]", []string{"-bound", "-chunk", "-compute-streams", "-device", "-direct", "-in", "-iters", "-json", "-kernel", "-out", "-piece", "-quiet", "-readers", "-sim", "-slots", "-verify", "-writers"}},
+		{[]string{"profile", "-h"}, "usage: overlap profile [--out FILE] [--validate] [--sim [--profile FILE]] [--device N] [--elems N] [--repeat N]", []string{"-device", "-elems", "-out", "-profile", "-repeat", "-sim", "-validate"}},
+		{[]string{"help", "bench", "small-jobs"}, "usage: overlap bench small-jobs [flags]", []string{"-device", "-direct-calls", "-elems", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-wait", "-workers"}},
+		{[]string{"help", "ptx"}, "usage: overlap ptx describe [--json] FILE", nil},
 		{[]string{"tune", "-h"}, "usage: overlap tune [flags]", []string{"-device", "-elems", "-entry", "-host", "-iters", "-kernel", "-ptx", "-repeat", "-sim"}},
 		{[]string{"devices", "-h"}, "usage: overlap devices", nil},
 		{[]string{"ptx", "describe", "-h"}, "usage: overlap ptx describe [--json] FILE", []string{"-json"}},
@@ -57,6 +63,116 @@ func TestHelp(t *testing.T) {
 	assert.Contains(t, out, "(default 100)")
 	assert.Contains(t, out, `(default "seed")`)
 	assert.NotContains(t, out, "(100)")
+}
+
+// TestHelpIsTheCommandList: overlap help lists every command, and a
+// subcommand, from the list that dispatches them; overlap help CMD is
+// CMD -h, and an unknown one is a usage error.
+func TestHelpIsTheCommandList(t *testing.T) {
+	code, out, errOut := runCLI("help")
+	require.Equal(t, exitOK, code, errOut)
+	for _, c := range append(append([]*command(nil), commands...), smallJobsCmd, scalingCmd, ptxDescribeCmd) {
+		if c.flags != nil || c == helpCmd {
+			first, _, _ := strings.Cut(c.usage(), "\n")
+			assert.Contains(t, out, "\n  "+first, c.path())
+		}
+	}
+	for _, args := range [][]string{{"run"}, {"stream"}, {"bench"}, {"bench", "scaling"}, {"infer"}, {"version"}} {
+		_, help, _ := runCLI(append([]string{"help"}, args...)...)
+		_, dashH, _ := runCLI(append(args, "-h")...)
+		assert.Equal(t, dashH, help, args)
+	}
+	for _, args := range [][]string{{"nosuch"}, {"bench", "nosuch"}, {"ptx", "explain"}} {
+		code, out, errOut := runCLI(append([]string{"help"}, args...)...)
+		assert.Equal(t, exitUsage, code)
+		assert.Empty(t, out)
+		assert.Equal(t, "overlap help: unknown command \""+strings.Join(args, " ")+"\" (try 'overlap help')\n", errOut)
+	}
+	code, _, errOut = runCLI("bench", "small-jobs", "--bogus")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap bench small-jobs: flag provided but not defined: -bogus\n", errOut)
+}
+
+// TestRenamedCommands: the modes that flags chose are commands now, and
+// the old spellings still work, for one release, with a note on stderr
+// that names the new one: overlap run --in is overlap stream, overlap
+// bench --small-jobs is overlap bench small-jobs, overlap bench --devices
+// is overlap bench scaling.
+func TestRenamedCommands(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.f32")
+	require.Equal(t, exitOK, runCLIcode("gen", "--size", "16K", "--out", in))
+	for _, tc := range []struct {
+		old, new []string
+		note     string
+	}{
+		{[]string{"run", "--sim", "--in", in, "--out", filepath.Join(dir, "old.f32"), "--chunk", "1K", "--iters", "1", "--json"},
+			[]string{"stream", "--sim", "--in", in, "--out", filepath.Join(dir, "new.f32"), "--chunk", "1K", "--iters", "1", "--json"},
+			"overlap: 'overlap run --in' is now 'overlap stream' (the old spelling works until the next release)\n"},
+		{[]string{"bench", "--sim", "--small-jobs", "--elems", "4K", "--workers", "1", "--jobs", "1", "--json"},
+			[]string{"bench", "small-jobs", "--sim", "--elems", "4K", "--workers", "1", "--jobs", "1", "--json"},
+			"overlap: 'overlap bench --small-jobs' is now 'overlap bench small-jobs' (the old spelling works until the next release)\n"},
+		{[]string{"bench", "--sim", "--devices", "0,1", "--elems", "64K", "--iters", "1", "--repeat", "1", "--json"},
+			[]string{"bench", "scaling", "--sim", "--devices", "0,1", "--elems", "64K", "--iters", "1", "--repeat", "1", "--json"},
+			"overlap: 'overlap bench --devices' is now 'overlap bench scaling' (the old spelling works until the next release)\n"},
+	} {
+		t.Run(strings.Join(tc.new[:2], " "), func(t *testing.T) {
+			code, oldOut, oldErr := runCLI(tc.old...)
+			require.Equal(t, exitOK, code, oldErr)
+			assert.Equal(t, tc.note, oldErr)
+			code, newOut, newErr := runCLI(tc.new...)
+			require.Equal(t, exitOK, code, newErr)
+			assert.Empty(t, newErr)
+			var a, b map[string]any
+			require.NoError(t, json.Unmarshal([]byte(oldOut), &a))
+			require.NoError(t, json.Unmarshal([]byte(newOut), &b))
+			for _, m := range []map[string]any{a, b} {
+				delete(m, "output")         // the stream's file names differ
+				delete(m, "peak_rss_bytes") // and the process has grown
+				delete(m, "ms")
+				delete(m, "stages")
+				delete(m, "results") // wall-clock times
+			}
+			assert.Equal(t, a, b)
+		})
+	}
+	// A flag that is the old mode's and not the new command's is refused
+	// after the note, naming the command that takes it.
+	code, out, errOut := runCLI("bench", "--small-jobs", "--chunks", "1M")
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "overlap: 'overlap bench --small-jobs' is now 'overlap bench small-jobs' (the old spelling works until the next release)\n"+
+		"overlap bench small-jobs: --chunks is a flag of overlap bench, not of overlap bench small-jobs (overlap bench small-jobs -h lists its flags)\n", errOut)
+	// --small-jobs=false chose the sweep, and still does.
+	code, _, errOut = runCLI("bench", "--small-jobs=false", "--sim", "--elems", "64K", "--chunks", "16K", "--slots", "2", "--iters", "1", "--repeat", "1")
+	assert.Equal(t, exitOK, code, errOut)
+	assert.Empty(t, errOut)
+	// After "--", nothing is a flag.
+	code, _, errOut = runCLI("run", "--", "--in", "x")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap run: unexpected argument \"--in\"\n", errOut)
+}
+
+// TestMachineFlagsCheckedOnce: each command that takes a machine flag
+// refuses its misuse in the same words, from machine.check.
+func TestMachineFlagsCheckedOnce(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{{"run", nil}, {"stream", []string{"--in", "x", "--out", "y"}}, {"tune", nil}, {"bench", nil}, {"bench small-jobs", nil}, {"profile", nil}} {
+		args := append(strings.Fields(c.name), c.args...)
+		code, _, errOut := runCLI(append(args, "--device", "-1")...)
+		assert.Equal(t, exitUsage, code, c.name)
+		assert.Equal(t, "overlap "+c.name+": --device -1: must not be negative\n", errOut)
+		code, _, errOut = runCLI(append(args, "--sim", "--device", "1")...)
+		assert.Equal(t, exitUsage, code, c.name)
+		assert.Equal(t, "overlap "+c.name+": --device cannot be used with --sim: the simulator is one CPU device\n", errOut)
+	}
+	for _, c := range [][]string{{"run"}, {"infer", "--model", "m", "--rows", "1"}, {"profile"}} {
+		code, _, errOut := runCLI(append(c, "--profile", "p.json")...)
+		assert.Equal(t, exitUsage, code, c)
+		assert.Equal(t, "overlap "+c[0]+": --profile needs --sim: a GPU measures its own times\n", errOut, c)
+	}
 }
 
 // TestFlagsThatFailedLate: each is refused when the flags are parsed, in
@@ -229,8 +345,8 @@ func TestREADMEFlagTable(t *testing.T) {
 			listed[m[1]] = true
 		}
 	}
-	host := ""
-	fs := runFlags(defaultRunOptions(), &host)
+	fs := newFlags("run")
+	runFlags(fs)
 	have := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) { have[f.Name] = true })
 	assert.Equal(t, have, listed)

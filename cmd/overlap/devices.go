@@ -23,15 +23,17 @@ func noDriverLine(err error) string {
 	return "overlap: " + err.Error()
 }
 
-func cmdDevices(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("devices")
-	if err := parseFlags(fs, "overlap devices", args, stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "overlap devices: %v\n", err)
-		return exitUsage
-	}
+// devicesCmd is overlap devices.
+var devicesCmd = &command{
+	name:      "devices",
+	usageLine: "overlap devices",
+	short:     "list the GPUs, the driver version and the library opened",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		return func(stdout, stderr io.Writer) int { return runDevices(fs, stdout, stderr) }
+	},
+}
+
+func runDevices(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "overlap devices: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -29,30 +27,15 @@ type runOptions struct {
 	ptxFile        string
 	entry          string
 	host           pipeline.HostMode
-	device         int
-	// devices are the GPUs of a group (overlap run --devices 0,1); nil
-	// with allDevices for every GPU, nil without it for --device alone.
-	devices    []int
-	allDevices bool
-	repeat     int
-	jsonOut    bool
-	trace      string
-	svg        string
-	quiet      bool
-	sim        bool
-	// gpu is --gpu: a missing driver is an error, not a run on the
-	// simulator.
-	gpu bool
-	// noGPU says why a run that asked for no machine runs on the
-	// simulator: no driver was found (empty when it runs where asked).
-	noGPU      string
-	profile    string // --profile FILE for --sim
-	simSmaller bool   // --sim chose a smaller default job
-	noBaseline bool
-	// wait is how the host waits for the GPU (--wait).
-	wait driver.Wait
-	// warm is the untimed GPU work before each timed part (--warm).
-	warm time.Duration
+	repeat         int
+	jsonOut        bool
+	trace          string
+	svg            string
+	quiet          bool
+	simSmaller     bool // --sim chose a smaller default job
+	noBaseline     bool
+	// machine is what the machine flags chose (machine.go).
+	machine
 }
 
 // simDefaultElems is --sim's job when --elems is not given: the CPU
@@ -91,28 +74,6 @@ func parseSize(s string) (int, error) {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return int(v) * mult, nil
-}
-
-// warmFlag reads --warm: a duration such as 50ms, or 0.
-type warmFlag struct{ v *time.Duration }
-
-func (f warmFlag) String() string {
-	if f.v == nil {
-		return "0s"
-	}
-	return f.v.String()
-}
-
-func (f warmFlag) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want a duration such as 50ms or 0, not %q", s)
-	}
-	if d < 0 {
-		return fmt.Errorf("want 0 or more, not %v", d)
-	}
-	*f.v = d
-	return nil
 }
 
 // sizeFlag is a flag.Value for sizes.
@@ -210,10 +171,37 @@ func checkChunks(elems, chunk int, sim bool) error {
 	return nil
 }
 
-const (
-	runUsage  = "overlap run [flags]"
-	tuneUsage = "overlap tune [flags]"
-)
+// runCmd is overlap run.
+var runCmd = &command{
+	name:      "run",
+	usageLine: "overlap run [flags]",
+	short:     "run the synchronous baseline and the overlapped pipeline, verify every element, and print times",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		o, check := runFlags(fs)
+		return func(stdout, stderr io.Writer) int {
+			if err := check(); err != nil {
+				return reportError("run", usageError{err}, stderr)
+			}
+			return runRun(o, stdout, stderr)
+		}
+	},
+}
+
+// tuneCmd is overlap tune.
+var tuneCmd = &command{
+	name:      "tune",
+	usageLine: "overlap tune [flags]",
+	short:     "fit a cost model to probes, pick chunk, slots and streams, and measure the choice against the prediction",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		o, check := tuneFlags(fs)
+		return func(stdout, stderr io.Writer) int {
+			if err := check(); err != nil {
+				return reportError("tune", usageError{err}, stderr)
+			}
+			return runTune(o, stdout, stderr)
+		}
+	},
+}
 
 // addJobFlags registers the flags that say what job runs where: the ones
 // overlap run and overlap tune share.
@@ -224,56 +212,20 @@ func addJobFlags(fs *flag.FlagSet, o *runOptions, host *string) {
 	fs.StringVar(&o.ptxFile, "ptx", "", "a PTX `FILE` with your own element-wise kernel (out, in..., n)")
 	fs.StringVar(&o.entry, "entry", "", "the kernel's entry `NAME` in --ptx")
 	fs.StringVar(host, "host", *host, "host memory: pinned, staged, registered or auto")
-	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.IntVar(&o.repeat, "repeat", o.repeat, "pipeline runs (the best is reported)")
-	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU (times predicted from a device profile)")
 }
 
 func defaultRunOptions() *runOptions {
-	return &runOptions{elems: 128 << 20, chunk: -1, iters: 100, kernel: "seed", repeat: 3, computeStreams: pipeline.DefaultComputeStreams, warm: defaultWarm}
+	return &runOptions{elems: 128 << 20, chunk: -1, iters: 100, kernel: "seed", repeat: 3, computeStreams: pipeline.DefaultComputeStreams, machine: machine{warm: defaultWarm}}
 }
 
-// parseRunFlags parses and checks overlap run's flags; -h prints its help
-// to stdout. Errors are one line.
-func parseRunFlags(args []string, stdout io.Writer) (*runOptions, error) {
-	o := defaultRunOptions()
-	o.allDevices = true // every GPU, unless --device or --devices says otherwise
+// runFlags registers overlap run's flags on fs, writing into the options
+// it returns; check checks them once parsed. Errors are one line.
+func runFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
+	o = defaultRunOptions()
 	host := "auto"
-	fs := runFlags(o, &host)
-	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
-		other, _, _ := streamFlags(&streamOptions{})
-		return nil, otherModeFlag(err, other, "applies to a streaming run only: overlap run --in FILE --out FILE")
-	}
-	if o.sim && o.gpu {
-		return nil, errors.New("--sim and --gpu ask for different machines; give one")
-	}
-	if o.profile != "" && !o.sim {
-		return nil, errors.New("--profile needs --sim: a GPU measures its own times")
-	}
-	// A run that asks for no machine in particular runs on the GPUs, or
-	// on the simulator where no driver is found. Asking for a GPU (--gpu,
-	// --device, --devices) or for what only a GPU does (--wait, --warm,
-	// --ptx) makes a missing driver the error.
-	asked := o.gpu || o.ptxFile != ""
-	for _, f := range []string{"device", "devices", "wait", "warm"} {
-		asked = asked || isSet(fs, f)
-	}
-	if !o.sim && !asked {
-		if why := noGPU(); why != "" {
-			o.sim = true
-			o.noGPU = why + ": running on the CPU simulator instead (--gpu makes this an error)"
-		}
-	}
-	if err := checkRunOptions(fs, o, host); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-// runFlags is overlap run's flag set, writing into o and host.
-func runFlags(o *runOptions, host *string) *flag.FlagSet {
-	fs := newFlags("run")
-	addJobFlags(fs, o, host)
+	addJobFlags(fs, o, &host)
+	o.addMachineFlags(fs, flagSim|flagGPU|flagDevice|flagDevices|flagProfile|flagWait|flagWarm, nil)
 	fs.Var(sizeFlag{v: &o.chunk, auto: &o.chunkAuto}, "chunk", "elements per chunk, or auto to fit a cost model to probes (default 1M, at most --elems)")
 	fs.IntVar(&o.slots, "slots", 0, "buffer slots, at least 2 and at least --compute-streams (default compute-streams+2)")
 	fs.IntVar(&o.computeStreams, "compute-streams", o.computeStreams, "streams for kernels")
@@ -282,75 +234,14 @@ func runFlags(o *runOptions, host *string) *flag.FlagSet {
 	fs.StringVar(&o.svg, "svg", "", "write an SVG timeline of the last run to `FILE`")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
-	fs.StringVar(&o.profile, "profile", "", "with --sim: the device profile (JSON from overlap profile) to predict times from (default: the built-in H200 profile)")
-	fs.Var(devicesFlag{o}, "devices", "GPUs that share the job: all, or indexes such as 0,1 (with --sim: how many simulated H200s, as 0,1,2)")
-	fs.Var(runWaitFlag{o}, "wait", "how the host waits for the GPU: spin, yield, block, auto, or default (the driver's as left)")
-	fs.Var(warmFlag{&o.warm}, "warm", "untimed GPU work right before each timed part, so that an idle GPU and host reach their clocks; 0 turns it off")
-	fs.BoolVar(&o.gpu, "gpu", false, "run on the GPU only: without a driver, fail rather than run on the simulator")
-	return fs
-}
-
-// runWaitFlag reads overlap run's --wait.
-type runWaitFlag struct{ o *runOptions }
-
-func (f runWaitFlag) String() string {
-	if f.o == nil {
-		return driver.WaitDefault.String()
-	}
-	return f.o.wait.String()
-}
-
-func (f runWaitFlag) Set(s string) error {
-	var ws []driver.Wait
-	if err := (waitFlag{w: &ws}).Set(s); err != nil {
-		return err
-	}
-	f.o.wait = ws[0]
-	return nil
-}
-
-// devicesFlag reads --devices: all, or a comma-separated list of GPU
-// indexes.
-type devicesFlag struct{ o *runOptions }
-
-func (f devicesFlag) String() string {
-	if f.o == nil || f.o.allDevices || f.o.devices == nil {
-		return "all"
-	}
-	parts := make([]string, len(f.o.devices))
-	for i, d := range f.o.devices {
-		parts[i] = strconv.Itoa(d)
-	}
-	return strings.Join(parts, ",")
-}
-
-func (f devicesFlag) Set(s string) error {
-	list, all, err := parseDevices(s)
-	if err != nil {
-		return err
-	}
-	f.o.devices, f.o.allDevices = list, all
-	return nil
-}
-
-// parseDevices reads "all" or a list of distinct GPU indexes.
-func parseDevices(s string) (list []int, all bool, err error) {
-	if strings.TrimSpace(s) == "all" {
-		return nil, true, nil
-	}
-	seen := map[int]bool{}
-	for _, f := range strings.Split(s, ",") {
-		d, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || d < 0 {
-			return nil, false, fmt.Errorf("%q is not a GPU index (want all, or indexes such as 0,1)", strings.TrimSpace(f))
+	return o, func() error {
+		// The fallback: with no machine asked for, no driver runs the
+		// simulator.
+		if err := o.check(fs, true, o.ptxFile != ""); err != nil {
+			return err
 		}
-		if seen[d] {
-			return nil, false, fmt.Errorf("GPU %d is listed twice", d)
-		}
-		seen[d] = true
-		list = append(list, d)
+		return checkRunOptions(fs, o, host)
 	}
-	return list, false, nil
 }
 
 // checkRunOptions checks overlap run's parsed flags.
@@ -359,39 +250,6 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	fs.Visit(func(f *flag.Flag) { elemsSet = elemsSet || f.Name == "elems" })
 	if o.sim && !elemsSet {
 		o.elems, o.simSmaller = simDefaultElems, true
-	}
-	if o.profile != "" {
-		if st, err := os.Stat(o.profile); errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("--profile %s: no such file", o.profile)
-		} else if err != nil {
-			return fmt.Errorf("--profile %s: %v", o.profile, unwrapPath(err))
-		} else if st.IsDir() {
-			return fmt.Errorf("--profile %s: is a directory", o.profile)
-		}
-	}
-	if o.warm > maxWarm {
-		return fmt.Errorf("--warm %v: at most %v (a run warms up before each of its --repeat+2 timed parts)", o.warm, maxWarm)
-	}
-	if o.sim && o.warm > 0 && isSet(fs, "warm") {
-		return errors.New("--warm needs a GPU: the simulator's profile describes a warm device")
-	}
-	if o.sim && isSet(fs, "wait") {
-		return errors.New("--wait needs a GPU: the simulator has no host thread waiting on a driver")
-	}
-	switch {
-	case isSet(fs, "device") && isSet(fs, "devices"):
-		return errors.New("--device and --devices both choose GPUs; give one")
-	case isSet(fs, "device"):
-		o.allDevices = false
-	case o.sim && o.allDevices:
-		o.devices, o.allDevices = []int{0}, false // one simulated H200 unless --devices lists more
-	}
-	if o.sim {
-		for _, d := range o.devices {
-			if d >= maxSimDevices {
-				return fmt.Errorf("--devices %s: the simulator has at most %d devices, 0 to %d (--devices 0,1 simulates two)", devicesFlag{o}, maxSimDevices, maxSimDevices-1)
-			}
-		}
 	}
 	if o.chunk == -1 { // not given: the default, capped at the job
 		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
@@ -448,23 +306,25 @@ func checkTimed(o *runOptions) error {
 	return nil
 }
 
-// parseTuneFlags parses overlap tune's flags: the job's, without the
-// chunk, slots and streams that tune chooses.
-func parseTuneFlags(args []string, stdout io.Writer) (*runOptions, error) {
-	o := defaultRunOptions()
-	fs := newFlags("tune")
+// tuneFlags registers overlap tune's flags on fs: the job's, without
+// the chunk, slots and streams that tune chooses.
+func tuneFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
+	o = defaultRunOptions()
 	host := "auto"
 	addJobFlags(fs, o, &host)
-	if err := parseFlags(fs, tuneUsage, args, stdout); err != nil {
-		return nil, err
+	o.addMachineFlags(fs, flagSim|flagDevice, nil)
+	return o, func() error {
+		if err := o.check(fs, false, false); err != nil {
+			return err
+		}
+		if o.sim && !isSet(fs, "elems") {
+			// As overlap run: the simulator computes every element of every
+			// probe and of the measured run, and 128M takes minutes.
+			o.elems, o.simSmaller = simDefaultElems, true
+		}
+		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
+		return checkJobOptions(fs, o, host)
 	}
-	if o.sim && !isSet(fs, "elems") {
-		// As overlap run: the simulator computes every element of every
-		// probe and of the measured run, and 128M takes minutes.
-		o.elems, o.simSmaller = simDefaultElems, true
-	}
-	o.chunk = min(pipeline.DefaultChunkElems, o.elems)
-	return o, checkJobOptions(fs, o, host)
 }
 
 // checkJobOptions checks the flags that addJobFlags registers.
@@ -485,10 +345,6 @@ func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		return fmt.Errorf("--iters %d: at most %d", o.iters, math.MaxInt32)
 	case o.repeat < 1 || o.repeat > 1000:
 		return fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
-	case o.device < 0:
-		return fmt.Errorf("--device %d: must not be negative", o.device)
-	case o.sim && isSet(fs, "device"):
-		return errors.New("--device cannot be used with --sim: the simulator is one CPU device")
 	case o.ptxFile != "" && o.entry == "":
 		return errors.New("--ptx needs --entry NAME")
 	case o.ptxFile == "" && o.entry != "":

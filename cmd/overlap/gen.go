@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,18 +18,31 @@ import (
 // at a time.
 const genBlock = 1 << 20
 
-// cmdGen writes an input file for streaming runs: --size bytes of
-// little-endian float32 elements of overlap's standard pattern.
-func cmdGen(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("gen")
-	var size, offset int
-	fs.Var(sizeFlag{v: &size}, "size", "bytes to write, a multiple of 4 (K, M, G are binary)")
-	fs.IntVar(&offset, "offset", 0, "pattern index of the first element (a second input uses another)")
-	out := fs.String("out", "", "the file to write, or - for stdout")
-	if err := parseFlags(fs, "overlap gen --size BYTES --out FILE [--offset N]: little-endian float32 of overlap's standard input pattern", args, stdout); err != nil {
-		code, _ := flagFailure("gen", err, stderr)
-		return code
-	}
+// genCmd is overlap gen: it writes an input file for streaming runs,
+// --size bytes of little-endian float32 elements of overlap's standard
+// pattern.
+var genCmd = &command{
+	name:      "gen",
+	usageLine: "overlap gen --size BYTES --out FILE [--offset N]",
+	short:     "write an input file of the standard pattern",
+	long:      "Writes little-endian float32 of overlap's standard input pattern.",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		var o genOptions
+		fs.Var(sizeFlag{v: &o.size}, "size", "bytes to write, a multiple of 4 (K, M, G are binary)")
+		fs.IntVar(&o.offset, "offset", 0, "pattern index of the first element (a second input uses another)")
+		fs.StringVar(&o.out, "out", "", "the file to write, or - for stdout")
+		return func(stdout, stderr io.Writer) int { return runGen(fs, &o, stdout, stderr) }
+	},
+}
+
+// genOptions are overlap gen's flags.
+type genOptions struct {
+	size, offset int
+	out          string
+}
+
+func runGen(fs *flag.FlagSet, o *genOptions, stdout, stderr io.Writer) int {
+	size, offset, out := o.size, o.offset, &o.out
 	switch {
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "overlap gen: unexpected argument %q\n", fs.Arg(0))

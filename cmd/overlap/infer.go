@@ -24,9 +24,26 @@ import (
 // with --reference beside the PyTorch twin (infer_reference.go). The
 // in-memory run is infer_memory.go, the stream infer_stream.go.
 
-const inferUsage = "overlap infer --model FILE (--rows N [--reference] | --in FILE --out FILE | --gen-input FILE --rows N) [flags]\n" +
-	"       overlap infer --gen-model FILE --widths 768,256,16 [--activation relu|gelu] [--seed N]\n\n" +
-	"Runs an MLP saved by safetensors.torch.save_file(model.state_dict(), FILE) over rows of raw\n" +
+// inferCmd is overlap infer.
+var inferCmd = &command{
+	name: "infer",
+	usageLine: "overlap infer --model FILE (--rows N [--reference] | --in FILE --out FILE | --gen-input FILE --rows N) [flags]\n" +
+		"       overlap infer --gen-model FILE --widths 768,256,16 [--activation relu|gelu] [--seed N]",
+	short: "run a PyTorch-trained MLP (a safetensors state_dict) over rows of float32, in memory against a synchronous baseline or streamed with bounded memory",
+	long:  inferLong,
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		o := &inferOptions{}
+		inferFlags(fs, o)
+		return func(stdout, stderr io.Writer) int {
+			if err := checkInferOptions(fs, o); err != nil {
+				return reportError("infer", usageError{err}, stderr)
+			}
+			return runInfer(o, stdout, stderr)
+		}
+	},
+}
+
+const inferLong = "Runs an MLP saved by safetensors.torch.save_file(model.state_dict(), FILE) over rows of raw\n" +
 	"little-endian float32 (row-major, the model's input width per row; in PyTorch, x.numpy().tofile(F)).\n" +
 	"--rows N runs N generated rows in memory: the synchronous baseline, then the pipeline at each --chunk,\n" +
 	"each stage alone and the copies both ways at once; --reference runs the PyTorch twin on the same model\n" +
@@ -169,8 +186,7 @@ func (f chunkListFlag) Set(s string) error {
 	return nil
 }
 
-func inferFlags(o *inferOptions) *flag.FlagSet {
-	fs := newFlags("infer")
+func inferFlags(fs *flag.FlagSet, o *inferOptions) {
 	fs.StringVar(&o.model, "model", "", "the model: a safetensors `FILE` of nn.Sequential Linear layers (N.weight [out, in], N.bias)")
 	fs.StringVar(&o.in, "in", "", "stream this `FILE` of float32 rows through the model (- for stdin)")
 	fs.StringVar(&o.out, "out", "", "write the outputs to this `FILE` (- for stdout; the report then goes to stderr)")
@@ -185,10 +201,10 @@ func inferFlags(o *inferOptions) *flag.FlagSet {
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
 	fs.StringVar(&o.jsonFile, "json-out", "", "also write the results as JSON to `FILE` (beside the table)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
-	fs.BoolVar(&o.run.sim, "sim", false, "run on the CPU simulator instead of a GPU (times predicted from the built-in H200 profile, or --profile)")
-	fs.StringVar(&o.run.profile, "profile", "", "with --sim: the device profile (JSON from overlap profile) to predict times from")
+	o.run.addMachineFlags(fs, flagSim|flagDevices|flagProfile, map[string]string{
+		"sim":     "run on the CPU simulator instead of a GPU (times predicted from the built-in H200 profile, or --profile)",
+		"profile": "with --sim: the device profile (JSON from overlap profile) to predict times from"})
 	fs.BoolVar(&o.timingOnly, "timing-only", false, "with --sim, in memory: move no bytes and compute nothing, only the times (for jobs too large to compute on the CPU; nothing to verify)")
-	fs.Var(devicesFlag{&o.run}, "devices", "GPUs that share the job: all, or indexes such as 0,1 (with --sim: how many simulated H200s, as 0,1)")
 	fs.BoolVar(&o.reference, "reference", false, "with --rows: run the PyTorch twin (bench/reference/mlp_torch.py, embedded) on the same model first, then ours on its input rows, and compare the times and every output value")
 	fs.StringVar(&o.python, "python", "python3", "with --reference: the Python `COMMAND` that has torch")
 	fs.StringVar(&o.referenceDir, "reference-dir", "", "with --reference: keep the twin's files (input.f32, output_torch.f32, torch.json) in this `DIR` (default: a temporary one, removed)")
@@ -196,17 +212,6 @@ func inferFlags(o *inferOptions) *flag.FlagSet {
 	fs.Var(widthsFlag{&o.widths}, "widths", "with --gen-model: the input width and each layer's output width, `W,W,...` such as 768,256,16")
 	fs.Uint64Var(&o.seed, "seed", 1, "with --gen-model: the random seed")
 	fs.StringVar(&o.genInput, "gen-input", "", "write --rows rows of overlap's standard pattern, the model's width, to this `FILE` and exit")
-	return fs
-}
-
-func parseInferFlags(args []string, stdout io.Writer) (*inferOptions, error) {
-	o := &inferOptions{}
-	o.run.allDevices = true
-	fs := inferFlags(o)
-	if err := parseFlags(fs, inferUsage, args, stdout); err != nil {
-		return nil, err
-	}
-	return o, checkInferOptions(fs, o)
 }
 
 func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
@@ -269,8 +274,6 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 		return fmt.Errorf("--out %s is the input file %s: writing it would erase the input", o.out, o.in)
 	case stream && o.out != "-" && sameFile(o.model, o.out):
 		return fmt.Errorf("--out %s is the model file %s: writing it would erase the model", o.out, o.model)
-	case o.run.profile != "" && !o.run.sim:
-		return errors.New("--profile needs --sim: a GPU measures its own times")
 	case o.timingOnly && !o.run.sim:
 		return errors.New("--timing-only needs --sim: a GPU always moves the bytes")
 	case o.timingOnly && (o.verify || o.reference):
@@ -281,10 +284,8 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 	if int64(o.rows) > maxElems {
 		return fmt.Errorf("--rows %d: at most %d", o.rows, int64(maxElems))
 	}
-	if o.run.profile != "" {
-		if _, err := os.Stat(o.run.profile); err != nil {
-			return fmt.Errorf("--profile %s: %v", o.run.profile, unwrapPath(err))
-		}
+	if err := o.run.check(fs, false, false); err != nil {
+		return err
 	}
 	if o.reference {
 		if _, err := exec.LookPath(o.python); err != nil {
@@ -295,9 +296,6 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 				return fmt.Errorf("--reference-dir %s: not a directory", o.referenceDir)
 			}
 		}
-	}
-	if o.run.sim && o.run.allDevices {
-		o.run.devices, o.run.allDevices = []int{0}, false
 	}
 	if stream && o.out != "-" {
 		if err := checkWritable("out", o.out); err != nil {
@@ -326,11 +324,8 @@ func unwrapExec(err error) error {
 	return err
 }
 
-func cmdInfer(args []string, stdout, stderr io.Writer) int {
-	o, err := parseInferFlags(args, stdout)
-	if code, done := flagFailure("infer", err, stderr); done {
-		return code
-	}
+// runInfer runs overlap infer once its flags are checked.
+func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	if o.genModel != "" {
 		act := o.activation
 		if act == 0 {

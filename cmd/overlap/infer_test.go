@@ -109,7 +109,7 @@ func TestInferBadFlags(t *testing.T) {
 		{[]string{"--model", m, "--in", in, "--out", out, "--timing-only", "--sim"}, "overlap infer: --timing-only is for the in-memory run (--rows): a stream's bytes come from its files"},
 		{[]string{"--model", m, "--in", in, "--out", out, "--reference"}, "overlap infer: --reference compares an in-memory run (--rows) with PyTorch's, not a stream"},
 		{[]string{"--model", m, "--rows", "5", "--profile", in}, "overlap infer: --profile needs --sim: a GPU measures its own times"},
-		{[]string{"--model", m, "--rows", "5", "--sim", "--profile", filepath.Join(dir, "none.json")}, "overlap infer: --profile " + filepath.Join(dir, "none.json") + ": no such file or directory"},
+		{[]string{"--model", m, "--rows", "5", "--sim", "--profile", filepath.Join(dir, "none.json")}, "overlap infer: --profile " + filepath.Join(dir, "none.json") + ": no such file"},
 		{[]string{"--model", m, "--rows", "5", "--sim", "--profile", in}, "overlap infer: --profile: pipeline: profile: invalid character '\\x00' looking for beginning of value (in " + in + ")"},
 		{[]string{"--model", m, "--rows", "5", "--python", "python3"}, "overlap infer: --python and --reference-dir go with --reference"},
 		{[]string{"--model", m, "--rows", "5", "--reference", "--python", "no-such-python-for-overlap"}, "overlap infer: --reference runs the PyTorch twin with no-such-python-for-overlap, which is not found (--python names another): executable file not found in $PATH"},

@@ -4,16 +4,18 @@
 // Usage:
 //
 //	overlap run [flags]        the lecture's experiment: synchronous baseline, then the pipeline
-//	overlap run --in F --out G stream files through a kernel with bounded memory
+//	overlap stream --in F --out G  stream files through a kernel with bounded memory
 //	overlap infer --model M    run a PyTorch MLP (safetensors) over rows: in memory or streamed
 //	overlap gen --size N --out F  write an input file of the standard pattern
 //	overlap bench [flags]      sweep configurations, optionally against CUDA C++
+//	overlap bench small-jobs   many small jobs from several goroutines
+//	overlap bench scaling      the job over 1 to k GPUs
 //	overlap tune [flags]       pick chunk size, slots and streams from a fitted cost model
 //	overlap profile [flags]    measure a device profile for the simulator, and check its predictions
 //	overlap ptx describe FILE  read a PTX file's header, entries and parameters
 //	overlap devices            list GPUs, the driver version and library path
 //	overlap version            print overlap's version (also --version)
-//	overlap help               show this help
+//	overlap help [COMMAND]     show this help, or a command's
 //
 // Each command prints its usage and flags on -h.
 package main
@@ -21,10 +23,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/purecuda/overlap/loader"
 )
@@ -36,39 +38,28 @@ const (
 	exitUsage = 2
 )
 
-const usage = `overlap: overlapped host-to-device copy, compute and device-to-host copy on CUDA streams
+// commands are overlap's commands, in the order overlap help lists them.
+// Each lives beside its flags: run.go, stream.go, infer.go, gen.go,
+// bench.go, tune.go, profile.go, ptxcmd.go, devices.go, version.go.
+var commands []*command
 
-Usage:
-  overlap run [flags]  run the synchronous baseline and the overlapped pipeline,
-                       verify every element, and print times (overlap run -h)
-  overlap run --in FILE[,FILE] --out FILE [flags]
-                       stream raw float32 files (- for stdin/stdout) through a
-                       kernel with bounded memory (overlap run --in -h)
-  overlap infer --model FILE (--rows N | --in FILE --out FILE) [flags]
-                       run a PyTorch-trained MLP (a safetensors state_dict)
-                       over rows of float32, in memory against a synchronous
-                       baseline or streamed with bounded memory (overlap infer -h)
-  overlap gen --size BYTES --out FILE
-                       write an input file of the standard pattern
-  overlap bench [flags] sweep chunk sizes, slots, host modes and intensity;
-                       --reference compares with the CUDA C++ pipeline
-  overlap tune [flags] fit a cost model to probes, pick chunk, slots and streams,
-                       and measure the choice against the prediction
-  overlap profile [flags]
-                       measure the GPU's device profile for the simulator
-                       (--out FILE); --validate compares measured and
-                       predicted times over 26 configurations
-  overlap ptx describe FILE
-                       read a PTX file (no GPU needed): version, target,
-                       entries and their parameters
-  overlap devices      list the GPUs, the driver version and the library opened
-  overlap version      print overlap's version (also overlap --version)
-  overlap help         show this help
+func init() {
+	benchCmd.subs = []*command{smallJobsCmd, scalingCmd}
+	benchCmd.moved = []moved{{flag: "small-jobs", to: smallJobsCmd, drop: true}, {flag: "devices", to: scalingCmd}}
+	ptxCmd.subs = []*command{ptxDescribeCmd}
+	runCmd.related = []*command{streamCmd}
+	runCmd.moved = []moved{{flag: "in", to: streamCmd}}
+	streamCmd.related = []*command{runCmd}
+	commands = []*command{runCmd, streamCmd, inferCmd, genCmd, benchCmd, tuneCmd, profileCmd, ptxCmd, devicesCmd, versionCmd, helpCmd}
+	link(commands, nil)
+}
 
-Each command prints its usage and flags with 'overlap COMMAND -h'.
-
-The NVIDIA driver is found through ` + "OVERLAP_CUDA_LIBRARY" + ` or the usual places.
-`
+var helpCmd = &command{
+	name:      "help",
+	usageLine: "overlap help [COMMAND]",
+	short:     "show this help, or a command's usage and flags",
+	aliases:   []string{"-h", "-help", "--help"},
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -77,35 +68,46 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "overlap: missing command: run, infer, bench, tune, profile, gen, ptx, devices, version or help (try 'overlap help')")
+		fmt.Fprintf(stderr, "overlap: missing command: %s (try 'overlap help')\n", names(commands))
 		return exitUsage
 	}
-	switch args[0] {
-	case "devices":
-		return cmdDevices(args[1:], stdout, stderr)
-	case "run":
-		return cmdRun(args[1:], stdout, stderr)
-	case "bench":
-		return cmdBench(args[1:], stdout, stderr)
-	case "tune":
-		return cmdTune(args[1:], stdout, stderr)
-	case "profile":
-		return cmdProfile(args[1:], stdout, stderr)
-	case "ptx":
-		return cmdPTX(args[1:], stdout, stderr)
-	case "gen":
-		return cmdGen(args[1:], stdout, stderr)
-	case "infer":
-		return cmdInfer(args[1:], stdout, stderr)
-	case "version", "--version", "-version":
-		return cmdVersion(args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	default:
+	c := lookup(commands, args[0])
+	switch {
+	case c == nil:
 		fmt.Fprintf(stderr, "overlap: unknown command %q (try 'overlap help')\n", args[0])
 		return exitUsage
+	case c == helpCmd:
+		return help(args[1:], stdout, stderr)
 	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+// help is overlap help: every command, or with a command's name (and a
+// subcommand's) that command's help, as its -h prints it.
+func help(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stdout, "overlap: overlapped host-to-device copy, compute and device-to-host copy on CUDA streams")
+		fmt.Fprintln(stdout, "\nUsage:")
+		listCommands(stdout, commands)
+		fmt.Fprint(stdout, "\nEach command prints its usage and flags with 'overlap COMMAND -h' or\n"+
+			"'overlap help COMMAND'. Renamed in this release, the old spellings working\n"+
+			"until the next: overlap run --in is overlap stream, overlap bench --small-jobs\n"+
+			"is overlap bench small-jobs, overlap bench --devices is overlap bench scaling.\n\n"+
+			"The NVIDIA driver is found through OVERLAP_CUDA_LIBRARY or the usual places.\n")
+		return exitOK
+	}
+	cs, c := commands, (*command)(nil)
+	for i, word := range args {
+		next := lookup(cs, word)
+		if next == nil {
+			what := strings.Join(args[:i+1], " ")
+			fmt.Fprintf(stderr, "overlap help: unknown command %q (try 'overlap help')\n", what)
+			return exitUsage
+		}
+		c, cs = next, next.subs
+	}
+	c.help(stdout)
+	return exitOK
 }
 
 // usageError marks an error in what the user asked for: exit code 2.
@@ -131,20 +133,6 @@ func reportError(cmd string, err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, err)
 	}
 	return exitFail
-}
-
-// flagFailure turns a flag-parsing result into an exit: help is success,
-// anything else a one-line usage error. done is false when err is nil.
-func flagFailure(cmd string, err error, stderr io.Writer) (code int, done bool) {
-	switch {
-	case err == nil:
-		return 0, false
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK, true
-	default:
-		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, err)
-		return exitUsage, true
-	}
 }
 
 // writeJSON writes v as indented JSON, the form of every --json output.

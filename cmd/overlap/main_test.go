@@ -20,7 +20,7 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 func TestUsageErrors(t *testing.T) {
 	code, _, errOut := runCLI()
 	assert.Equal(t, exitUsage, code)
-	assert.Equal(t, "overlap: missing command: run, infer, bench, tune, profile, gen, ptx, devices, version or help (try 'overlap help')\n", errOut)
+	assert.Equal(t, "overlap: missing command: run, stream, infer, gen, bench, tune, profile, ptx, devices, version or help (try 'overlap help')\n", errOut)
 	code, _, errOut = runCLI("frobnicate")
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap: unknown command \"frobnicate\" (try 'overlap help')\n", errOut)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,60 +26,61 @@ type profileOptions struct {
 	repeat   int
 }
 
-func parseProfileFlags(args []string, stderr io.Writer) (*profileOptions, error) {
-	o := &profileOptions{elems: 128 << 20, repeat: 3}
-	fs := flag.NewFlagSet("profile", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.out, "out", "", "write the measured profile (JSON) to this file")
-	fs.BoolVar(&o.validate, "validate", false, "then run a set of configurations and compare each with the simulator's prediction from the fresh profile")
-	fs.BoolVar(&o.sim, "sim", false, "measure the simulator instead of a GPU (a self-test of the command)")
-	fs.StringVar(&o.truth, "profile", "", "with --sim: the profile the measured simulator runs on (default: built-in)")
-	fs.IntVar(&o.device, "device", 0, "GPU index")
-	fs.Var(sizeFlag{v: &o.elems}, "elems", "--validate's seed job size (128M); chunk sizes scale with it, saxpy runs a quarter of it, and the staged runs that time staging run half of it")
-	fs.IntVar(&o.repeat, "repeat", 3, "--validate: rounds, each timing every configuration once after an untimed run; each takes its median round")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: overlap profile [--out FILE] [--validate] [--sim [--profile FILE]] [--device N] [--elems N] [--repeat N]")
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
+// profileCmd is overlap profile.
+var profileCmd = &command{
+	name:      "profile",
+	usageLine: "overlap profile [--out FILE] [--validate] [--sim [--profile FILE]] [--device N] [--elems N] [--repeat N]",
+	short:     "measure the GPU's device profile for the simulator (--out FILE); --validate compares measured and predicted times over 26 configurations",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		o, check := profileFlags(fs)
+		return func(stdout, stderr io.Writer) int {
+			if err := check(); err != nil {
+				return reportError("profile", usageError{err}, stderr)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			if err := profileCommand(ctx, o, stdout, stderr); err != nil {
+				return reportError("profile", stoppedBy(ctx, err), stderr)
+			}
+			return exitOK
 		}
-		return nil, err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case o.truth != "" && !o.sim:
-		return nil, errors.New("--profile needs --sim")
-	case o.elems < 1<<16 || int64(o.elems) > maxElems:
-		return nil, fmt.Errorf("--elems %d: want 64K to %d", o.elems, int64(maxElems))
-	case o.repeat < 1 || o.repeat > 100:
-		return nil, fmt.Errorf("--repeat %d: want 1 to 100", o.repeat)
-	case o.device < 0:
-		return nil, fmt.Errorf("--device %d: must not be negative", o.device)
-	case o.sim && isSet(fs, "device"):
-		return nil, errors.New("--device cannot be used with --sim: the simulator is one CPU device")
-	}
-	if o.out != "" {
-		f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("--out: %v", err)
-		}
-		f.Close()
-	}
-	return o, nil
+	},
 }
 
-func cmdProfile(args []string, stdout, stderr io.Writer) int {
-	o, err := parseProfileFlags(args, stderr)
-	if code, done := flagFailure("profile", err, stderr); done {
-		return code
+// profileFlags registers overlap profile's flags on fs; check checks them
+// once parsed.
+func profileFlags(fs *flag.FlagSet) (*profileOptions, func() error) {
+	o := &profileOptions{elems: 128 << 20, repeat: 3}
+	var m machine
+	fs.StringVar(&o.out, "out", "", "write the measured profile (JSON) to this file")
+	fs.BoolVar(&o.validate, "validate", false, "then run a set of configurations and compare each with the simulator's prediction from the fresh profile")
+	m.addMachineFlags(fs, flagSim|flagDevice|flagProfile, map[string]string{
+		"sim":     "measure the simulator instead of a GPU (a self-test of the command)",
+		"profile": "with --sim: the profile the measured simulator runs on (default: built-in)"})
+	fs.Var(sizeFlag{v: &o.elems}, "elems", "--validate's seed job size (128M); chunk sizes scale with it, saxpy runs a quarter of it, and the staged runs that time staging run half of it")
+	fs.IntVar(&o.repeat, "repeat", 3, "--validate: rounds, each timing every configuration once after an untimed run; each takes its median round")
+	return o, func() error {
+		if err := m.check(fs, false, false); err != nil {
+			return err
+		}
+		o.sim, o.truth, o.device = m.sim, m.profile, m.device
+		switch {
+		case fs.NArg() > 0:
+			return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		case o.elems < 1<<16 || int64(o.elems) > maxElems:
+			return fmt.Errorf("--elems %d: want 64K to %d", o.elems, int64(maxElems))
+		case o.repeat < 1 || o.repeat > 100:
+			return fmt.Errorf("--repeat %d: want 1 to 100", o.repeat)
+		}
+		if o.out != "" {
+			f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE, 0o644)
+			if err != nil {
+				return fmt.Errorf("--out: %v", err)
+			}
+			f.Close()
+		}
+		return nil
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	if err := profileCommand(ctx, o, stdout, stderr); err != nil {
-		return reportError("profile", stoppedBy(ctx, err), stderr)
-	}
-	return exitOK
 }
 
 // profileCommand measures a profile on the GPU, or on the simulator
@@ -89,7 +89,7 @@ func cmdProfile(args []string, stdout, stderr io.Writer) int {
 // stderr on a terminal.
 func profileCommand(ctx context.Context, o *profileOptions, w, stderr io.Writer) error {
 	start := time.Now()
-	e, err := openEnv(&runOptions{sim: o.sim, profile: o.truth, device: o.device, kernel: "seed"})
+	e, err := openEnv(&runOptions{machine: machine{sim: o.sim, profile: o.truth, device: o.device}, kernel: "seed"})
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func TestProfileFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--profile", "x.json"}, "overlap profile: --profile needs --sim\n"},
+		{[]string{"--profile", "x.json"}, "overlap profile: --profile needs --sim: a GPU measures its own times\n"},
 		{[]string{"--elems", "1K"}, "overlap profile: --elems 1024: want 64K to 4294967295\n"},
 		{[]string{"--repeat", "0"}, "overlap profile: --repeat 0: want 1 to 100\n"},
 		{[]string{"--out", "/nonexistent/dir/p.json"}, "overlap profile: --out: open /nonexistent/dir/p.json: no such file or directory\n"},

@@ -10,36 +10,36 @@ import (
 	"github.com/purecuda/overlap/ptx"
 )
 
-// cmdPTX handles overlap ptx describe FILE: it reads a PTX file without a
-// GPU and prints its header and each entry's parameters.
+// ptxCmd is overlap ptx, the group of ptx describe.
+var ptxCmd = &command{
+	name:      "ptx",
+	usageLine: "overlap ptx describe [--json] FILE",
+	short:     "read a PTX file (no GPU needed)",
+}
+
+// ptxDescribeCmd is overlap ptx describe FILE: it reads a PTX file
+// without a GPU and prints its header and each entry's parameters.
+var ptxDescribeCmd = &command{
+	name:      "describe",
+	usageLine: ptxUsage,
+	short:     "read a PTX file (no GPU needed): version, target, entries and their parameters",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		jsonOut := fs.Bool("json", false, "print the description as JSON")
+		return func(stdout, stderr io.Writer) int { return runPTXDescribe(fs, jsonOut, stdout, stderr) }
+	},
+}
+
 const ptxUsage = "overlap ptx describe [--json] FILE"
 
-func cmdPTX(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "describe" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			fmt.Fprintf(stdout, "usage: %s\n", ptxUsage)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "overlap ptx: usage: %s\n", ptxUsage)
-		return exitUsage
-	}
-	fs := newFlags("ptx describe")
-	jsonOut := fs.Bool("json", false, "print the description as JSON")
+func runPTXDescribe(fs *flag.FlagSet, jsonOut *bool, stdout, stderr io.Writer) int {
 	// Flags may follow the file, as in "describe k.ptx --json".
 	var rest []string
-	for in := args[1:]; ; {
-		if err := parseFlags(fs, ptxUsage, in, stdout); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
-			}
+	for fs.NArg() > 0 {
+		rest = append(rest, fs.Arg(0))
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
 			fmt.Fprintf(stderr, "overlap ptx: %v\n", err)
 			return exitUsage
 		}
-		if fs.NArg() == 0 {
-			break
-		}
-		rest = append(rest, fs.Arg(0))
-		in = fs.Args()[1:]
 	}
 	if len(rest) != 1 {
 		fmt.Fprintf(stderr, "overlap ptx: usage: %s\n", ptxUsage)

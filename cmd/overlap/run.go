@@ -72,14 +72,8 @@ type stagesJSON = bench.Stages
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func cmdRun(args []string, stdout, stderr io.Writer) int {
-	if isStreamRun(args) { // overlap run --in FILE --out FILE: stream.go
-		return cmdRunStream(args, stdout, stderr)
-	}
-	o, err := parseRunFlags(args, stdout)
-	if code, done := flagFailure("run", err, stderr); done {
-		return code
-	}
+// runRun runs overlap run once its flags are checked.
+func runRun(o *runOptions, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	res, err := execute(ctx, o, stdout, stderr)

@@ -194,11 +194,13 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--host", "auto"}, `overlap bench: --host "auto": want pinned, staged or registered`},
 		{[]string{"--repeat", "0"}, "overlap bench: --repeat 0: want 1 to 1000"},
 		{[]string{"--sim", "--reference"}, "overlap bench: --reference needs a GPU, not --sim"},
-		{[]string{"--elems", "1M,2M"}, "overlap bench: --elems takes one size, or a list with --devices"},
-		{[]string{"--devices", "1", "--device", "0"}, "overlap bench: --device and --devices both choose GPUs; give one"},
-		{[]string{"--sim", "--devices", "all"}, "overlap bench: --sim --devices needs a list, such as 0,1 for two simulated H200s"},
-		{[]string{"--sim", "--devices", "0,1", "--chunks", "1M,2M"}, "overlap bench: --chunks: give one value with --devices"},
-		{[]string{"--sim", "--devices", "0,1", "--csv", "x.csv"}, "overlap bench: --csv and --svg plot the sweep; with --devices use --json"},
+		{[]string{"--elems", "1M,2M"}, "overlap bench: --elems takes one size, or a list with overlap bench scaling"},
+		{[]string{"scaling", "--devices", "1", "--device", "0"}, "overlap bench scaling: --device is a flag of overlap bench, not of overlap bench scaling (overlap bench scaling -h lists its flags)"},
+		{[]string{"scaling", "--sim"}, "overlap bench scaling: --sim --devices needs a list, such as 0,1 for two simulated H200s"},
+		{[]string{"scaling", "--sim", "--devices", "all"}, "overlap bench scaling: --sim --devices needs a list, such as 0,1 for two simulated H200s"},
+		{[]string{"scaling", "--sim", "--devices", "0,1", "--chunks", "1M,2M"}, "overlap bench scaling: --chunks: give one value: the table scales one configuration"},
+		{[]string{"scaling", "--sim", "--devices", "0,1", "--csv", "x.csv"}, "overlap bench scaling: --csv is a flag of overlap bench, not of overlap bench scaling (overlap bench scaling -h lists its flags)"},
+		{[]string{"scaling", "--sim", "--devices", "16"}, "overlap bench scaling: --devices 16: the simulator has at most 16 devices, 0 to 15 (--devices 0,1 simulates two)"},
 	}
 	for _, tc := range cases {
 		code, out, errOut := runCLI(append([]string{"bench"}, tc.args...)...)

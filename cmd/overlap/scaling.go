@@ -9,7 +9,7 @@ import (
 	"github.com/purecuda/overlap/pipeline"
 )
 
-// scalingRow is one line of overlap bench --devices (bench.ScalingRow).
+// scalingRow is one line of overlap bench scaling (bench.ScalingRow).
 type scalingRow = bench.ScalingRow
 
 // runScaling measures the seed job over 1 to k devices for each size and
@@ -17,11 +17,8 @@ type scalingRow = bench.ScalingRow
 // --reference the CUDA C++ multi-GPU reference (static split, a host
 // thread per GPU) on the same devices.
 func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
-	if o.csvPath != "" || o.svgPath != "" {
-		return usageError{fmt.Errorf("--csv and --svg plot the sweep; with --devices use --json")}
-	}
-	ro := &runOptions{elems: o.elems, kernel: "seed", sim: o.sim, host: pipeline.HostPinned,
-		devices: o.devices, allDevices: o.allDevices}
+	ro := &runOptions{elems: o.elems, kernel: "seed", host: pipeline.HostPinned,
+		machine: machine{sim: o.sim, devices: o.devices, allDevices: o.allDevices}}
 	e, err := openEnv(ro)
 	if err != nil {
 		return err
@@ -41,7 +38,7 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 			continue
 		}
 		if len(f.list) != 1 {
-			return usageError{fmt.Errorf("--%s: give one value with --devices", f.name)}
+			return usageError{fmt.Errorf("--%s: give one value: the table scales one configuration", f.name)}
 		}
 		*f.v = f.list[0]
 	}
@@ -101,7 +98,7 @@ func printScaling(w io.Writer, rows []scalingRow, e *env, o *benchOptions, iters
 			fmt.Fprintln(w, simSmallerNote(simDefaultElems))
 		}
 	}
-	fmt.Fprintf(w, "overlap bench --devices: seed kernel (%d iterations) on %s, GPUs %v; chunk %d, %d slots, %d compute streams%s\n\n",
+	fmt.Fprintf(w, "overlap bench scaling: seed kernel (%d iterations) on %s, GPUs %v; chunk %d, %d slots, %d compute streams%s\n\n",
 		iters, e.deviceNames(), e.ordinals, chunk, slots, streams, label)
 	fmt.Fprintf(w, "%6s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
 		"ELEMS", "HOST", "GPUS", "TIME", "GB/s", "BOUND", "SLOWEST", "EFF", "SPEEDUP", "CHUNKS", "C++", "GO/C++")

@@ -13,7 +13,7 @@ import (
 	"github.com/purecuda/overlap/driver"
 )
 
-// overlap bench --small-jobs: many small jobs, each H2D, the seed kernel
+// overlap bench small-jobs: many small jobs, each H2D, the seed kernel
 // and D2H then a wait for it, from several goroutines with a pipeline each
 // on one shared context, as a service offloading work per request does.
 
@@ -69,7 +69,7 @@ func (f waitFlag) Set(s string) error {
 	return nil
 }
 
-// smallJobsOptions are the flags that --small-jobs adds to overlap bench.
+// smallJobsOptions are overlap bench small-jobs's own flags.
 type smallJobsOptions struct {
 	waits   []driver.Wait
 	workers []int
@@ -83,7 +83,7 @@ type smallJobsOptions struct {
 	direct bool
 }
 
-// checkSmallJobs finishes overlap bench --small-jobs's flags: --elems is a
+// checkSmallJobs finishes overlap bench small-jobs's flags: --elems is a
 // list of job sizes, --iters one count.
 func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 	s := &o.small
@@ -104,27 +104,13 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 	if o.set["iters"] {
 		n, err := strconv.Atoi(iters)
 		if err != nil || n < 0 || n > math.MaxInt32 {
-			return fmt.Errorf("--iters %q: with --small-jobs, one count from 0 to %d", iters, math.MaxInt32)
+			return fmt.Errorf("--iters %q: one count from 0 to %d", iters, math.MaxInt32)
 		}
 		o.iters = []int{n}
 	}
-	why := map[string]string{
-		"devices": "its goroutines share one GPU",
-		"csv":     "its table is printed, or written as JSON with --json",
-		"svg":     "it has no chunk sizes to plot",
-	}
-	for _, f := range []string{"devices", "chunks", "slots", "host", "compute-streams", "csv", "svg"} {
-		if o.set[f] {
-			reason, ok := why[f]
-			if !ok {
-				reason = "each job is one chunk, pinned, on the pipeline's smallest shape"
-			}
-			return fmt.Errorf("--%s does not apply to --small-jobs: %s", f, reason)
-		}
-	}
 	for _, n := range o.sizes {
 		if n > 1<<28 {
-			return fmt.Errorf("--elems %d: with --small-jobs, at most %d per job", n, 1<<28)
+			return fmt.Errorf("--elems %d: at most %d per job", n, 1<<28)
 		}
 	}
 	for _, w := range s.workers {
@@ -152,7 +138,7 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 		s.rounds = 1
 	}
 	if s.rounds < 1 || s.rounds > 100 {
-		return fmt.Errorf("--repeat %d: with --small-jobs, rounds from 1 to 100", s.rounds)
+		return fmt.Errorf("--repeat %d: rounds from 1 to 100", s.rounds)
 	}
 	if len(s.waits) == 0 {
 		s.waits = []driver.Wait{smallJobsWait}
@@ -234,7 +220,7 @@ func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name stri
 			runs += ", Go and C++ taking turns"
 		}
 	}
-	fmt.Fprintf(w, "overlap bench --small-jobs: seed kernel (%d iterations) on %s; each job H2D, kernel, D2H, wait; a pipeline per goroutine, pinned buffers; %s%s\n\n",
+	fmt.Fprintf(w, "overlap bench small-jobs: seed kernel (%d iterations) on %s; each job H2D, kernel, D2H, wait; a pipeline per goroutine, pinned buffers; %s%s\n\n",
 		o.iters[0], name, runs, label)
 	fmt.Fprintf(w, "%-7s %6s %4s %8s %10s %10s %10s %9s", "WAIT", "ELEMS", "GORS", "JOBS", "JOBS/s", "P50", "P99", "CPU/JOB")
 	cpp := false

@@ -19,23 +19,7 @@ import (
 // stdin is what --in - reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// isStreamRun reports whether overlap run's arguments ask for a streaming
-// run (--in), which has flags of its own.
-func isStreamRun(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		for _, f := range []string{"-in", "--in"} {
-			if a == f || strings.HasPrefix(a, f+"=") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// streamOptions are the flags of overlap run --in.
+// streamOptions are the flags of overlap stream.
 type streamOptions struct {
 	ins, outs      []string
 	kernel         string
@@ -55,31 +39,31 @@ type streamOptions struct {
 	quiet          bool
 }
 
-// streamUsage is overlap run --in's usage line.
-const streamUsage = "overlap run --in FILE[,FILE] --out FILE [flags]: stream raw little-endian float32 files (- for stdin/stdout) through a kernel with memory bounded by the pinned slots"
-
-func parseStreamFlags(args []string, stdout io.Writer) (*streamOptions, error) {
-	o := &streamOptions{kernel: "seed", iters: 100, chunk: pipeline.DefaultChunkElems, computeStreams: pipeline.DefaultComputeStreams, piece: 1 << 20}
-	fs, in, out := streamFlags(o)
-	// overlap run --in -h asks for this help, not for a file named -h.
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" {
-			args = []string{"-h"}
+// streamCmd is overlap stream (overlap run --in in earlier releases).
+var streamCmd = &command{
+	name:      "stream",
+	usageLine: "overlap stream --in FILE[,FILE] --out FILE [flags]",
+	short:     "stream raw float32 files (- for stdin/stdout) through a kernel with bounded memory",
+	long:      "Streams raw little-endian float32 files (- for stdin/stdout) through a kernel with memory bounded by the pinned slots.",
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		o := &streamOptions{kernel: "seed", iters: 100, chunk: pipeline.DefaultChunkElems, computeStreams: pipeline.DefaultComputeStreams, piece: 1 << 20}
+		check := streamFlags(fs, o)
+		return func(stdout, stderr io.Writer) int {
+			if err := check(stdout); err != nil {
+				return reportError("stream", usageError{err}, stderr)
+			}
+			return runStream(o, stdout, stderr)
 		}
-	}
-	if err := parseFlags(fs, streamUsage, args, stdout); err != nil {
-		return nil, otherModeFlag(err, runFlags(defaultRunOptions(), new(string)),
-			"does not apply to a streaming run (--in FILE --out FILE): overlap run --in - -h lists its flags")
-	}
-	return o, checkStreamOptions(fs, o, *in, *out, stdout)
+	},
 }
 
-// streamFlags is overlap run --in's flag set, writing into o; in and out
-// receive --in and --out.
-func streamFlags(o *streamOptions) (fs *flag.FlagSet, in, out *string) {
-	fs = newFlags("run")
-	in = fs.String("in", "", "input files, comma-separated, one per kernel input (- for stdin)")
-	out = fs.String("out", "", "output file (- for stdout; the report then goes to stderr)")
+// streamFlags registers overlap stream's flags on fs, writing into o;
+// check checks them once parsed (stdout is what --out - writes to).
+func streamFlags(fs *flag.FlagSet, o *streamOptions) (check func(stdout io.Writer) error) {
+	var m machine
+	m.addMachineFlags(fs, flagSim|flagDevice, map[string]string{"sim": "run on the CPU simulator instead of a GPU"})
+	in := fs.String("in", "", "input files, comma-separated, one per kernel input (- for stdin)")
+	out := fs.String("out", "", "output file (- for stdout; the report then goes to stderr)")
 	fs.StringVar(&o.kernel, "kernel", "seed", "embedded kernel: seed or axpb (1 input), saxpy or lerp (2 inputs)")
 	fs.IntVar(&o.iters, "iters", 100, "seed kernel iterations")
 	fs.Var(sizeFlag{v: &o.chunk}, "chunk", "elements per chunk (at least 1K)")
@@ -91,11 +75,15 @@ func streamFlags(o *streamOptions) (fs *flag.FlagSet, in, out *string) {
 	fs.BoolVar(&o.direct, "direct", false, "open input files with O_DIRECT (Linux; chunks must be whole 4 KiB pages)")
 	fs.BoolVar(&o.verify, "verify", false, "read the inputs and the output file back and check every element against the CPU reference")
 	fs.BoolVar(&o.bound, "bound", false, "measure the bound in the same run: reading the inputs and writing as much output alone (to a scratch file beside a regular output file; each twice, the faster kept), and the in-memory pinned pipeline for the same N (allocates N elements of pinned memory per input and output)")
-	fs.BoolVar(&o.sim, "sim", false, "run on the CPU simulator instead of a GPU")
-	fs.IntVar(&o.device, "device", 0, "GPU index")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only errors")
-	return fs, in, out
+	return func(stdout io.Writer) error {
+		if err := m.check(fs, false, false); err != nil {
+			return err
+		}
+		o.sim, o.device = m.sim, m.device
+		return checkStreamOptions(fs, o, *in, *out, stdout)
+	}
 }
 
 // streamKernels names the embedded kernels that a streaming run takes:
@@ -159,8 +147,6 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string, stdo
 		return errors.New("--readers and --writers: want 0 (the default) to 1024")
 	case o.piece > 1<<30:
 		return fmt.Errorf("--piece %d: at most 1G", o.piece)
-	case o.device < 0:
-		return fmt.Errorf("--device %d: must not be negative", o.device)
 	case o.direct && (o.chunk*4)%pipeline.DirectAlign != 0:
 		return fmt.Errorf("--direct: a chunk of %d float32 is not a whole number of %d-byte pages", o.chunk, pipeline.DirectAlign)
 	case o.verify && o.outs[0] == "-":
@@ -264,11 +250,8 @@ func inputFile(name string) (elems int64, regular bool, err error) {
 	return st.Size() / 4, true, nil
 }
 
-func cmdRunStream(args []string, stdout, stderr io.Writer) int {
-	o, err := parseStreamFlags(args, stdout)
-	if code, done := flagFailure("run", err, stderr); done {
-		return code
-	}
+// runStream runs overlap stream once its flags are checked.
+func runStream(o *streamOptions, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	report := stdout
@@ -277,7 +260,7 @@ func cmdRunStream(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := executeStream(ctx, o, stdout, stderr)
 	if err != nil {
-		return reportError("run", stoppedBy(ctx, err), stderr)
+		return reportError("stream", stoppedBy(ctx, err), stderr)
 	}
 	if o.jsonOut {
 		writeJSON(report, res)
@@ -293,10 +276,10 @@ type (
 	streamBound  = bench.StreamBound
 )
 
-// executeStream runs overlap run --in on the machine that the flags
+// executeStream runs overlap stream on the machine that the flags
 // choose (bench.Stream).
 func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writer) (*streamResult, error) {
-	e, err := openEnv(&runOptions{sim: o.sim, device: o.device, kernel: o.kernel})
+	e, err := openEnv(&runOptions{machine: machine{sim: o.sim, device: o.device}, kernel: o.kernel})
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +309,7 @@ func printStream(w io.Writer, r *streamResult) {
 	if r.Direct {
 		direct = ", inputs read with O_DIRECT"
 	}
-	fmt.Fprintf(w, "overlap run: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
+	fmt.Fprintf(w, "overlap stream: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
 	fmt.Fprintf(w, "%d float32 elements (%s in, %s out); chunk %d elements, %d slots, %d compute stream(s)%s\n",
 		r.Elems, humanBytes(r.InBytes), humanBytes(r.OutBytes), r.ChunkElems, r.Slots, r.ComputeStreams, direct)
 	fmt.Fprintln(w)

@@ -73,13 +73,13 @@ func TestRunStreamFileToFile(t *testing.T) {
 	const n = 100_003
 	code, _, errOut := runCLI("gen", "--size", "400012", "--out", in)
 	require.Equal(t, exitOK, code, errOut)
-	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--verify", "--bound", "--readers", "3", "--writers", "2", "--piece", "8K")
+	code, stdout, errOut := runCLI("stream", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--verify", "--bound", "--readers", "3", "--writers", "2", "--piece", "8K")
 	require.Equal(t, exitOK, code, errOut)
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(seedFile(n, 0, 3), got), "the output file holds the seed of every element")
 	for _, line := range []string{
-		"overlap run: seed (3 iterations) on simulator, streaming " + in + " → " + out + " [simulated",
+		"overlap stream: seed (3 iterations) on simulator, streaming " + in + " → " + out + " [simulated",
 		"100003 float32 elements (390.6 KiB in, 390.6 KiB out); chunk 8192 elements, 6 slots, 4 compute stream(s)\n",
 		"while reading, 3 pread goroutine(s)",
 		"while writing, 2 pwrite goroutine(s)",
@@ -96,7 +96,7 @@ func TestRunStreamFileToFile(t *testing.T) {
 	leftovers, _ := filepath.Glob(filepath.Join(dir, ".overlap-bound-*"))
 	assert.Empty(t, leftovers, "the bound's scratch file is removed")
 
-	code, stdout, errOut = runCLI("run", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--json")
+	code, stdout, errOut = runCLI("stream", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	var res streamResult
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
@@ -111,7 +111,7 @@ func TestRunStreamFileToFile(t *testing.T) {
 	// clock, as the run's are: each part alone takes no longer than the
 	// run that does them all at once, and the efficiency is at most 100%.
 	// Timed on the wall clock, they made efficiencies of 2000% and more.
-	code, stdout, errOut = runCLI("run", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--bound", "--json")
+	code, stdout, errOut = runCLI("stream", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--bound", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	res = streamResult{}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
@@ -131,7 +131,7 @@ func TestRunStreamTwoInputs(t *testing.T) {
 	require.Equal(t, exitOK, runCLIcode("gen", "--size", "40000", "--out", a))
 	require.Equal(t, exitOK, runCLIcode("gen", "--size", "40000", "--out", b, "--offset", "99"))
 	for _, k := range []string{"saxpy", "lerp"} {
-		code, stdout, errOut := runCLI("run", "--sim", "--kernel", k, "--in", a+","+b, "--out", out, "--chunk", "1K", "--verify")
+		code, stdout, errOut := runCLI("stream", "--sim", "--kernel", k, "--in", a+","+b, "--out", out, "--chunk", "1K", "--verify")
 		require.Equal(t, exitOK, code, errOut)
 		assert.Contains(t, stdout, "every one of the 10000 output elements")
 	}
@@ -146,7 +146,7 @@ func TestRunStreamToDevice(t *testing.T) {
 	}
 	in := filepath.Join(t.TempDir(), "in")
 	require.Equal(t, exitOK, runCLIcode("gen", "--size", "4000", "--out", in))
-	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", os.DevNull, "--chunk", "1K", "--bound")
+	code, stdout, errOut := runCLI("stream", "--sim", "--in", in, "--out", os.DevNull, "--chunk", "1K", "--bound")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, stdout, "the write not measured: the output is not a regular file")
 }
@@ -158,7 +158,7 @@ func TestRunStreamEmptyBound(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "empty")
 	require.NoError(t, os.WriteFile(in, nil, 0o644))
-	code, stdout, errOut := runCLI("run", "--sim", "--in", in, "--out", filepath.Join(dir, "out"), "--chunk", "1K", "--bound")
+	code, stdout, errOut := runCLI("stream", "--sim", "--in", in, "--out", filepath.Join(dir, "out"), "--chunk", "1K", "--bound")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, stdout, "write the output 0.00 ms")
 	assert.NotContains(t, stdout, "not a regular file")
@@ -176,7 +176,7 @@ func TestRunStreamStdio(t *testing.T) {
 	kernels.FillPattern(x, 0)
 	stdin = struct{ io.Reader }{bytes.NewReader(driver.Bytes(x))} // a pipe: no ReadAt
 	defer func() { stdin = os.Stdin }()
-	code, stdout, errOut := runCLI("run", "--sim", "--in", "-", "--out", "-", "--chunk", "1K", "--iters", "2")
+	code, stdout, errOut := runCLI("stream", "--sim", "--in", "-", "--out", "-", "--chunk", "1K", "--iters", "2")
 	require.Equal(t, exitOK, code, errOut)
 	assert.True(t, bytes.Equal(seedFile(n, 0, 2), []byte(stdout)), "stdout holds the output alone")
 	assert.Contains(t, errOut, "streaming - → -")
@@ -196,10 +196,10 @@ func TestRunStreamBadInput(t *testing.T) {
 	kernels.FillPattern(x, 0)
 	stdin = struct{ io.Reader }{bytes.NewReader(append(driver.Bytes(x), 1, 2))} // a pipe: no ReadAt
 	defer func() { stdin = os.Stdin }()
-	code, stdout, errOut := runCLI("run", "--sim", "--in", "-", "--out", out, "--chunk", "1K", "--iters", "2")
+	code, stdout, errOut := runCLI("stream", "--sim", "--in", "-", "--out", out, "--chunk", "1K", "--iters", "2")
 	assert.Equal(t, exitFail, code)
 	assert.Empty(t, stdout)
-	assert.Equal(t, "overlap run: pipeline: - at byte 20000: the stream ends inside an element: 2 trailing bytes of a 4-byte element ("+
+	assert.Equal(t, "overlap stream: pipeline: - at byte 20000: the stream ends inside an element: 2 trailing bytes of a 4-byte element ("+
 		out+" holds the first 16384 bytes of the correct output, 4096 elements)\n", errOut)
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -215,31 +215,31 @@ func TestRunStreamBadFlags(t *testing.T) {
 		want string
 		code int
 	}{
-		{[]string{"--in", in}, "overlap run: --out: kernel seed has 1 output, got 0", exitUsage},
-		{[]string{"--in", in + "," + in, "--out", "o"}, "overlap run: --in: kernel seed takes 1 input(s), got 2", exitUsage},
-		{[]string{"--in", in, "--out", "o", "--kernel", "saxpy"}, "overlap run: --in: kernel saxpy takes 2 input(s), got 1", exitUsage},
-		{[]string{"--in", "-,-", "--out", "o", "--kernel", "lerp"}, "overlap run: --in: stdin (-) can be only one input", exitUsage},
-		{[]string{"--in", in, "--out", in}, "overlap run: --out " + in + " is the input " + in + " (the same file): writing it would destroy the input as it is read", exitUsage},
-		{[]string{"--in", in, "--out", "o", "--kernel", "fft"}, `overlap run: --kernel "fft": unknown (have axpb, lerp, saxpy, seed)`, exitUsage},
-		{[]string{"--in", in, "--out", "o", "--slots", "1"}, "overlap run: --slots 1: want 2 to 1024, and at least --compute-streams 4", exitUsage},
-		{[]string{"--in", in, "--out", "o", "--direct", "--chunk", "1500"}, "overlap run: --direct: a chunk of 1500 float32 is not a whole number of 4096-byte pages", exitUsage},
-		{[]string{"--in", in, "--out", "o", "--kernel", "axpb", "--iters", "3"}, "overlap run: --iters is the seed kernel's; axpb takes no iterations", exitUsage},
-		{[]string{"--in", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "o"), "--sim"}, "overlap run: --in " + filepath.Join(dir, "missing") + ": no such file", exitUsage},
-		{[]string{"--in", in, "--out", "o", "--elems", "5"}, "overlap run: --elems does not apply to a streaming run (--in FILE --out FILE): overlap run --in - -h lists its flags", exitUsage},
-		{[]string{"--in", in, "--out", "o", "--readers", "-1"}, "overlap run: --readers and --writers: want 0 (the default) to 1024", exitUsage},
-		{[]string{"--in", in, "--out", "o", "--piece", "2G"}, "overlap run: --piece 2147483648: at most 1G", exitUsage},
+		{[]string{"--in", in}, "overlap stream: --out: kernel seed has 1 output, got 0", exitUsage},
+		{[]string{"--in", in + "," + in, "--out", "o"}, "overlap stream: --in: kernel seed takes 1 input(s), got 2", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--kernel", "saxpy"}, "overlap stream: --in: kernel saxpy takes 2 input(s), got 1", exitUsage},
+		{[]string{"--in", "-,-", "--out", "o", "--kernel", "lerp"}, "overlap stream: --in: stdin (-) can be only one input", exitUsage},
+		{[]string{"--in", in, "--out", in}, "overlap stream: --out " + in + " is the input " + in + " (the same file): writing it would destroy the input as it is read", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--kernel", "fft"}, `overlap stream: --kernel "fft": unknown (have axpb, lerp, saxpy, seed)`, exitUsage},
+		{[]string{"--in", in, "--out", "o", "--slots", "1"}, "overlap stream: --slots 1: want 2 to 1024, and at least --compute-streams 4", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--direct", "--chunk", "1500"}, "overlap stream: --direct: a chunk of 1500 float32 is not a whole number of 4096-byte pages", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--kernel", "axpb", "--iters", "3"}, "overlap stream: --iters is the seed kernel's; axpb takes no iterations", exitUsage},
+		{[]string{"--in", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "o"), "--sim"}, "overlap stream: --in " + filepath.Join(dir, "missing") + ": no such file", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--elems", "5"}, "overlap stream: --elems is a flag of overlap run, not of overlap stream (overlap stream -h lists its flags)", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--readers", "-1"}, "overlap stream: --readers and --writers: want 0 (the default) to 1024", exitUsage},
+		{[]string{"--in", in, "--out", "o", "--piece", "2G"}, "overlap stream: --piece 2147483648: at most 1G", exitUsage},
 	} {
-		code, _, errOut := runCLI(append([]string{"run"}, tc.args...)...)
+		code, _, errOut := runCLI(append([]string{"stream"}, tc.args...)...)
 		assert.Equal(t, tc.code, code, tc.want)
 		assert.Equal(t, tc.want+"\n", errOut)
 	}
 }
 
 func TestRunStreamHelp(t *testing.T) {
-	code, out, errOut := runCLI("run", "--in", "-h")
+	code, out, errOut := runCLI("stream", "--in", "-h")
 	assert.Equal(t, exitOK, code)
 	assert.Empty(t, errOut)
-	assert.True(t, strings.HasPrefix(out, "usage: "+streamUsage+"\n"), out)
+	assert.True(t, strings.HasPrefix(out, "usage: "+streamCmd.usageLine+"\n"), out)
 	assert.Contains(t, out, "-piece value\n    \tbytes per pread or pwrite (default 1M)")
 	code, out, _ = runCLI("gen", "-h")
 	assert.Equal(t, exitOK, code)

@@ -117,17 +117,17 @@ func TestOutputThatIsAnInputIsRefused(t *testing.T) {
 		filepath.Join(dir, "here/link.f32"), // both
 	} {
 		t.Run(out, func(t *testing.T) {
-			code, stdout, errOut := runWithin(t, time.Minute, "run", "--sim", "--in", "same.f32", "--out", out, "--iters", "1", "--chunk", "256K")
+			code, stdout, errOut := runWithin(t, time.Minute, "stream", "--sim", "--in", "same.f32", "--out", out, "--iters", "1", "--chunk", "256K")
 			assert.Equal(t, exitUsage, code)
 			assert.Empty(t, stdout)
-			assert.Equal(t, "overlap run: --out "+out+" is the input same.f32 (the same file): writing it would destroy the input as it is read\n", errOut)
+			assert.Equal(t, "overlap stream: --out "+out+" is the input same.f32 (the same file): writing it would destroy the input as it is read\n", errOut)
 			intact(t)
 		})
 	}
 	t.Run("second input", func(t *testing.T) {
-		code, _, errOut := runWithin(t, time.Minute, "run", "--sim", "--kernel", "saxpy", "--in", "other.f32,"+abs, "--out", "./hard.f32", "--chunk", "256K")
+		code, _, errOut := runWithin(t, time.Minute, "stream", "--sim", "--kernel", "saxpy", "--in", "other.f32,"+abs, "--out", "./hard.f32", "--chunk", "256K")
 		assert.Equal(t, exitUsage, code)
-		assert.Equal(t, "overlap run: --out ./hard.f32 is the input "+abs+" (the same file): writing it would destroy the input as it is read\n", errOut)
+		assert.Equal(t, "overlap stream: --out ./hard.f32 is the input "+abs+" (the same file): writing it would destroy the input as it is read\n", errOut)
 		intact(t)
 	})
 	t.Run("stdin", func(t *testing.T) {
@@ -136,9 +136,9 @@ func TestOutputThatIsAnInputIsRefused(t *testing.T) {
 		defer f.Close()
 		stdin = f
 		defer func() { stdin = os.Stdin }()
-		code, _, errOut := runWithin(t, time.Minute, "run", "--sim", "--in", "-", "--out", "link.f32", "--iters", "1", "--chunk", "256K")
+		code, _, errOut := runWithin(t, time.Minute, "stream", "--sim", "--in", "-", "--out", "link.f32", "--iters", "1", "--chunk", "256K")
 		assert.Equal(t, exitUsage, code)
-		assert.Equal(t, "overlap run: --out link.f32 is the input - (the same file): writing it would destroy the input as it is read\n", errOut)
+		assert.Equal(t, "overlap stream: --out link.f32 is the input - (the same file): writing it would destroy the input as it is read\n", errOut)
 		intact(t)
 	})
 	t.Run("stdout", func(t *testing.T) {
@@ -146,9 +146,9 @@ func TestOutputThatIsAnInputIsRefused(t *testing.T) {
 		require.NoError(t, err)
 		defer f.Close()
 		var errOut bytes.Buffer
-		code := run([]string{"run", "--sim", "--in", "./same.f32", "--out", "-", "--iters", "1", "--chunk", "256K"}, f, &errOut)
+		code := run([]string{"stream", "--sim", "--in", "./same.f32", "--out", "-", "--iters", "1", "--chunk", "256K"}, f, &errOut)
 		assert.Equal(t, exitUsage, code)
-		assert.Equal(t, "overlap run: --out - is the input ./same.f32 (the same file): writing it would destroy the input as it is read\n", errOut.String())
+		assert.Equal(t, "overlap stream: --out - is the input ./same.f32 (the same file): writing it would destroy the input as it is read\n", errOut.String())
 		intact(t)
 	})
 	t.Run("trace over --ptx", func(t *testing.T) {
@@ -189,12 +189,12 @@ func TestRunawayWorkIsRefused(t *testing.T) {
 			"overlap run: --chunk 3 cuts --elems 1073741824 into 357913942 chunks; the simulator takes at most 1048576 (about 0.1 ms of CPU each): use a larger --chunk"},
 		{[]string{"run", "--gpu", "--chunk", "3"},
 			"overlap run: --chunk 3 cuts --elems 134217728 into 44739243 chunks; a run takes at most 4194304 (several driver calls each): use a larger --chunk"},
-		{[]string{"run", "--sim", "--in", in, "--out", out, "--chunk", "3"},
-			"overlap run: --chunk 3: a streaming run's chunks are at least 1024 elements (4 KiB): each costs a read, a write and several driver calls"},
-		{[]string{"run", "--sim", "--in", in, "--out", out, "--iters", "2000000000"},
-			"overlap run: --iters 2000000000 over the 1048576 elements of " + in + " is 2.1e15 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower --iters"},
-		{[]string{"run", "--in", "-", "--out", out, "--iters", "2000000000", "--chunk", "1M"},
-			"overlap run: --iters 2000000000 over one chunk of 1048576 elements is 2.1e15 kernel iterations per pass; a run takes at most 1e14 per pass (about 100 s on an NVIDIA H200): lower --iters or --chunk"},
+		{[]string{"stream", "--sim", "--in", in, "--out", out, "--chunk", "3"},
+			"overlap stream: --chunk 3: a streaming run's chunks are at least 1024 elements (4 KiB): each costs a read, a write and several driver calls"},
+		{[]string{"stream", "--sim", "--in", in, "--out", out, "--iters", "2000000000"},
+			"overlap stream: --iters 2000000000 over the 1048576 elements of " + in + " is 2.1e15 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower --iters"},
+		{[]string{"stream", "--in", "-", "--out", out, "--iters", "2000000000", "--chunk", "1M"},
+			"overlap stream: --iters 2000000000 over one chunk of 1048576 elements is 2.1e15 kernel iterations per pass; a run takes at most 1e14 per pass (about 100 s on an NVIDIA H200): lower --iters or --chunk"},
 		{[]string{"run", "--gpu", "--warm", "1h"},
 			"overlap run: --warm 1h0m0s: at most 1m0s (a run warms up before each of its --repeat+2 timed parts)"},
 	} {
@@ -232,20 +232,20 @@ func TestErrorsBeforeWork(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--sim", "--in", sub, "--out", out},
-			"overlap run: --in " + sub + ": is a directory"},
-		{[]string{"run", "--sim", "--in", filepath.Join(dir, "missing"), "--out", out},
-			"overlap run: --in " + filepath.Join(dir, "missing") + ": no such file"},
-		{[]string{"run", "--sim", "--in", odd, "--out", out},
-			"overlap run: --in " + odd + ": 4098 bytes is not a whole number of float32 elements (4 bytes each)"},
-		{[]string{"run", "--sim", "--kernel", "saxpy", "--in", in + "," + long, "--out", out},
-			"overlap run: --in: " + in + " holds 1024 elements and " + long + " 2048; the inputs must be as long"},
-		{[]string{"run", "--sim", "--in", in, "--out", "-", "--verify"},
-			"overlap run: --verify reads the output back from its file: it cannot read stdout (--out -)"},
-		{[]string{"run", "--sim", "--in", "-", "--out", out, "--verify"},
-			"overlap run: --verify reads the inputs back from their files: it cannot read stdin (--in -)"},
-		{[]string{"run", "--sim", "--in", "-", "--out", out, "--bound"},
-			"overlap run: --bound reads the inputs alone: it needs files, not stdin (--in -)"},
+		{[]string{"stream", "--sim", "--in", sub, "--out", out},
+			"overlap stream: --in " + sub + ": is a directory"},
+		{[]string{"stream", "--sim", "--in", filepath.Join(dir, "missing"), "--out", out},
+			"overlap stream: --in " + filepath.Join(dir, "missing") + ": no such file"},
+		{[]string{"stream", "--sim", "--in", odd, "--out", out},
+			"overlap stream: --in " + odd + ": 4098 bytes is not a whole number of float32 elements (4 bytes each)"},
+		{[]string{"stream", "--sim", "--kernel", "saxpy", "--in", in + "," + long, "--out", out},
+			"overlap stream: --in: " + in + " holds 1024 elements and " + long + " 2048; the inputs must be as long"},
+		{[]string{"stream", "--sim", "--in", in, "--out", "-", "--verify"},
+			"overlap stream: --verify reads the output back from its file: it cannot read stdout (--out -)"},
+		{[]string{"stream", "--sim", "--in", "-", "--out", out, "--verify"},
+			"overlap stream: --verify reads the inputs back from their files: it cannot read stdin (--in -)"},
+		{[]string{"stream", "--sim", "--in", "-", "--out", out, "--bound"},
+			"overlap stream: --bound reads the inputs alone: it needs files, not stdin (--in -)"},
 		{[]string{"run", "--gpu", "--ptx", double, "--entry", "wrong"},
 			"overlap run: --ptx " + double + " has no entry \"wrong\"; its entries are: double_it"},
 		{[]string{"run", "--ptx", double, "--entry", "wrong"},
@@ -265,9 +265,9 @@ func TestErrorsBeforeWork(t *testing.T) {
 		})
 	}
 	if os.DevNull == "/dev/null" {
-		code, _, errOut := runWithin(t, 20*time.Second, "run", "--sim", "--in", in, "--out", os.DevNull, "--verify")
+		code, _, errOut := runWithin(t, 20*time.Second, "stream", "--sim", "--in", in, "--out", os.DevNull, "--verify")
 		assert.Equal(t, exitUsage, code)
-		assert.Equal(t, "overlap run: --verify reads the output back from its file: /dev/null is not a regular file\n", errOut)
+		assert.Equal(t, "overlap stream: --verify reads the output back from its file: /dev/null is not a regular file\n", errOut)
 	}
 }
 
@@ -295,7 +295,7 @@ func TestSignals(t *testing.T) {
 	}{{syscall.SIGINT, 130, "interrupted (SIGINT)"}, {syscall.SIGTERM, 143, "terminated (SIGTERM)"}} {
 		t.Run("stream "+c.sig.String(), func(t *testing.T) {
 			out := filepath.Join(dir, "out-"+strconv.Itoa(int(c.sig)))
-			cmd, stdout, stderr := cliChild(t, nil, "run", "--sim", "--in", in, "--out", out, "--chunk", "64K", "--iters", strconv.Itoa(iters))
+			cmd, stdout, stderr := cliChild(t, nil, "stream", "--sim", "--in", in, "--out", out, "--chunk", "64K", "--iters", strconv.Itoa(iters))
 			require.NoError(t, cmd.Start())
 			deadline := time.Now().Add(2 * time.Minute)
 			for {
@@ -314,7 +314,7 @@ func TestSignals(t *testing.T) {
 			require.True(t, errors.As(err, &ee), "exit: %v; stderr %q", err, stderr.String())
 			assert.Equal(t, c.code, ee.ExitCode(), "stderr %q", stderr.String())
 			assert.Empty(t, stdout.String())
-			m := regexp.MustCompile(`^overlap run: ` + regexp.QuoteMeta(c.word) + `; ` + regexp.QuoteMeta(out) +
+			m := regexp.MustCompile(`^overlap stream: ` + regexp.QuoteMeta(c.word) + `; ` + regexp.QuoteMeta(out) +
 				` holds the first (\d+) bytes of the correct output \((\d+) elements\)\n$`).FindStringSubmatch(stderr.String())
 			require.NotNil(t, m, "stderr %q", stderr.String())
 			size, _ := strconv.Atoi(m[1])
@@ -400,7 +400,7 @@ func TestTrialSmallThings(t *testing.T) {
 		// It was refused with a list of kernels that left axpb out.
 		in, out := filepath.Join(dir, "in.f32"), filepath.Join(dir, "axpb.f32")
 		require.Equal(t, exitOK, runCLIcode("gen", "--size", "40000", "--out", in))
-		code, stdout, errOut := runCLI("run", "--sim", "--kernel", "axpb", "--in", in, "--out", out, "--chunk", "1K", "--verify")
+		code, stdout, errOut := runCLI("stream", "--sim", "--kernel", "axpb", "--in", in, "--out", out, "--chunk", "1K", "--verify")
 		require.Equal(t, exitOK, code, errOut)
 		assert.Contains(t, stdout, "every one of the 10000 output elements")
 		x, want := make([]float32, 10000), make([]float32, 10000)
@@ -409,9 +409,9 @@ func TestTrialSmallThings(t *testing.T) {
 		got, err := os.ReadFile(out)
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(driver.Bytes(want), got))
-		code, _, errOut = runCLI("run", "--sim", "--kernel", "fft", "--in", in, "--out", out)
+		code, _, errOut = runCLI("stream", "--sim", "--kernel", "fft", "--in", in, "--out", out)
 		assert.Equal(t, exitUsage, code)
-		assert.Equal(t, `overlap run: --kernel "fft": unknown (have axpb, lerp, saxpy, seed)`+"\n", errOut)
+		assert.Equal(t, `overlap stream: --kernel "fft": unknown (have axpb, lerp, saxpy, seed)`+"\n", errOut)
 	})
 	t.Run("sim devices 1000", func(t *testing.T) {
 		// It silently simulated one device.

@@ -77,15 +77,11 @@ func storeChoice(path string, cache tuneCache, key string, c pipeline.Choice) {
 	}
 }
 
-// cmdTune probes the stage costs, prints the model's best candidates,
-// runs the chosen one and prints the measurement next to the prediction.
-// It takes the job's flags; the chunk, slots and streams are what it
-// chooses.
-func cmdTune(args []string, stdout, stderr io.Writer) int {
-	o, err := parseTuneFlags(args, stdout)
-	if code, done := flagFailure("tune", err, stderr); done {
-		return code
-	}
+// runTune runs overlap tune once its flags are checked: it probes the
+// stage costs, prints the model's best candidates, runs the chosen one
+// and prints the measurement next to the prediction. It takes the job's
+// flags; the chunk, slots and streams are what it chooses.
+func runTune(o *runOptions, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
 	if err := tune(ctx, o, stdout); err != nil {

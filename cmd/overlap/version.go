@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -66,15 +65,18 @@ func versionLine(info *debug.BuildInfo, ok bool) string {
 	return fmt.Sprintf("%s, %s %s/%s", line, goVersion, runtime.GOOS, runtime.GOARCH)
 }
 
-func cmdVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("version")
-	if err := parseFlags(fs, "overlap version", args, stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "overlap version: %v\n", err)
-		return exitUsage
-	}
+// versionCmd is overlap version (also overlap --version).
+var versionCmd = &command{
+	name:      "version",
+	usageLine: "overlap version",
+	short:     "print overlap's version (also overlap --version)",
+	aliases:   []string{"--version", "-version"},
+	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
+		return func(stdout, stderr io.Writer) int { return runVersion(fs, stdout, stderr) }
+	},
+}
+
+func runVersion(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "overlap version: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
