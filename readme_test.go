@@ -122,6 +122,7 @@ func runCUDA(ctx *driver.Context, path, entry string, in, out []float32) error {
 	})
 	return err
 }
+
 // README:end
 
 // TestREADMESnippet: the README's library snippets are the functions
