@@ -260,7 +260,7 @@ func inferStream(ctx context.Context, backends []pipeline.Backend, k *pipeline.K
 	// as many rows, each stage alone and the whole pipeline (the faster of
 	// two).
 	if o.Bound {
-		bound, err := hostBound(b, []string{o.Input}, false, o.Output, func() (int64, error) { return rep.N * int64(outRow), nil },
+		bound, err := hostBound(b, []string{o.Input}, false, outMode{}, o.Output, func() (int64, error) { return rep.N * int64(outRow), nil },
 			readers, writers, piece, pc.Slots*pc.ChunkElems*inRow, pc.Slots*pc.ChunkElems*outRow, "input", o.Progress)
 		if err != nil {
 			return nil, err

@@ -29,13 +29,18 @@ import (
 // StreamResult is what [Stream] measured, as overlap run --in prints it
 // and as JSON.
 type StreamResult struct {
-	Simulated      bool          `json:"simulated"`
-	Backend        string        `json:"backend"`
-	Kernel         string        `json:"kernel"`
-	Iters          int           `json:"iters,omitempty"`
-	Inputs         []string      `json:"inputs"`
-	Output         string        `json:"output"`
+	Simulated bool     `json:"simulated"`
+	Backend   string   `json:"backend"`
+	Kernel    string   `json:"kernel"`
+	Iters     int      `json:"iters,omitempty"`
+	Inputs    []string `json:"inputs"`
+	Output    string   `json:"output"`
+	// Direct says the inputs were read with O_DIRECT, DirectOutput the
+	// output written with it, and Preallocated is the bytes allocated for
+	// the output up front (0: none, or the file system cannot).
 	Direct         bool          `json:"direct"`
+	DirectOutput   bool          `json:"direct_output"`
+	Preallocated   int64         `json:"preallocated_bytes"`
 	Elems          int64         `json:"elems"`
 	InBytes        int64         `json:"in_bytes"`
 	OutBytes       int64         `json:"out_bytes"`
@@ -108,6 +113,14 @@ type StreamOptions struct {
 	Readers, Writers, PieceBytes int
 	// Direct opens the input files with O_DIRECT (pipeline.OpenDirect).
 	Direct bool
+	// DirectOutput creates the output file with O_DIRECT
+	// (pipeline.CreateDirect): the writes go from the pinned slots to the
+	// disk, past the page cache; the chunk's bytes must be whole pages.
+	// Preallocate allocates the output's final size (the input's) before
+	// the first write (pipeline.StreamJob.Preallocate: fallocate, best
+	// effort). Both need a file output, and Preallocate file inputs; the
+	// bound's write alone is done the same way.
+	DirectOutput, Preallocate bool
 	// Verify reads the inputs and the output back from their files and
 	// checks every element against the CPU reference.
 	Verify bool
@@ -209,6 +222,10 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 		return nil, errors.New("output - (stdout) but no Stdout")
 	case o.Verify && !RegularOrNew(o.Output):
 		return nil, fmt.Errorf("the option Verify reads the output back from its file: %s is not a regular file", o.Output)
+	case (o.DirectOutput || o.Preallocate) && !RegularOrNew(o.Output):
+		return nil, fmt.Errorf("the options DirectOutput and Preallocate write a file: %s is not a regular file", o.Output)
+	case o.Preallocate && o.Inputs[0] == "-":
+		return nil, errors.New("the option Preallocate takes the output's size from the input file's: the input is stdin (-)")
 	}
 	cfg := pipeline.Float32Config(len(o.Inputs), 1)
 	// HostAuto has New allocate the pinned slots, so that the streaming
@@ -252,7 +269,7 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	var bound *StreamBound
 	if o.Bound {
 		var err error
-		bound, err = hostBound(b, o.Inputs, o.Direct, o.Output, func() (int64, error) {
+		bound, err = hostBound(b, o.Inputs, o.Direct, outMode{o.DirectOutput, o.Preallocate}, o.Output, func() (int64, error) {
 			size, err := inputElems(o.Inputs[0])
 			return size * 4, err
 		}, readers, writers, piece, ringBytes, ringBytes, "inputs", o.Progress)
@@ -303,11 +320,24 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	if o.Output == "-" {
 		job.Outputs = []io.Writer{o.Stdout}
 	} else {
-		if outFile, err = os.Create(o.Output); err != nil {
+		create := os.Create
+		if o.DirectOutput {
+			create = pipeline.CreateDirect
+		}
+		if outFile, err = create(o.Output); err != nil {
 			return nil, &OpenError{Output: true, Err: err}
 		}
 		files = append(files, outFile)
 		job.Outputs = []io.Writer{outFile}
+		if o.Preallocate {
+			elems, err := inputElems(o.Inputs[0])
+			if err != nil {
+				return nil, &OpenError{Err: err}
+			}
+			if elems > 0 {
+				job.Preallocate = []int64{elems * 4}
+			}
+		}
 	}
 	say(o.Progress, "streaming…")
 	rep, err := p.RunStream(ctx, job)
@@ -331,6 +361,7 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	res.Elems, res.Ms = rep.N, ms(rep.Elapsed)
 	res.InBytes, res.OutBytes = rep.N*4*int64(len(o.Inputs)), rep.OutputBytes[0]
 	res.Readers, res.Writers = rep.Readers, rep.Writers
+	res.DirectOutput, res.Preallocated = o.DirectOutput && outFile != nil, rep.Preallocated[0]
 
 	// The device's stages: alone over the same N when measuring the
 	// bound, else over a probe of a few chunks, scaled to N.
@@ -370,6 +401,15 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	if rep.Writers == 0 {
 		writeHow = "while writing, in order"
 	}
+	if res.DirectOutput {
+		writeHow += ", O_DIRECT"
+	}
+	switch {
+	case res.Preallocated > 0:
+		writeHow += ", preallocated"
+	case o.Preallocate:
+		writeHow += ", not preallocated (the file system cannot)"
+	}
 	add("read", res.InBytes, rep.Read, readHow)
 	add("H2D", res.InBytes, scaled(st.H2D), probe)
 	add("compute", res.InBytes, scaled(st.Compute), probe+" (rate: input bytes)")
@@ -408,7 +448,7 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 // from disk or writing a new file through the page cache varied by up to
 // 3× from the next. inputs names the inputs in the progress lines and
 // errors ("the inputs", "the input").
-func hostBound(b pipeline.Backend, ins []string, direct bool, out string, outBytes func() (int64, error), readers, writers, piece, ringIn, ringOut int,
+func hostBound(b pipeline.Backend, ins []string, direct bool, mode outMode, out string, outBytes func() (int64, error), readers, writers, piece, ringIn, ringOut int,
 	inputs string, progress func(string)) (*StreamBound, error) {
 	bound := &StreamBound{}
 	say(progress, "bound: reading the %s alone (twice)…", inputs)
@@ -425,7 +465,7 @@ func hostBound(b pipeline.Backend, ins []string, direct bool, out string, outByt
 		return nil, err
 	}
 	say(progress, "bound: writing the output alone (twice)…")
-	d, err = bestOfTwo(func() (time.Duration, error) { return writeAlone(b, out, size, writers, piece, ringOut) })
+	d, err = bestOfTwo(func() (time.Duration, error) { return writeAlone(b, out, mode, size, writers, piece, ringOut) })
 	if err != nil {
 		return nil, fmt.Errorf("bound: writing alone: %w", err)
 	}
@@ -632,10 +672,14 @@ func readAlone(b pipeline.Backend, ins []string, direct bool, readers, piece, ri
 	return took, errors.Join(errs...)
 }
 
+// outMode is how a run writes its output file: with O_DIRECT, and
+// preallocated.
+type outMode struct{ direct, prealloc bool }
+
 // writeAlone writes bytes to a scratch file beside out from a pinned ring,
-// with the run's writers and pieces, removes it, and returns the time the
-// writes took.
-func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece, ringBytes int) (time.Duration, error) {
+// with the run's writers, pieces and output mode, removes it, and returns
+// the time the writes (and the preallocation) took.
+func writeAlone(b pipeline.Backend, out string, mode outMode, bytes int64, writers, piece, ringBytes int) (time.Duration, error) {
 	f, err := os.CreateTemp(filepath.Dir(out), ".overlap-bound-*")
 	if err != nil {
 		return 0, err
@@ -644,11 +688,28 @@ func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece, rin
 		f.Close()
 		os.Remove(f.Name())
 	}()
+	if mode.direct {
+		// The same file, opened again with O_DIRECT.
+		g, err := pipeline.CreateDirect(f.Name())
+		if err != nil {
+			return 0, err
+		}
+		f.Close()
+		f = g
+	}
 	ring, err := newPinnedRing(b, ringBytes, piece, writers)
 	if err != nil {
 		return 0, err
 	}
 	defer ring.mem.Close()
+	var pre time.Duration
+	if mode.prealloc && bytes > 0 {
+		t0 := pipeline.Now(b)
+		if _, err := pipeline.Preallocate(f, 0, bytes); err != nil {
+			return 0, err
+		}
+		pre = pipeline.Now(b) - t0
+	}
 	pieces := (bytes + int64(piece) - 1) / int64(piece)
 	var next atomic.Int64
 	errs := make([]error, writers)
@@ -659,6 +720,10 @@ func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece, rin
 				return
 			}
 			n := min(int64(piece), bytes-i*int64(piece))
+			if mode.direct {
+				// A scratch file: the last piece is written in whole pages.
+				n = (n + pipeline.DirectAlign - 1) &^ (pipeline.DirectAlign - 1)
+			}
 			if _, err := ring.access(b, w, k, int(n), false, "bound write", func(p []byte) (int, error) {
 				return f.WriteAt(p, i*int64(piece))
 			}); err != nil {
@@ -667,7 +732,7 @@ func writeAlone(b pipeline.Backend, out string, bytes int64, writers, piece, rin
 			}
 		}
 	})
-	return took, errors.Join(errs...)
+	return pre + took, errors.Join(errs...)
 }
 
 // inMemory runs the pipeline over n elements in pinned memory: each stage

@@ -85,6 +85,9 @@
 // length. Files are read with pread by several goroutines straight into
 // the slots and written from them with pwrite ([StreamJob] says which
 // streams qualify); pipes and sockets are read and written in order.
+// Files opened with O_DIRECT ([OpenDirect], [CreateDirect]) move between
+// the disk and the slots past the page cache, and StreamJob.Preallocate
+// allocates an output's blocks before the first write.
 // [Batches] feeds a loader's []T batches (values, or rows of them)
 // through the same path and yields each batch's result in order, on a
 // pipeline or a group. [Group.RunStream] streams over every device of a

@@ -31,7 +31,8 @@ func gpuStreamFile(t *testing.T, n int) (string, []float32) {
 
 // TestGPUStreamFileToFile streams a file that is not a whole number of
 // chunks, file to file (pread and pwrite), pipe to buffer (in order),
-// and, where the file system allows it, from O_DIRECT.
+// and, where the file system allows it, from O_DIRECT and to an O_DIRECT
+// output, preallocated.
 func TestGPUStreamFileToFile(t *testing.T) {
 	ctx := gputest.Context(t)
 	ks := gpuKernels(t, ctx)
@@ -97,6 +98,28 @@ func TestGPUStreamFileToFile(t *testing.T) {
 		_, err = p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{&out}, Kernel: k})
 		require.NoError(t, err)
 		verifyOut(t, out.Bytes())
+	})
+	t.Run("O_DIRECT output, preallocated", func(t *testing.T) {
+		// n is not a whole number of pages: the last piece is written
+		// with O_DIRECT cleared, and the file ends exactly at 4n bytes.
+		outPath := filepath.Join(t.TempDir(), "out.f32")
+		out, err := pipeline.CreateDirect(outPath)
+		if err != nil {
+			t.Logf("O_DIRECT unsupported for %s: %v; only the buffered paths were tested", outPath, err)
+			return
+		}
+		defer out.Close()
+		in, err := os.Open(path)
+		require.NoError(t, err)
+		defer in.Close()
+		rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{in}, Outputs: []io.Writer{out}, Kernel: k,
+			Readers: 8, Writers: 4, Preallocate: []int64{4 * int64(n)}})
+		require.NoError(t, err)
+		assert.Equal(t, []int64{4 * int64(n)}, rep.OutputBytes)
+		t.Logf("file to O_DIRECT file: %v, write busy %v, preallocated %v", rep.Elapsed, rep.Write, rep.Preallocated)
+		got, err := os.ReadFile(outPath)
+		require.NoError(t, err)
+		verifyOut(t, got)
 	})
 	t.Run("partial element", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "bad.f32")

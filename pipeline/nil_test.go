@@ -254,6 +254,8 @@ func TestNilAndZeroArguments(t *testing.T) {
 		"ParseProfile":  func() error { return errOf(sim.ParseProfile(nil)) },
 		"ReadProfile":   func() error { return errOf(sim.ReadProfile("")) },
 		"OpenDirect":    func() error { return errOf(pipeline.OpenDirect("")) },
+		"CreateDirect":  func() error { return errOf(pipeline.CreateDirect("")) },
+		"Preallocate":   func() error { return errOf(pipeline.Preallocate(nil, 0, 0)) },
 	}
 	for name, fn := range funcs {
 		covered[name] = true

@@ -33,6 +33,12 @@ import (
 //     If the run fails it is truncated to the part written in full.
 //   - Any other output is written in order by one goroutine, from the
 //     pinned slots.
+//
+// An output file opened with O_DIRECT ([CreateDirect]) is written straight
+// from the pinned slots: each chunk's output bytes and the output's
+// starting offset must be multiples of [DirectAlign]; the last piece of a
+// run, when its length is not, is written with O_DIRECT cleared for that
+// one write, so that the file ends exactly where the output does.
 type StreamJob struct {
 	Inputs  []io.Reader
 	Outputs []io.Writer
@@ -53,6 +59,17 @@ type StreamJob struct {
 	// 1 MiB. It is rounded up to a multiple of 4096, so that reads of a
 	// file opened with O_DIRECT ([OpenDirect]) stay aligned.
 	PieceBytes int
+	// Preallocate, when set, holds for each output the bytes it will take
+	// from its current offset, as far as the caller knows (from the
+	// inputs' sizes, say). A regular *os.File output gets them allocated
+	// before the first write ([Preallocate]: fallocate on Linux), so that
+	// the writes neither extend the file nor allocate as they go; the time
+	// it takes is part of Elapsed. It is best effort: 0, another kind of
+	// output, another system or a file system that cannot allocate nothing.
+	// Whatever was allocated, the output ends where the run's writes end
+	// (or where the file ended before, if further). The report's
+	// Preallocated says what was allocated.
+	Preallocate []int64
 	// Progress, when set, is called from the run's goroutines as data is
 	// read and written, at most about every 100 ms and once at the end;
 	// calls do not overlap. It must return quickly.
@@ -117,6 +134,9 @@ type StreamReport struct {
 	// Readers and Writers are the goroutines that did positional reads
 	// and writes (0 when every stream was sequential).
 	Readers, Writers int
+	// Preallocated is the bytes allocated up front for each output
+	// (StreamJob.Preallocate), 0 where nothing was.
+	Preallocated []int64
 	// Devices says how many chunks each device of a group ran
 	// (Group.RunStream); Busy is not measured for a streaming run.
 	Devices []DeviceReport
@@ -152,6 +172,13 @@ type streamOut struct {
 	wa   writeTruncater // non-nil: positional
 	base int64
 	jobs *jobQueue
+	// file is a positional *os.File output; direct says it was opened
+	// with O_DIRECT. prealloc is the bytes allocated up front, and
+	// sizeBefore the file's size before.
+	file       *os.File
+	direct     bool
+	prealloc   int64
+	sizeBefore int64
 	// committed is the length of the prefix written in full; done holds
 	// positional pieces that finished beyond it, by start.
 	committed int64
@@ -165,6 +192,7 @@ type ioJob struct {
 	lo, hi    int   // bytes within the slot
 	at        int64 // bytes within the stream, from the run's start
 	write     bool
+	tail      bool      // a write: the last piece of a partial chunk, the run's last
 	tok       HostClock // tracking backend: the clock that queued it
 }
 
@@ -410,6 +438,7 @@ func (r *streamRun) report(start time.Duration) *StreamReport {
 	}
 	for _, out := range r.outs {
 		rep.OutputBytes = append(rep.OutputBytes, out.committed)
+		rep.Preallocated = append(rep.Preallocated, out.prealloc)
 	}
 	if r.devErr != nil { // a group's
 		for d, q := range r.devs {
@@ -431,6 +460,13 @@ func (p *Pipeline) validateStream(job StreamJob) error {
 		return fmt.Errorf("pipeline: stream job has %d outputs, the pipeline was built for %d", len(job.Outputs), len(p.cfg.Outputs))
 	case job.Readers < 0 || job.Writers < 0 || job.PieceBytes < 0:
 		return errors.New("pipeline: stream job: Readers, Writers and PieceBytes must not be negative")
+	case len(job.Preallocate) > len(job.Outputs):
+		return fmt.Errorf("pipeline: stream job: Preallocate has %d sizes for %d outputs", len(job.Preallocate), len(job.Outputs))
+	}
+	for i, size := range job.Preallocate {
+		if size < 0 {
+			return fmt.Errorf("pipeline: stream job: Preallocate[%d] is negative (%d)", i, size)
+		}
 	}
 	for i, in := range job.Inputs {
 		if in == nil || nilPointer(in) {
@@ -488,6 +524,9 @@ func newStreamRun(devs []*Pipeline, job StreamJob) *streamRun {
 	for j, out := range job.Outputs {
 		s := &streamOut{name: streamName(job.OutputNames, "output", j), elem: p.cfg.Outputs[j], w: out, done: map[int64]int64{}}
 		s.wa, s.base, _ = positionalOut(out)
+		if f, ok := out.(*os.File); ok && s.wa != nil {
+			s.file, s.direct = f, isDirect(f)
+		}
 		r.outs = append(r.outs, s)
 		r.chunkOut = append(r.chunkOut, s.elem*p.cfg.ChunkElems)
 	}
@@ -499,6 +538,7 @@ func newStreamRun(devs []*Pipeline, job StreamJob) *streamRun {
 // down in order: coordinators, then workers, then the device drain, then
 // the files' offsets, then the last progress report.
 func (r *streamRun) execute(ctx context.Context) error {
+	r.preallocate()
 	stopWatch := context.AfterFunc(ctx, func() { r.fail(ctx.Err()) })
 	defer stopWatch()
 
@@ -618,6 +658,11 @@ func (r *streamRun) execute(ctx context.Context) error {
 			if err := out.wa.Truncate(out.base + out.committed); err != nil {
 				runErr = errors.Join(runErr, &StreamError{Stream: out.name, Offset: out.committed, Err: fmt.Errorf("truncating to the part written in full: %w", err)})
 			}
+		} else if end := max(out.sizeBefore, out.base+out.committed); out.prealloc > 0 && end < out.base+out.prealloc {
+			// The output ended before what was allocated for it.
+			if err := out.wa.Truncate(end); err != nil {
+				runErr = &StreamError{Stream: out.name, Offset: out.committed, Err: fmt.Errorf("truncating what was preallocated beyond the end: %w", err)}
+			}
 		}
 		if _, err := out.wa.Seek(out.base+out.committed, io.SeekStart); err != nil && runErr == nil {
 			runErr = &StreamError{Stream: out.name, Offset: out.committed, Err: err}
@@ -644,6 +689,29 @@ func (r *streamRun) execute(ctx context.Context) error {
 		return runErr
 	}
 	return nil
+}
+
+// preallocate allocates what the job asks for each regular file output,
+// before anything is written. A failure (other than the file system's
+// not supporting it) fails the run.
+func (r *streamRun) preallocate() {
+	for j, out := range r.outs {
+		if j >= len(r.job.Preallocate) || r.job.Preallocate[j] <= 0 || out.file == nil {
+			continue
+		}
+		size := r.job.Preallocate[j]
+		st, err := out.file.Stat()
+		if err == nil {
+			var ok bool
+			if ok, err = Preallocate(out.file, out.base, size); ok {
+				out.prealloc, out.sizeBefore = size, st.Size()
+			}
+		}
+		if err != nil {
+			r.fail(&StreamError{Stream: out.name, Offset: 0, Err: fmt.Errorf("preallocating %d bytes: %w", size, err)})
+			return
+		}
+	}
 }
 
 // deviceErr is err of device d: in a group's run, a *DeviceError.
@@ -767,7 +835,9 @@ func (r *streamRun) writeLoop() {
 				continue
 			}
 			for lo := 0; lo < bytes; lo += r.piece {
-				jobs = append(jobs, ioJob{c: c, stream: j, mem: mem, lo: lo, hi: min(lo+r.piece, bytes), at: at + int64(lo), write: true})
+				hi := min(lo+r.piece, bytes)
+				jobs = append(jobs, ioJob{c: c, stream: j, mem: mem, lo: lo, hi: hi, at: at + int64(lo), write: true,
+					tail: hi == bytes && n < r.p.cfg.ChunkElems})
 			}
 		}
 		r.mu.Lock()
@@ -846,6 +916,9 @@ func (r *streamRun) doWrite(jb ioJob) (int, error) {
 	r.writeAct.begin()
 	defer r.writeAct.end()
 	write := func(buf []byte) (int, error) {
+		if out.direct {
+			return directWrite(out, jb, buf)
+		}
 		if out.wa != nil {
 			return out.wa.WriteAt(buf, out.base+jb.at)
 		}
@@ -859,6 +932,21 @@ func (r *streamRun) doWrite(jb ioJob) (int, error) {
 		return r.rec.HostAccess(jb.mem, jb.lo, jb.hi-jb.lo, false, fmt.Sprintf("host write of %s (chunk %d)", out.name, jb.c), write)
 	}
 	return write(jb.mem.Bytes()[jb.lo:jb.hi])
+}
+
+// directWrite writes a piece to an output opened with O_DIRECT: at an
+// aligned offset, an aligned length goes straight from the slot, and the
+// run's last piece whatever its length; anything else is refused, before
+// any byte of it is written.
+func directWrite(out *streamOut, jb ioJob, buf []byte) (int, error) {
+	off := out.base + jb.at
+	switch {
+	case off%DirectAlign == 0 && len(buf)%DirectAlign == 0:
+		return out.file.WriteAt(buf, off)
+	case off%DirectAlign == 0 && jb.tail:
+		return writeUnaligned(out.file, buf, off)
+	}
+	return 0, fmt.Errorf("a write of %d bytes at file offset %d to a file opened with O_DIRECT: it needs the offset and each chunk's output bytes (ChunkElems × element size) to be multiples of %d bytes", len(buf), off, DirectAlign)
 }
 
 // read records a finished read and finalizes, in order, every chunk whose
@@ -976,6 +1064,9 @@ func (r *streamRun) wrote(jb ioJob, n int, err error) {
 		}
 	}
 	if err != nil {
+		if out.direct {
+			err = directHint(err)
+		}
 		r.failLocked(&StreamError{Stream: out.name, Offset: jb.at + int64(n), Err: err})
 		return
 	}
