@@ -31,6 +31,8 @@ type streamOptions struct {
 	writers        int
 	piece          int
 	direct         bool
+	directOut      bool
+	preallocate    bool
 	verify         bool
 	bound          bool
 	sim            bool
@@ -73,6 +75,8 @@ func streamFlags(fs *flag.FlagSet, o *streamOptions) (check func(stdout io.Write
 	fs.IntVar(&o.writers, "writers", 0, "goroutines writing a file output with pwrite (default 1: buffered writes to one file serialise in the kernel)")
 	fs.Var(sizeFlag{v: &o.piece}, "piece", "bytes per pread or pwrite")
 	fs.BoolVar(&o.direct, "direct", false, "open input files with O_DIRECT (Linux; chunks must be whole 4 KiB pages)")
+	fs.BoolVar(&o.directOut, "direct-out", false, "write the output file with O_DIRECT, straight from the pinned slots (Linux; chunks must be whole 4 KiB pages)")
+	fs.BoolVar(&o.preallocate, "preallocate", false, "allocate the output file's final size before the first write (fallocate; best effort, skipped where the file system cannot)")
 	fs.BoolVar(&o.verify, "verify", false, "read the inputs and the output file back and check every element against the CPU reference")
 	fs.BoolVar(&o.bound, "bound", false, "measure the bound in the same run: reading the inputs and writing as much output alone (to a scratch file beside a regular output file; each twice, the faster kept), and the in-memory pinned pipeline for the same N (allocates N elements of pinned memory per input and output)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print results as JSON")
@@ -149,6 +153,12 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string, stdo
 		return fmt.Errorf("--piece %d: at most 1G", o.piece)
 	case o.direct && (o.chunk*4)%pipeline.DirectAlign != 0:
 		return fmt.Errorf("--direct: a chunk of %d float32 is not a whole number of %d-byte pages", o.chunk, pipeline.DirectAlign)
+	case o.directOut && (o.chunk*4)%pipeline.DirectAlign != 0:
+		return fmt.Errorf("--direct-out: a chunk of %d float32 is not a whole number of %d-byte pages", o.chunk, pipeline.DirectAlign)
+	case (o.directOut || o.preallocate) && o.outs[0] == "-":
+		return errors.New("--direct-out and --preallocate write to a file: they cannot write stdout (--out -)")
+	case o.preallocate && dashes > 0:
+		return errors.New("--preallocate takes the output's size from the inputs' files: it cannot read stdin (--in -)")
 	case o.verify && o.outs[0] == "-":
 		return errors.New("--verify reads the output back from its file: it cannot read stdout (--out -)")
 	case o.verify && dashes > 0:
@@ -288,7 +298,7 @@ func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writ
 	defer prog.done()
 	res, err := bench.Stream(ctx, e.backend, bench.StreamOptions{Inputs: o.ins, Output: o.outs[0], Stdin: stdin, Stdout: stdout,
 		Kernel: o.kernel, Iters: o.iters, Modules: e.mods, ChunkElems: o.chunk, Slots: o.slots, ComputeStreams: o.computeStreams,
-		Readers: o.readers, Writers: o.writers, PieceBytes: o.piece, Direct: o.direct, Verify: o.verify, Bound: o.bound, Progress: prog.line})
+		Readers: o.readers, Writers: o.writers, PieceBytes: o.piece, Direct: o.direct, DirectOutput: o.directOut, Preallocate: o.preallocate, Verify: o.verify, Bound: o.bound, Progress: prog.line})
 	if err != nil {
 		return nil, streamError(err)
 	}
@@ -308,6 +318,9 @@ func printStream(w io.Writer, r *streamResult) {
 	direct := ""
 	if r.Direct {
 		direct = ", inputs read with O_DIRECT"
+	}
+	if r.DirectOutput {
+		direct += ", output written with O_DIRECT"
 	}
 	fmt.Fprintf(w, "overlap stream: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
 	fmt.Fprintf(w, "%d float32 elements (%s in, %s out); chunk %d elements, %d slots, %d compute stream(s)%s\n",
