@@ -125,6 +125,10 @@ func runCUDA(ctx *driver.Context, path, entry string, in, out []float32) error {
 
 // README:end
 
+// runCUDA needs NVRTC and a GPU; nvrtc's GPU tests run the same steps
+// (TestGPUCompileKernelFile). Here it only has to compile.
+var _ = runCUDA
+
 // TestREADMESnippet: the README's library snippets are the functions
 // between README markers above, as written and in order, so they compile,
 // and the README has no other Go block there. Issue 10: it used names it
