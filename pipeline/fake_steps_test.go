@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/fakecuda"
@@ -158,6 +159,11 @@ func TestStepsOnFakeDriver(t *testing.T) {
 		n := 40*chunk + 7
 		in, out := make([]float32, n), make([]float32, n)
 		kernels.FillPattern(in, 2)
+		// Each queued operation takes 50 µs on the fake, so that device 0
+		// cannot finish every chunk before device 1 takes one: without it, a
+		// loaded machine (the race run of make test) let device 0 run all 41.
+		f.ExecDelay(50 * time.Microsecond)
+		defer f.ExecDelay(0)
 		for run := range 2 {
 			d := delta(calls...)
 			rep, err := g.Run(context.Background(), pipeline.Job{N: n, Kernel: resident, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
