@@ -27,6 +27,7 @@ func fakeGroup(t *testing.T, n, chunk int) (*gputest.FakeSession, func() groupRa
 	}
 	ctxs := gputest.FakeContexts(t)
 	ctx0, ctx1 := ctxs[0], ctxs[1]
+	f.ClosedBeforeContexts(t)
 	mods := new(kernels.Modules)
 	var groups []*pipeline.Group
 	t.Cleanup(func() {

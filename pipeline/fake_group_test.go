@@ -23,11 +23,13 @@ import (
 // refused by device 1 with an error that names it. The fake does not
 // compute; the H200 tests check the bytes.
 func TestGroupOnFakeDriver(t *testing.T) {
-	if gputest.Fake(t) == nil {
+	f := gputest.Fake(t)
+	if f == nil {
 		return
 	}
 	ctxs := gputest.FakeContexts(t)
 	ctx0, ctx1 := ctxs[0], ctxs[1]
+	f.ClosedBeforeContexts(t)
 	mods := new(kernels.Modules)
 
 	const chunk = 1 << 14

@@ -19,10 +19,12 @@ import (
 // error, never panic, as their type assertions did (issue 28). The fake
 // driver then sees no misuse and nothing left alive (gputest.Fake).
 func TestNilAndZeroArgumentsOnFakeDriver(t *testing.T) {
-	if gputest.Fake(t) == nil {
+	f := gputest.Fake(t)
+	if f == nil {
 		return
 	}
 	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
 	b := pipeline.GPU(ctx)
 	var made []interface{ Close() error }
 	keep := func(v any, err error) any {

@@ -38,10 +38,13 @@ func jobContexts(tb testing.TB) []namedContext {
 // one that can (a service's request context), and holds them to the one
 // that issue 14 left, the Report that Run returns, and RunInto to none.
 func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
-	if gputest.Fake(t) == nil {
+	f := gputest.Fake(t)
+	if f == nil {
 		return
 	}
-	p, job, _, _ := smallJob(t, gputest.FakeContext(t, 0), 4<<10, 4<<10, 1)
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
+	p, job, _, _ := smallJob(t, ctx, 4<<10, 4<<10, 1)
 	for _, c := range jobContexts(t) {
 		_, err := p.Run(c.ctx, job)
 		require.NoError(t, err)
@@ -87,9 +90,11 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 	if f == nil {
 		return
 	}
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
 	const n = 4 << 10
 	// Room for the two-chunk job below.
-	p, job, _, _ := smallJob(t, gputest.FakeContext(t, 0), n, 2*n, 1)
+	p, job, _, _ := smallJob(t, ctx, n, 2*n, 1)
 	_, err := p.Run(context.Background(), job) // loads the kernel
 	require.NoError(t, err)
 	calls := []string{"cuMemcpyHtoDAsync_v2", "cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize",
@@ -136,7 +141,9 @@ func fakeSmallJob(t *testing.T) (*gputest.FakeSession, *pipeline.Pipeline, pipel
 	if f == nil {
 		return nil, nil, pipeline.Job{}
 	}
-	p, job, _, _ := smallJob(t, gputest.FakeContext(t, 0), 4<<10, 4<<10, 1)
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
+	p, job, _, _ := smallJob(t, ctx, 4<<10, 4<<10, 1)
 	_, err := p.Run(context.Background(), job) // loads the kernel
 	require.NoError(t, err)
 	return f, p, job
@@ -181,10 +188,13 @@ func TestSmallJobCancelOnFakeDriver(t *testing.T) {
 // a second Release of one must not put it in the pool twice, which would
 // hand one issuer (and its bound thread and argument slab) to two callers.
 func TestIssuerReleaseTwiceOnFakeDriver(t *testing.T) {
-	if gputest.Fake(t) == nil {
+	f := gputest.Fake(t)
+	if f == nil {
 		return
 	}
-	b := pipeline.GPU(gputest.FakeContext(t, 0))
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
+	b := pipeline.GPU(ctx)
 	iss, err := b.Issuer()
 	require.NoError(t, err)
 	iss.Release()
@@ -228,6 +238,7 @@ func fakeCopyRig(t *testing.T) (*gputest.FakeSession, *driver.Context, *pipeline
 		return nil, nil, nil
 	}
 	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
 	return f, ctx, fakeCopyKernel(t, f, ctx)
 }
 

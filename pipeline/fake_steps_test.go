@@ -66,6 +66,7 @@ func TestStepsOnFakeDriver(t *testing.T) {
 	}
 	ctxs := gputest.FakeContexts(t)
 	ctx0, ctx1 := ctxs[0], ctxs[1]
+	f.ClosedBeforeContexts(t)
 	f.SetParams(8, 8, 4)
 	fns := map[*driver.Context]*driver.Function{}
 	var mods []*driver.Module

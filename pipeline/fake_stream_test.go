@@ -27,10 +27,12 @@ import (
 // compute, so the bytes are not checked here; the H200 tests check them.
 // Issue 13.
 func TestStreamOnFakeDriver(t *testing.T) {
-	if gputest.Fake(t) == nil {
+	f := gputest.Fake(t)
+	if f == nil {
 		return
 	}
 	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
 	mods := new(kernels.Modules)
 	const chunk = 1 << 14
 	n := 5*chunk + 123
