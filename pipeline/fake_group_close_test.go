@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -19,33 +17,24 @@ import (
 // fakeGroup builds a group over the fake driver's two GPUs, each with
 // its own context, running staged seed jobs of n elements in chunks of
 // chunk; the fake does not compute, so outputs are not checked. When the
-// test ends the group is closed (again), the fake must have seen no
-// misuse and every driver object must be gone. Nil when the test runs
-// against the fake in a child process (fakecuda.Run).
-func fakeGroup(t *testing.T, n, chunk int) (*fakecuda.Fake, func() groupRaces) {
-	f := fakecuda.Run(t)
+// test ends the group is closed (again), and the fake must have seen no
+// misuse and every driver object must be gone (gputest.Fake). Nil when
+// the test runs against the fake in a child process.
+func fakeGroup(t *testing.T, n, chunk int) (*gputest.FakeSession, func() groupRaces) {
+	f := gputest.Fake(t)
 	if f == nil {
 		return nil, nil
 	}
-	f.Reset()
-	before := f.Live(fakecuda.AllObjects)
-	ctx0 := gputest.Context(t)
-	dev1, err := driver.DeviceAt(1)
-	require.NoError(t, err)
-	ctx1, err := driver.NewContext(dev1)
-	require.NoError(t, err)
+	ctxs := gputest.FakeContexts(t)
+	ctx0, ctx1 := ctxs[0], ctxs[1]
+	f.ClosedBeforeContexts(t)
 	mods := new(kernels.Modules)
 	var groups []*pipeline.Group
 	t.Cleanup(func() {
 		for _, g := range groups {
 			assert.NoError(t, g.Close())
 		}
-		require.NoError(t, mods.Close())
-		v, msg := f.Violations()
-		assert.Zero(t, v, "the fake driver saw misuse: %s", msg)
-		require.NoError(t, ctx1.Close())
-		require.NoError(t, ctx0.Close())
-		assert.Equal(t, before, f.Live(fakecuda.AllObjects), "driver objects left alive")
+		assert.NoError(t, mods.Close())
 	})
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Host = chunk, pipeline.HostStaged

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -20,21 +19,17 @@ import (
 // registered and pinned jobs; the fake driver checks every handle and host
 // range (a registration made through device 0 must be usable by device 1's
 // streams, which it is only when portable), both devices take chunks, and
-// nothing is left alive after Close. Pinned memory that is not portable is
+// nothing is left alive after Close (gputest.Fake). Pinned memory that is not portable is
 // refused by device 1 with an error that names it. The fake does not
 // compute; the H200 tests check the bytes.
 func TestGroupOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	before := f.Live(fakecuda.AllObjects)
-	ctx0 := gputest.Context(t)
-	dev1, err := driver.DeviceAt(1)
-	require.NoError(t, err)
-	ctx1, err := driver.NewContext(dev1)
-	require.NoError(t, err)
+	ctxs := gputest.FakeContexts(t)
+	ctx0, ctx1 := ctxs[0], ctxs[1]
+	f.ClosedBeforeContexts(t)
 	mods := new(kernels.Modules)
 
 	const chunk = 1 << 14
@@ -75,9 +70,4 @@ func TestGroupOnFakeDriver(t *testing.T) {
 	require.NoError(t, local.Close())
 	require.NoError(t, portable.Close())
 	require.NoError(t, mods.Close())
-	v, msg := f.Violations()
-	assert.Zero(t, v, "the fake driver saw misuse: %s", msg)
-	require.NoError(t, ctx1.Close())
-	require.NoError(t, ctx0.Close())
-	assert.Equal(t, before, f.Live(fakecuda.AllObjects), "driver objects left alive")
 }

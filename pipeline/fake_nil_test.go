@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/stretchr/testify/assert"
@@ -18,15 +17,14 @@ import (
 // device and pinned buffers, and issuer, each method called with zero
 // arguments (nil streams, events and buffers among them) must return an
 // error, never panic, as their type assertions did (issue 28). The fake
-// driver then sees no misuse and nothing left alive.
+// driver then sees no misuse and nothing left alive (gputest.Fake).
 func TestNilAndZeroArgumentsOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	before := f.Live(fakecuda.AllObjects)
-	ctx := gputest.Context(t)
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
 	b := pipeline.GPU(ctx)
 	var made []interface{ Close() error }
 	keep := func(v any, err error) any {
@@ -69,8 +67,4 @@ func TestNilAndZeroArgumentsOnFakeDriver(t *testing.T) {
 		assert.True(t, covered[m], "%s not called", m)
 	}
 	assert.True(t, slices.Contains(exportedDecls(t), "gpuIssuer.Launch"))
-	v, msg := f.Violations()
-	assert.Zero(t, v, "the fake driver saw misuse: %s", msg)
-	require.NoError(t, ctx.Close())
-	assert.Equal(t, before, f.Live(fakecuda.AllObjects), "driver objects left alive")
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/stretchr/testify/assert"
@@ -39,12 +38,13 @@ func jobContexts(tb testing.TB) []namedContext {
 // one that can (a service's request context), and holds them to the one
 // that issue 14 left, the Report that Run returns, and RunInto to none.
 func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	p, job, _, _ := smallJob(t, gputest.Context(t), 4<<10, 4<<10, 1)
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
+	p, job, _, _ := smallJob(t, ctx, 4<<10, 4<<10, 1)
 	for _, c := range jobContexts(t) {
 		_, err := p.Run(c.ctx, job)
 		require.NoError(t, err)
@@ -86,14 +86,15 @@ func TestSmallJobAllocsOnFakeDriver(t *testing.T) {
 // records or stream waits; a two-chunk job still gets the three-stream
 // schedule with its events.
 func TestSmallJobCallsOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
 	const n = 4 << 10
 	// Room for the two-chunk job below.
-	p, job, _, _ := smallJob(t, gputest.Context(t), n, 2*n, 1)
+	p, job, _, _ := smallJob(t, ctx, n, 2*n, 1)
 	_, err := p.Run(context.Background(), job) // loads the kernel
 	require.NoError(t, err)
 	calls := []string{"cuMemcpyHtoDAsync_v2", "cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize",
@@ -131,18 +132,18 @@ func TestSmallJobCallsOnFakeDriver(t *testing.T) {
 	assert.Equal(t, 3, two["cuStreamSynchronize"], "the drain waits for the H2D, D2H and compute streams")
 }
 
-// fakeSmallJob starts the fake driver, or returns a nil Fake where the
-// test does not run here, and returns a pipeline and its 4K one-chunk job
-// with the kernel loaded; the fake is reset now and when the test ends.
-func fakeSmallJob(t *testing.T) (*fakecuda.Fake, *pipeline.Pipeline, pipeline.Job) {
+// fakeSmallJob starts the fake driver ([gputest.Fake]), or returns a nil
+// session where the test does not run here, and returns a pipeline and
+// its 4K one-chunk job with the kernel loaded.
+func fakeSmallJob(t *testing.T) (*gputest.FakeSession, *pipeline.Pipeline, pipeline.Job) {
 	t.Helper()
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return nil, nil, pipeline.Job{}
 	}
-	f.Reset()
-	t.Cleanup(f.Reset)
-	p, job, _, _ := smallJob(t, gputest.Context(t), 4<<10, 4<<10, 1)
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
+	p, job, _, _ := smallJob(t, ctx, 4<<10, 4<<10, 1)
 	_, err := p.Run(context.Background(), job) // loads the kernel
 	require.NoError(t, err)
 	return f, p, job
@@ -181,20 +182,19 @@ func TestSmallJobCancelOnFakeDriver(t *testing.T) {
 	rep, err := p.Run(context.Background(), job)
 	require.NoError(t, err, "the next job")
 	assert.Equal(t, 1, rep.Chunks)
-	n2, msg := f.Violations()
-	assert.Zero(t, n2, msg)
 }
 
 // TestIssuerReleaseTwiceOnFakeDriver: the GPU backend pools its issuers;
 // a second Release of one must not put it in the pool twice, which would
 // hand one issuer (and its bound thread and argument slab) to two callers.
 func TestIssuerReleaseTwiceOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	b := pipeline.GPU(gputest.Context(t))
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
+	b := pipeline.GPU(ctx)
 	iss, err := b.Issuer()
 	require.NoError(t, err)
 	iss.Release()
@@ -210,12 +210,12 @@ func TestIssuerReleaseTwiceOnFakeDriver(t *testing.T) {
 
 // fakeCopyKernel is the fake driver's one working kernel (fake_copy: out
 // = in, float32) as a pipeline kernel, loaded on ctx; it sets the fake's
-// parameter sizes, which the caller's f.Reset clears.
-func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *pipeline.Kernel {
+// parameter sizes, which the session's next Watch clears.
+func fakeCopyKernel(t *testing.T, f *gputest.FakeSession, ctx *driver.Context) *pipeline.Kernel {
 	t.Helper()
 	m, err := ctx.LoadModule([]byte("// fake"), driver.ModuleOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() { assert.NoError(t, m.Close()) })
 	f.SetParams(8, 8, 4)
 	fn, err := m.Function("fake_copy")
 	require.NoError(t, err)
@@ -228,18 +228,17 @@ func fakeCopyKernel(t *testing.T, f *fakecuda.Fake, ctx *driver.Context) *pipeli
 	}
 }
 
-// fakeCopyRig starts the fake driver, or returns a nil Fake where the test
-// does not run here, and returns a context and the fake's copying kernel
-// on it; the fake is reset now and when the test ends.
-func fakeCopyRig(t *testing.T) (*fakecuda.Fake, *driver.Context, *pipeline.Kernel) {
+// fakeCopyRig starts the fake driver ([gputest.Fake]), or returns a nil
+// session where the test does not run here, and returns a context and the
+// fake's copying kernel on it.
+func fakeCopyRig(t *testing.T) (*gputest.FakeSession, *driver.Context, *pipeline.Kernel) {
 	t.Helper()
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return nil, nil, nil
 	}
-	f.Reset()
-	t.Cleanup(f.Reset)
-	ctx := gputest.Context(t)
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
 	return f, ctx, fakeCopyKernel(t, f, ctx)
 }
 
@@ -294,8 +293,6 @@ func TestRunStateReuseOnFakeDriver(t *testing.T) {
 			require.Equal(t, in[:1<<10], hout.Float32s()[:1<<10], "run %d: every element", i)
 		}
 	}
-	n2, msg := f.Violations()
-	assert.Zero(t, n2, msg)
 }
 
 // TestSmallJobDrainsAfterFailedIssueOnFakeDriver: a one-chunk job whose
@@ -392,6 +389,4 @@ func TestDirectCallsOnFakeDriver(t *testing.T) {
 		assert.GreaterOrEqual(t, cgoPerJob[true][0], 5.0, "no direct path in this build")
 	}
 	assert.InDelta(t, cgoPerJob[false][1], cgoPerJob[true][1], 0.5, "four chunks: the safe path either way")
-	n2, msg := f.Violations()
-	assert.Zero(t, n2, msg)
 }

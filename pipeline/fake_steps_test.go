@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -62,18 +61,13 @@ func fakeCopySteps(fn func(*driver.Context) (*driver.Function, error), w []float
 // Close; through a pipeline, a group of the fake's two GPUs, and their
 // streaming runs.
 func TestStepsOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	t.Cleanup(f.Reset)
-	before := f.Live(fakecuda.AllObjects)
-	ctx0 := gputest.Context(t)
-	dev1, err := driver.DeviceAt(1)
-	require.NoError(t, err)
-	ctx1, err := driver.NewContext(dev1)
-	require.NoError(t, err)
+	ctxs := gputest.FakeContexts(t)
+	ctx0, ctx1 := ctxs[0], ctxs[1]
+	f.ClosedBeforeContexts(t)
 	f.SetParams(8, 8, 4)
 	fns := map[*driver.Context]*driver.Function{}
 	var mods []*driver.Module
@@ -192,9 +186,4 @@ func TestStepsOnFakeDriver(t *testing.T) {
 	for _, m := range mods {
 		require.NoError(t, m.Close())
 	}
-	v, msg := f.Violations()
-	assert.Zero(t, v, "the fake driver saw misuse: %s", msg)
-	require.NoError(t, ctx1.Close())
-	require.NoError(t, ctx0.Close())
-	assert.Equal(t, before, f.Live(fakecuda.AllObjects), "driver objects left alive")
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/internal/fakecuda"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -28,13 +27,12 @@ import (
 // compute, so the bytes are not checked here; the H200 tests check them.
 // Issue 13.
 func TestStreamOnFakeDriver(t *testing.T) {
-	f := fakecuda.Run(t)
+	f := gputest.Fake(t)
 	if f == nil {
 		return
 	}
-	f.Reset()
-	before := f.Live(fakecuda.AllObjects)
-	ctx := gputest.Context(t)
+	ctx := gputest.FakeContext(t, 0)
+	f.ClosedBeforeContexts(t)
 	mods := new(kernels.Modules)
 	const chunk = 1 << 14
 	n := 5*chunk + 123
@@ -98,8 +96,4 @@ func TestStreamOnFakeDriver(t *testing.T) {
 	})
 	require.NoError(t, p.Close())
 	require.NoError(t, mods.Close())
-	v, msg := f.Violations()
-	assert.Zero(t, v, "the fake driver saw misuse: %s", msg)
-	require.NoError(t, ctx.Close())
-	assert.Equal(t, before, f.Live(fakecuda.AllObjects), "driver objects left alive")
 }

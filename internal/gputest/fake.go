@@ -24,6 +24,7 @@ const FakeDevices = 2
 // that nothing was misused or left behind.
 type FakeSession struct {
 	*fakecuda.Fake
+	before int // driver objects alive when Watch last reset the fake
 }
 
 // Fake runs the calling test on the fake driver ([fakecuda.Run]). In the
@@ -61,13 +62,11 @@ func (s *FakeSession) Watch(t testing.TB) {
 	t.Helper()
 	s.Reset()
 	before := s.Live(fakecuda.AllObjects)
+	s.before = before
 	// Registered before the test's own cleanups, so that it runs after
 	// them.
 	t.Cleanup(func() {
-		for end := time.Now().Add(5 * time.Millisecond); time.Now().Before(end); {
-			runtime.GC()
-			time.Sleep(time.Millisecond)
-		}
+		collect()
 		s.Clean(t)
 		assert.Equal(t, before, s.Live(fakecuda.AllObjects), "driver objects left alive")
 		for dev := range FakeDevices {
@@ -75,6 +74,31 @@ func (s *FakeSession) Watch(t testing.TB) {
 		}
 		assert.Equal(t, 0, s.CapturingThreads(), "threads left in capture mode")
 	})
+}
+
+// ClosedBeforeContexts fails t if, when t's cleanups reach the contexts
+// opened before this call, driver objects made since Watch are still
+// alive (after a collection, as Watch's check). Context.Close frees what
+// is left on a context, so Watch's check, made after the contexts close,
+// cannot see an object that the code under test still holds but forgot
+// to close; this one can (a dropped one is collected by the driver's
+// safety net, here as in Watch). Call it after opening the test's contexts ([FakeContext]) and
+// before making anything else.
+func (s *FakeSession) ClosedBeforeContexts(t testing.TB) {
+	t.Helper()
+	t.Cleanup(func() {
+		collect()
+		assert.Equal(t, s.before, s.Live(fakecuda.AllObjects), "driver objects left for Context.Close to free")
+	})
+}
+
+// collect collects garbage for a few milliseconds, so that the runtime
+// cleanups of dropped driver objects run.
+func collect() {
+	for end := time.Now().Add(5 * time.Millisecond); time.Now().Before(end); {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // FakeContext opens a context on fake device dev, in a test that runs on
