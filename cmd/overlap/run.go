@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/loader"
+	"github.com/purecuda/overlap/nvrtc"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx"
@@ -220,7 +221,13 @@ func openEnv(o *runOptions) (*env, error) {
 		return nil, errors.New("no GPU is present")
 	}
 	var builtin *kernels.Kernel
-	if o.ptxFile == "" {
+	if o.cuFile != "" {
+		// Before any context: an absent NVRTC names what was looked for.
+		if err := nvrtc.Load(); err != nil {
+			return nil, fmt.Errorf("--cu %s: %w", o.cuFile, err)
+		}
+	}
+	if !o.userKernel() {
 		if builtin, err = kernels.ByName(o.kernel); err != nil {
 			return nil, err
 		}
@@ -248,8 +255,8 @@ func openEnv(o *runOptions) (*env, error) {
 			e.ctx = ctx
 		}
 		e.backends = append(e.backends, pipeline.GPU(ctx))
-		if o.ptxFile != "" {
-			prog, err := ptx.LoadFile(ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
+		if o.userKernel() {
+			prog, err := loadUserKernel(ctx, o)
 			if err == nil {
 				e.closers = append(e.closers, prog.Close)
 				e.userIns, err = elementwiseShape(prog.Entry)
@@ -269,15 +276,28 @@ func openEnv(o *runOptions) (*env, error) {
 		e.closers = append(e.closers, e.mods.Close) // closed first, before the contexts
 	}
 	e.backend = e.backends[0]
-	if o.ptxFile != "" {
+	if o.userKernel() {
 		e.userFn = func(ctx *driver.Context) (*driver.Function, error) {
 			if fn, ok := userFns[ctx]; ok {
 				return fn, nil
 			}
-			return nil, errors.New("the --ptx kernel was not loaded on this context")
+			return nil, fmt.Errorf("the --%s kernel was not loaded on this context", o.userFlag())
 		}
 	}
 	return e, nil
+}
+
+// loadUserKernel loads the user's --ptx kernel on ctx, or compiles the
+// --cu file with NVRTC for ctx's GPU and loads the PTX it gives.
+func loadUserKernel(ctx *driver.Context, o *runOptions) (*ptx.Program, error) {
+	if o.cuFile == "" {
+		return ptx.LoadFile(ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
+	}
+	res, err := nvrtc.CompileKernelFile(o.cuFile, o.entry, nvrtc.Options{Device: ctx.Device()})
+	if err != nil {
+		return nil, err
+	}
+	return ptx.Load(ctx, o.cuFile, res.PTX, o.entry, driver.ModuleOptions{})
 }
 
 // elementwiseShape checks that a user's kernel is (out, in..., n) with
@@ -360,7 +380,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 			res.Note = simSmallerNote(o.elems)
 		}
 	}
-	if o.ptxFile == "" && hasScalar(o.kernel, "iters") {
+	if !o.userKernel() && hasScalar(o.kernel, "iters") {
 		res.Iters = o.iters
 	}
 	cfg := w.cfg
