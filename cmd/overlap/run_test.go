@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -230,8 +231,8 @@ func TestBenchSim(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 9, strings.Count(string(b), "\n"), "header and 8 rows")
 	var js struct {
-		Simulated bool       `json:"simulated"`
-		Results   []benchRow `json:"results"`
+		Simulated bool             `json:"simulated"`
+		Results   []bench.SweepRow `json:"results"`
 	}
 	// --json is a switch, as for overlap run: JSON on stdout, no table.
 	code, out, errOut = runCLI(append(args, "--json")...)
