@@ -8,7 +8,12 @@
 // [Stream] (a file through a kernel with bounded memory, and its bound),
 // [InferInMemory] and [InferStream] (a model over rows in memory against
 // the synchronous baseline, or streamed), and [RunTorchTwin] with
-// [CompareWithFile] (the PyTorch twin, reference/mlp_torch.py). Each
+// [CompareWithFile] (the PyTorch twin, reference/mlp_torch.py), [Run]
+// (a job's synchronous baseline, its pipelined runs and their stage
+// bound, as overlap run measures them), [Sweep] (overlap bench's
+// configurations, with [WriteSweepCSV] and [SweepSVG]) and [Tune] (a
+// cost model fitted to probes, and its best candidate measured);
+// [WriteTrace] and [WriteTimelineSVG] draw a run's spans. Each
 // takes an options struct whose zero fields take defaults, and an
 // optional Progress callback; each returns its figures and never prints.
 // Their errors are a *[Error] that names the function. They run on any

@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
@@ -41,20 +37,6 @@ type benchOptions struct {
 	small smallJobsOptions
 	// set records which of the flags were given.
 	set map[string]bool
-}
-
-// benchRow is one configuration's result.
-type benchRow struct {
-	Iters      int     `json:"iters"`
-	Host       string  `json:"host"`
-	Chunk      int     `json:"chunk_elems"`
-	Slots      int     `json:"slots"`
-	Ms         float64 `json:"ms"`
-	GBps       float64 `json:"gb_per_s"`
-	BoundMs    float64 `json:"bound_ms"`
-	Efficiency float64 `json:"efficiency"`
-	CppMs      float64 `json:"cpp_ms,omitempty"`
-	Ratio      float64 `json:"go_over_cpp,omitempty"`
 }
 
 func parseList(name, s string, parse func(string) (int, error)) ([]int, error) {
@@ -354,7 +336,7 @@ func defaultChunksFor(chunks []int, elems int) []int {
 	return out
 }
 
-func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([]benchRow, error) {
+func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([]bench.SweepRow, error) {
 	ro := &runOptions{elems: o.elems, kernel: "seed", machine: machine{device: o.device, sim: o.sim}, host: pipeline.HostPinned}
 	e, err := openEnv(ro)
 	if err != nil {
@@ -363,8 +345,11 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 	defer e.close()
 	prog := newProgress(stderr, false)
 	defer prog.done()
-
-	cpp := map[[3]int]float64{}
+	if err := checkHostMemory(int64(o.elems)*4*2, fmt.Sprintf("--elems %d: the job's 2 input and output arrays", o.elems)); err != nil {
+		return nil, err
+	}
+	so := bench.SweepOptions{Elems: o.elems, Iters: o.iters, Hosts: o.hosts, Chunks: o.chunks, Slots: o.slot,
+		ComputeStreams: o.computeStreams, Repeat: o.repeat, Modules: e.mods, Progress: prog.line}
 	if o.reference {
 		prog.say("building the CUDA C++ reference…")
 		ref, remove, err := buildReference(ctx, e.ctx.Device())
@@ -372,59 +357,16 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 			return nil, err
 		}
 		defer remove()
-		for _, it := range o.iters {
-			for _, s := range o.slot {
-				prog.say("C++ reference: iters %d, %d slots…", it, s)
-				res, err := ref.RunPipeline(ctx, o.elems, it, s, o.repeat, o.chunks)
-				if err != nil {
-					return nil, err
-				}
-				for _, r := range res {
-					if r.Mismatches != 0 {
-						return nil, fmt.Errorf("the C++ reference gave %d wrong elements", r.Mismatches)
-					}
-					cpp[[3]int{it, r.Chunk, r.Slots}] = r.BestMs
-				}
-			}
-		}
+		so.Reference = ref
 	}
-
-	var rows []benchRow
-	for _, it := range o.iters {
-		for _, host := range o.hosts {
-			ro.iters, ro.host = it, host
-			w, err := newWorkload(ro, e)
-			if err != nil {
-				return nil, err
-			}
-			bytes := jobBytes(w.cfg, o.elems)
-			for _, chunk := range o.chunks {
-				for _, slots := range o.slot {
-					prog.say("iters %d, %s, chunk %d, %d slots…", it, host, chunk, slots)
-					cfg := w.cfg
-					cfg.ChunkElems, cfg.Slots, cfg.Host = chunk, slots, host
-					cfg.ComputeStreams = min(o.computeStreams, slots)
-					row, err := benchOne(ctx, e.backend, cfg, w, o.repeat)
-					if err != nil {
-						w.close()
-						return nil, fmt.Errorf("iters %d, %s, chunk %d, %d slots: %w", it, host, chunk, slots, err)
-					}
-					row.Iters, row.Host, row.Chunk, row.Slots = it, host.String(), chunk, slots
-					row.GBps = gbps(bytes, time.Duration(row.Ms*float64(time.Millisecond)))
-					if c, ok := cpp[[3]int{it, chunk, slots}]; ok && host == pipeline.HostPinned && cfg.ComputeStreams == 1 {
-						row.CppMs, row.Ratio = c, row.Ms/c
-					}
-					rows = append(rows, row)
-				}
-			}
-			w.close()
-			returnMemory()
-		}
+	rows, err := bench.Sweep(ctx, e.backend, so)
+	if err != nil {
+		return nil, benchError(err)
 	}
 	prog.done()
 	if o.jsonOut {
 		if rows == nil {
-			rows = []benchRow{}
+			rows = []bench.SweepRow{}
 		}
 		writeJSON(stdout, map[string]any{"simulated": o.sim, "backend": e.backend.Name(), "elems": o.elems, "results": rows})
 	} else {
@@ -433,34 +375,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 	return rows, nil
 }
 
-// benchOne measures one configuration: the stage bound, then the best of
-// repeat runs, verifying every element of the last.
-func benchOne(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, w *workload, repeat int) (benchRow, error) {
-	p, err := pipeline.New(b, cfg)
-	if err != nil {
-		return benchRow{}, err
-	}
-	defer p.Close()
-	st, err := p.StageTimes(ctx, w.job)
-	if err != nil {
-		return benchRow{}, err
-	}
-	best := time.Duration(math.MaxInt64)
-	for r := 0; r < repeat; r++ {
-		clear(w.outputs[0])
-		rep, err := p.Run(ctx, w.job)
-		if err != nil {
-			return benchRow{}, err
-		}
-		best = min(best, rep.Elapsed)
-	}
-	if err := w.verify(w.outputs[0]); err != nil {
-		return benchRow{}, err
-	}
-	return benchRow{Ms: ms(best), BoundMs: ms(st.Bound()), Efficiency: float64(st.Bound()) / float64(best)}, nil
-}
-
-func printBench(w io.Writer, rows []benchRow, backend string, o *benchOptions) {
+func printBench(w io.Writer, rows []bench.SweepRow, backend string, o *benchOptions) {
 	label := ""
 	if o.sim {
 		label = " [simulated]"
@@ -490,99 +405,24 @@ func printBench(w io.Writer, rows []benchRow, backend string, o *benchOptions) {
 	}
 }
 
-func writeBenchFiles(o *benchOptions, rows []benchRow) error {
+func writeBenchFiles(o *benchOptions, rows []bench.SweepRow) error {
 	if o.csvPath != "" {
 		f, err := os.Create(o.csvPath)
 		if err != nil {
 			return err
 		}
-		cw := csv.NewWriter(f)
-		cw.Write([]string{"iters", "host", "chunk_elems", "slots", "ms", "gb_per_s", "bound_ms", "efficiency", "cpp_ms", "go_over_cpp", "simulated"})
-		for _, r := range rows {
-			cw.Write([]string{strconv.Itoa(r.Iters), r.Host, strconv.Itoa(r.Chunk), strconv.Itoa(r.Slots),
-				fmt.Sprintf("%.4f", r.Ms), fmt.Sprintf("%.3f", r.GBps), fmt.Sprintf("%.4f", r.BoundMs),
-				fmt.Sprintf("%.4f", r.Efficiency), fmt.Sprintf("%.4f", r.CppMs), fmt.Sprintf("%.4f", r.Ratio), strconv.FormatBool(o.sim)})
-		}
-		cw.Flush()
-		if err := cw.Error(); err != nil {
+		if err := bench.WriteSweepCSV(f, rows, o.sim); err != nil {
 			f.Close()
-			return err
+			return benchError(err)
 		}
 		if err := f.Close(); err != nil {
 			return err
 		}
 	}
 	if o.svgPath != "" {
-		return os.WriteFile(o.svgPath, []byte(benchSVG(rows, o.sim)), 0o644)
+		return os.WriteFile(o.svgPath, []byte(bench.SweepSVG(rows, o.sim)), 0o644)
 	}
 	return nil
-}
-
-// benchSVG plots time against chunk size (log scale), one line per slot
-// count, for the first iteration count and host mode, with the stage bound
-// dashed.
-func benchSVG(rows []benchRow, sim bool) string {
-	if len(rows) == 0 {
-		return `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>`
-	}
-	first := rows[0]
-	bySlots := map[int][]benchRow{}
-	var maxMs, minC, maxC float64 = 0, math.Inf(1), 0
-	for _, r := range rows {
-		if r.Iters != first.Iters || r.Host != first.Host {
-			continue
-		}
-		bySlots[r.Slots] = append(bySlots[r.Slots], r)
-		maxMs = max(maxMs, r.Ms, r.BoundMs)
-		minC, maxC = math.Min(minC, float64(r.Chunk)), math.Max(maxC, float64(r.Chunk))
-	}
-	const l, t, wd, ht = 70, 40, 600, 300
-	x := func(c int) float64 {
-		if maxC == minC {
-			return l + wd/2
-		}
-		return l + (math.Log2(float64(c))-math.Log2(minC))/(math.Log2(maxC)-math.Log2(minC))*wd
-	}
-	y := func(v float64) float64 { return t + ht - v/(maxMs*1.1)*ht }
-	var b strings.Builder
-	title := fmt.Sprintf("seed, %d iterations, host %s: time against chunk size", first.Iters, first.Host)
-	if sim {
-		title += " [simulated]"
-	}
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", l+wd+150, t+ht+50)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%d" y="20" font-size="14">%s</text>`+"\n", l, title)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", l, t+ht, l+wd, t+ht, l, t, l, t+ht)
-	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b"}
-	var slots []int
-	for s := range bySlots {
-		slots = append(slots, s)
-	}
-	sort.Ints(slots)
-	for i, s := range slots {
-		rs := bySlots[s]
-		sort.Slice(rs, func(a, c int) bool { return rs[a].Chunk < rs[c].Chunk })
-		var pts, bound []string
-		for _, r := range rs {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(r.Chunk), y(r.Ms)))
-			bound = append(bound, fmt.Sprintf("%.1f,%.1f", x(r.Chunk), y(r.BoundMs)))
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>chunk %d, %d slots: %.2f ms</title></circle>`+"\n", x(r.Chunk), y(r.Ms), colors[i%len(colors)], r.Chunk, s, r.Ms)
-		}
-		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), colors[i%len(colors)])
-		if i == 0 {
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="black" stroke-dasharray="5,4"/>`+"\n", strings.Join(bound, " "))
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%d slots</text>`+"\n", l+wd+15, t+20+18*i, colors[i%len(colors)], s)
-	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d">- - stage bound</text>`+"\n", l+wd+15, t+20+18*len(slots))
-	for _, r := range bySlots[slots[0]] {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(r.Chunk), t+ht+18, humanElems(r.Chunk))
-	}
-	for i := 0; i <= 4; i++ {
-		v := maxMs * 1.1 * float64(i) / 4
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%.1f ms</text>`+"\n", l-6, y(v)+4, v)
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
 }
 
 func humanElems(n int) string { return bench.Elems(n) }

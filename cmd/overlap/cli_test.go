@@ -26,7 +26,7 @@ func TestHelp(t *testing.T) {
 		usage string
 		flags []string // flags that must be listed, in order
 	}{
-		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-device", "-devices", "-elems", "-entry", "-gpu", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
+		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-cu", "-device", "-devices", "-elems", "-entry", "-gpu", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
 		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-elems", "-host", "-iters", "-json", "-reference", "-repeat", "-sim", "-slots", "-svg"}},
 		{[]string{"bench", "small-jobs", "-h"}, "usage: overlap bench small-jobs [flags]", []string{"-device", "-direct-calls", "-elems", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-wait", "-workers"}},
 		{[]string{"bench", "scaling", "-h"}, "usage: overlap bench scaling [--devices all|0,1,...] [flags]", []string{"-chunks", "-compute-streams", "-devices", "-elems", "-iters", "-json", "-reference", "-repeat", "-sim", "-slots"}},
@@ -34,7 +34,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"profile", "-h"}, "usage: overlap profile [--out FILE] [--validate] [--sim [--profile FILE]] [--device N] [--elems N] [--repeat N]", []string{"-device", "-elems", "-out", "-profile", "-repeat", "-sim", "-validate"}},
 		{[]string{"help", "bench", "small-jobs"}, "usage: overlap bench small-jobs [flags]", []string{"-device", "-direct-calls", "-elems", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-wait", "-workers"}},
 		{[]string{"help", "ptx"}, "usage: overlap ptx describe [--json] FILE", nil},
-		{[]string{"tune", "-h"}, "usage: overlap tune [flags]", []string{"-device", "-elems", "-entry", "-host", "-iters", "-kernel", "-ptx", "-repeat", "-sim"}},
+		{[]string{"tune", "-h"}, "usage: overlap tune [flags]", []string{"-cu", "-device", "-elems", "-entry", "-host", "-iters", "-kernel", "-ptx", "-repeat", "-sim"}},
 		{[]string{"devices", "-h"}, "usage: overlap devices", nil},
 		{[]string{"ptx", "describe", "-h"}, "usage: overlap ptx describe [--json] FILE", []string{"-json"}},
 		{[]string{"ptx", "-h"}, "usage: overlap ptx describe [--json] FILE", nil},
@@ -198,6 +198,7 @@ func TestFlagsThatFailedLate(t *testing.T) {
 		{[]string{"bench", "--sim", "--csv", dir}, "overlap bench: --csv " + dir + ": is a directory"},
 		{[]string{"run", "--kernel", "saxpy", "--iters", "5"}, "overlap run: --iters is the seed kernel's; saxpy takes no iterations"},
 		{[]string{"run", "--ptx", "k.ptx", "--entry", "k", "--kernel", "lerp"}, "overlap run: --kernel and --ptx both name a kernel; give one"},
+		{[]string{"tune", "--cu", "k.cu", "--entry", "k", "--kernel", "lerp"}, "overlap tune: --kernel and --cu both name a kernel; give one"},
 	}
 	if os.Geteuid() != 0 { // root writes anywhere
 		cases = append(cases, struct {

@@ -28,3 +28,21 @@ func TestCLIOnFakeDriver(t *testing.T) {
 		assert.Regexp(t, `(?m)^1\s+Fake GPU 1\s+9\.0\s+4\.0 GiB\s+4\s+2\s+true\s+00fa:02:00\.0\s+-\s+-$`, out)
 	})
 }
+
+// TestRunCUWithoutNVRTC runs overlap run --cu on the fake driver with
+// NVRTC pointed at a file that is not there: the run fails before any
+// context opens, in one line that names the --cu file and the library
+// path it tried.
+func TestRunCUWithoutNVRTC(t *testing.T) {
+	f := fakecuda.Run(t)
+	if f == nil {
+		return
+	}
+	t.Setenv("OVERLAP_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13")
+	code, out, errOut := runCLI("run", "--cu", "../../nvrtc/testdata/scale.cu", "--entry", "scale", "--elems", "1M")
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "overlap run: --cu ../../nvrtc/testdata/scale.cu: ")
+	assert.Contains(t, errOut, "/nonexistent/libnvrtc.so.13")
+	assert.Contains(t, errOut, "set OVERLAP_NVRTC_LIBRARY")
+}

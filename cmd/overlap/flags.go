@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ type runOptions struct {
 	iters          int
 	kernel         string
 	ptxFile        string
+	cuFile         string // --cu: CUDA C compiled by NVRTC on the GPU's context
 	entry          string
 	host           pipeline.HostMode
 	repeat         int
@@ -210,7 +212,8 @@ func addJobFlags(fs *flag.FlagSet, o *runOptions, host *string) {
 	fs.IntVar(&o.iters, "iters", o.iters, "the seed kernel's iterations (its intensity)")
 	fs.StringVar(&o.kernel, "kernel", o.kernel, "embedded kernel: "+oneOf(kernels.Pipelinable()))
 	fs.StringVar(&o.ptxFile, "ptx", "", "a PTX `FILE` with your own element-wise kernel (out, in..., n)")
-	fs.StringVar(&o.entry, "entry", "", "the kernel's entry `NAME` in --ptx")
+	fs.StringVar(&o.cuFile, "cu", "", "a CUDA C `FILE` with your own extern \"C\" element-wise kernel, compiled with NVRTC")
+	fs.StringVar(&o.entry, "entry", "", "the kernel's entry `NAME` in --ptx or --cu")
 	fs.StringVar(host, "host", *host, "host memory: pinned, staged, registered or auto")
 	fs.IntVar(&o.repeat, "repeat", o.repeat, "pipeline runs (the best is reported)")
 }
@@ -237,7 +240,7 @@ func runFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 	return o, func() error {
 		// The fallback: with no machine asked for, no driver runs the
 		// simulator.
-		if err := o.check(fs, true, o.ptxFile != ""); err != nil {
+		if err := o.check(fs, true, o.userKernel()); err != nil {
 			return err
 		}
 		return checkRunOptions(fs, o, host)
@@ -278,7 +281,7 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		}
 	}
 	outs := []namedFile{{"trace", o.trace}, {"svg", o.svg}}
-	if err := checkOutputs(outs, []namedFile{{"ptx", o.ptxFile}, {"profile", o.profile}}); err != nil {
+	if err := checkOutputs(outs, []namedFile{{"ptx", o.ptxFile}, {"cu", o.cuFile}, {"profile", o.profile}}); err != nil {
 		return err
 	}
 	for _, f := range outs {
@@ -345,18 +348,29 @@ func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		return fmt.Errorf("--iters %d: at most %d", o.iters, math.MaxInt32)
 	case o.repeat < 1 || o.repeat > 1000:
 		return fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
+	case o.ptxFile != "" && o.cuFile != "":
+		return errors.New("--ptx and --cu both name a kernel; give one")
 	case o.ptxFile != "" && o.entry == "":
 		return errors.New("--ptx needs --entry NAME")
-	case o.ptxFile == "" && o.entry != "":
-		return errors.New("--entry needs --ptx FILE")
+	case o.cuFile != "" && o.entry == "":
+		return errors.New("--cu needs --entry NAME")
+	case !o.userKernel() && o.entry != "":
+		return errors.New("--entry needs --ptx FILE or --cu FILE")
 	case o.ptxFile != "" && o.sim:
 		return errors.New("--ptx cannot run on --sim: the simulator has no CPU version of your kernel")
+	case o.cuFile != "" && o.sim:
+		return errors.New("--cu cannot run on --sim: a CUDA C file needs NVRTC and a GPU, and the simulator has no CPU version of your kernel")
 	case o.ptxFile != "" && isSet(fs, "kernel"):
 		return errors.New("--kernel and --ptx both name a kernel; give one")
+	case o.cuFile != "" && isSet(fs, "kernel"):
+		return errors.New("--kernel and --cu both name a kernel; give one")
 	}
-	if o.ptxFile != "" {
+	if o.userKernel() {
 		if isSet(fs, "iters") {
-			return errors.New("--iters is the seed kernel's; your --ptx kernel takes no scalars")
+			return fmt.Errorf("--iters is the seed kernel's; your --%s kernel takes no scalars", o.userFlag())
+		}
+		if o.cuFile != "" {
+			return checkCUFile(o.cuFile)
 		}
 		return checkPTXEntry(o.ptxFile, o.entry)
 	}
@@ -397,6 +411,32 @@ func checkPTXEntry(path, entry string) error {
 	}
 	if _, err := elementwiseShape(e); err != nil {
 		return fmt.Errorf("--ptx %s: %v", path, err)
+	}
+	return nil
+}
+
+// userKernel reports whether the job is a user's kernel, --ptx or --cu.
+func (o *runOptions) userKernel() bool { return o.ptxFile != "" || o.cuFile != "" }
+
+// userFlag names the flag that gave the user's kernel: "ptx" or "cu".
+func (o *runOptions) userFlag() string {
+	if o.cuFile != "" {
+		return "cu"
+	}
+	return "ptx"
+}
+
+// checkCUFile checks, without a GPU or NVRTC, that a --cu file is there
+// to be read; NVRTC checks the rest once a GPU's context is open.
+func checkCUFile(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("--cu %s: no such file", path)
+	case err != nil:
+		return fmt.Errorf("--cu %s: %v", path, unwrapPath(err))
+	case st.IsDir():
+		return fmt.Errorf("--cu %s: is a directory", path)
 	}
 	return nil
 }

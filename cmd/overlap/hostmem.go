@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	"github.com/purecuda/overlap/internal/procfs"
 )
@@ -19,11 +18,6 @@ func checkHostMemory(bytes int64, what string) error {
 	}
 	return usageError{fmt.Errorf("%s need %s of host memory, more than the %s available; use a smaller --elems", what, humanBytes(bytes), humanBytes(avail))}
 }
-
-// returnMemory gives the heap of a closed workload back to the system
-// before a sweep builds its next one, so that the next one's
-// checkHostMemory does not count the last one's arrays as in use.
-func returnMemory() { debug.FreeOSMemory() }
 
 // procField reads a "Name:   123 kB" line of a /proc file (meminfo,
 // status), in bytes; false off Linux or when the line is missing.

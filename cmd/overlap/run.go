@@ -13,6 +13,7 @@ import (
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/loader"
+	"github.com/purecuda/overlap/nvrtc"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/pipeline/sim"
 	"github.com/purecuda/overlap/ptx"
@@ -47,25 +48,11 @@ type result struct {
 	WarmUpMs float64 `json:"warm_up_ms,omitempty"`
 }
 
-// groupDeviceRow is one device's part of a group's run.
-type groupDeviceRow struct {
-	Device int     `json:"device"`
-	Name   string  `json:"name"`
-	Chunks int     `json:"chunks"`
-	BusyMs float64 `json:"busy_ms"`
-	// Share is the device's share of the job's chunks; BoundShare is its
-	// share in the stage bound's split of the slowest stage.
-	Share      float64 `json:"share"`
-	BoundShare float64 `json:"bound_share"`
-}
+// groupDeviceRow is one device's part of a group's run (bench.RunDevice).
+type groupDeviceRow = bench.RunDevice
 
-type modeRow struct {
-	Mode       string  `json:"mode"`
-	Ms         float64 `json:"ms"`
-	GBps       float64 `json:"gb_per_s"`
-	Speedup    float64 `json:"speedup"`
-	Efficiency float64 `json:"efficiency,omitempty"`
-}
+// modeRow is one way of running the job (bench.RunMode).
+type modeRow = bench.RunMode
 
 // stagesJSON are the stages alone and their bound (bench.Stages).
 type stagesJSON = bench.Stages
@@ -220,7 +207,13 @@ func openEnv(o *runOptions) (*env, error) {
 		return nil, errors.New("no GPU is present")
 	}
 	var builtin *kernels.Kernel
-	if o.ptxFile == "" {
+	if o.cuFile != "" {
+		// Before any context: an absent NVRTC names what was looked for.
+		if err := nvrtc.Load(); err != nil {
+			return nil, fmt.Errorf("--cu %s: %w", o.cuFile, err)
+		}
+	}
+	if !o.userKernel() {
 		if builtin, err = kernels.ByName(o.kernel); err != nil {
 			return nil, err
 		}
@@ -248,8 +241,8 @@ func openEnv(o *runOptions) (*env, error) {
 			e.ctx = ctx
 		}
 		e.backends = append(e.backends, pipeline.GPU(ctx))
-		if o.ptxFile != "" {
-			prog, err := ptx.LoadFile(ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
+		if o.userKernel() {
+			prog, err := loadUserKernel(ctx, o)
 			if err == nil {
 				e.closers = append(e.closers, prog.Close)
 				e.userIns, err = elementwiseShape(prog.Entry)
@@ -269,15 +262,28 @@ func openEnv(o *runOptions) (*env, error) {
 		e.closers = append(e.closers, e.mods.Close) // closed first, before the contexts
 	}
 	e.backend = e.backends[0]
-	if o.ptxFile != "" {
+	if o.userKernel() {
 		e.userFn = func(ctx *driver.Context) (*driver.Function, error) {
 			if fn, ok := userFns[ctx]; ok {
 				return fn, nil
 			}
-			return nil, errors.New("the --ptx kernel was not loaded on this context")
+			return nil, fmt.Errorf("the --%s kernel was not loaded on this context", o.userFlag())
 		}
 	}
 	return e, nil
+}
+
+// loadUserKernel loads the user's --ptx kernel on ctx, or compiles the
+// --cu file with NVRTC for ctx's GPU and loads the PTX it gives.
+func loadUserKernel(ctx *driver.Context, o *runOptions) (*ptx.Program, error) {
+	if o.cuFile == "" {
+		return ptx.LoadFile(ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
+	}
+	res, err := nvrtc.CompileKernelFile(o.cuFile, o.entry, nvrtc.Options{Device: ctx.Device()})
+	if err != nil {
+		return nil, err
+	}
+	return ptx.Load(ctx, o.cuFile, res.PTX, o.entry, driver.ModuleOptions{})
 }
 
 // elementwiseShape checks that a user's kernel is (out, in..., n) with
@@ -360,7 +366,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 			res.Note = simSmallerNote(o.elems)
 		}
 	}
-	if o.ptxFile == "" && hasScalar(o.kernel, "iters") {
+	if !o.userKernel() && hasScalar(o.kernel, "iters") {
 		res.Iters = o.iters
 	}
 	cfg := w.cfg
@@ -379,126 +385,37 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 			return nil, usageError{err}
 		}
 	}
-	job := w.job
-	res.Bytes = jobBytes(cfg, o.elems)
-	verified := 0
-
-	p, err := pipeline.NewGroup(e.backends, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer p.Close()
 	if len(e.backends) > 1 {
 		res.Backend = fmt.Sprintf("%d devices (%s)", len(e.backends), e.deviceNames())
 	}
-	// warm keeps the GPUs busy right before each timed part, so that each
-	// starts on devices at their working clocks (Group.Warm says why). The
-	// simulator's profile describes a warm device: it skips them.
+	ropts := bench.RunOptions{Config: cfg, Job: w.job, Output: w.outputs[0], Verify: w.verify, Repeat: o.repeat,
+		NoBaseline: o.noBaseline, Ordinals: e.ordinals, Progress: prog.line}
+	// The simulator's profile describes a warm device: it skips the
+	// warm-ups.
 	if !o.sim {
 		res.WarmUpMs = ms(o.warm)
+		ropts.Warm = o.warm
 	}
-	warm := func() error {
-		if o.sim || o.warm == 0 {
-			return nil
-		}
-		prog.say("warming up the GPU…")
-		return p.Warm(ctx, job, o.warm)
-	}
-	var baseline time.Duration
-	if !o.noBaseline {
-		if err := warm(); err != nil {
+	if o.sim && !o.noBaseline {
+		// The simulated GPU's whole-array buffers are host memory too.
+		if err := checkHostMemory(bench.JobBytes(cfg, o.elems), "the synchronous baseline's simulated device arrays (--no-baseline skips them)"); err != nil {
 			return nil, err
 		}
-		if o.sim {
-			// The simulated GPU's whole-array buffers are host memory too.
-			if err := checkHostMemory(jobBytes(cfg, o.elems), "the synchronous baseline's simulated device arrays (--no-baseline skips them)"); err != nil {
-				return nil, err
-			}
-		}
-		prog.say("synchronous baseline…")
-		baseline, err = pipeline.Synchronous(ctx, e.backend, cfg, job)
-		if err != nil {
-			return nil, fmt.Errorf("synchronous baseline: %w", err)
-		}
-		if w.verify != nil {
-			if err := w.verify(w.outputs[0]); err != nil {
-				return nil, fmt.Errorf("synchronous baseline gave wrong results: %w", err)
-			}
-			verified++
-		}
-		clear(w.outputs[0])
-		res.Rows = append(res.Rows, modeRow{Mode: "synchronous", Ms: ms(baseline), GBps: gbps(res.Bytes, baseline), Speedup: 1})
 	}
-
-	pc := p.Config()
-	res.ChunkElems, res.Slots, res.ComputeStreams = pc.ChunkElems, pc.Slots, pc.ComputeStreams
-
-	var best *pipeline.Report
-	for r := 0; r < o.repeat; r++ {
-		clear(w.outputs[0])
-		if err := warm(); err != nil {
-			return nil, err
-		}
-		prog.say("pipeline run %d of %d…", r+1, o.repeat)
-		rep, err := p.Run(ctx, job)
-		if err != nil {
-			return nil, err
-		}
-		if w.verify != nil {
-			prog.say("verifying run %d of %d…", r+1, o.repeat)
-			if err := w.verify(w.outputs[0]); err != nil {
-				return nil, fmt.Errorf("pipeline run %d gave wrong results: %w", r+1, err)
-			}
-			verified++
-		}
-		res.HostMode = rep.Mode.String()
-		if best == nil || rep.Elapsed < best.Elapsed {
-			best = rep
-		}
-		if r == o.repeat-1 {
-			if err := writeTimeline(o, rep, res); err != nil {
-				return nil, err
-			}
-		}
+	rr, err := bench.Run(ctx, e.backends, ropts)
+	if err != nil {
+		return nil, benchError(err)
 	}
-	// The stages alone, in the host mode of the best run (auto mode stages
-	// a slice the first time and registers it from the second).
-	stJob := job
-	stJob.Host = best.Mode
-	if err := warm(); err != nil {
+	if err := writeTimeline(o, rr.Last, res); err != nil {
 		return nil, err
 	}
-	prog.say("timing each stage alone…")
-	st, err := p.StageTimes(ctx, stJob)
-	if err != nil {
-		return nil, fmt.Errorf("stage timing: %w", err)
-	}
-	res.Stages = stagesJSON{StageInMs: ms(st.In), H2DMs: ms(st.H2D), ComputeMs: ms(st.Compute), D2HMs: ms(st.D2H),
-		StageOutMs: ms(st.Out), CopiesMs: ms(st.Copies), StagingMs: ms(st.Staging), BoundMs: ms(st.Bound()), Slowest: st.Slowest().String()}
-	if len(best.Devices) > 1 {
-		shares := st.Shares[st.Slowest()]
-		for i, dr := range best.Devices {
-			row := groupDeviceRow{Device: e.ordinals[i], Name: dr.Backend, Chunks: dr.Chunks, BusyMs: ms(dr.Busy),
-				Share: float64(dr.Chunks) / float64(max(1, best.Chunks))}
-			if i < len(shares) {
-				row.BoundShare = float64(shares[i]) / float64(max(1, best.Chunks))
-			}
-			res.Devices = append(res.Devices, row)
-		}
-	}
-	row := modeRow{Mode: "pipeline (" + best.Mode.String() + ")", Ms: ms(best.Elapsed), GBps: gbps(res.Bytes, best.Elapsed)}
-	if baseline > 0 {
-		row.Speedup = float64(baseline) / float64(best.Elapsed)
-	}
-	if st.Bound() > 0 {
-		row.Efficiency = float64(st.Bound()) / float64(best.Elapsed)
-	}
-	res.Rows = append(res.Rows, row)
+	res.Bytes, res.Rows, res.Stages, res.Devices = rr.Bytes, rr.Rows, rr.Stages, rr.Devices
+	res.ChunkElems, res.Slots, res.ComputeStreams, res.HostMode = rr.ChunkElems, rr.Slots, rr.ComputeStreams, rr.HostMode
 	switch {
 	case w.verify == nil:
 		res.Verified = "not verified: no CPU reference for a user's kernel"
 	default:
-		res.Verified = fmt.Sprintf("every element of all %d runs matched the CPU reference (tolerance %s)", verified, w.tolerance)
+		res.Verified = fmt.Sprintf("every element of all %d runs matched the CPU reference (tolerance %s)", rr.Verified, w.tolerance)
 	}
 	return res, nil
 }
@@ -591,13 +508,4 @@ func humanBytes(b int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", b)
-}
-
-// jobBytes is the host data a job moves: every input and output once.
-func jobBytes(cfg pipeline.Config, n int) int64 {
-	var per int64
-	for _, s := range append(append([]int(nil), cfg.Inputs...), cfg.Outputs...) {
-		per += int64(s)
-	}
-	return per * int64(n)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +42,14 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"--device", "1", "--devices", "0"}, "overlap run: --device and --devices both choose GPUs; give one"},
 		{[]string{"--ptx", missing}, "overlap run: --ptx needs --entry NAME"},
 		{[]string{"--ptx", missing, "--entry", "k"}, "overlap run: --ptx " + missing + ": no such file"},
-		{[]string{"--entry", "k"}, "overlap run: --entry needs --ptx FILE"},
+		{[]string{"--entry", "k"}, "overlap run: --entry needs --ptx FILE or --cu FILE"},
+		{[]string{"--cu", missing}, "overlap run: --cu needs --entry NAME"},
+		{[]string{"--cu", missing, "--entry", "k"}, "overlap run: --cu " + missing + ": no such file"},
+		{[]string{"--cu", ".", "--entry", "k"}, "overlap run: --cu .: is a directory"},
+		{[]string{"--cu", missing, "--ptx", missing, "--entry", "k"}, "overlap run: --ptx and --cu both name a kernel; give one"},
+		{[]string{"--sim", "--cu", missing, "--entry", "k"}, "overlap run: --cu cannot run on --sim: a CUDA C file needs NVRTC and a GPU, and the simulator has no CPU version of your kernel"},
+		{[]string{"--cu", missing, "--entry", "k", "--kernel", "lerp"}, "overlap run: --kernel and --cu both name a kernel; give one"},
+		{[]string{"--cu", "../../nvrtc/testdata/scale.cu", "--entry", "scale", "--iters", "5"}, "overlap run: --iters is the seed kernel's; your --cu kernel takes no scalars"},
 		{[]string{"--bogus"}, "overlap run: flag provided but not defined: -bogus"},
 		{[]string{"extra"}, `overlap run: unexpected argument "extra"`},
 	}
@@ -223,8 +231,8 @@ func TestBenchSim(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 9, strings.Count(string(b), "\n"), "header and 8 rows")
 	var js struct {
-		Simulated bool       `json:"simulated"`
-		Results   []benchRow `json:"results"`
+		Simulated bool             `json:"simulated"`
+		Results   []bench.SweepRow `json:"results"`
 	}
 	// --json is a switch, as for overlap run: JSON on stdout, no table.
 	code, out, errOut = runCLI(append(args, "--json")...)

@@ -8,9 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -105,50 +105,30 @@ func tune(ctx context.Context, o *runOptions, w io.Writer) error {
 	if o.sim {
 		label = " [simulated]"
 	}
-	m, err := pipeline.Probe(ctx, e.backend, wl.cfg, wl.job)
+	tr, err := bench.Tune(ctx, e.backend, bench.TuneOptions{Config: wl.cfg, Job: wl.job, Host: o.host, Repeat: o.repeat, Output: wl.outputs[0], Verify: wl.verify})
 	if err != nil {
-		return err
+		return benchError(err)
 	}
 	if o.simSmaller {
 		fmt.Fprintln(w, simSmallerNote(o.elems))
 	}
 	fmt.Fprintf(w, "overlap tune: %s on %s, %d elements, host memory %s%s\n", wl.name, e.backend.Name(), o.elems, o.host, label)
-	fmt.Fprintf(w, "per-chunk stage costs (fixed + per element), fitted to probes: %s\n\n", modelText(m))
-	cands := m.Candidates(o.elems)
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].Predicted < cands[j].Predicted })
+	fmt.Fprintf(w, "per-chunk stage costs (fixed + per element), fitted to probes: %s\n\n", modelText(tr.Model))
 	fmt.Fprintf(w, "%10s %6s %8s %11s\n", "CHUNK", "SLOTS", "STREAMS", "PREDICTED")
-	for i, c := range cands[:min(8, len(cands))] {
+	for i, c := range tr.Candidates[:min(8, len(tr.Candidates))] {
 		mark := ""
 		if i == 0 {
 			mark = "  <- chosen"
 		}
 		fmt.Fprintf(w, "%10d %6d %8d %8.2f ms%s\n", c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted), mark)
 	}
-	best := cands[0]
-	cfg := wl.cfg
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = best.ChunkElems, best.Slots, best.ComputeStreams, o.host
-	p, err := pipeline.New(e.backend, cfg)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	measured := time.Duration(math.MaxInt64)
-	for r := 0; r < o.repeat; r++ {
-		rep, err := p.Run(ctx, wl.job)
-		if err != nil {
-			return err
-		}
-		measured = min(measured, rep.Elapsed)
-	}
+	best := tr.Candidates[0]
 	checked := "not verified: no CPU reference for a user's kernel"
-	if wl.verify != nil {
-		if err := wl.verify(wl.outputs[0]); err != nil {
-			return err
-		}
+	if tr.Verified {
 		checked = "every element of the last run verified"
 	}
 	fmt.Fprintf(w, "\nmeasured %.2f ms (best of %d; %s), predicted %.2f ms (%s)%s\n",
-		ms(measured), o.repeat, checked, ms(best.Predicted), predictionText(measured, best.Predicted), label)
+		ms(tr.Measured), o.repeat, checked, ms(best.Predicted), predictionText(tr.Measured, best.Predicted), label)
 	if !o.sim {
 		if path, err := tuneCachePath(); err == nil {
 			cache := tuneCache{}

@@ -82,7 +82,7 @@ func newWorkload(o *runOptions, e *env) (*workload, error) {
 	ins, outs := e.userIns, 1
 	var k *kernels.Kernel
 	var scalars []float64
-	if o.ptxFile != "" {
+	if o.userKernel() {
 		w.name = o.entry
 		w.kernel = kernels.Elementwise(o.entry, e.userFn)
 	} else {

@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
+	"github.com/purecuda/overlap/ptx/kernels"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRunOnSim runs the seed job on two simulated devices: the baseline
+// and two pipelined runs are verified (three in all), the rows are the
+// baseline then the best pipelined run, with its speedup and
+// efficiency, each device's part is there under its ordinal, and a
+// wrong output or no backend is an error.
+func TestRunOnSim(t *testing.T) {
+	host := sim.NewHost(sim.HostOptions{Seed: 1})
+	backends := []pipeline.Backend{host.NewDevice(sim.BuiltinProfile()), host.NewDevice(sim.BuiltinProfile())}
+	kernel, err := kernels.Seed.Pipeline(nil, 10)
+	require.NoError(t, err)
+	const n = 256 << 10
+	d, err := newSeedData(backends[0], kernel, n, false)
+	require.NoError(t, err)
+	defer d.close()
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Host = 32<<10, pipeline.HostStaged
+	verify := func(out []float32) error { return kernels.Seed.Verify([][]float32{d.in}, out, 10) }
+	var msgs []string
+	res, err := Run(context.Background(), backends, RunOptions{Config: cfg, Job: d.job, Output: d.out, Verify: verify, Repeat: 2,
+		Ordinals: []int{4, 7}, Progress: func(m string) { msgs = append(msgs, m) }})
+	require.NoError(t, err)
+	assert.Equal(t, int64(8*n), res.Bytes)
+	assert.Equal(t, 3, res.Verified)
+	assert.Equal(t, 32<<10, res.ChunkElems)
+	assert.Equal(t, pipeline.DefaultComputeStreams, res.ComputeStreams)
+	assert.Equal(t, "staged", res.HostMode)
+	require.Len(t, res.Rows, 2)
+	assert.Equal(t, "synchronous", res.Rows[0].Mode)
+	assert.Equal(t, 1.0, res.Rows[0].Speedup)
+	assert.Equal(t, "pipeline (staged)", res.Rows[1].Mode)
+	assert.Positive(t, res.Rows[1].Speedup)
+	assert.Positive(t, res.Rows[1].Efficiency)
+	assert.Positive(t, res.Stages.BoundMs)
+	require.Len(t, res.Devices, 2)
+	assert.Equal(t, 4, res.Devices[0].Device)
+	assert.Equal(t, 7, res.Devices[1].Device)
+	assert.Equal(t, n/(32<<10), res.Devices[0].Chunks+res.Devices[1].Chunks)
+	require.NotNil(t, res.Last)
+	assert.Equal(t, []string{"synchronous baseline…", "pipeline run 1 of 2…", "verifying run 1 of 2…",
+		"pipeline run 2 of 2…", "verifying run 2 of 2…", "timing each stage alone…"}, msgs)
+
+	wrong := errors.New("element 0 is wrong")
+	_, err = Run(context.Background(), backends[:1], RunOptions{Config: cfg, Job: d.job, Output: d.out, Verify: func([]float32) error { return wrong }})
+	assert.EqualError(t, err, "bench: Run: synchronous baseline gave wrong results: element 0 is wrong")
+	assert.ErrorIs(t, err, wrong)
+	_, err = Run(context.Background(), backends[:1], RunOptions{Config: cfg, Job: d.job, Output: d.out, NoBaseline: true, Verify: func([]float32) error { return wrong }})
+	assert.EqualError(t, err, "bench: Run: pipeline run 1 gave wrong results: element 0 is wrong")
+	_, err = Run(context.Background(), nil, RunOptions{})
+	assert.EqualError(t, err, "bench: Run: no backend")
+	_, err = Run(context.Background(), backends, RunOptions{})
+	assert.Error(t, err, "the zero value's job has no kernel")
+}

@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/purecuda/overlap/pipeline"
+)
+
+// The measuring of overlap tune: a cost model fitted to probes, its
+// candidates, and the best candidate run for a measurement to set beside
+// its prediction.
+
+// TuneOptions say what [Tune] probes and runs: Job in Config, whose
+// chunk, slots and compute streams are what Tune chooses. The zero
+// value's Job has no kernel, which the pipeline refuses.
+type TuneOptions struct {
+	Config pipeline.Config
+	Job    pipeline.Job
+	// Host is the host mode of the chosen candidate's runs; the probes run
+	// in Config's.
+	Host pipeline.HostMode
+	// Repeat is the runs of the chosen candidate, the fastest kept (0: 1).
+	Repeat int
+	// Output is the job's first output and Verify, when not nil, checks it
+	// after the last run.
+	Output []float32
+	Verify func(out []float32) error
+}
+
+// TuneResult is what [Tune] measured.
+type TuneResult struct {
+	// Model is the fitted per-chunk cost model.
+	Model pipeline.Model
+	// Candidates are the model's configurations for the job, fastest
+	// predicted first; Candidates[0] is the one run.
+	Candidates []pipeline.Choice
+	// Measured is the best of the chosen candidate's runs.
+	Measured time.Duration
+	// Verified says that Verify passed on the last run's output.
+	Verified bool
+}
+
+// Tune fits a cost model to probes of o.Job on b, ranks its candidates
+// by predicted time, and runs the best o.Repeat times to measure it.
+func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, error) {
+	if b == nil {
+		return nil, &Error{Op: "Tune", Err: errors.New("nil backend")}
+	}
+	o.Repeat = max(1, o.Repeat)
+	m, err := pipeline.Probe(ctx, b, o.Config, o.Job)
+	if err != nil {
+		return nil, &Error{Op: "Tune", Err: err}
+	}
+	cands := m.Candidates(o.Job.N)
+	if len(cands) == 0 {
+		return nil, &Error{Op: "Tune", Err: errors.New("the model has no candidate for the job")}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].Predicted < cands[j].Predicted })
+	res := &TuneResult{Model: m, Candidates: cands}
+	best := cands[0]
+	cfg := o.Config
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = best.ChunkElems, best.Slots, best.ComputeStreams, o.Host
+	p, err := pipeline.New(b, cfg)
+	if err != nil {
+		return nil, &Error{Op: "Tune", Err: err}
+	}
+	defer p.Close()
+	res.Measured = time.Duration(math.MaxInt64)
+	for r := 0; r < o.Repeat; r++ {
+		rep, err := p.Run(ctx, o.Job)
+		if err != nil {
+			return nil, &Error{Op: "Tune", Err: err}
+		}
+		res.Measured = min(res.Measured, rep.Elapsed)
+	}
+	if o.Verify != nil {
+		if err := o.Verify(o.Output); err != nil {
+			return nil, &Error{Op: "Tune", Err: err}
+		}
+		res.Verified = true
+	}
+	return res, nil
+}
