@@ -14,7 +14,7 @@ import (
 
 // noDriverLine is the one line printed when no NVIDIA driver is found: how
 // many paths were tried and, for a library that exists but is not a usable
-// driver, why (issue 10).
+// driver, why.
 func noDriverLine(err error) string {
 	var oe *loader.OpenError
 	if errors.As(err, &oe) {
@@ -107,7 +107,7 @@ func deviceRow(d driver.Device) (string, error) {
 }
 
 // localityColumns gives a GPU's NUMA node and the CPUs local to it, as the
-// host reports them for its PCI bus id (issue 12), or "-" where the host
+// host reports them for its PCI bus id, or "-" where the host
 // does not say (no sysfs entry, a system other than Linux, a single-node
 // host reporting -1).
 func localityColumns(bus string, of func(string) (hostcpu.Locality, error)) (numa, cpus string) {

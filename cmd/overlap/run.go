@@ -133,7 +133,7 @@ func (e *env) close() {
 }
 
 // simLinkGBps bounds the copies of several simulated devices together:
-// the host link of the two-H200 host that issue 12 measured (each GPU 55
+// the host link measured on a two-H200 host (bench/RESULTS.md; each GPU 55
 // GB/s one way, but both GPUs copying both ways at once 148 GB/s in all).
 const simLinkGBps = 148
 

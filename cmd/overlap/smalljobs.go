@@ -17,7 +17,7 @@ import (
 // and D2H then a wait for it, from several goroutines with a pipeline each
 // on one shared context, as a service offloading work per request does.
 
-// smallJobsDefaults are the sweep of issue 14.
+// smallJobsDefaults are the sweep that bench/RESULTS.md's small-jobs sections report.
 var (
 	smallJobsSizes   = bench.SmallJobsSizes()
 	smallJobsWorkers = bench.SmallJobsWorkers()
