@@ -82,24 +82,29 @@ const (
 	numSymbols
 )
 
-// lib is cuBLAS's entry points in one opened library.
+// lib is one opened library's entry points (cuBLAS's or cuBLASLt's),
+// named by names and indexed by the sym constants of that library.
 type lib struct {
-	path string
-	fn   [numSymbols]uintptr
+	path  string
+	names []string
+	fn    []uintptr
 }
 
-var defaultLib = sync.OnceValues(func() (*lib, error) {
-	l, err := loader.OpenOptional(loader.CUBLAS)
+var defaultLib = sync.OnceValues(func() (*lib, error) { return open(loader.CUBLAS, symbolNames[:]) })
+
+// open opens library o and resolves every entry point in names.
+func open(o loader.Optional, names []string) (*lib, error) {
+	l, err := loader.OpenOptional(o)
 	if err != nil {
 		return nil, err
 	}
-	return bind(l)
-})
+	return bind(l, names)
+}
 
-// bind resolves every entry point of cuBLAS in l.
-func bind(l *loader.OptionalLibrary) (*lib, error) {
-	b := &lib{path: l.Path()}
-	for i, name := range symbolNames {
+// bind resolves every entry point in names in l.
+func bind(l *loader.OptionalLibrary, names []string) (*lib, error) {
+	b := &lib{path: l.Path(), names: names, fn: make([]uintptr, len(names))}
+	for i, name := range names {
 		p, err := l.Symbol(name)
 		if err != nil {
 			return nil, fmt.Errorf("cublas: %w", err)
@@ -119,11 +124,11 @@ func bind(l *loader.OptionalLibrary) (*lib, error) {
 //go:uintptrescapes
 func (b *lib) call(sym int, args ...uintptr) error {
 	if len(args) > maxCallArgs {
-		return fmt.Errorf("cublas: %s: %d arguments, more than purego passes on %s", symbolNames[sym], len(args), runtime.GOARCH)
+		return fmt.Errorf("cublas: %s: %d arguments, more than purego passes on %s", b.names[sym], len(args), runtime.GOARCH)
 	}
 	r, _, _ := purego.SyscallN(b.fn[sym], args...)
 	if st := int(int32(r)); st != 0 {
-		return &Error{Op: symbolNames[sym], Status: st}
+		return &Error{Op: b.names[sym], Status: st}
 	}
 	return nil
 }

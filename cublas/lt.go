@@ -6,7 +6,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/loader"
 )
@@ -77,45 +76,7 @@ func (e Epilogue) hasBias() bool {
 	return e == EpilogueBias || e == EpilogueReLUBias || e == EpilogueGELUBias
 }
 
-// ltLib is cuBLASLt's entry points in one opened library.
-type ltLib struct {
-	path string
-	fn   [ltNumSymbols]uintptr
-}
-
-var defaultLt = sync.OnceValues(func() (*ltLib, error) {
-	l, err := loader.OpenOptional(loader.CUBLASLt)
-	if err != nil {
-		return nil, err
-	}
-	return bindLt(l)
-})
-
-func bindLt(l *loader.OptionalLibrary) (*ltLib, error) {
-	b := &ltLib{path: l.Path()}
-	for i, name := range ltSymbolNames {
-		p, err := l.Symbol(name)
-		if err != nil {
-			return nil, fmt.Errorf("cublas: %w", err)
-		}
-		b.fn[i] = p
-	}
-	return b, nil
-}
-
-// call is lib.call for cuBLASLt.
-//
-//go:uintptrescapes
-func (b *ltLib) call(sym int, args ...uintptr) error {
-	if len(args) > maxCallArgs {
-		return fmt.Errorf("cublas: %s: %d arguments, more than purego passes on %s", ltSymbolNames[sym], len(args), runtime.GOARCH)
-	}
-	r, _, _ := purego.SyscallN(b.fn[sym], args...)
-	if st := int(int32(r)); st != 0 {
-		return &Error{Op: ltSymbolNames[sym], Status: st}
-	}
-	return nil
-}
+var defaultLt = sync.OnceValues(func() (*lib, error) { return open(loader.CUBLASLt, ltSymbolNames[:]) })
 
 // LtLibraryPath returns the path of the cuBLASLt library opened, or ""
 // when none could be.
@@ -135,7 +96,7 @@ const DefaultLtWorkspace = 32 << 20
 // bias and activation in one matmul (cublasLtMatmul with an epilogue).
 // The caller owns it and must Close it before the Context.
 type Lt struct {
-	lib *ltLib
+	lib *lib
 	ctx *driver.Context
 
 	mu      sync.RWMutex // read-held by calls, write-held by Close
@@ -154,7 +115,7 @@ func NewLt(ctx *driver.Context) (*Lt, error) {
 	return newLt(l, ctx)
 }
 
-func newLt(l *ltLib, ctx *driver.Context) (*Lt, error) {
+func newLt(l *lib, ctx *driver.Context) (*Lt, error) {
 	if ctx == nil || ctx.Handle() == 0 {
 		return nil, fmt.Errorf("%w: NewLt: nil or closed context", ErrInvalidArgument)
 	}
@@ -179,7 +140,7 @@ func newLt(l *ltLib, ctx *driver.Context) (*Lt, error) {
 }
 
 type lostLt struct {
-	lib *ltLib
+	lib *lib
 	ctx *driver.Context
 	h   uintptr
 }
@@ -234,7 +195,7 @@ type LinearLayer struct {
 // ltDesc is what Linear creates for one matmul; destroy releases all of
 // it, whatever was created.
 type ltDesc struct {
-	lib     *ltLib
+	lib     *lib
 	desc    uintptr
 	layouts []uintptr
 }
