@@ -93,7 +93,11 @@ type TogetherStarter interface {
 // they run side by side in its time; on a GPU, plainly. Benchmarks and
 // calibration start their workers through it instead of testing for the
 // simulator. name labels the goroutines where the backend keeps names.
+// With n <= 0 or a nil fn it runs nothing.
 func GoTogether(b Backend, name string, n int, fn func(i int)) {
+	if n <= 0 || fn == nil {
+		return // nothing to run: a nil fn is no work, not a crash in n goroutines
+	}
 	if ts, ok := b.(TogetherStarter); ok {
 		ts.GoTogether(name, n, fn)
 		return

@@ -284,6 +284,8 @@ func TestNilAndZeroArguments(t *testing.T) {
 		"SameFile":      func() { pipeline.SameFile(nil, nil) },
 		"GoTogether": func() {
 			pipeline.GoTogether(nil, "", 0, nil)
+			pipeline.GoTogether(nil, "", 3, nil)
+			pipeline.GoTogether(sim.New(1, 0), "", 3, nil)
 			pipeline.GoTogether(nil, "", 1, func(int) {})
 		},
 		"Batches": func() {

@@ -149,6 +149,9 @@ func (s *Sim) SharedHost() any {
 // once every one has: pipeline.GoTogether starts a benchmark's workers
 // through it. A nil or zero Sim runs them as plain goroutines.
 func (s *Sim) GoTogether(name string, n int, fn func(i int)) {
+	if n <= 0 || fn == nil {
+		return
+	}
 	if !s.usable() {
 		var wg sync.WaitGroup
 		for i := range n {
