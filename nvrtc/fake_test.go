@@ -331,7 +331,7 @@ func TestFakePublic(t *testing.T) {
 		{none, "f", "ptx: no such entry: " + none + " defines no __global__ kernel, so \"f\" cannot be launched", ptx.ErrNoEntry},
 		{write("bad.cu", "#error x\n"), "k", "nvrtc: bad.cu: nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6):\noption --gpu-architecture=compute_80\nbad.cu(1): error: fake error", ErrCompilation},
 		{good, "", "nvrtc: invalid argument: no kernel entry name to look for in " + good, ErrInvalidArgument},
-		{filepath.Join(dir, "absent.cu"), "k", "nvrtc: open " + filepath.Join(dir, "absent.cu") + ": no such file or directory", os.ErrNotExist},
+		{filepath.Join(dir, "absent.cu"), "k", "nvrtc: stat " + filepath.Join(dir, "absent.cu") + ": no such file or directory", os.ErrNotExist},
 	}
 	for _, tc := range cases {
 		_, err := CompileKernelFile(tc.path, tc.entry, Options{})

@@ -31,6 +31,13 @@ func CompileKernelFile(path, entry string, opts Options) (*Result, error) {
 	if entry == "" {
 		return nil, fmt.Errorf("%w: no kernel entry name to look for in %s", ErrInvalidArgument, path)
 	}
+	// Stat first: opening a FIFO for reading would wait for a writer, and
+	// a device or socket is no source file either.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("nvrtc: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (%v)", ErrInvalidArgument, path, fi.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("nvrtc: %w", err)

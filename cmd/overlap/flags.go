@@ -437,6 +437,8 @@ func checkCUFile(path string) error {
 		return fmt.Errorf("--cu %s: %v", path, unwrapPath(err))
 	case st.IsDir():
 		return fmt.Errorf("--cu %s: is a directory", path)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("--cu %s: not a regular file (a FIFO or device is not a kernel's source)", path)
 	}
 	return nil
 }
