@@ -97,12 +97,12 @@ type InferRow struct {
 }
 
 // InferOptions say what [InferInMemory] runs. Rows is required; the
-// other zero fields run one chunk size (the model's default), once, with
+// other zero fields run one chunk size (model.Model.ChunkRowsFor), once, with
 // the baseline, on generated rows, unverified.
 type InferOptions struct {
 	Rows int
 	// Chunks are the chunk sizes in rows, each run and the fastest kept
-	// (nil: the model's default).
+	// (nil: one, m.ChunkRowsFor the rows over the backends).
 	Chunks []int
 	// Repeat is each chunk size's timed runs, the median kept (0: 1).
 	Repeat    int
@@ -155,7 +155,7 @@ func inferInMemory(ctx context.Context, backends []pipeline.Backend, k *pipeline
 	inBytes, outBytes := int64(rows)*int64(m.In())*4, int64(rows)*int64(m.Out())*4
 	chunks := o.Chunks
 	if len(chunks) == 0 {
-		chunks = []int{m.DefaultChunkRows()}
+		chunks = []int{m.ChunkRowsFor(rows, len(backends))}
 	}
 	cfgs := make([]pipeline.Config, len(chunks))
 	for i, c := range chunks {
