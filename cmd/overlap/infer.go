@@ -2,16 +2,18 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -77,113 +79,9 @@ type inferOptions struct {
 	reference    bool
 	python       string
 	referenceDir string
-	// inputFile, when set, holds the in-memory run's rows (the twin's
-	// input.f32) instead of overlap's pattern.
-	inputFile string
 	// run holds the machine's flags, shared with overlap run: --sim,
 	// --devices and --profile.
 	run runOptions
-}
-
-// precisionFlag reads --precision.
-type precisionFlag struct{ p *model.Precision }
-
-func (f precisionFlag) String() string {
-	if f.p == nil {
-		return model.FP32.String()
-	}
-	return f.p.String()
-}
-
-func (f precisionFlag) Set(s string) error {
-	p, err := model.ParsePrecision(s)
-	if err != nil {
-		return fmt.Errorf("want fp32 or tf32, not %q", s)
-	}
-	*f.p = p
-	return nil
-}
-
-// activationFlag reads --activation.
-type activationFlag struct{ a *model.Activation }
-
-func (f activationFlag) String() string {
-	if f.a == nil || *f.a == 0 {
-		return ""
-	}
-	return f.a.String()
-}
-
-func (f activationFlag) Set(s string) error {
-	a, err := model.ParseActivation(s)
-	if err != nil {
-		return fmt.Errorf("want relu or gelu, not %q", s)
-	}
-	*f.a = a
-	return nil
-}
-
-// widthsFlag reads --widths 768,256,16.
-type widthsFlag struct{ w *[]int }
-
-func (f widthsFlag) String() string {
-	if f.w == nil {
-		return ""
-	}
-	parts := make([]string, len(*f.w))
-	for i, v := range *f.w {
-		parts[i] = strconv.Itoa(v)
-	}
-	return strings.Join(parts, ",")
-}
-
-func (f widthsFlag) Set(s string) error {
-	var ws []int
-	for _, p := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || v <= 0 || v > 1<<20 {
-			return fmt.Errorf("%q is not a width (want positive integers up to %d, such as 768,256,16)", strings.TrimSpace(p), 1<<20)
-		}
-		ws = append(ws, v)
-	}
-	if len(ws) < 2 {
-		return fmt.Errorf("%q: want the input width and at least one layer's, such as 768,256,16", s)
-	}
-	*f.w = ws
-	return nil
-}
-
-// chunkListFlag reads --chunk: one size, or several comma-separated
-// (8K,16K,32K,64K), each at most once, kept in the order given.
-type chunkListFlag struct{ c *[]int }
-
-func (f chunkListFlag) String() string {
-	if f.c == nil {
-		return ""
-	}
-	parts := make([]string, len(*f.c))
-	for i, v := range *f.c {
-		parts[i] = formatSize(v)
-	}
-	return strings.Join(parts, ",")
-}
-
-func (f chunkListFlag) Set(s string) error {
-	var cs []int
-	seen := map[int]bool{}
-	for _, p := range strings.Split(s, ",") {
-		v, err := parseSize(p)
-		if err != nil {
-			return err
-		}
-		if seen[v] {
-			return fmt.Errorf("%s is listed twice", formatSize(v))
-		}
-		seen[v] = true
-		cs = append(cs, v)
-	}
-	*f.c = cs
-	return nil
 }
 
 func inferFlags(fs *flag.FlagSet, o *inferOptions) {
@@ -191,9 +89,33 @@ func inferFlags(fs *flag.FlagSet, o *inferOptions) {
 	fs.StringVar(&o.in, "in", "", "stream this `FILE` of float32 rows through the model (- for stdin)")
 	fs.StringVar(&o.out, "out", "", "write the outputs to this `FILE` (- for stdout; the report then goes to stderr)")
 	fs.Var(sizeFlag{v: &o.rows}, "rows", "run `N` generated rows in memory (sizes take K, M, G); with --gen-input, the rows to write")
-	fs.Var(precisionFlag{&o.precision}, "precision", "the layers' arithmetic, `fp32|tf32`: tf32 runs on the tensor cores, each product's factors rounded to a 10-bit mantissa (default fp32)")
-	fs.Var(activationFlag{&o.activation}, "activation", "the activation between layers, `relu|gelu` (default: the file's \"activation\" metadata, else relu)")
-	fs.Var(chunkListFlag{&o.chunks}, "chunk", "`ROWS` per chunk (default 16384, fewer for rows wider than 1K values); in memory several, such as 8K,16K,32K,64K: each is run and the fastest kept")
+	fs.Func("precision", "the layers' arithmetic, `fp32|tf32`: tf32 runs on the tensor cores, each product's factors rounded to a 10-bit mantissa (default fp32)", func(s string) (err error) {
+		if o.precision, err = model.ParsePrecision(s); err != nil {
+			return fmt.Errorf("want fp32 or tf32, not %q", s)
+		}
+		return nil
+	})
+	fs.Func("activation", "the activation between layers, `relu|gelu` (default: the file's \"activation\" metadata, else relu)", func(s string) (err error) {
+		if o.activation, err = model.ParseActivation(s); err != nil {
+			return fmt.Errorf("want relu or gelu, not %q", s)
+		}
+		return nil
+	})
+	// --chunk: one size, or several comma-separated (8K,16K,32K,64K), each
+	// at most once, kept in the order given.
+	fs.Func("chunk", "`ROWS` per chunk (default 16384, fewer for rows wider than 1K values); in memory several, such as 8K,16K,32K,64K: each is run and the fastest kept", func(s string) error {
+		o.chunks = nil
+		for _, p := range strings.Split(s, ",") {
+			v, err := parseSize(p)
+			if err != nil {
+				return err
+			} else if slices.Contains(o.chunks, v) {
+				return fmt.Errorf("%s is listed twice", formatSize(v))
+			}
+			o.chunks = append(o.chunks, v)
+		}
+		return nil
+	})
 	fs.IntVar(&o.repeat, "repeat", 3, "timed pipeline runs in memory per chunk size, after an untimed one on a GPU (the median is reported, and the fastest)")
 	fs.BoolVar(&o.verify, "verify", false, "check every output value against the float64 CPU reference (with --in, read back from the files)")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "skip the synchronous baseline")
@@ -209,7 +131,21 @@ func inferFlags(fs *flag.FlagSet, o *inferOptions) {
 	fs.StringVar(&o.python, "python", "python3", "with --reference: the Python `COMMAND` that has torch")
 	fs.StringVar(&o.referenceDir, "reference-dir", "", "with --reference: keep the twin's files (input.f32, output_torch.f32, torch.json) in this `DIR` (default: a temporary one, removed)")
 	fs.StringVar(&o.genModel, "gen-model", "", "write a random model (PyTorch's initialisation) to this safetensors `FILE` and exit")
-	fs.Var(widthsFlag{&o.widths}, "widths", "with --gen-model: the input width and each layer's output width, `W,W,...` such as 768,256,16")
+	fs.Func("widths", "with --gen-model: the input width and each layer's output width, `W,W,...` such as 768,256,16", func(s string) error {
+		var ws []int
+		for _, p := range strings.Split(s, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil || v <= 0 || v > 1<<20 {
+				return fmt.Errorf("%q is not a width (want positive integers up to %d, such as 768,256,16)", strings.TrimSpace(p), 1<<20)
+			}
+			ws = append(ws, v)
+		}
+		if len(ws) < 2 {
+			return fmt.Errorf("%q: want the input width and at least one layer's, such as 768,256,16", s)
+		}
+		o.widths = ws
+		return nil
+	})
 	fs.Uint64Var(&o.seed, "seed", 1, "with --gen-model: the random seed")
 	fs.StringVar(&o.genInput, "gen-input", "", "write --rows rows of overlap's standard pattern, the model's width, to this `FILE` and exit")
 }
@@ -327,10 +263,7 @@ func unwrapExec(err error) error {
 // runInfer runs overlap infer once its flags are checked.
 func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	if o.genModel != "" {
-		act := o.activation
-		if act == 0 {
-			act = model.ReLU
-		}
+		act := cmp.Or(o.activation, model.ReLU)
 		m, err := model.Random(o.widths, act, o.seed)
 		if err == nil {
 			err = m.WriteFile(o.genModel)
@@ -344,16 +277,18 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	m, err := loadModel(o)
-	if err != nil {
-		return reportError("infer", err, stderr)
-	}
-	if o.genInput != "" {
-		if err := writeRows(o.genInput, o.rows*m.In()); err != nil {
-			return reportError("infer", err, stderr)
+	if err == nil && o.genInput != "" {
+		var f *os.File
+		if f, err = os.Create(o.genInput); err == nil {
+			err = cmp.Or(genParallel(f, o.rows*m.In(), 0), f.Close())
 		}
-		if !o.quiet {
+		if err == nil && !o.quiet {
 			fmt.Fprintf(stdout, "wrote %s: %d rows of %d float32 (%s), overlap's standard pattern\n", o.genInput, o.rows, m.In(), humanBytes(int64(o.rows)*int64(m.In())*4))
 		}
+	}
+	if err != nil {
+		return reportError("infer", err, stderr)
+	} else if o.genInput != "" {
 		return exitOK
 	}
 	ctx, stop := signalContext()
@@ -382,31 +317,23 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 		if o.out == "-" {
 			w = stderr
 		}
-		res, err := executeInferStream(ctx, o, m, stdout, stderr)
-		if err == nil {
+		var res *bench.InferStreamResult
+		if res, err = executeInferStream(ctx, o, m, stdout, stderr); err == nil {
 			err = report(w, res, func() { printInferStream(w, res) })
 		}
-		if err != nil {
-			return reportError("infer", stoppedBy(ctx, err), stderr)
-		}
 	case o.reference:
-		res, err := executeInferReference(ctx, o, m, stderr)
-		if res != nil {
-			if rerr := report(stdout, res, func() { printInferReference(stdout, res) }); err == nil {
-				err = rerr
-			}
-		}
-		if err != nil {
-			return reportError("infer", stoppedBy(ctx, err), stderr)
+		var res *bench.InferReferenceResult
+		if res, err = executeInferReference(ctx, o, m, stderr); res != nil {
+			err = cmp.Or(err, report(stdout, res, func() { printInferReference(stdout, res) }))
 		}
 	default:
-		res, err := executeInfer(ctx, o, m, stderr)
-		if err == nil {
-			err = report(stdout, res.inferResult, func() { printInfer(stdout, res.inferResult) })
+		var res *bench.InferResult
+		if res, err = executeInfer(ctx, o, m, stderr); err == nil {
+			err = report(stdout, res, func() { printInfer(stdout, res) })
 		}
-		if err != nil {
-			return reportError("infer", stoppedBy(ctx, err), stderr)
-		}
+	}
+	if err != nil {
+		return reportError("infer", stoppedBy(ctx, err), stderr)
 	}
 	return exitOK
 }
@@ -420,75 +347,101 @@ func loadModel(o *inferOptions) (*model.Model, error) {
 		opts.MaxParamBytes = avail
 	}
 	m, err := model.Load(o.model, opts)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return nil, usageError{fmt.Errorf("--model %s: %v", o.model, pe.Err)}
-		}
+	var pe *os.PathError
+	switch {
+	case errors.As(err, &pe):
+		return nil, usageError{fmt.Errorf("--model %s: %v", o.model, pe.Err)}
+	case err != nil:
 		return nil, usageError{fmt.Errorf("--model: %s", strings.TrimPrefix(err.Error(), "model: "))}
 	}
 	return m, nil
 }
 
-// writeRows writes n values of overlap's standard pattern to path.
-func writeRows(path string, n int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = genParallel(f, n, 0)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// openInferEnv opens the machine: openEnv's, but for --timing-only
-// simulated devices that move no bytes and compute nothing.
-func openInferEnv(o *inferOptions) (*env, error) {
-	ro := o.run
-	ro.kernel = "seed" // openEnv loads a table kernel on each GPU; the model's GEMM is loaded by inferEnv
-	if !o.timingOnly {
-		return openEnv(&ro)
-	}
-	return openSimEnv(&ro, true)
-}
-
-// inferEnv opens the machine and readies the model's kernel on it: the
-// GEMM module loaded on every GPU (a missing gemm.ptx is reported here,
-// before any run) and the weights checked against each device's free
-// memory.
+// inferEnv opens the machine (on the simulator, for --timing-only
+// devices that move no bytes and compute nothing) and readies the model's
+// kernel on it: on a GPU, the GEMM module loaded on the first (a missing
+// gemm.ptx or a JIT error is reported here, before any run; the others
+// load it as the run first launches there) and the weights checked
+// against its free memory.
 func inferEnv(o *inferOptions, m *model.Model) (*env, *pipeline.Kernel, error) {
-	e, err := openInferEnv(o)
+	ro := o.run
+	ro.kernel = "seed" // openEnv loads a table kernel on each GPU; the model's GEMM is loaded here
+	open := openEnv
+	if o.timingOnly {
+		open = func(ro *runOptions) (*env, error) { return openSimEnv(ro, true) }
+	}
+	e, err := open(&ro)
 	if err != nil {
 		return nil, nil, err
 	}
 	kopts := model.KernelOptions{Precision: o.precision}
 	if !o.run.sim {
-		// The first GPU loads the GEMM now, so that a missing gemm.ptx or
-		// a JIT error is reported before any run; the others load it as
-		// the run first launches there, and the engine checks that the
-		// weights fit on each.
 		g := new(kernels.GemmModules)
 		e.closers = append(e.closers, g.Close) // closed before the contexts
-		if _, err := g.Functions(e.ctx); err != nil {
-			e.close()
-			return nil, nil, err
-		}
-		if free, _, err := e.ctx.MemoryInfo(); err == nil {
-			if err := m.CheckFits(int64(free)); err != nil {
-				e.close()
-				return nil, nil, usageError{fmt.Errorf("--model on GPU %d: %s", e.ordinals[0], strings.TrimPrefix(err.Error(), "model: "))}
+		if _, err = g.Functions(e.ctx); err == nil {
+			if free, _, merr := e.ctx.MemoryInfo(); merr == nil {
+				if err = m.CheckFits(int64(free)); err != nil {
+					err = usageError{fmt.Errorf("--model on GPU %d: %s", e.ordinals[0], strings.TrimPrefix(err.Error(), "model: "))}
+				}
 			}
 		}
 		kopts.Gemm = g
 	}
-	k, err := m.Kernel(kopts)
+	var k *pipeline.Kernel
+	if err == nil {
+		k, err = m.Kernel(kopts)
+	}
 	if err != nil {
 		e.close()
 		return nil, nil, err
 	}
 	return e, k, nil
+}
+
+// checkInferRows checks an in-memory run's --rows and --chunk against
+// the host's memory, the model and the simulator, before any machine is
+// opened.
+func checkInferRows(o *inferOptions, m *model.Model) error {
+	rows := o.rows
+	need := int64(rows) * int64(m.In()+m.Out()) * 4
+	if o.run.sim && !o.noBaseline {
+		need *= 2 // the baseline's simulated device arrays
+	}
+	if avail, ok := availableMemory(); ok && need > avail && !o.timingOnly {
+		return usageError{fmt.Errorf("--rows %d: the rows in and out need %s of host memory, more than the %s available; use fewer --rows", rows, humanBytes(need), humanBytes(avail))}
+	}
+	chunks := o.chunks
+	if len(chunks) == 0 && o.run.sim {
+		chunks = []int{m.ChunkRowsFor(rows, len(o.run.devices))} // bench's default on as many simulated devices
+	}
+	for _, c := range chunks {
+		if _, err := m.Config(c); err != nil {
+			return usageError{fmt.Errorf("--chunk: %s", strings.TrimPrefix(err.Error(), "model: "))}
+		}
+		if n := (int64(rows) + int64(c) - 1) / int64(c); o.run.sim && n > maxSimChunks {
+			return usageError{fmt.Errorf("--chunk %d cuts --rows %d into %d chunks; the simulator takes at most %d: use a larger --chunk", c, rows, n, maxSimChunks)}
+		}
+	}
+	return nil
+}
+
+// inferRunOptions are the flags' options for bench's in-memory run.
+func inferRunOptions(o *inferOptions, prog *progress) bench.InferOptions {
+	opts := bench.InferOptions{Rows: o.rows, Chunks: o.chunks, Repeat: o.repeat, Precision: o.precision, NoBaseline: o.noBaseline,
+		TimingOnly: o.timingOnly, Verify: o.verify, Progress: prog.line}
+	if !o.run.sim {
+		opts.Warm = defaultWarm
+	}
+	return opts
+}
+
+// labelInferResult fills in what bench leaves to its caller: the
+// simulator's profile, and the flags' words for the options'.
+func labelInferResult(o *inferOptions, e *env, r *bench.InferResult) {
+	if e.sim != nil {
+		r.Profile = profileLabel(&o.run, e.sim.Profile())
+	}
+	r.Input, r.Verified = flagWords(r.Input), flagWords(r.Verified)
 }
 
 // modelLine describes the model and where its activation came from.
@@ -516,26 +469,4 @@ func humanRate(v float64) string {
 		return fmt.Sprintf("%.1fK/s", v/1e3)
 	}
 	return fmt.Sprintf("%.0f/s", v)
-}
-
-// readRowsFile reads len(x) float32 from the start of path into x, in
-// parallel pieces.
-func readRowsFile(path string, x []float32) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	b := driver.Bytes(x)
-	const piece = 64 << 20
-	pieces := (len(b) + piece - 1) / piece
-	errs := make([]error, pieces)
-	parallelPieces(pieces, func(i int) {
-		lo, hi := i*piece, min(len(b), (i+1)*piece)
-		_, errs[i] = f.ReadAt(b[lo:hi], int64(lo))
-	})
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	return nil
 }

@@ -4,15 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
-	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/purecuda/overlap/bench"
-	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
-	"github.com/purecuda/overlap/ptx/kernels"
 )
 
 // The in-memory run of overlap infer: the rows (generated, or a file's)
@@ -22,51 +16,11 @@ import (
 // each stage alone and the copies in both directions at once, the
 // bound.
 
-// inferResult is what overlap infer measured in memory
-// (bench.InferResult).
-type inferResult = bench.InferResult
-
-// inMemoryRun is an in-memory run's result and its rows (X and Y).
-type inMemoryRun struct{ *inferResult }
-
-// defaultInferChunk is the chunk when --chunk is not given: the model's
-// default, but at least 8 chunks a device when the rows are few, so that
-// something overlaps.
-func defaultInferChunk(o *inferOptions, m *model.Model, rows int) int {
-	devices := max(1, len(o.run.devices))
-	if o.run.allDevices {
-		if n, err := driver.DeviceCount(); err == nil {
-			devices = max(1, n)
-		}
-	}
-	tile := kernels.Gemm.TileM
-	few := (rows/(8*devices) + tile - 1) / tile * tile
-	return max(1, min(m.DefaultChunkRows(), max(tile, few), rows))
-}
-
 // executeInfer runs overlap infer --rows in memory on the machine that
 // the flags choose (bench.InferInMemory).
-func executeInfer(ctx context.Context, o *inferOptions, m *model.Model, stderr io.Writer) (*inMemoryRun, error) {
-	rows := o.rows
-	inBytes, outBytes := int64(rows)*int64(m.In())*4, int64(rows)*int64(m.Out())*4
-	need := inBytes + outBytes
-	if o.run.sim && !o.noBaseline && !o.timingOnly {
-		need += inBytes + outBytes // the baseline's simulated device arrays
-	}
-	if avail, ok := availableMemory(); ok && need > avail && !o.timingOnly {
-		return nil, usageError{fmt.Errorf("--rows %d: the rows in and out need %s of host memory, more than the %s available; use fewer --rows", rows, humanBytes(need), humanBytes(avail))}
-	}
-	chunks := o.chunks
-	if len(chunks) == 0 {
-		chunks = []int{defaultInferChunk(o, m, rows)}
-	}
-	for _, c := range chunks {
-		if _, err := m.Config(c); err != nil {
-			return nil, usageError{fmt.Errorf("--chunk: %s", strings.TrimPrefix(err.Error(), "model: "))}
-		}
-		if n := (int64(rows) + int64(c) - 1) / int64(c); o.run.sim && n > maxSimChunks {
-			return nil, usageError{fmt.Errorf("--chunk %d cuts --rows %d into %d chunks; the simulator takes at most %d: use a larger --chunk", c, rows, n, maxSimChunks)}
-		}
+func executeInfer(ctx context.Context, o *inferOptions, m *model.Model, stderr io.Writer) (*bench.InferResult, error) {
+	if err := checkInferRows(o, m); err != nil {
+		return nil, err
 	}
 	e, k, err := inferEnv(o, m)
 	if err != nil {
@@ -75,51 +29,16 @@ func executeInfer(ctx context.Context, o *inferOptions, m *model.Model, stderr i
 	defer e.close()
 	prog := newProgress(stderr, o.quiet || o.jsonOut)
 	defer prog.done()
-	opts := bench.InferOptions{Rows: rows, Chunks: chunks, Repeat: o.repeat, Precision: o.precision, NoBaseline: o.noBaseline,
-		TimingOnly: o.timingOnly, Verify: o.verify, KeepOutput: o.reference, Progress: prog.line}
-	if !o.run.sim {
-		opts.Warm = defaultWarm
-	}
-	if o.inputFile != "" {
-		prog.say("reading %d rows from %s…", rows, o.inputFile)
-		opts.X, opts.InputName = make([]float32, rows*m.In()), o.inputFile
-		if err := readRowsFile(o.inputFile, opts.X); err != nil {
-			return nil, err
-		}
-	}
-	res, err := bench.InferInMemory(ctx, e.backends, k, m, opts)
+	res, err := bench.InferInMemory(ctx, e.backends, k, m, inferRunOptions(o, prog))
 	if err != nil {
 		return nil, benchError(err)
 	}
-	if e.sim != nil {
-		res.Profile = profileLabel(&o.run, e.sim.Profile())
-	}
-	res.Input, res.Verified = flagWords(res.Input), flagWords(res.Verified)
-	return &inMemoryRun{res}, nil
-}
-
-// parallelPieces runs fn(i) for i in [0, n) on every CPU.
-func parallelPieces(n int, fn func(i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(n, runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
+	labelInferResult(o, e, res)
+	return res, nil
 }
 
 // stageLine lists the stages' times, as overlap run prints them.
-func stageLine(s stagesJSON) string {
+func stageLine(s bench.Stages) string {
 	stages := fmt.Sprintf("H2D %.2f ms, compute %.2f ms, D2H %.2f ms", s.H2DMs, s.ComputeMs, s.D2HMs)
 	if s.StageInMs > 0 || s.StageOutMs > 0 {
 		stages = fmt.Sprintf("stage-in %.2f ms, %s, stage-out %.2f ms", s.StageInMs, stages, s.StageOutMs)
@@ -133,7 +52,7 @@ func stageLine(s stagesJSON) string {
 	return stages
 }
 
-func printInfer(w io.Writer, r *inferResult) {
+func printInfer(w io.Writer, r *bench.InferResult) {
 	label := ""
 	if r.Simulated {
 		label = fmt.Sprintf(" [simulated on the CPU: times predicted for %s]", r.Profile)

@@ -20,108 +20,35 @@ import (
 // table of both. With --sim the twin runs on the CPU (--device cpu, a
 // smoke test whose times mean nothing) and ours on the simulator.
 
-// torchResult is what the twin writes with --json (bench.TorchResult).
-type (
-	torchResult  = bench.TorchResult
-	torchVariant = bench.TorchVariant
-)
-
-// inferReferenceResult is overlap infer --reference's result, as JSON.
-type inferReferenceResult struct {
-	PyTorch *torchResult `json:"pytorch"`
-	Ours    *inferResult `json:"ours"`
-	// SpeedVsPyTorch is PyTorch's fastest whole pipeline's median time
-	// over our fastest chunk size's: above 1, ours is faster.
-	SpeedVsPyTorch float64 `json:"speed_vs_pytorch_best"`
-	// OursOfBound is our stage bound over our median time; PyTorchOfBound
-	// its bound (its stages alone, H2D and D2H at once included) over its
-	// best median.
-	OursOfBound    float64             `json:"ours_of_bound"`
-	PyTorchOfBound float64             `json:"pytorch_of_bound"`
-	Comparison     referenceComparison `json:"comparison"`
-	// Dir holds the twin's files when --reference-dir kept them.
-	Dir string `json:"files_dir,omitempty"`
-}
-
-// referenceComparison is every value of our output against PyTorch's.
-type referenceComparison struct {
-	Against  string             `json:"against"`
-	Values   int64              `json:"values"`
-	Outside  int64              `json:"outside"`
-	MaxAbs   float64            `json:"max_abs"`
-	MaxRatio float64            `json:"max_ratio"`
-	First    []model.Difference `json:"first,omitempty"`
-	// Tolerance says how each value's tolerance is bounded.
-	Tolerance string `json:"tolerance"`
-}
-
-// executeInferReference runs the twin, then ours on its input, and
-// compares. A result with values outside the tolerance comes with an
-// error, so that it is printed and the command fails.
-func executeInferReference(ctx context.Context, o *inferOptions, m *model.Model, stderr io.Writer) (*inferReferenceResult, error) {
-	dir := o.referenceDir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "overlap-infer-reference-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, usageError{fmt.Errorf("--reference-dir: %v", err)}
-	}
-	chunks := o.chunks
-	if len(chunks) == 0 {
-		chunks = []int{defaultInferChunk(o, m, o.rows)}
-	}
-	for _, c := range chunks {
-		if _, err := m.Config(c); err != nil {
-			return nil, usageError{fmt.Errorf("--chunk: %s", strings.TrimPrefix(err.Error(), "model: "))}
+// executeInferReference runs overlap infer --reference on the machine
+// that the flags choose (bench.InferReference). A result with values
+// outside the tolerance comes with an error, so that it is printed and
+// the command fails.
+func executeInferReference(ctx context.Context, o *inferOptions, m *model.Model, stderr io.Writer) (*bench.InferReferenceResult, error) {
+	if o.referenceDir != "" {
+		if err := os.MkdirAll(o.referenceDir, 0o755); err != nil {
+			return nil, usageError{fmt.Errorf("--reference-dir: %v", err)}
 		}
 	}
-	prog := newProgress(stderr, o.quiet || o.jsonOut)
-	prog.say("running the PyTorch twin…")
-	tr, err := bench.RunTorchTwin(ctx, m, bench.TorchOptions{Python: o.python, ModelFile: o.model, Rows: o.rows, Precision: o.precision,
-		ChunkRows: chunks, Passes: o.repeat, Dir: dir, CPU: o.run.sim})
-	prog.done()
-	if err != nil {
-		return nil, benchError(err)
+	if err := checkInferRows(o, m); err != nil {
+		return nil, err
 	}
-	ours := *o
-	ours.chunks, ours.inputFile = chunks, tr.Files.Input
-	run, err := executeInfer(ctx, &ours, m, stderr)
+	e, k, err := inferEnv(o, m)
 	if err != nil {
 		return nil, err
 	}
-	res := &inferReferenceResult{PyTorch: tr, Ours: run.inferResult, OursOfBound: run.Efficiency}
-	if o.referenceDir != "" {
-		res.Dir = dir
+	defer e.close()
+	prog := newProgress(stderr, o.quiet || o.jsonOut)
+	defer prog.done()
+	res, err := bench.InferReference(ctx, e.backends, k, m, bench.InferReferenceOptions{InferOptions: inferRunOptions(o, prog),
+		Python: o.python, ModelFile: o.model, Dir: o.referenceDir, TwinOnCPU: o.run.sim})
+	if res != nil {
+		labelInferResult(o, e, res.Ours)
 	}
-	if ms := run.Modes[len(run.Modes)-1].Ms; ms > 0 {
-		res.SpeedVsPyTorch = tr.Best.MedianMs / ms
-	}
-	if tr.Best.MedianMs > 0 {
-		res.PyTorchOfBound = tr.BoundMs / tr.Best.MedianMs
-	}
-	theirs := model.FP32
-	if tr.AllowTF32 {
-		theirs = model.TF32
-	}
-	cmp, err := bench.CompareWithFile(ctx, m, run.X, run.Y, tr.Files.Output, model.CompareOptions{A: o.precision, B: theirs})
-	if err != nil {
-		return nil, fmt.Errorf("comparing with PyTorch's output: %w", benchError(err))
-	}
-	res.Comparison = referenceComparison{Against: tr.Files.Output, Values: cmp.Values, Outside: cmp.Outside, MaxAbs: cmp.MaxAbs, MaxRatio: cmp.MaxRatio,
-		First: cmp.First, Tolerance: model.CompareTolerance(o.precision, theirs)}
-	if cmp.Outside > 0 {
-		first := cmp.First[0]
-		return res, fmt.Errorf("%d of %d output values differ from PyTorch's (%s) beyond the tolerance; the first at row %d, column %d: ours %g, PyTorch's %g, tolerance %.3g",
-			cmp.Outside, cmp.Values, tr.Files.Output, first.Row, first.Col, first.A, first.B, first.Tol)
-	}
-	return res, nil
+	return res, benchError(err)
 }
 
-func printInferReference(w io.Writer, r *inferReferenceResult) {
+func printInferReference(w io.Writer, r *bench.InferReferenceResult) {
 	t, o := r.PyTorch, r.Ours
 	label := ""
 	if o.Simulated {

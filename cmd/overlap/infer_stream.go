@@ -19,13 +19,9 @@ import (
 // the same run, as overlap run --in --bound measures it, but after the
 // stream, so that the stream's peak memory is its own.
 
-// inferStreamResult is what a streaming overlap infer measured
-// (bench.InferStreamResult).
-type inferStreamResult = bench.InferStreamResult
-
 // executeInferStream runs overlap infer --in on the machine that the
 // flags choose (bench.InferStream).
-func executeInferStream(ctx context.Context, o *inferOptions, m *model.Model, stdout, stderr io.Writer) (*inferStreamResult, error) {
+func executeInferStream(ctx context.Context, o *inferOptions, m *model.Model, stdout, stderr io.Writer) (*bench.InferStreamResult, error) {
 	if o.in != "-" {
 		st, err := os.Stat(o.in)
 		if err != nil {
@@ -70,7 +66,7 @@ func executeInferStream(ctx context.Context, o *inferOptions, m *model.Model, st
 	return nil, streamError(err)
 }
 
-func printInferStream(w io.Writer, r *inferStreamResult) {
+func printInferStream(w io.Writer, r *bench.InferStreamResult) {
 	label := ""
 	if r.Simulated {
 		label = " [simulated: CPU simulator, not a GPU; rates are not GPU rates]"

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/model"
 	"github.com/purecuda/overlap/pipeline"
@@ -25,6 +26,16 @@ import (
 )
 
 // overlap infer on the simulator, with a tiny model.
+
+// The results' types in package bench, by the names that these tests
+// were written with.
+type (
+	inferResult          = bench.InferResult
+	inferStreamResult    = bench.InferStreamResult
+	inferReferenceResult = bench.InferReferenceResult
+	torchResult          = bench.TorchResult
+	torchVariant         = bench.TorchVariant
+)
 
 // tinyModel writes a random 8→16→4 model and returns its path.
 func tinyModel(t *testing.T, dir string, extra ...string) string {
