@@ -7,8 +7,9 @@
 // shared deadline), [Scaling] (the seed job over 1 to k devices),
 // [Stream] (a file through a kernel with bounded memory, and its bound),
 // [InferInMemory] and [InferStream] (a model over rows in memory against
-// the synchronous baseline, or streamed), and [RunTorchTwin] with
-// [CompareWithFile] (the PyTorch twin, reference/mlp_torch.py), [Run]
+// the synchronous baseline, or streamed), [InferReference] (the PyTorch
+// twin, reference/mlp_torch.py, then ours over its rows, every value
+// compared) and its parts [RunTorchTwin] and [CompareWithFile], [Run]
 // (a job's synchronous baseline, its pipelined runs and their stage
 // bound, as overlap run measures them), [Sweep] (overlap bench's
 // configurations, with [WriteSweepCSV] and [SweepSVG]) and [Tune] (a

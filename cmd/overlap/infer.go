@@ -61,7 +61,8 @@ type inferOptions struct {
 	precision          model.Precision
 	activation         model.Activation
 	// chunks are --chunk's sizes: in memory each is run and the fastest
-	// kept; a stream takes one. Empty: the model's default.
+	// kept; a stream takes one. Empty: bench's default (in memory,
+	// model.ChunkRowsFor the rows over the devices).
 	chunks         []int
 	repeat         int
 	verify         bool
