@@ -9,12 +9,8 @@ import (
 	"github.com/purecuda/overlap/model"
 )
 
-// The in-memory run of overlap infer: the rows (generated, or a file's)
-// in Go memory, registered in place once, so that every chunk size runs
-// from the same page-locked memory, as PyTorch's pinned tensors do; each
-// chunk size's runs, the median kept; then, at the fastest chunk size,
-// each stage alone and the copies in both directions at once, the
-// bound.
+// The in-memory run of overlap infer (bench.InferInMemory says what it
+// measures), and its table.
 
 // executeInfer runs overlap infer --rows in memory on the machine that
 // the flags choose (bench.InferInMemory).

@@ -12,13 +12,10 @@ import (
 	"github.com/purecuda/overlap/model"
 )
 
-// overlap infer --reference: the PyTorch twin (bench/reference/mlp_torch.py,
-// embedded, run as python3 - with the script on its standard input) on
-// the same model file first, which writes its input rows and its output;
-// then our in-memory run over the same rows at each --chunk; then every
-// value of our output compared with PyTorch's (model.Compare), and one
-// table of both. With --sim the twin runs on the CPU (--device cpu, a
-// smoke test whose times mean nothing) and ours on the simulator.
+// overlap infer --reference: bench.InferReference runs the PyTorch twin,
+// then ours over its rows, and compares every value; with --sim the twin
+// runs on the CPU (a smoke test) and ours on the simulator. One table
+// shows both.
 
 // executeInferReference runs overlap infer --reference on the machine
 // that the flags choose (bench.InferReference). A result with values

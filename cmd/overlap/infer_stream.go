@@ -12,12 +12,8 @@ import (
 	"github.com/purecuda/overlap/model"
 )
 
-// The streaming run of overlap infer: a file (or stdin) through the model
-// into a file (or stdout), chunk by chunk, through pinned slots whose size
-// does not depend on the stream's, on every device of the group
-// (Group.RunStream); with --bound, beside the stream's bound measured in
-// the same run, as overlap run --in --bound measures it, but after the
-// stream, so that the stream's peak memory is its own.
+// The streaming run of overlap infer (bench.InferStream says what it
+// measures), and its report.
 
 // executeInferStream runs overlap infer --in on the machine that the
 // flags choose (bench.InferStream).
