@@ -498,14 +498,5 @@ func printTable(w io.Writer, r *result) {
 	}
 }
 
-func humanBytes(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
-}
+// humanBytes is bench.Bytes: 1.5 GiB, 12.0 MiB, 12 B.
+func humanBytes(b int64) string { return bench.Bytes(b) }
