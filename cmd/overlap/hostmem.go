@@ -10,7 +10,9 @@ import (
 
 // checkHostMemory refuses, as a usage error, bytes of host memory for what
 // that the host does not have available (bench.CheckHostMemory).
-func checkHostMemory(bytes int64, what string) error { return memoryError(bench.CheckHostMemory(bytes, what)) }
+func checkHostMemory(bytes int64, what string) error {
+	return memoryError(bench.CheckHostMemory(bytes, what))
+}
 
 // memoryError makes a *bench.MemoryError in err a usage error that names
 // the flag to change; other errors are returned as they are.
