@@ -19,13 +19,20 @@ type MemoryError struct {
 }
 
 func (e *MemoryError) Error() string {
-	return fmt.Sprintf("bench: %s need %s of host memory, more than the %s available", e.What, Bytes(e.Need), Bytes(e.Available))
+	return fmt.Sprintf("%s need %s of host memory, more than the %s available", e.What, Bytes(e.Need), Bytes(e.Available))
 }
 
-// CheckHostMemory returns a *[MemoryError] when bytes of host memory for
-// what are more than the host has available, and nil when they fit or
-// where the available memory is unknown (off Linux).
+// CheckHostMemory returns a *[MemoryError] in a *[Error] when bytes of
+// host memory for what are more than the host has available, and nil when
+// they fit or where the available memory is unknown (off Linux).
 func CheckHostMemory(bytes int64, what string) error {
+	if err := checkHostMemory(bytes, what); err != nil {
+		return &Error{Op: "CheckHostMemory", Err: err}
+	}
+	return nil
+}
+
+func checkHostMemory(bytes int64, what string) error {
 	avail, ok := procfs.AvailableMemory()
 	if !ok || bytes <= avail {
 		return nil

@@ -33,5 +33,5 @@ func TestCheckHostMemory(t *testing.T) {
 	assert.Equal(t, "the job's 2 arrays", me.What)
 	assert.Equal(t, 2*avail, me.Need)
 	assert.Positive(t, me.Available)
-	assert.Contains(t, err.Error(), "bench: the job's 2 arrays need "+Bytes(2*avail)+" of host memory, more than the ")
+	assert.Contains(t, err.Error(), "bench: CheckHostMemory: the job's 2 arrays need "+Bytes(2*avail)+" of host memory, more than the ")
 }
