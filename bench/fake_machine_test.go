@@ -5,6 +5,7 @@ package bench
 import (
 	"testing"
 
+	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/gputest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,6 +42,13 @@ func TestOpenMachineOnFakeDriver(t *testing.T) {
 	assert.NoError(t, m.Close(), "a second Close")
 	_, err = m.UserFunction(nil)
 	assert.EqualError(t, err, "bench: UserFunction: the kernel  was not loaded on this context")
+
+	d, err := driver.DeviceAt(1)
+	require.NoError(t, err)
+	info, err := DescribeDevice(d)
+	require.NoError(t, err)
+	assert.Equal(t, DeviceInfo{Ordinal: 1, Name: "Fake GPU 1", Major: 9, Memory: 4 << 30, Multiprocessors: 4, CopyEngines: 2,
+		ConcurrentKernels: true, PCIBusID: "00fa:02:00.0", NUMANode: -1}, info, "no host has PCI domain 00fa: not located")
 
 	_, err = OpenMachine(MachineOptions{Ordinals: []int{0, 2}})
 	var nd *NoDeviceError
