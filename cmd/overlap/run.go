@@ -41,15 +41,12 @@ type result struct {
 	Rows           []modeRow  `json:"modes"`
 	Stages         stagesJSON `json:"stage_bound"`
 	// Devices are each GPU's part of the best run, for a group of several.
-	Devices  []groupDeviceRow `json:"devices,omitempty"`
-	Verified string           `json:"verified"`
+	Devices  []bench.RunDevice `json:"devices,omitempty"`
+	Verified string            `json:"verified"`
 	// WarmUpMs is the untimed GPU work before each timed part (0 on the
 	// simulator and with --warm 0).
 	WarmUpMs float64 `json:"warm_up_ms,omitempty"`
 }
-
-// groupDeviceRow is one device's part of a group's run (bench.RunDevice).
-type groupDeviceRow = bench.RunDevice
 
 // modeRow is one way of running the job (bench.RunMode).
 type modeRow = bench.RunMode
