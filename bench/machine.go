@@ -184,7 +184,7 @@ func (m *Machine) openGPUs(builtin *kernels.Kernel) error {
 				return err
 			}
 			m.closers = append(m.closers, prog.Close)
-			if m.UserInputs, err = ElementwiseInputs(prog.Entry); err != nil {
+			if m.UserInputs, err = elementwiseInputs(prog.Entry); err != nil {
 				return err
 			}
 			m.userFns[ctx] = prog.Function
@@ -281,16 +281,21 @@ func (m *Machine) closeAll() error {
 // 64-bit pointers and a 32-bit count, and returns its number of inputs.
 // Its error is a *[Error].
 func ElementwiseInputs(e ptx.Entry) (int, error) {
-	fail := func(format string, args ...any) (int, error) {
-		return 0, &Error{Op: "ElementwiseInputs", Err: fmt.Errorf(format, args...)}
+	n, err := elementwiseInputs(e)
+	if err != nil {
+		return 0, &Error{Op: "ElementwiseInputs", Err: err}
 	}
+	return n, nil
+}
+
+func elementwiseInputs(e ptx.Entry) (int, error) {
 	ps := e.Params
 	if len(ps) < 2 || ps[len(ps)-1].Size != 4 {
-		return fail("kernel %s must take (float *out, const float *in..., unsigned n); it has %d parameters", e.Name, len(ps))
+		return 0, fmt.Errorf("kernel %s must take (float *out, const float *in..., unsigned n); it has %d parameters", e.Name, len(ps))
 	}
 	for _, p := range ps[:len(ps)-1] {
 		if p.Size != 8 {
-			return fail("kernel %s: parameter %s is %d bytes; every parameter but the last must be a pointer", e.Name, p.Name, p.Size)
+			return 0, fmt.Errorf("kernel %s: parameter %s is %d bytes; every parameter but the last must be a pointer", e.Name, p.Name, p.Size)
 		}
 	}
 	return len(ps) - 2, nil
