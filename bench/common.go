@@ -2,9 +2,10 @@ package bench
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
+
+	"github.com/purecuda/overlap/internal/stats"
 )
 
 // Error is a benchmark's failure: the function that failed (Op, such as
@@ -25,18 +26,8 @@ func say(progress func(string), format string, args ...any) {
 	}
 }
 
-// median is the middle value of xs, or the mean of the two middle ones
-// for an even count; 0 for none. xs is left as it was.
-func median[T ~int64 | ~float64](xs []T) T {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(xs))
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
-}
+// median is stats.Median.
+func median[T ~int64 | ~float64](xs []T) T { return stats.Median(xs) }
 
 // Elems writes an element count as overlap's tables do: 4K, 1M, or the
 // number itself where it is no whole K or M.

@@ -14,7 +14,12 @@
 // bound, as overlap run measures them), [Sweep] (overlap bench's
 // configurations, with [WriteSweepCSV] and [SweepSVG]) and [Tune] (a
 // cost model fitted to probes, and its best candidate measured);
-// [WriteTrace] and [WriteTimelineSVG] draw a run's spans. Each
+// [WriteTrace] and [WriteTimelineSVG] draw a run's spans. The machine
+// that the commands run on is [OpenMachine]'s [Machine] (GPU contexts or
+// simulated devices, with a kernel loaded on each), and a job's host data
+// its [Machine.NewWorkload]; [ChooseChunk] picks a job's chunk size from
+// probes or a [TuneCache], and [CheckHostMemory] refuses arrays that the
+// host has no memory for. Each
 // takes an options struct whose zero fields take defaults, and an
 // optional Progress callback; each returns its figures and never prints.
 // Their errors are a *[Error] that names the function. They run on any
@@ -43,6 +48,7 @@
 //
 // # Memory
 //
-// Nothing here holds GPU memory or pinned host memory between calls; a
-// measurement allocates what it times and frees it before it returns.
+// A measurement allocates what it times and frees it before it returns.
+// A [Machine] holds its contexts and modules, and a [Workload] its pinned
+// host memory, until Close.
 package bench

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 )
 
@@ -17,8 +18,12 @@ import (
 //     on Stat), so that one file reached through two opens, a relative
 //     and an absolute path, a symlink or a hard link is caught;
 //   - a string, a path, which is compared the same way (os.Stat, following
-//     symlinks); a path that does not exist is the same as nothing, so a
-//     caller can check an output before creating it;
+//     symlinks). A path that does not exist yet is never an existing file;
+//     two that do not exist are compared by where creating them would put
+//     the file (the directory with its links resolved, and the name,
+//     following a symlink that points to nothing yet), so that a caller
+//     can check its outputs against each other and its inputs before it
+//     creates them;
 //   - any other value, which is the same as the other only when both are
 //     the same pointer (one *bytes.Buffer as input and output, say).
 //
@@ -43,7 +48,7 @@ func sameFile(a, b any) (bool, error) {
 	}
 	sa, err := statOf(a)
 	if sa == nil || err != nil {
-		return false, err
+		return err == nil && bothNew(a, b), err
 	}
 	sb, err := statOf(b)
 	if sb == nil || err != nil {
@@ -76,6 +81,51 @@ func samePointer(a, b any) bool {
 func nilPointer(x any) bool {
 	v := reflect.ValueOf(x)
 	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// bothNew reports whether a and b are paths that do not exist yet and
+// that creating would make one file.
+func bothNew(a, b any) bool {
+	pa, okA := a.(string)
+	pb, okB := b.(string)
+	if !okA || !okB {
+		return false
+	}
+	if _, err := os.Stat(pb); !errors.Is(err, fs.ErrNotExist) {
+		return false // b exists (or cannot be told)
+	}
+	ra, okA := wouldCreate(pa)
+	rb, okB := wouldCreate(pb)
+	return okA && okB && ra == rb
+}
+
+// wouldCreate is the absolute path, directory links resolved, of the file
+// that creating path would make: path itself, or the target of the
+// symbolic link at path (which points to nothing yet).
+func wouldCreate(path string) (string, bool) {
+	for range 40 { // as many links as Linux follows
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return "", false
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return "", false
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return "", false
+	}
+	return filepath.Join(dir, filepath.Base(path)), true
 }
 
 // statOf stats x when it is an *os.File or a path; nil when it is

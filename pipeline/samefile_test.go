@@ -125,6 +125,9 @@ func TestSameFile(t *testing.T) {
 	require.NoError(t, os.WriteFile("b", []byte("b"), 0o644))
 	require.NoError(t, os.Symlink("a", "link"))
 	require.NoError(t, os.Link("a", "hard"))
+	require.NoError(t, os.Mkdir("sub", 0o755))
+	require.NoError(t, os.Symlink(".", "here"))
+	require.NoError(t, os.Symlink("new", "dangling"))
 	fa, err := os.Open("a")
 	require.NoError(t, err)
 	defer fa.Close()
@@ -150,6 +153,12 @@ func TestSameFile(t *testing.T) {
 		{"one *os.File", fa, fa, true, ""},
 		{"two files", "a", "b", false, ""},
 		{"a path not there yet", fa, "missing", false, ""},
+		{"an existing path and one not there yet", "a", "missing", false, ""},
+		{"a path not there yet and an existing one", "missing", "a", false, ""},
+		{"two spellings of a path not there yet", "new", filepath.Join(dir, "here", "new"), true, ""},
+		{"a path not there yet through ..", "new", "sub/../here/new", true, ""},
+		{"a dangling symlink and its target", "new", "dangling", true, ""},
+		{"two paths not there yet", "new", "sub/new", false, ""},
 		{"a pipe's two ends", r, w, false, ""},
 		{"one buffer", buf, buf, true, ""},
 		{"two buffers", buf, new(bytes.Buffer), false, ""},

@@ -9,7 +9,9 @@
 // [Parse] reads PTX text: its version, target, address size and entries
 // with their parameters, including PTX from nvcc -lineinfo and -G (.file,
 // .loc and .section .debug_* directives). It never panics, on any input.
-// [LoadFile] reads at most [MaxFileSize] bytes of a file.
+// [ReadFile], and so [LoadFile], reads at most [MaxFileSize] bytes of a
+// file; [Describe] gives a parsed file's header, entries and parameter
+// offsets ready to encode as JSON.
 //
 // # Concurrency
 //

@@ -3,8 +3,6 @@ package ptx
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -40,19 +38,11 @@ func (p *Program) Close() error {
 	return p.Module.Close()
 }
 
-// LoadFile reads a PTX file and loads its entry onto ctx.
+// LoadFile reads a PTX file (ReadFile) and loads its entry onto ctx.
 func LoadFile(ctx *driver.Context, path, entry string, opts driver.ModuleOptions) (*Program, error) {
-	f, err := os.Open(path)
+	src, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("ptx: %w", err)
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("ptx: reading %s: %w", path, err)
-	}
-	if len(src) > MaxFileSize {
-		return nil, fmt.Errorf("ptx: %s: larger than %d MiB: not a PTX module", path, MaxFileSize>>20)
+		return nil, err
 	}
 	return Load(ctx, path, src, entry, opts)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/hostcpu"
 	"github.com/purecuda/overlap/loader"
@@ -73,51 +74,25 @@ func runDevices(fs *flag.FlagSet, stdout, stderr io.Writer) int {
 }
 
 func deviceRow(d driver.Device) (string, error) {
-	name, err := d.Name()
+	info, err := bench.DescribeDevice(d)
 	if err != nil {
-		return "", err
+		return "", benchError(err)
 	}
-	major, minor, err := d.ComputeCapability()
-	if err != nil {
-		return "", err
-	}
-	mem, err := d.TotalMemory()
-	if err != nil {
-		return "", err
-	}
-	sms, err := d.Multiprocessors()
-	if err != nil {
-		return "", err
-	}
-	ce, err := d.CopyEngines()
-	if err != nil {
-		return "", err
-	}
-	ck, err := d.ConcurrentKernels()
-	if err != nil {
-		return "", err
-	}
-	bus, err := d.PCIBusID()
-	if err != nil {
-		return "", err
-	}
-	numa, cpus := localityColumns(bus, hostcpu.Of)
-	return fmt.Sprintf("%d\t%s\t%d.%d\t%.1f GiB\t%d\t%d\t%v\t%s\t%s\t%s", d.Ordinal(), name, major, minor,
-		float64(mem)/(1<<30), sms, ce, ck, bus, numa, cpus), nil
+	numa, cpus := localityColumns(info)
+	return fmt.Sprintf("%d\t%s\t%d.%d\t%.1f GiB\t%d\t%d\t%v\t%s\t%s\t%s", info.Ordinal, info.Name, info.Major, info.Minor,
+		float64(info.Memory)/(1<<30), info.Multiprocessors, info.CopyEngines, info.ConcurrentKernels, info.PCIBusID, numa, cpus), nil
 }
 
-// localityColumns gives a GPU's NUMA node and the CPUs local to it, as the
-// host reports them for its PCI bus id, or "-" where the host
-// does not say (no sysfs entry, a system other than Linux, a single-node
-// host reporting -1).
-func localityColumns(bus string, of func(string) (hostcpu.Locality, error)) (numa, cpus string) {
-	l, err := of(bus)
-	if err != nil {
+// localityColumns gives a GPU's NUMA node and the CPUs local to it, or "-"
+// where the host does not say (no sysfs entry, a system other than Linux,
+// a single-node host reporting -1).
+func localityColumns(info bench.DeviceInfo) (numa, cpus string) {
+	if !info.Located {
 		return "-", "-"
 	}
 	numa = "-"
-	if l.NUMANode >= 0 {
-		numa = fmt.Sprint(l.NUMANode)
+	if info.NUMANode >= 0 {
+		numa = fmt.Sprint(info.NUMANode)
 	}
-	return numa, hostcpu.FormatCPUList(l.CPUs)
+	return numa, hostcpu.FormatCPUList(info.LocalCPUs)
 }

@@ -1,22 +1,13 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
-	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/ptx/kernels"
+	"github.com/purecuda/overlap/bench"
 )
-
-// genBlock is the elements one goroutine of overlap gen fills and writes
-// at a time.
-const genBlock = 1 << 20
 
 // genCmd is overlap gen: it writes an input file for streaming runs,
 // --size bytes of little-endian float32 elements of overlap's standard
@@ -83,45 +74,14 @@ func runGen(fs *flag.FlagSet, o *genOptions, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// genSequential writes n elements of the pattern from offset to w, in
+// order (bench.WritePattern).
 func genSequential(w io.Writer, n, offset int) error {
-	buf := make([]float32, min(n, genBlock))
-	for done := 0; done < n; {
-		b := buf[:min(len(buf), n-done)]
-		kernels.FillPattern(b, offset+done)
-		if _, err := w.Write(driver.Bytes(b)); err != nil {
-			return err
-		}
-		done += len(b)
-	}
-	return nil
+	return benchError(bench.WritePattern(w, n, offset))
 }
 
-// genParallel fills and writes blocks with one goroutine per CPU.
+// genParallel writes them to f with one goroutine per CPU
+// (bench.WritePatternAt).
 func genParallel(f *os.File, n, offset int) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, runtime.GOMAXPROCS(0))
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]float32, genBlock)
-			for {
-				lo := int(next.Add(genBlock)) - genBlock
-				if lo >= n {
-					return
-				}
-				b := buf[:min(genBlock, n-lo)]
-				for i := range b {
-					b[i] = kernels.PatternValue(offset + lo + i)
-				}
-				if _, err := f.WriteAt(driver.Bytes(b), int64(lo)*4); err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return benchError(bench.WritePatternAt(f, n, offset))
 }

@@ -50,15 +50,15 @@ func TestGPURunCU(t *testing.T) {
 	require.Equal(t, 1, e.userIns, "scale takes one input")
 	w, err := newWorkload(o, e)
 	require.NoError(t, err)
-	defer w.close()
-	cfg := w.cfg
+	defer w.Close()
+	cfg := w.Config
 	cfg.ChunkElems = 256 << 10 // four chunks
 	p, err := pipeline.NewGroup(e.backends, cfg)
 	require.NoError(t, err)
 	defer p.Close()
-	_, err = p.Run(context.Background(), w.job)
+	_, err = p.Run(context.Background(), w.Job)
 	require.NoError(t, err)
-	in, got := w.inputs[0], w.outputs[0]
+	in, got := w.Inputs[0], w.Outputs[0]
 	require.Len(t, got, 1<<20)
 	bad := 0
 	for i := range got {

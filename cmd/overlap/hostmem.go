@@ -1,24 +1,28 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/internal/procfs"
 )
 
-// checkHostMemory refuses, as a usage error, to allocate bytes of host
-// memory for what when the host has less available (Linux's
-// MemAvailable): Go would otherwise die of it with a fatal error and a
-// stack trace, or push the machine into swap first. Where the available
-// memory is unknown it lets the allocation go ahead.
+// checkHostMemory refuses, as a usage error, bytes of host memory for what
+// that the host does not have available (bench.CheckHostMemory).
 func checkHostMemory(bytes int64, what string) error {
-	avail, ok := availableMemory()
-	if !ok || bytes <= avail {
-		return nil
-	}
-	return usageError{fmt.Errorf("%s need %s of host memory, more than the %s available; use a smaller --elems", what, humanBytes(bytes), humanBytes(avail))}
+	return memoryError(bench.CheckHostMemory(bytes, what))
 }
 
-// procField reads a "Name:   123 kB" line of a /proc file (meminfo,
-// status), in bytes; false off Linux or when the line is missing.
-func procField(file, name string) (int64, bool) { return procfs.Field(file, name) }
+// memoryError makes a *bench.MemoryError in err a usage error that names
+// the flag to change; other errors are returned as they are.
+func memoryError(err error) error {
+	var me *bench.MemoryError
+	if !errors.As(err, &me) {
+		return err
+	}
+	return usageError{fmt.Errorf("%s need %s of host memory, more than the %s available; use a smaller --elems", me.What, humanBytes(me.Need), humanBytes(me.Available))}
+}
+
+// availableMemory is how much more this process can allocate, where known.
+func availableMemory() (int64, bool) { return procfs.AvailableMemory() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/purecuda/overlap/ptx"
 )
@@ -60,34 +61,7 @@ func runPTXDescribe(fs *flag.FlagSet, jsonOut *bool, stdout, stderr io.Writer) i
 		return exitFail
 	}
 	if *jsonOut {
-		type param struct {
-			Name   string `json:"name"`
-			Type   string `json:"type"`
-			Size   int    `json:"size"`
-			Align  int    `json:"align"`
-			Offset int    `json:"offset"`
-		}
-		type entry struct {
-			Name   string  `json:"name"`
-			Line   int     `json:"line"`
-			Params []param `json:"params"`
-		}
-		out := struct {
-			Version     string   `json:"version"`
-			Targets     []string `json:"targets"`
-			AddressSize int      `json:"address_size"`
-			Entries     []entry  `json:"entries"`
-			Funcs       []string `json:"funcs"`
-		}{Version: f.Version.String(), Targets: nonNil(f.Targets), AddressSize: f.AddressSize, Entries: []entry{}, Funcs: nonNil(f.Funcs)}
-		for _, e := range f.Entries {
-			en := entry{Name: e.Name, Line: e.Line, Params: []param{}}
-			for i, l := range ptx.Layout(e.Params) {
-				p := e.Params[i]
-				en.Params = append(en.Params, param{p.Name, p.Type, p.Size, p.Align, l.Offset})
-			}
-			out.Entries = append(out.Entries, en)
-		}
-		writeJSON(stdout, out)
+		writeJSON(stdout, ptx.Describe(f))
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "%s: PTX ISA %s, target %v, %d-bit addresses\n", path, f.Version, f.Targets, f.AddressSize)
@@ -107,15 +81,20 @@ func runPTXDescribe(fs *flag.FlagSet, jsonOut *bool, stdout, stderr io.Writer) i
 	return exitOK
 }
 
-// nonNil makes an absent list encode as [] rather than null.
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+// errNotPTX marks a path that cannot be a PTX module (ptx.ErrNotPTX).
+var errNotPTX = ptx.ErrNotPTX
+
+// readPTXFile reads a user's PTX file (ptx.ReadFile), its errors in the
+// words of the flags: without ptx's prefix.
+func readPTXFile(path string) ([]byte, error) {
+	src, err := ptx.ReadFile(path)
+	if err != nil {
+		return nil, &fileError{strings.TrimPrefix(err.Error(), "ptx: "), err}
 	}
-	return s
+	return src, nil
 }
 
-// fileError is a message about a file that wraps the reason's sentinel.
+// fileError is a message about a file that wraps the reason.
 type fileError struct {
 	msg string
 	err error
@@ -123,31 +102,3 @@ type fileError struct {
 
 func (e *fileError) Error() string { return e.msg }
 func (e *fileError) Unwrap() error { return e.err }
-
-// errNotPTX marks a path that cannot be a PTX module.
-var errNotPTX = errors.New("not a PTX file")
-
-// readPTXFile reads a user's PTX file, at most ptx.MaxFileSize bytes of
-// it, whatever the file says its size is (/dev/zero says 0 and never
-// ends).
-func readPTXFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, &fileError{path + ": no such file", os.ErrNotExist}
-		}
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, &fileError{path + ": is a directory", errNotPTX}
-	}
-	src, err := io.ReadAll(io.LimitReader(f, ptx.MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, unwrapPath(err))
-	}
-	if len(src) > ptx.MaxFileSize {
-		return nil, &fileError{fmt.Sprintf("%s: larger than %d MiB: not a PTX module", path, ptx.MaxFileSize>>20), errNotPTX}
-	}
-	return src, nil
-}

@@ -41,15 +41,12 @@ type result struct {
 	Rows           []modeRow  `json:"modes"`
 	Stages         stagesJSON `json:"stage_bound"`
 	// Devices are each GPU's part of the best run, for a group of several.
-	Devices  []groupDeviceRow `json:"devices,omitempty"`
-	Verified string           `json:"verified"`
+	Devices  []bench.RunDevice `json:"devices,omitempty"`
+	Verified string            `json:"verified"`
 	// WarmUpMs is the untimed GPU work before each timed part (0 on the
 	// simulator and with --warm 0).
 	WarmUpMs float64 `json:"warm_up_ms,omitempty"`
 }
-
-// groupDeviceRow is one device's part of a group's run (bench.RunDevice).
-type groupDeviceRow = bench.RunDevice
 
 // modeRow is one way of running the job (bench.RunMode).
 type modeRow = bench.RunMode
@@ -103,208 +100,96 @@ func noGPU() string {
 	return ""
 }
 
-// maxSimDevices bounds --sim --devices: each simulated device is a
-// simulator of its own, with its goroutines and its memory, on one CPU.
-const maxSimDevices = 16
+// maxSimDevices bounds --sim --devices (bench.MaxSimDevices), and
+// simLinkGBps is the simulated devices' shared host link.
+const maxSimDevices, simLinkGBps = bench.MaxSimDevices, bench.SimLinkGBps
 
-// env is the machine a run uses: GPU contexts or simulated devices. Most
-// commands use one device, backend; overlap run uses every one of
-// backends, as a group.
+// env is the machine a run uses (a bench.Machine), by the names the
+// commands use. Most commands use one device, backend; overlap run uses
+// every one of backends, as a group. closers close, last first, before the
+// machine does.
 type env struct {
+	m        *bench.Machine
 	backend  pipeline.Backend
 	backends []pipeline.Backend
-	ctx      *driver.Context // the first GPU's
-	sim      *sim.Sim        // the first simulated device
-	// ordinals are the GPU indexes of backends (0, 1, … on the simulator).
-	ordinals []int
-	// mods loads the embedded kernels on each context; nil on the simulator.
-	mods *kernels.Modules
-	// userFn and userIns are a user's --ptx kernel, loaded on every
-	// context, and its input count.
-	userFn  func(*driver.Context) (*driver.Function, error)
-	userIns int
-	closers []func() error
+	ctx      *driver.Context  // the first GPU's
+	sim      *sim.Sim         // the first simulated device
+	ordinals []int            // the GPU indexes of backends (0, 1, … on the simulator)
+	mods     *kernels.Modules // nil on the simulator and for a user's kernel
+	userIns  int              // a user's kernel's inputs
+	closers  []func() error
 }
 
 func (e *env) close() {
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		e.closers[i]()
 	}
+	e.m.Close()
 }
 
-// simLinkGBps bounds the copies of several simulated devices together:
-// the host link measured on a two-H200 host (bench/RESULTS.md; each GPU 55
-// GB/s one way, but both GPUs copying both ways at once 148 GB/s in all).
-const simLinkGBps = 148
+// deviceNames names the devices, "NVIDIA H200 ×2" for two alike.
+func (e *env) deviceNames() string { return e.m.Names() }
 
 // openSimEnv opens the simulated machine of --sim: one simulated device
 // for each of --devices (at least one), on --profile or the built-in
 // profile; timingOnly devices move no bytes and compute nothing.
 func openSimEnv(o *runOptions, timingOnly bool) (*env, error) {
-	prof := sim.BuiltinProfile()
+	mo := bench.MachineOptions{Sim: true, SimDevices: len(o.devices), TimingOnly: timingOnly, Kernel: o.kernel}
 	if o.profile != "" {
 		var err error
-		if prof, err = sim.ReadProfile(o.profile); err != nil {
+		if mo.Profile, err = sim.ReadProfile(o.profile); err != nil {
 			return nil, usageError{fmt.Errorf("--profile: %w", err)}
 		}
 	}
-	k := max(1, len(o.devices))
-	if k > maxSimDevices {
+	if k := len(o.devices); k > maxSimDevices {
 		return nil, usageError{fmt.Errorf("--devices: %d simulated devices; at most %d", k, maxSimDevices)}
 	}
-	opts := sim.HostOptions{Seed: 1, TimingOnly: timingOnly}
-	if k > 1 {
-		opts.LinkGBps = simLinkGBps
-	}
-	host := sim.NewHost(opts)
-	e := &env{}
-	for d := 0; d < k; d++ {
-		sdev := host.NewDevice(prof)
-		if d == 0 {
-			e.sim = sdev
-		}
-		e.backends = append(e.backends, sdev)
-		e.ordinals = append(e.ordinals, d)
-	}
-	e.backend = e.backends[0]
-	return e, nil
+	return newEnv(mo, o)
 }
 
+// openEnv opens the machine that o's flags choose, with o's kernel loaded
+// on each GPU.
 func openEnv(o *runOptions) (*env, error) {
 	if o.sim {
 		return openSimEnv(o, false)
 	}
-	e := &env{}
 	if intSize < 64 {
 		return nil, errNo32Bit
 	}
-	if err := loadDriver(); err != nil {
-		return nil, err
-	}
-	n, err := driver.DeviceCount()
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case o.allDevices:
-		for d := 0; d < n; d++ {
-			e.ordinals = append(e.ordinals, d)
-		}
-	case o.devices != nil:
-		for _, d := range o.devices {
-			if d >= n {
-				return nil, usageError{fmt.Errorf("--devices: GPU %d is out of range (%d GPU(s) present)", d, n)}
-			}
-		}
-		e.ordinals = o.devices
-	default:
-		if o.device >= n {
-			return nil, usageError{fmt.Errorf("--device %d: out of range (%d GPU(s) present)", o.device, n)}
-		}
-		e.ordinals = []int{o.device}
-	}
-	if len(e.ordinals) == 0 {
-		return nil, errors.New("no GPU is present")
-	}
-	var builtin *kernels.Kernel
 	if o.cuFile != "" {
 		// Before any context: an absent NVRTC names what was looked for.
 		if err := nvrtc.Load(); err != nil {
 			return nil, fmt.Errorf("--cu %s: %w", o.cuFile, err)
 		}
 	}
-	if !o.userKernel() {
-		if builtin, err = kernels.ByName(o.kernel); err != nil {
-			return nil, err
-		}
-		e.mods = new(kernels.Modules)
+	mo := bench.MachineOptions{AllDevices: o.allDevices, Ordinals: o.devices, Wait: o.wait, Kernel: o.kernel, PTXFile: o.ptxFile, CUFile: o.cuFile, Entry: o.entry}
+	if !o.allDevices && o.devices == nil {
+		mo.Ordinals = []int{o.device}
 	}
-	userFns := map[*driver.Context]*driver.Function{}
-	fail := func(err error) (*env, error) {
-		if e.mods != nil {
-			e.mods.Close() // before the contexts close
-		}
-		e.close()
-		return nil, err
-	}
-	for _, d := range e.ordinals {
-		dev, err := driver.DeviceAt(d)
-		if err != nil {
-			return fail(err)
-		}
-		ctx, err := driver.NewContextWith(dev, driver.ContextOptions{Wait: o.wait})
-		if err != nil {
-			return fail(err)
-		}
-		e.closers = append(e.closers, ctx.Close)
-		if e.ctx == nil {
-			e.ctx = ctx
-		}
-		e.backends = append(e.backends, pipeline.GPU(ctx))
-		if o.userKernel() {
-			prog, err := loadUserKernel(ctx, o)
-			if err == nil {
-				e.closers = append(e.closers, prog.Close)
-				e.userIns, err = elementwiseShape(prog.Entry)
-			}
-			if err != nil {
-				return fail(err)
-			}
-			userFns[ctx] = prog.Function
-			continue
-		}
-		// Load the kernel now: a JIT error is reported before any run.
-		if _, err := e.mods.Function(ctx, builtin); err != nil {
-			return fail(err)
-		}
-	}
-	if e.mods != nil {
-		e.closers = append(e.closers, e.mods.Close) // closed first, before the contexts
-	}
-	e.backend = e.backends[0]
-	if o.userKernel() {
-		e.userFn = func(ctx *driver.Context) (*driver.Function, error) {
-			if fn, ok := userFns[ctx]; ok {
-				return fn, nil
-			}
-			return nil, fmt.Errorf("the --%s kernel was not loaded on this context", o.userFlag())
-		}
-	}
-	return e, nil
+	return newEnv(mo, o)
 }
 
-// loadUserKernel loads the user's --ptx kernel on ctx, or compiles the
-// --cu file with NVRTC for ctx's GPU and loads the PTX it gives.
-func loadUserKernel(ctx *driver.Context, o *runOptions) (*ptx.Program, error) {
-	if o.cuFile == "" {
-		return ptx.LoadFile(ctx, o.ptxFile, o.entry, driver.ModuleOptions{})
+// newEnv opens the machine, and says which flag a GPU out of range is.
+func newEnv(mo bench.MachineOptions, o *runOptions) (*env, error) {
+	m, err := bench.OpenMachine(mo)
+	var nd *bench.NoDeviceError
+	switch {
+	case errors.As(err, &nd) && o.devices != nil:
+		return nil, usageError{fmt.Errorf("--devices: GPU %d is out of range (%d GPU(s) present)", nd.Ordinal, nd.Count)}
+	case errors.As(err, &nd):
+		return nil, usageError{fmt.Errorf("--device %d: out of range (%d GPU(s) present)", nd.Ordinal, nd.Count)}
+	case err != nil:
+		return nil, benchError(err)
 	}
-	res, err := nvrtc.CompileKernelFile(o.cuFile, o.entry, nvrtc.Options{Device: ctx.Device()})
-	if err != nil {
-		return nil, err
-	}
-	return ptx.Load(ctx, o.cuFile, res.PTX, o.entry, driver.ModuleOptions{})
+	return &env{m: m, backend: m.Backends[0], backends: m.Backends, ctx: m.Context, sim: m.Sim, ordinals: m.Ordinals, mods: m.Modules, userIns: m.UserInputs}, nil
 }
 
-// elementwiseShape checks that a user's kernel is (out, in..., n) with
-// 64-bit pointers and a 32-bit count, and returns its number of inputs.
+// elementwiseShape checks a user's kernel's parameters and returns its
+// number of inputs (bench.ElementwiseInputs).
 func elementwiseShape(e ptx.Entry) (int, error) {
-	ps := e.Params
-	if len(ps) < 2 || ps[len(ps)-1].Size != 4 {
-		return 0, fmt.Errorf("kernel %s must take (float *out, const float *in..., unsigned n); it has %d parameters", e.Name, len(ps))
-	}
-	for _, p := range ps[:len(ps)-1] {
-		if p.Size != 8 {
-			return 0, fmt.Errorf("kernel %s: parameter %s is %d bytes; every parameter but the last must be a pointer", e.Name, p.Name, p.Size)
-		}
-	}
-	return len(ps) - 2, nil
+	n, err := bench.ElementwiseInputs(e)
+	return n, benchError(err)
 }
-
-func (e *env) allocPinned(n int) (pipeline.PinnedMem, error) { return e.backend.AllocPinned(n) }
-
-// deviceNames names the devices, "NVIDIA H200 ×2" for two alike.
-func (e *env) deviceNames() string { return pipeline.Names(e.backends) }
 
 // progress prints status lines on a terminal and nothing when piped.
 type progress struct {
@@ -355,11 +240,11 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	if err != nil {
 		return nil, err
 	}
-	defer w.close()
+	defer w.Close()
 	prog := newProgress(stderr, o.quiet || o.jsonOut)
 	defer prog.done()
 
-	res := &result{Simulated: o.sim, NoGPU: o.noGPU, Backend: e.backend.Name(), Kernel: w.name, Elems: o.elems, HostMode: o.host.String()}
+	res := &result{Simulated: o.sim, NoGPU: o.noGPU, Backend: e.backend.Name(), Kernel: w.Name, Elems: o.elems, HostMode: o.host.String()}
 	if e.sim != nil {
 		res.Profile = profileLabel(o, e.sim.Profile())
 		if o.simSmaller {
@@ -369,7 +254,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	if !o.userKernel() && hasScalar(o.kernel, "iters") {
 		res.Iters = o.iters
 	}
-	cfg := w.cfg
+	cfg := w.Config
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = o.chunk, o.slots, o.computeStreams, o.host
 	cfg.Timing = o.trace != "" || o.svg != ""
 	if o.chunkAuto {
@@ -388,7 +273,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	if len(e.backends) > 1 {
 		res.Backend = fmt.Sprintf("%d devices (%s)", len(e.backends), e.deviceNames())
 	}
-	ropts := bench.RunOptions{Config: cfg, Job: w.job, Output: w.outputs[0], Verify: w.verify, Repeat: o.repeat,
+	ropts := bench.RunOptions{Config: cfg, Job: w.Job, Output: w.Outputs[0], Verify: w.Verify, Repeat: o.repeat,
 		NoBaseline: o.noBaseline, Ordinals: e.ordinals, Progress: prog.line}
 	// The simulator's profile describes a warm device: it skips the
 	// warm-ups.
@@ -412,10 +297,10 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	res.Bytes, res.Rows, res.Stages, res.Devices = rr.Bytes, rr.Rows, rr.Stages, rr.Devices
 	res.ChunkElems, res.Slots, res.ComputeStreams, res.HostMode = rr.ChunkElems, rr.Slots, rr.ComputeStreams, rr.HostMode
 	switch {
-	case w.verify == nil:
+	case w.Verify == nil:
 		res.Verified = "not verified: no CPU reference for a user's kernel"
 	default:
-		res.Verified = fmt.Sprintf("every element of all %d runs matched the CPU reference (tolerance %s)", rr.Verified, w.tolerance)
+		res.Verified = fmt.Sprintf("every element of all %d runs matched the CPU reference (tolerance %s)", rr.Verified, w.Tolerance)
 	}
 	return res, nil
 }
@@ -498,14 +383,5 @@ func printTable(w io.Writer, r *result) {
 	}
 }
 
-func humanBytes(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
-}
+// humanBytes is bench.Bytes: 1.5 GiB, 12.0 MiB, 12 B.
+func humanBytes(b int64) string { return bench.Bytes(b) }

@@ -4,8 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
+
+	"github.com/purecuda/overlap/internal/buildinfo"
 )
 
 // vcsRevision, vcsTime and vcsModified are the commit that the Makefile
@@ -17,52 +18,10 @@ import (
 // "(devel)".
 var vcsRevision, vcsTime, vcsModified string
 
-// versionLine says which overlap this is, from the build information that
-// the go command embeds: the module version (v1.2.3 from go install
-// ...@v1.2.3, a pseudo-version or "(devel)" from a checkout), the commit
-// when known (from the go command's settings, else from the Makefile's
-// stamp), and the Go toolchain and platform.
+// versionLine says which overlap this is (buildinfo.Line), with the
+// Makefile's stamp.
 func versionLine(info *debug.BuildInfo, ok bool) string {
-	if !ok || info == nil {
-		return fmt.Sprintf("overlap (unknown version: no build information) %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	}
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	line := "overlap " + v
-	var rev, when string
-	modified := false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			when = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	if rev == "" && vcsRevision != "" {
-		rev, when, modified = vcsRevision, vcsTime, vcsModified == "true"
-	}
-	switch {
-	case rev == "" && v == "(devel)":
-		line = "overlap (devel: no commit recorded; make cli records it)"
-	case rev != "":
-		line += " commit " + rev[:min(12, len(rev))]
-		if when != "" {
-			line += " " + when
-		}
-		if modified {
-			line += " (modified)"
-		}
-	}
-	goVersion := info.GoVersion
-	if goVersion == "" {
-		goVersion = runtime.Version()
-	}
-	return fmt.Sprintf("%s, %s %s/%s", line, goVersion, runtime.GOOS, runtime.GOARCH)
+	return buildinfo.Line(info, ok, buildinfo.Stamp{Revision: vcsRevision, Time: vcsTime, Modified: vcsModified})
 }
 
 // versionCmd is overlap version (also overlap --version).

@@ -1,6 +1,7 @@
-// Package procfs reads figures from Linux's /proc files for overlap's
-// commands and benchmarks. Off Linux the files are missing, and every
-// function reports that it found nothing.
+// Package procfs reads figures from Linux's /proc files, and the cgroup
+// files under /sys/fs/cgroup, for overlap's commands and benchmarks: a
+// process's peak memory, and how much more it can allocate. Off Linux the
+// files are missing, and every function reports that it found nothing.
 package procfs
 
 import (

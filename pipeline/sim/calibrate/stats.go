@@ -2,19 +2,13 @@ package calibrate
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
+
+	"github.com/purecuda/overlap/internal/stats"
 )
 
-// median is the middle value of xs, or the mean of the two middle ones
-// for an even count; 0 for none. xs is left as it was.
-func median[T ~int64 | ~float64](xs []T) T {
-	if len(xs) == 0 {
-		return 0
-	}
-	s, mid := slices.Sorted(slices.Values(xs)), len(xs)/2
-	return (s[mid] + s[(len(s)-1)/2]) / 2
-}
+// median is stats.Median.
+func median[T ~int64 | ~float64](xs []T) T { return stats.Median(xs) }
 
 // bytesText writes a byte count as "4.0 MiB", "256.0 KiB" or "12 B".
 func bytesText(b int64) string {

@@ -1,4 +1,4 @@
-package main
+package procfs
 
 import (
 	"os"
@@ -8,15 +8,15 @@ import (
 	"syscall"
 )
 
-// availableMemory estimates how much more memory this process can
+// AvailableMemory estimates how much more memory this process can
 // allocate: the least of the host's MemAvailable (/proc/meminfo), the
 // room under the memory limits of its cgroup and the cgroup's ancestors
 // (v2 memory.max, v1 memory.limit_in_bytes), and the room under its
 // address-space limit (ulimit -v) above its present size. False where
 // MemAvailable is unknown. It is an estimate: a job that fits it may
 // still need more than its arrays.
-func availableMemory() (int64, bool) {
-	avail, ok := procField("/proc/meminfo", "MemAvailable:")
+func AvailableMemory() (int64, bool) {
+	avail, ok := Field("/proc/meminfo", "MemAvailable:")
 	if !ok {
 		return 0, false
 	}
@@ -25,7 +25,7 @@ func availableMemory() (int64, bool) {
 	}
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_AS, &lim) == nil && lim.Cur != ^uint64(0) && lim.Cur < 1<<62 {
-		if size, ok := procField("/proc/self/status", "VmSize:"); ok {
+		if size, ok := Field("/proc/self/status", "VmSize:"); ok {
 			avail = min(avail, max(0, int64(lim.Cur)-size))
 		}
 	}

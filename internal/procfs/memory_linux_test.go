@@ -1,4 +1,4 @@
-package main
+package procfs
 
 import (
 	"testing"
@@ -21,4 +21,12 @@ func TestRoomUnder(t *testing.T) {
 	}
 	_, ok = roomUnder("1000", "")
 	assert.False(t, ok, "usage unreadable")
+}
+
+// TestAvailableMemory: Linux says how much memory is available, and it
+// is some.
+func TestAvailableMemory(t *testing.T) {
+	avail, ok := AvailableMemory()
+	assert.True(t, ok)
+	assert.Positive(t, avail)
 }

@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/purecuda/overlap/pipeline"
+)
+
+// TuneCache is a file of tuned choices by key, one per GPU and job shape
+// ([TuneKey]): what overlap tune writes and overlap run --chunk auto
+// reads, so that a job tuned once is not probed again. A simulator's
+// costs are not a GPU's: keep its choices out.
+type TuneCache struct {
+	// Path is the JSON file, an object of pipeline.Choice by key.
+	Path string
+	// Choices are the file's, as read and stored.
+	Choices map[string]pipeline.Choice
+}
+
+// TuneCachePath is the cache in the user's cache directory,
+// overlap/tune.json; an error where the system has none.
+func TuneCachePath() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", &Error{Op: "TuneCachePath", Err: err}
+	}
+	return filepath.Join(dir, "overlap", "tune.json"), nil
+}
+
+// ReadTuneCache reads the cache at path; a file that is missing or does
+// not parse is an empty cache, which the next Store overwrites.
+func ReadTuneCache(path string) *TuneCache {
+	c := &TuneCache{Path: path, Choices: map[string]pipeline.Choice{}}
+	if b, err := os.ReadFile(path); err == nil {
+		_ = json.Unmarshal(b, &c.Choices)
+	}
+	if c.Choices == nil { // the file held null
+		c.Choices = map[string]pipeline.Choice{}
+	}
+	return c
+}
+
+// TuneKey is the cache's key for a job: the GPU, the kernel and its
+// iterations, the elements and the host mode.
+func TuneKey(backend, kernel string, iters, elems int, host pipeline.HostMode) string {
+	return fmt.Sprintf("%s|%s|iters=%d|n=%d|host=%s", backend, kernel, iters, elems, host)
+}
+
+// Lookup returns the choice under key when there is one that fits a job
+// of n elements; false otherwise, and for a nil cache.
+func (c *TuneCache) Lookup(key string, n int) (pipeline.Choice, bool) {
+	if c == nil {
+		return pipeline.Choice{}, false
+	}
+	ch, ok := c.Choices[key]
+	return ch, ok && ch.ChunkElems > 0 && ch.ChunkElems <= n
+}
+
+// Store sets the choice under key and writes the file, creating its
+// directory. A cache that cannot be written only costs the next run a
+// probe: the caller may ignore the error.
+func (c *TuneCache) Store(key string, ch pipeline.Choice) error {
+	if c == nil || c.Path == "" {
+		return &Error{Op: "TuneCache.Store", Err: errors.New("no cache file")}
+	}
+	if c.Choices == nil {
+		c.Choices = map[string]pipeline.Choice{}
+	}
+	c.Choices[key] = ch
+	b, err := json.MarshalIndent(c.Choices, "", "  ")
+	if err == nil {
+		if err = os.MkdirAll(filepath.Dir(c.Path), 0o755); err == nil {
+			err = os.WriteFile(c.Path, b, 0o644)
+		}
+	}
+	if err != nil {
+		return &Error{Op: "TuneCache.Store", Err: err}
+	}
+	return nil
+}
+
+// AutoChunk is a chosen configuration and where it came from.
+type AutoChunk struct {
+	pipeline.Choice
+	// Cached says that it came from the cache; otherwise Model is the
+	// cost model fitted to probes that chose it.
+	Cached bool
+	Model  pipeline.Model
+}
+
+// ChooseChunk picks job's chunk size, slots and compute streams on b: the
+// cache's choice under key where it has one that fits, else the best of
+// a cost model fitted to probes (pipeline.Probe), which it stores in the
+// cache. A nil cache probes and stores nothing. Its error is a *[Error];
+// a cache that cannot be written is no error.
+func ChooseChunk(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string) (AutoChunk, error) {
+	if ch, ok := cache.Lookup(key, job.N); ok {
+		return AutoChunk{Choice: ch, Cached: true}, nil
+	}
+	if b == nil {
+		return AutoChunk{}, &Error{Op: "ChooseChunk", Err: errors.New("nil backend")}
+	}
+	m, err := pipeline.Probe(ctx, b, cfg, job)
+	if err != nil {
+		return AutoChunk{}, &Error{Op: "ChooseChunk", Err: err}
+	}
+	res := AutoChunk{Choice: m.Best(job.N), Model: m}
+	if cache != nil {
+		_ = cache.Store(key, res.Choice)
+	}
+	return res, nil
+}
