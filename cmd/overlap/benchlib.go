@@ -47,3 +47,13 @@ func streamError(err error) error {
 // flagWords says in flags what package bench's prose says in options:
 // "(Verify reads …)" is "(--verify reads …)" here.
 var flagWords = strings.NewReplacer("(Verify ", "(--verify ", "(TimingOnly)", "(--timing-only)").Replace
+
+// flagError is err with a *bench.OptionError's fields named as names
+// has them: their flags.
+func flagError(err error, names map[string]string) error {
+	var oe *bench.OptionError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	return errors.New(oe.Text(func(field string) string { return names[field] }))
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -107,70 +108,29 @@ func (f sizeFlag) Set(s string) error {
 	return nil
 }
 
-// maxElems bounds --elems: 2^32-1 is the kernels' unsigned count.
-const maxElems = 1<<32 - 1
-
-// What one pass over a job (a synchronous baseline, a pipeline run, the
-// stages alone) may cost, so that a job that cannot finish in reasonable
-// time is refused when the flags are read rather than left to run for
-// hours. The seed kernel's work is its elements times its iterations: an
-// H200 did 128M elements of 100 iterations in 13.45 ms, about 1e12 a
-// second, and the simulator computes each on the CPU, some 3e7 a second
-// per core on the 2-core development machine (2026-12-01). A chunk costs
-// several driver calls on a GPU (a few µs) and 0.1-0.3 ms of CPU on the
-// simulator. The bounds refuse what is hopeless, not what is merely slow.
+// The bounds of a job's size (bench.MaxElems and the others say why).
 const (
-	maxGPUIterWork = 1e14 // about 100 s on an H200
-	// maxSimIterWork is about 2 CPU-hours: minutes on a large host, an
-	// hour on a laptop. The simulator's default job (4M elements of 100
-	// iterations) is 4.2e8, 1G elements of 100 are 1.1e11.
-	maxSimIterWork = 2e11
-	maxGPUChunks   = 1 << 22
-	maxSimChunks   = 1 << 20
-	// minStreamChunk is a streaming run's smallest chunk: one 4 KiB page
-	// per input. Each chunk is a read and a write call and several driver
-	// calls, and the trial's --chunk 3 streamed a 4 MiB file for over a
-	// minute on the simulator.
-	minStreamChunk = 1024
+	maxElems       = bench.MaxElems
+	maxSimChunks   = bench.MaxSimChunks
+	minStreamChunk = bench.MinStreamChunk
 	// maxWarm bounds --warm: a run warms up before each timed part.
 	maxWarm = time.Minute
 )
 
-// sci renders a large count as 8.4e15.
-func sci(x float64) string { return strings.Replace(fmt.Sprintf("%.2g", x), "e+", "e", 1) }
+// jobFlagNames are the flags of the library's names for a job's size.
+var jobFlagNames = map[string]string{"Iters": "--iters", "Elems": "--elems", "ChunkElems": "--chunk"}
 
-// checkWork refuses a seed job of elems elements at iters iterations that
-// one pass could not finish in reasonable time. what names the elements
-// and lower says what to lower besides --iters.
-func checkWork(elems int64, iters int, sim bool, what, lower string) error {
-	work := float64(elems) * float64(max(iters, 1))
-	switch {
-	case sim && work > maxSimIterWork:
-		return fmt.Errorf("--iters %d over %s is %s kernel iterations per pass; the simulator computes each one on the CPU and takes at most %s per pass: lower %s",
-			iters, what, sci(work), sci(maxSimIterWork), lower)
-	case !sim && work > maxGPUIterWork:
-		return fmt.Errorf("--iters %d over %s is %s kernel iterations per pass; a run takes at most %s per pass (about 100 s on an NVIDIA H200): lower %s",
-			iters, what, sci(work), sci(maxGPUIterWork), lower)
-	}
-	return nil
-}
-
-// checkJobWork is checkWork for a job of --elems elements.
+// checkJobWork refuses a seed job of --elems elements at --iters
+// iterations that one pass could not finish in reasonable time
+// (bench.CheckWork).
 func checkJobWork(elems int, iters int, sim bool) error {
-	return checkWork(int64(elems), iters, sim, fmt.Sprintf("%d elements", elems), "--iters or --elems")
+	return flagError(bench.CheckWork(int64(elems), iters, sim), jobFlagNames)
 }
 
 // checkChunks refuses a job cut into more chunks than one pass can issue
-// in reasonable time.
+// in reasonable time (bench.CheckChunks).
 func checkChunks(elems, chunk int, sim bool) error {
-	chunks := (int64(elems) + int64(chunk) - 1) / int64(chunk)
-	switch {
-	case sim && chunks > maxSimChunks:
-		return fmt.Errorf("--chunk %d cuts --elems %d into %d chunks; the simulator takes at most %d (about 0.1 ms of CPU each): use a larger --chunk", chunk, elems, chunks, maxSimChunks)
-	case !sim && chunks > maxGPUChunks:
-		return fmt.Errorf("--chunk %d cuts --elems %d into %d chunks; a run takes at most %d (several driver calls each): use a larger --chunk", chunk, elems, chunks, maxGPUChunks)
-	}
-	return nil
+	return flagError(bench.CheckChunks(elems, chunk, sim), jobFlagNames)
 }
 
 // runCmd is overlap run.

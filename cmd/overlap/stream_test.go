@@ -268,14 +268,14 @@ func FuzzStreamFlags(f *testing.F) {
 		if err != nil {
 			return
 		}
-		want := map[string]int{"seed": 1, "axpb": 1, "saxpy": 2, "lerp": 2}[o.kernel]
-		if want == 0 || len(o.ins) != want || len(o.outs) != 1 || o.chunk < minStreamChunk || o.computeStreams < 1 ||
-			(o.slots != 0 && o.slots < o.computeStreams) || o.readers < 0 || o.writers < 0 || o.piece < 0 || o.piece > 1<<30 ||
-			(o.direct && o.chunk*4%4096 != 0) {
+		want := map[string]int{"seed": 1, "axpb": 1, "saxpy": 2, "lerp": 2}[o.Kernel]
+		if want == 0 || len(o.Inputs) != want || o.ChunkElems < minStreamChunk || o.ComputeStreams < 1 ||
+			(o.Slots != 0 && o.Slots < o.ComputeStreams) || o.Readers < 0 || o.Writers < 0 || o.PieceBytes < 0 || o.PieceBytes > 1<<30 ||
+			(o.Direct && o.ChunkElems*4%4096 != 0) {
 			t.Fatalf("accepted bad options: %+v", o)
 		}
-		for _, in := range o.ins {
-			if in == "" || in == o.outs[0] && in != "-" {
+		for _, in := range o.Inputs {
+			if in == "" || in == o.Output && in != "-" {
 				t.Fatalf("accepted bad files: %+v", o)
 			}
 		}

@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestOptionErrorText: an option's error names fields as they are
+// called, or as a caller names them.
+func TestOptionErrorText(t *testing.T) {
+	err := optionErr("{Slots} %d: want 2 to 1024, and at least {ComputeStreams} %d (file {x}.f32)", 1, 4)
+	assert.Equal(t, "Slots", err.Option)
+	assert.EqualError(t, err, "Slots 1: want 2 to 1024, and at least ComputeStreams 4 (file {x}.f32)")
+	flags := map[string]string{"Slots": "--slots"}
+	assert.Equal(t, "--slots 1: want 2 to 1024, and at least ComputeStreams 4 (file {x}.f32)", err.Text(func(f string) string { return flags[f] }))
+	// A file name with braces in it is an argument, never renamed.
+	err = optionErr("{Inputs} %s: no such file", "{Slots}")
+	assert.Equal(t, "--in {Slots}: no such file", err.Text(func(string) string { return "--in" }))
+}
+
+func TestCheckWorkAndChunks(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{CheckWork(4<<20, 100, true), ""},
+		{CheckWork(1<<30, 1000, true), "Iters 1000 over 1073741824 elements is 1.1e12 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters or Elems"},
+		{CheckWork(1<<30, 1000, false), ""},
+		{CheckWork(1<<32-1, 1<<20, false), "Iters 1048576 over 4294967295 elements is 4.5e15 kernel iterations per pass; a run takes at most 1e14 per pass (about 100 s on an NVIDIA H200): lower Iters or Elems"},
+		{CheckChunks(1<<30, 1<<10, true), ""},
+		{CheckChunks(1<<30, 1<<9, true), "ChunkElems 512 cuts Elems 1073741824 into 2097152 chunks; the simulator takes at most 1048576 (about 0.1 ms of CPU each): use a larger ChunkElems"},
+		{CheckChunks(1<<30, 1<<9, false), ""},
+		{CheckChunks(1<<32-1, 1<<9, false), "ChunkElems 512 cuts Elems 4294967295 into 8388608 chunks; a run takes at most 4194304 (several driver calls each): use a larger ChunkElems"},
+		{CheckChunks(10, 0, false), "ChunkElems 0: must be positive"},
+	} {
+		if tc.want == "" {
+			assert.NoError(t, tc.err)
+			continue
+		}
+		assert.EqualError(t, tc.err, tc.want)
+		var oe *OptionError
+		assert.True(t, errors.As(tc.err, &oe), tc.want)
+	}
+}
+
+// TestCheckStream: the streaming run's options and files are checked
+// before anything is opened for writing, in the options' words.
+func TestCheckStream(t *testing.T) {
+	dir := t.TempDir()
+	in, long := filepath.Join(dir, "in.f32"), filepath.Join(dir, "long.f32")
+	require.NoError(t, os.WriteFile(in, make([]byte, 4096), 0o644))
+	require.NoError(t, os.WriteFile(long, make([]byte, 8192), 0o644))
+	out := filepath.Join(dir, "out.f32")
+	for _, tc := range []struct {
+		o    StreamOptions
+		want string
+	}{
+		{StreamOptions{Inputs: []string{in}, Output: out}, ""},
+		{StreamOptions{Inputs: []string{in}, Output: out, Kernel: "gemm"}, `Kernel "gemm": unknown (have axpb, lerp, saxpy, seed)`},
+		{StreamOptions{Inputs: []string{in}, Output: out, Kernel: "saxpy"}, "Inputs: kernel saxpy takes 2 input(s), got 1"},
+		{StreamOptions{Inputs: []string{in}}, "Output: kernel seed has 1 output, got 0"},
+		{StreamOptions{Inputs: []string{in}, Output: out, ChunkElems: 3}, "ChunkElems 3: a streaming run's chunks are at least 1024 elements (4 KiB): each costs a read, a write and several driver calls"},
+		{StreamOptions{Inputs: []string{in}, Output: out, Slots: 3}, "Slots 3: want 2 to 1024, and at least ComputeStreams 4"},
+		{StreamOptions{Inputs: []string{in}, Output: out, ComputeStreams: 65}, "ComputeStreams 65: want 1 to 64"},
+		{StreamOptions{Inputs: []string{in}, Output: out, PieceBytes: -1}, "PieceBytes -1: must not be negative"},
+		{StreamOptions{Inputs: []string{in}, Output: out, Direct: true, ChunkElems: 1500}, "Direct: a chunk of 1500 float32 is not a whole number of 4096-byte pages"},
+		{StreamOptions{Inputs: []string{"-"}, Output: out, Verify: true}, "Verify reads the inputs back from their files: it cannot read stdin (Inputs -)"},
+		{StreamOptions{Inputs: []string{in, long}, Output: out, Kernel: "lerp"}, "Inputs: " + in + " holds 1024 elements and " + long + " 2048; the inputs must be as long"},
+		{StreamOptions{Inputs: []string{in}, Output: filepath.Join(dir, ".", "in.f32")}, "Output " + filepath.Join(dir, "in.f32") + " is the input " + in + " (the same file): writing it would destroy the input as it is read"},
+		{StreamOptions{Inputs: []string{dir}, Output: out}, "Inputs " + dir + ": is a directory"},
+		{StreamOptions{Inputs: []string{in}, Output: out, Iters: 1 << 30}, "Iters 1073741824 over the 1024 elements of " + in + " is 1.1e12 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters"},
+		{StreamOptions{Inputs: []string{"-"}, Output: out, Iters: 1 << 30}, "Iters 1073741824 over one chunk of 1048576 elements is 1.1e15 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters or ChunkElems"},
+	} {
+		err := CheckStream(tc.o, true)
+		if tc.want == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		assert.EqualError(t, err, tc.want)
+	}
+	err := CheckStream(StreamOptions{Inputs: []string{filepath.Join(dir, "none")}, Output: out}, false)
+	var oe *OpenError
+	require.ErrorAs(t, err, &oe, "an input that cannot be opened")
+	assert.EqualError(t, oe.Err, "Inputs "+filepath.Join(dir, "none")+": no such file")
+}
