@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/purecuda/overlap/driver"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -87,4 +89,60 @@ func TestCheckStream(t *testing.T) {
 	var oe *OpenError
 	require.ErrorAs(t, err, &oe, "an input that cannot be opened")
 	assert.EqualError(t, oe.Err, "Inputs "+filepath.Join(dir, "none")+": no such file")
+}
+
+func TestFitChunks(t *testing.T) {
+	assert.Equal(t, []int{1 << 20, 4 << 20}, FitChunks([]int{1 << 20, 4 << 20, 16 << 20}, 4<<20))
+	assert.Equal(t, []int{512 << 10}, FitChunks([]int{1 << 20, 4 << 20}, 512<<10), "the job as one chunk when none fits")
+}
+
+// TestChecksOfTheBenchmarks: each benchmark refuses options it cannot
+// run, in the options' words, before it runs.
+func TestChecksOfTheBenchmarks(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{CheckSweep(SweepOptions{Elems: 1 << 20, Iters: []int{100}, Chunks: []int{1 << 20}, Slots: []int{2, 3}}, true), ""},
+		{CheckSweep(SweepOptions{Elems: -1}, false), "Elems -1: must not be negative"},
+		{CheckSweep(SweepOptions{Elems: 1 << 20, Slots: []int{2, 1025}}, false), "Slots 1025: want 2 to 1024"},
+		{CheckSweep(SweepOptions{Elems: 1 << 20, Chunks: []int{2 << 20}}, false), "Chunks 2097152 is larger than Elems 1048576"},
+		{CheckSweep(SweepOptions{Elems: 1 << 33}, false), "Elems 8589934592: at most 4294967295"},
+		{CheckSweep(SweepOptions{Elems: 1, Repeat: 1001}, false), "Repeat 1001: want 1 to 1000"},
+		{CheckSweep(SweepOptions{Elems: 1, ComputeStreams: 65}, false), "ComputeStreams 65: want 1 to 64"},
+		{CheckSweep(SweepOptions{Elems: 1, Iters: []int{-1}}, false), "Iters -1: must not be negative"},
+		{CheckSweep(SweepOptions{Elems: 1 << 30, Iters: []int{1000}}, true), "Iters 1000 over 1073741824 elements is 1.1e12 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters or Elems"},
+		{CheckSweep(SweepOptions{Elems: 1 << 30, Chunks: []int{512}}, true), "ChunkElems 512 cuts Elems 1073741824 into 2097152 chunks; the simulator takes at most 1048576 (about 0.1 ms of CPU each): use a larger ChunkElems"},
+		{CheckScaling(ScalingOptions{Slots: 3}), "Slots 3: fewer than the 4 compute streams"},
+		{CheckScaling(ScalingOptions{Iters: -1}), "Iters -1: must not be negative"},
+		{CheckSmallJobs(SmallJobsOptions{}), ""},
+		{CheckSmallJobs(SmallJobsOptions{Sizes: []int{1 << 29}}), "Sizes 536870912: at most 268435456 per job"},
+		{CheckSmallJobs(SmallJobsOptions{Workers: []int{257}}), "Workers 257: want 1 to 256"},
+		{CheckSmallJobs(SmallJobsOptions{Seconds: 61}), "Seconds 61: want more than 0, at most 60"},
+		{CheckSmallJobs(SmallJobsOptions{Jobs: -1}), "Jobs -1: want 0 (run for Seconds) to 16777216"},
+		{CheckSmallJobs(SmallJobsOptions{Rounds: 101}), "Rounds 101: rounds from 1 to 100"},
+		{CheckSmallJobs(SmallJobsOptions{Sim: true, DirectCalls: true}), "DirectCalls needs a GPU, not Sim: the simulator makes no driver calls"},
+		{CheckSmallJobs(SmallJobsOptions{Sim: true, Waits: []driver.Wait{driver.WaitSpin}}), "Waits spin needs a GPU: the simulator has no host thread waiting on a driver"},
+	} {
+		if tc.want == "" {
+			assert.NoError(t, tc.err)
+			continue
+		}
+		assert.EqualError(t, tc.err, tc.want)
+	}
+}
+
+// TestSmallJobsDefaults: on the simulator a cell runs a few jobs, not
+// seconds, unless Seconds says otherwise.
+func TestSmallJobsDefaults(t *testing.T) {
+	o := SmallJobsOptions{Sim: true}.WithDefaults()
+	assert.Equal(t, SmallJobsSimJobs, o.Jobs)
+	assert.Equal(t, []driver.Wait{driver.WaitDefault}, o.Waits)
+	o = SmallJobsOptions{Sim: true, Seconds: 0.1}.WithDefaults()
+	assert.Zero(t, o.Jobs)
+	o = SmallJobsOptions{}.WithDefaults()
+	assert.Zero(t, o.Jobs)
+	assert.Equal(t, SmallJobsSeconds, o.Seconds)
+	assert.Equal(t, []driver.Wait{SmallJobsWait}, o.Waits)
+	assert.Equal(t, 1, o.Rounds)
 }

@@ -117,7 +117,7 @@ func TestScalingOnSim(t *testing.T) {
 	_, err = Scaling(context.Background(), nil, ScalingOptions{})
 	assert.EqualError(t, err, "bench: Scaling: no backend")
 	_, err = Scaling(context.Background(), simDevices(1), ScalingOptions{Slots: 2, ComputeStreams: 4})
-	assert.EqualError(t, err, "bench: Scaling: 2 slots: fewer than the 4 compute streams")
+	assert.EqualError(t, err, "bench: Scaling: Slots 2: fewer than the 4 compute streams")
 }
 
 // testModel is a small random MLP and its kernel for the simulator.
