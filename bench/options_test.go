@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -145,4 +144,20 @@ func TestSmallJobsDefaults(t *testing.T) {
 	assert.Equal(t, SmallJobsSeconds, o.Seconds)
 	assert.Equal(t, []driver.Wait{SmallJobsWait}, o.Waits)
 	assert.Equal(t, 1, o.Rounds)
+}
+
+func TestWriteSweepFiles(t *testing.T) {
+	dir := t.TempDir()
+	csvPath, svgPath := filepath.Join(dir, "s.csv"), filepath.Join(dir, "s.svg")
+	rows := []SweepRow{{Iters: 1, Host: "pinned", Chunk: 1024, Slots: 2, Ms: 1.5}}
+	require.NoError(t, WriteSweepFiles(rows, true, csvPath, svgPath))
+	got, err := os.ReadFile(csvPath)
+	require.NoError(t, err)
+	assert.Equal(t, "iters,host,chunk_elems,slots,ms,gb_per_s,bound_ms,efficiency,cpp_ms,go_over_cpp,simulated\n1,pinned,1024,2,1.5000,0.000,0.0000,0.0000,0.0000,0.0000,true\n", string(got))
+	svg, err := os.ReadFile(svgPath)
+	require.NoError(t, err)
+	assert.Equal(t, SweepSVG(rows, true), string(svg))
+	require.NoError(t, WriteSweepFiles(rows, false, "", ""), "no paths, no files")
+	var pe *os.PathError
+	assert.ErrorAs(t, WriteSweepFiles(rows, false, filepath.Join(dir, "none", "s.csv"), ""), &pe)
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +71,7 @@ var benchCmd = &command{
 		return benchBody("bench", check, func(ctx context.Context, stdout, stderr io.Writer) error {
 			rows, err := runBench(ctx, o, stdout, stderr)
 			if err == nil {
-				err = writeBenchFiles(o, rows)
+				err = benchError(bench.WriteSweepFiles(rows, o.sim, o.csvPath, o.svgPath))
 			}
 			return err
 		})
@@ -107,20 +106,28 @@ var scalingCmd = &command{
 	},
 }
 
-// benchBody is what a bench command runs once its flags are parsed:
-// check them, then run with a context that a signal stops.
-func benchBody(name string, check func() error, run func(ctx context.Context, stdout, stderr io.Writer) error) func(stdout, stderr io.Writer) int {
+// checkedRun is what a command runs once its flags are parsed: check
+// them (a failure is a usage error), then run.
+func checkedRun(name string, check func() error, run func(stdout, stderr io.Writer) int) func(stdout, stderr io.Writer) int {
 	return func(stdout, stderr io.Writer) int {
 		if err := check(); err != nil {
 			return reportError(name, usageError{err}, stderr)
 		}
+		return run(stdout, stderr)
+	}
+}
+
+// benchBody is checkedRun for a measuring command, which runs with a
+// context that a signal stops.
+func benchBody(name string, check func() error, run func(ctx context.Context, stdout, stderr io.Writer) error) func(stdout, stderr io.Writer) int {
+	return checkedRun(name, check, func(stdout, stderr io.Writer) int {
 		ctx, stop := signalContext()
 		defer stop()
 		if err := run(ctx, stdout, stderr); err != nil {
 			return reportError(name, stoppedBy(ctx, err), stderr)
 		}
 		return exitOK
-	}
+	})
 }
 
 // benchLists are the comma-separated lists of the bench commands, as
@@ -168,16 +175,7 @@ func benchFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
 		if o.reference && o.sim {
 			return errors.New("--reference needs a GPU, not --sim")
 		}
-		outs := []namedFile{{"csv", o.csvPath}, {"svg", o.svgPath}}
-		if err := checkOutputs(outs, nil); err != nil {
-			return err
-		}
-		for _, f := range outs {
-			if err := checkWritable(f.flag, f.path); err != nil {
-				return err
-			}
-		}
-		return nil
+		return checkOutputFiles([]namedFile{{"csv", o.csvPath}, {"svg", o.svgPath}}, nil)
 	}
 }
 
@@ -410,26 +408,6 @@ func printBench(w io.Writer, rows []bench.SweepRow, backend string, o *benchOpti
 		fmt.Fprintf(w, "\nbest: chunk %d, %d slots, host %s, iters %d: %.2f ms (%.1f%% of the stage bound)%s\n",
 			best.Chunk, best.Slots, best.Host, best.Iters, best.Ms, 100*best.Efficiency, label)
 	}
-}
-
-func writeBenchFiles(o *benchOptions, rows []bench.SweepRow) error {
-	if o.csvPath != "" {
-		f, err := os.Create(o.csvPath)
-		if err != nil {
-			return err
-		}
-		if err := bench.WriteSweepCSV(f, rows, o.sim); err != nil {
-			f.Close()
-			return benchError(err)
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-	}
-	if o.svgPath != "" {
-		return os.WriteFile(o.svgPath, []byte(bench.SweepSVG(rows, o.sim)), 0o644)
-	}
-	return nil
 }
 
 func humanElems(n int) string { return bench.Elems(n) }

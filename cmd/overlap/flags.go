@@ -140,12 +140,7 @@ var runCmd = &command{
 	short:     "run the synchronous baseline and the overlapped pipeline, verify every element, and print times",
 	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
 		o, check := runFlags(fs)
-		return func(stdout, stderr io.Writer) int {
-			if err := check(); err != nil {
-				return reportError("run", usageError{err}, stderr)
-			}
-			return runRun(o, stdout, stderr)
-		}
+		return checkedRun("run", check, func(stdout, stderr io.Writer) int { return runRun(o, stdout, stderr) })
 	},
 }
 
@@ -156,12 +151,7 @@ var tuneCmd = &command{
 	short:     "fit a cost model to probes, pick chunk, slots and streams, and measure the choice against the prediction",
 	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
 		o, check := tuneFlags(fs)
-		return func(stdout, stderr io.Writer) int {
-			if err := check(); err != nil {
-				return reportError("tune", usageError{err}, stderr)
-			}
-			return runTune(o, stdout, stderr)
-		}
+		return checkedRun("tune", check, func(stdout, stderr io.Writer) int { return runTune(o, stdout, stderr) })
 	},
 }
 
@@ -240,17 +230,25 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 			return err
 		}
 	}
-	outs := []namedFile{{"trace", o.trace}, {"svg", o.svg}}
-	if err := checkOutputs(outs, []namedFile{{"ptx", o.ptxFile}, {"cu", o.cuFile}, {"profile", o.profile}}); err != nil {
+	if err := checkOutputFiles([]namedFile{{"trace", o.trace}, {"svg", o.svg}}, []namedFile{{"ptx", o.ptxFile}, {"cu", o.cuFile}, {"profile", o.profile}}); err != nil {
+		return err
+	}
+	if o.quiet && o.jsonOut {
+		o.quiet = false // JSON is the requested output
+	}
+	return nil
+}
+
+// checkOutputFiles refuses outputs that are inputs or each other
+// (checkOutputs), then any that cannot be written.
+func checkOutputFiles(outs, ins []namedFile) error {
+	if err := checkOutputs(outs, ins); err != nil {
 		return err
 	}
 	for _, f := range outs {
 		if err := checkWritable(f.flag, f.path); err != nil {
 			return err
 		}
-	}
-	if o.quiet && o.jsonOut {
-		o.quiet = false // JSON is the requested output
 	}
 	return nil
 }

@@ -41,10 +41,9 @@ var streamCmd = &command{
 		o := &streamOptions{}
 		check := streamFlags(fs, o)
 		return func(stdout, stderr io.Writer) int {
-			if err := check(stdout); err != nil {
-				return reportError("stream", usageError{err}, stderr)
-			}
-			return runStream(o, stdout, stderr)
+			return benchBody("stream", func() error { return check(stdout) }, func(ctx context.Context, stdout, stderr io.Writer) error {
+				return runStream(ctx, o, stdout, stderr)
+			})(stdout, stderr)
 		}
 	},
 }
@@ -123,53 +122,38 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string, stdo
 	return nil
 }
 
-// runStream runs overlap stream once its flags are checked.
-func runStream(o *streamOptions, stdout, stderr io.Writer) int {
-	ctx, stop := signalContext()
-	defer stop()
+// runStream runs overlap stream once its flags are checked
+// (bench.Stream) on the machine that they choose; the report goes to
+// stderr when the output is stdout.
+func runStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writer) error {
+	e, err := openEnv(&runOptions{machine: machine{sim: o.sim, device: o.device}, kernel: o.Kernel})
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	prog := newProgress(stderr, o.quiet || o.jsonOut)
+	defer prog.done()
+	so := o.StreamOptions
+	so.Modules, so.Progress = e.mods, prog.line
+	res, err := bench.Stream(ctx, e.backend, so)
+	if err != nil {
+		return streamError(err)
+	}
+	prog.done()
+	res.Verified = flagWords(res.Verified)
 	report := stdout
 	if o.Output == "-" {
 		report = stderr
-	}
-	res, err := executeStream(ctx, o, stdout, stderr)
-	if err != nil {
-		return reportError("stream", stoppedBy(ctx, err), stderr)
 	}
 	if o.jsonOut {
 		writeJSON(report, res)
 	} else if !o.quiet {
 		printStream(report, res)
 	}
-	return exitOK
+	return nil
 }
 
-// streamResult is what a streaming run measured (bench.StreamResult).
-type (
-	streamResult = bench.StreamResult
-	streamBound  = bench.StreamBound
-)
-
-// executeStream runs overlap stream on the machine that the flags
-// choose (bench.Stream).
-func executeStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writer) (*streamResult, error) {
-	e, err := openEnv(&runOptions{machine: machine{sim: o.sim, device: o.device}, kernel: o.Kernel})
-	if err != nil {
-		return nil, err
-	}
-	defer e.close()
-	prog := newProgress(stderr, o.quiet || o.jsonOut)
-	defer prog.done()
-	so := o.StreamOptions
-	so.Stdin, so.Stdout, so.Modules, so.Progress = stdin, stdout, e.mods, prog.line
-	res, err := bench.Stream(ctx, e.backend, so)
-	if err != nil {
-		return nil, streamError(err)
-	}
-	res.Verified = flagWords(res.Verified)
-	return res, nil
-}
-
-func printStream(w io.Writer, r *streamResult) {
+func printStream(w io.Writer, r *bench.StreamResult) {
 	label := ""
 	if r.Simulated {
 		label = " [simulated: CPU simulator, not a GPU; rates are not GPU rates]"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
@@ -98,7 +99,7 @@ func TestRunStreamFileToFile(t *testing.T) {
 
 	code, stdout, errOut = runCLI("stream", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--json")
 	require.Equal(t, exitOK, code, errOut)
-	var res streamResult
+	var res bench.StreamResult
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 	assert.Equal(t, int64(n), res.Elems)
 	assert.Equal(t, int64(4*n), res.OutBytes)
@@ -113,7 +114,7 @@ func TestRunStreamFileToFile(t *testing.T) {
 	// Timed on the wall clock, they made efficiencies of 2000% and more.
 	code, stdout, errOut = runCLI("stream", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--bound", "--json")
 	require.Equal(t, exitOK, code, errOut)
-	res = streamResult{}
+	res = bench.StreamResult{}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 	require.NotNil(t, res.Bound)
 	b := res.Bound
@@ -291,7 +292,7 @@ func TestStreamEfficiencyAboveBoundIsExplained(t *testing.T) {
 		want bool
 	}{{1.369, true}, {0.96, false}} {
 		var b bytes.Buffer
-		printStream(&b, &streamResult{Ms: 2332, Bound: &streamBound{BoundMs: 3193, Slowest: "write", WriteMs: 3193, Efficiency: tc.eff}})
+		printStream(&b, &bench.StreamResult{Ms: 2332, Bound: &bench.StreamBound{BoundMs: 3193, Slowest: "write", WriteMs: 3193, Efficiency: tc.eff}})
 		assert.Equal(t, tc.want, strings.Contains(b.String(), "above 100%: the write stage alone (the faster of two passes before the run) took longer than the whole run"), b.String())
 	}
 }
