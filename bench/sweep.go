@@ -35,7 +35,7 @@ type SweepRow struct {
 
 // SweepOptions say what [Sweep] runs: every combination of Iters, Hosts,
 // Chunks and Slots, in that order of nesting. The zero value runs
-// nothing (no Iters).
+// nothing (no Iters); [CheckSweep] says what Sweep refuses.
 type SweepOptions struct {
 	// Elems is the job's elements.
 	Elems int

@@ -199,9 +199,7 @@ func runFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 
 // checkRunOptions checks overlap run's parsed flags.
 func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
-	elemsSet := false
-	fs.Visit(func(f *flag.Flag) { elemsSet = elemsSet || f.Name == "elems" })
-	if o.sim && !elemsSet {
+	if o.sim && !isSet(fs, "elems") {
 		o.elems, o.simSmaller = simDefaultElems, true
 	}
 	if o.chunk == -1 { // not given: the default, capped at the job
