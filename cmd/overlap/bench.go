@@ -41,10 +41,13 @@ type benchOptions struct {
 	set map[string]bool
 }
 
-// benchFlagNames are the flags of the bench options' fields.
-var benchFlagNames = map[string]string{"Elems": "--elems", "Sizes": "--elems", "Iters": "--iters", "Chunks": "--chunks", "ChunkElems": "--chunk",
-	"Slots": "--slots", "Repeat": "--repeat", "ComputeStreams": "--compute-streams", "Workers": "--workers", "Seconds": "--seconds",
-	"Jobs": "--jobs", "DirectCalls": "--direct-calls", "Sim": "--sim", "Rounds": "--repeat", "Waits": "--wait"}
+// optionFlags are the flags of package bench's option fields: an
+// *bench.OptionError names a field, and overlap its flag (flagError).
+var optionFlags = map[string]string{"Elems": "--elems", "Sizes": "--elems", "Iters": "--iters", "Chunks": "--chunks", "ChunkElems": "--chunk",
+	"Slots": "--slots", "Repeat": "--repeat", "Rounds": "--repeat", "ComputeStreams": "--compute-streams", "Workers": "--workers",
+	"Seconds": "--seconds", "Jobs": "--jobs", "DirectCalls": "--direct-calls", "Sim": "--sim", "Waits": "--wait", "Inputs": "--in",
+	"Output": "--out", "Kernel": "--kernel", "Readers": "--readers", "Writers": "--writers", "PieceBytes": "--piece", "Direct": "--direct",
+	"DirectOutput": "--direct-out", "Preallocate": "--preallocate", "Verify": "--verify", "Bound": "--bound"}
 
 // parseList reads a comma-separated list of values, each by parse; the
 // error names the flag.
@@ -292,7 +295,7 @@ func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists
 		return errors.New("--compute-streams 0: want 1 to 64")
 	}
 	if err := bench.CheckSweep(sweep, o.sim); err != nil {
-		return flagError(err, benchFlagNames)
+		return flagError(err)
 	}
 	if scaling {
 		return scalingConfig(o)
@@ -336,7 +339,7 @@ func scalingConfig(o *benchOptions) error {
 		s.ComputeStreams = o.computeStreams
 	}
 	if err := bench.CheckScaling(s); err != nil {
-		return flagError(err, benchFlagNames)
+		return flagError(err)
 	}
 	o.scaling = s.WithDefaults()
 	return nil
@@ -550,12 +553,12 @@ func streamError(err error) error {
 // "(Verify reads …)" is "(--verify reads …)" here.
 var flagWords = strings.NewReplacer("(Verify ", "(--verify ", "(TimingOnly)", "(--timing-only)").Replace
 
-// flagError is err with a *bench.OptionError's fields named as names
-// has them: their flags.
-func flagError(err error, names map[string]string) error {
+// flagError is err with a *bench.OptionError's fields named by their
+// flags (optionFlags).
+func flagError(err error) error {
 	var oe *bench.OptionError
 	if !errors.As(err, &oe) {
 		return err
 	}
-	return errors.New(oe.Text(func(field string) string { return names[field] }))
+	return errors.New(oe.Text(func(field string) string { return optionFlags[field] }))
 }

@@ -117,20 +117,17 @@ const (
 	maxWarm = time.Minute
 )
 
-// jobFlagNames are the flags of the library's names for a job's size.
-var jobFlagNames = map[string]string{"Iters": "--iters", "Elems": "--elems", "ChunkElems": "--chunk"}
-
 // checkJobWork refuses a seed job of --elems elements at --iters
 // iterations that one pass could not finish in reasonable time
 // (bench.CheckWork).
 func checkJobWork(elems int, iters int, sim bool) error {
-	return flagError(bench.CheckWork(int64(elems), iters, sim), jobFlagNames)
+	return flagError(bench.CheckWork(int64(elems), iters, sim))
 }
 
 // checkChunks refuses a job cut into more chunks than one pass can issue
 // in reasonable time (bench.CheckChunks).
 func checkChunks(elems, chunk int, sim bool) error {
-	return flagError(bench.CheckChunks(elems, chunk, sim), jobFlagNames)
+	return flagError(bench.CheckChunks(elems, chunk, sim))
 }
 
 // runCmd is overlap run.

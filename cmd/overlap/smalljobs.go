@@ -92,7 +92,7 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 	}
 	s.Sim, s.Device = o.sim, o.device
 	if err := bench.CheckSmallJobs(*s); err != nil {
-		return flagError(err, benchFlagNames)
+		return flagError(err)
 	}
 	if s.Jobs > 0 && o.set["seconds"] {
 		return errors.New("--jobs and --seconds both say how long a cell runs; give one")

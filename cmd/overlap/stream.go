@@ -26,11 +26,6 @@ type streamOptions struct {
 	jsonOut, quiet bool
 }
 
-// streamFlagNames are the flags of bench.StreamOptions's fields.
-var streamFlagNames = map[string]string{"Inputs": "--in", "Output": "--out", "Kernel": "--kernel", "Iters": "--iters", "ChunkElems": "--chunk",
-	"Slots": "--slots", "ComputeStreams": "--compute-streams", "Readers": "--readers", "Writers": "--writers", "PieceBytes": "--piece",
-	"Direct": "--direct", "DirectOutput": "--direct-out", "Preallocate": "--preallocate", "Verify": "--verify", "Bound": "--bound"}
-
 // streamCmd is overlap stream (overlap run --in in earlier releases).
 var streamCmd = &command{
 	name:      "stream",
@@ -106,7 +101,7 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string, stdo
 		return fmt.Errorf("--slots 0: want 2 to 1024, and at least --compute-streams %d", o.ComputeStreams)
 	}
 	if err := bench.CheckStream(o.StreamOptions, o.sim); err != nil {
-		return flagError(err, streamFlagNames)
+		return flagError(err)
 	}
 	if isSet(fs, "iters") && !hasScalar(o.Kernel, "iters") {
 		return fmt.Errorf("--iters is the seed kernel's; %s takes no iterations", o.Kernel)
