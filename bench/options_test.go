@@ -56,7 +56,8 @@ func TestCheckStream(t *testing.T) {
 	in, long := filepath.Join(dir, "in.f32"), filepath.Join(dir, "long.f32")
 	require.NoError(t, os.WriteFile(in, make([]byte, 4096), 0o644))
 	require.NoError(t, os.WriteFile(long, make([]byte, 8192), 0o644))
-	out := filepath.Join(dir, "out.f32")
+	out, link := filepath.Join(dir, "out.f32"), filepath.Join(dir, "link.f32")
+	require.NoError(t, os.Symlink(in, link))
 	for _, tc := range []struct {
 		o    StreamOptions
 		want string
@@ -74,6 +75,7 @@ func TestCheckStream(t *testing.T) {
 		{StreamOptions{Inputs: []string{in, long}, Output: out, Kernel: "lerp"}, "Inputs: " + in + " holds 1024 elements and " + long + " 2048; the inputs must be as long"},
 		{StreamOptions{Inputs: []string{in}, Output: filepath.Join(dir, ".", "in.f32")}, "Output " + filepath.Join(dir, "in.f32") + " is the input " + in + " (the same file): writing it would destroy the input as it is read"},
 		{StreamOptions{Inputs: []string{dir}, Output: out}, "Inputs " + dir + ": is a directory"},
+		{StreamOptions{Inputs: []string{in}, Output: link}, "Output " + link + " is the input " + in + " (the same file): writing it would destroy the input as it is read"},
 		{StreamOptions{Inputs: []string{in}, Output: out, Iters: 1 << 30}, "Iters 1073741824 over the 1024 elements of " + in + " is 1.1e12 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters"},
 		{StreamOptions{Inputs: []string{"-"}, Output: out, Iters: 1 << 30}, "Iters 1073741824 over one chunk of 1048576 elements is 1.1e15 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters or ChunkElems"},
 	} {

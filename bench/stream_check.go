@@ -2,7 +2,6 @@ package bench
 
 import (
 	"errors"
-	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -125,7 +124,7 @@ func CheckStream(o StreamOptions, sim bool) error {
 		case o.Output == "-":
 			a = o.Stdout
 		}
-		if same, _ := sameFileOrOpen(a, b); same {
+		if sameFileOrOpen(a, b) {
 			return optionErr("{Output} %s is the input %s (the same file): writing it would destroy the input as it is read", o.Output, f)
 		}
 	}
@@ -168,22 +167,26 @@ func checkInputFile(name string) (elems int64, regular bool, err error) {
 	return st.Size() / 4, true, nil
 }
 
-// sameFileOrOpen is pipeline.SameFile for a path and another path or the
-// stdin or stdout that a run was given, which is a file only when it is
-// an *os.File on a regular file.
-func sameFileOrOpen(a, b any) (bool, error) {
-	for _, v := range []any{a, b} {
+// sameFileOrOpen reports whether a and b, each a path or the stdin or
+// stdout that a run was given, are one file (os.SameFile: through every
+// spelling, symbolic and hard links included). An open file counts only
+// where it is on a regular file; a path that does not exist is no file.
+func sameFileOrOpen(a, b any) bool {
+	stat := func(v any) os.FileInfo {
 		switch f := v.(type) {
 		case string:
-		case *os.File:
-			if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-				return false, nil
+			if st, err := os.Stat(f); err == nil {
+				return st
 			}
-		case io.Reader, io.Writer, nil:
-			return false, nil
+		case *os.File:
+			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+				return st
+			}
 		}
+		return nil
 	}
-	return pipeline.SameFile(a, b)
+	sa, sb := stat(a), stat(b)
+	return sa != nil && sb != nil && os.SameFile(sa, sb)
 }
 
 // unwrapPath drops an *os.PathError's repetition of the path.
