@@ -27,6 +27,13 @@
 // goroutines they fork together on its host so that its virtual clock
 // gives every run the same times.
 //
+// Each benchmark checks its options before it runs, and the checks are
+// functions of their own ([CheckStream], [CheckSweep], [CheckScaling],
+// [CheckSmallJobs], and [CheckWork] and [CheckChunks] for the size of a
+// pass), so that a command can refuse its flags before it opens a GPU.
+// Their errors are *[OptionError]s, which name the options by their
+// fields, or by the names a caller gives them ([OptionError.Text]).
+//
 // The Go benchmarks (go test -bench) cover the pipeline on the lecture's
 // workload in every host mode; package driver's own benchmarks cover call
 // cost, launch cost and bandwidth. The reference programs in reference/

@@ -71,7 +71,9 @@ type ScalingOptions struct {
 	Progress func(msg string)
 }
 
-func (o ScalingOptions) withDefaults() ScalingOptions {
+// WithDefaults is o with its zero fields' defaults filled in, as
+// [Scaling] runs it.
+func (o ScalingOptions) WithDefaults() ScalingOptions {
 	if o.ChunkElems == 0 {
 		o.ChunkElems = pipeline.DefaultChunkElems
 	}
@@ -91,14 +93,12 @@ func (o ScalingOptions) withDefaults() ScalingOptions {
 // configuration's last run verified. The rows come by size, host mode and
 // device count.
 func Scaling(ctx context.Context, backends []pipeline.Backend, o ScalingOptions) ([]ScalingRow, error) {
-	o = o.withDefaults()
-	switch {
-	case len(backends) == 0:
+	o = o.WithDefaults()
+	if len(backends) == 0 {
 		return nil, &Error{Op: "Scaling", Err: errors.New("no backend")}
-	case o.Slots < o.ComputeStreams:
-		return nil, &Error{Op: "Scaling", Err: fmt.Errorf("%d slots: fewer than the %d compute streams", o.Slots, o.ComputeStreams)}
-	case o.Iters < 0:
-		return nil, &Error{Op: "Scaling", Err: fmt.Errorf("%d iterations: must not be negative", o.Iters)}
+	}
+	if err := CheckScaling(o); err != nil {
+		return nil, &Error{Op: "Scaling", Err: err}
 	}
 	for _, b := range backends {
 		if b == nil {

@@ -51,8 +51,10 @@ func SmallJobsSizes() []int { return []int{4 << 10, 64 << 10, 1 << 20} }
 func SmallJobsWorkers() []int { return []int{1, 4, 16} }
 
 // SmallJobsOptions say what [SmallJobs] runs. The zero value runs the
-// default sweep on GPU 0 for [SmallJobsSeconds] a cell, with the seed
-// kernel at 0 iterations, one round, waiting with [SmallJobsWait].
+// default sweep on GPU 0 for [SmallJobsSeconds] a cell (on the simulator,
+// [SmallJobsSimJobs] jobs a worker), with the seed kernel at 0
+// iterations, one round, waiting with [SmallJobsWait]; [CheckSmallJobs]
+// says what it refuses.
 type SmallJobsOptions struct {
 	// Sim runs on a simulated H200 (the built-in profile) instead of a
 	// GPU; Device is the GPU's index otherwise.
@@ -68,7 +70,8 @@ type SmallJobsOptions struct {
 	// Iters is the seed kernel's iterations.
 	Iters int
 	// Jobs is each goroutine's job count; 0 runs each cell for Seconds (0:
-	// SmallJobsSeconds).
+	// SmallJobsSeconds; on the simulator, with Jobs 0 too, SmallJobsSimJobs
+	// jobs instead).
 	Jobs    int
 	Seconds float64
 	// Rounds is how many times each wait mode's cells run (0: once), Go
@@ -116,8 +119,9 @@ type SmallJobsResult struct {
 	Rows    []SmallJobsRow
 }
 
-// smallConfig is SmallJobsOptions with the defaults filled in.
-func (o SmallJobsOptions) withDefaults() SmallJobsOptions {
+// WithDefaults is o with its zero fields' defaults filled in, as
+// [SmallJobs] runs it.
+func (o SmallJobsOptions) WithDefaults() SmallJobsOptions {
 	if o.Sizes == nil {
 		o.Sizes = SmallJobsSizes()
 	}
@@ -129,6 +133,9 @@ func (o SmallJobsOptions) withDefaults() SmallJobsOptions {
 		if o.Sim {
 			o.Waits = []driver.Wait{driver.WaitDefault}
 		}
+	}
+	if o.Sim && o.Jobs == 0 && o.Seconds == 0 {
+		o.Jobs = SmallJobsSimJobs // the CPU computes every element
 	}
 	if o.Seconds <= 0 {
 		o.Seconds = SmallJobsSeconds
@@ -142,20 +149,10 @@ func (o SmallJobsOptions) withDefaults() SmallJobsOptions {
 // one shared deadline, and every element of each goroutine's last job
 // verified. With Reference, the C++ twin runs in the same cells.
 func SmallJobs(ctx context.Context, o SmallJobsOptions) (*SmallJobsResult, error) {
-	o = o.withDefaults()
-	for _, w := range o.Workers {
-		if w < 1 {
-			return nil, &Error{Op: "SmallJobs", Err: fmt.Errorf("%d workers: want at least 1", w)}
-		}
+	if err := CheckSmallJobs(o); err != nil {
+		return nil, &Error{Op: "SmallJobs", Err: err}
 	}
-	for _, n := range o.Sizes {
-		if n < 1 {
-			return nil, &Error{Op: "SmallJobs", Err: fmt.Errorf("%d-element jobs: want at least 1 element", n)}
-		}
-	}
-	if o.Iters < 0 || o.Jobs < 0 {
-		return nil, &Error{Op: "SmallJobs", Err: errors.New("negative Iters or Jobs")}
-	}
+	o = o.WithDefaults()
 	if !o.Sim {
 		if err := driver.Load(); err != nil {
 			return nil, &Error{Op: "SmallJobs", Err: err}

@@ -158,7 +158,7 @@ func TestSmallJobsOnSimLibrary(t *testing.T) {
 		"wait default: 2K-element jobs from 1 goroutine(s)…", "wait default: 2K-element jobs from 3 goroutine(s)…"}, msgs)
 
 	_, err = SmallJobs(context.Background(), SmallJobsOptions{Sim: true, Workers: []int{0}})
-	assert.EqualError(t, err, "bench: SmallJobs: 0 workers: want at least 1")
+	assert.EqualError(t, err, "bench: SmallJobs: Workers 0: want 1 to 256")
 	_, err = SmallJobs(context.Background(), SmallJobsOptions{Sim: true, Sizes: []int{-1}})
-	assert.EqualError(t, err, "bench: SmallJobs: -1-element jobs: want at least 1 element")
+	assert.EqualError(t, err, "bench: SmallJobs: Sizes -1: want at least 1 element")
 }

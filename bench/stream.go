@@ -227,6 +227,10 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	case o.Preallocate && o.Inputs[0] == "-":
 		return nil, errors.New("the option Preallocate takes the output's size from the input file's: the input is stdin (-)")
 	}
+	_, isSim := b.(*sim.Sim)
+	if err := CheckStream(o, isSim); err != nil {
+		return nil, err
+	}
 	cfg := pipeline.Float32Config(len(o.Inputs), 1)
 	// HostAuto has New allocate the pinned slots, so that the streaming
 	// run's time does not include them.

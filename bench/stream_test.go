@@ -83,7 +83,7 @@ func TestStreamOnSim(t *testing.T) {
 		{StreamOptions{Inputs: []string{"-"}, Output: out}, "bench: Stream: input - (stdin) but no Stdin"},
 		{StreamOptions{Inputs: []string{in}, Output: "-"}, "bench: Stream: output - (stdout) but no Stdout"},
 		{StreamOptions{Inputs: []string{"-"}, Output: out, Stdin: bytes.NewReader(nil), Bound: true}, "bench: Stream: the options Verify and Bound read the inputs back from their files: an input is stdin (-)"},
-		{StreamOptions{Inputs: []string{in}, Output: out, Kernel: "gemm"}, `bench: Stream: kernel "gemm": not one that streams (seed, axpb, saxpy, lerp)`},
+		{StreamOptions{Inputs: []string{in}, Output: out, Kernel: "gemm"}, `bench: Stream: Kernel "gemm": unknown (have axpb, lerp, saxpy, seed)`},
 	} {
 		_, err := Stream(context.Background(), simDevices(1)[0], tc.o)
 		assert.EqualError(t, err, tc.want)
@@ -117,7 +117,7 @@ func TestScalingOnSim(t *testing.T) {
 	_, err = Scaling(context.Background(), nil, ScalingOptions{})
 	assert.EqualError(t, err, "bench: Scaling: no backend")
 	_, err = Scaling(context.Background(), simDevices(1), ScalingOptions{Slots: 2, ComputeStreams: 4})
-	assert.EqualError(t, err, "bench: Scaling: 2 slots: fewer than the 4 compute streams")
+	assert.EqualError(t, err, "bench: Scaling: Slots 2: fewer than the 4 compute streams")
 }
 
 // testModel is a small random MLP and its kernel for the simulator.

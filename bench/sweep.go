@@ -35,7 +35,7 @@ type SweepRow struct {
 
 // SweepOptions say what [Sweep] runs: every combination of Iters, Hosts,
 // Chunks and Slots, in that order of nesting. The zero value runs
-// nothing (no Iters).
+// nothing (no Iters); [CheckSweep] says what Sweep refuses.
 type SweepOptions struct {
 	// Elems is the job's elements.
 	Elems int
@@ -86,8 +86,8 @@ func Sweep(ctx context.Context, b pipeline.Backend, o SweepOptions) ([]SweepRow,
 	if b == nil {
 		return nil, &Error{Op: "Sweep", Err: errors.New("nil backend")}
 	}
-	if o.Elems < 0 {
-		return nil, &Error{Op: "Sweep", Err: fmt.Errorf("%d elements: must not be negative", o.Elems)}
+	if err := CheckSweep(o, isSim(b)); err != nil {
+		return nil, &Error{Op: "Sweep", Err: err}
 	}
 	cpp := map[[3]int]float64{}
 	if o.Reference != nil {

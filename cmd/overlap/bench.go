@@ -6,7 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,9 +16,10 @@ import (
 )
 
 // benchOptions are the flags of overlap bench and of its subcommands,
-// small-jobs (smalljobs.go) and scaling (scaling.go).
+// small-jobs (smalljobs.go) and scaling.
 type benchOptions struct {
-	elems               int
+	elems               int // the largest of sizes
+	sizes               []int
 	iters, chunks, slot []int
 	hosts               []pipeline.HostMode
 	repeat              int
@@ -32,15 +33,26 @@ type benchOptions struct {
 	// --elems, may be a list.
 	devices    []int
 	allDevices bool
-	sizes      []int
-	// small are overlap bench small-jobs's own flags.
-	small smallJobsOptions
+	// scaling is overlap bench scaling's configuration, with its defaults.
+	scaling bench.ScalingOptions
+	// small are overlap bench small-jobs's options.
+	small bench.SmallJobsOptions
 	// set records which of the flags were given.
 	set map[string]bool
 }
 
-func parseList(name, s string, parse func(string) (int, error)) ([]int, error) {
-	var out []int
+// optionFlags are the flags of package bench's option fields: an
+// *bench.OptionError names a field, and overlap its flag (flagError).
+var optionFlags = map[string]string{"Elems": "--elems", "Sizes": "--elems", "Iters": "--iters", "Chunks": "--chunks", "ChunkElems": "--chunk",
+	"Slots": "--slots", "Repeat": "--repeat", "Rounds": "--repeat", "ComputeStreams": "--compute-streams", "Workers": "--workers",
+	"Seconds": "--seconds", "Jobs": "--jobs", "DirectCalls": "--direct-calls", "Sim": "--sim", "Waits": "--wait", "Inputs": "--in",
+	"Output": "--out", "Kernel": "--kernel", "Readers": "--readers", "Writers": "--writers", "PieceBytes": "--piece", "Direct": "--direct",
+	"DirectOutput": "--direct-out", "Preallocate": "--preallocate", "Verify": "--verify", "Bound": "--bound"}
+
+// parseList reads a comma-separated list of values, each by parse; the
+// error names the flag.
+func parseList[T any](name, s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
 	for _, f := range strings.Split(s, ",") {
 		v, err := parse(strings.TrimSpace(f))
 		if err != nil {
@@ -62,7 +74,7 @@ var benchCmd = &command{
 		return benchBody("bench", check, func(ctx context.Context, stdout, stderr io.Writer) error {
 			rows, err := runBench(ctx, o, stdout, stderr)
 			if err == nil {
-				err = writeBenchFiles(o, rows)
+				err = benchError(bench.WriteSweepFiles(rows, o.sim, o.csvPath, o.svgPath))
 			}
 			return err
 		})
@@ -97,20 +109,28 @@ var scalingCmd = &command{
 	},
 }
 
-// benchBody is what a bench command runs once its flags are parsed:
-// check them, then run with a context that a signal stops.
-func benchBody(name string, check func() error, run func(ctx context.Context, stdout, stderr io.Writer) error) func(stdout, stderr io.Writer) int {
+// checkedRun is what a command runs once its flags are parsed: check
+// them (a failure is a usage error), then run.
+func checkedRun(name string, check func() error, run func(stdout, stderr io.Writer) int) func(stdout, stderr io.Writer) int {
 	return func(stdout, stderr io.Writer) int {
 		if err := check(); err != nil {
 			return reportError(name, usageError{err}, stderr)
 		}
+		return run(stdout, stderr)
+	}
+}
+
+// benchBody is checkedRun for a measuring command, which runs with a
+// context that a signal stops.
+func benchBody(name string, check func() error, run func(ctx context.Context, stdout, stderr io.Writer) error) func(stdout, stderr io.Writer) int {
+	return checkedRun(name, check, func(stdout, stderr io.Writer) int {
 		ctx, stop := signalContext()
 		defer stop()
 		if err := run(ctx, stdout, stderr); err != nil {
 			return reportError(name, stoppedBy(ctx, err), stderr)
 		}
 		return exitOK
-	}
+	})
 }
 
 // benchLists are the comma-separated lists of the bench commands, as
@@ -158,16 +178,7 @@ func benchFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
 		if o.reference && o.sim {
 			return errors.New("--reference needs a GPU, not --sim")
 		}
-		outs := []namedFile{{"csv", o.csvPath}, {"svg", o.svgPath}}
-		if err := checkOutputs(outs, nil); err != nil {
-			return err
-		}
-		for _, f := range outs {
-			if err := checkWritable(f.flag, f.path); err != nil {
-				return err
-			}
-		}
-		return nil
+		return checkOutputFiles([]namedFile{{"csv", o.csvPath}, {"svg", o.svgPath}}, nil)
 	}
 }
 
@@ -203,44 +214,36 @@ func smallJobsFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
 	m.addMachineFlags(fs, flagSim|flagDevice|flagWaitAll, map[string]string{
 		"sim":  "run on the CPU simulator instead of a GPU",
 		"wait": "how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), or all for spin, yield and block (unset: yield, the mode with the shortest tail measured)"})
-	fs.BoolVar(&o.small.direct, "direct-calls", false, "issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
+	fs.BoolVar(&o.small.DirectCalls, "direct-calls", false, "issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
 	l.workers = fs.String("workers", "1,4,16", "comma-separated goroutine counts")
-	fs.Float64Var(&o.small.seconds, "seconds", smallJobsSeconds, "seconds per cell")
-	fs.IntVar(&o.small.jobs, "jobs", 0, "jobs per goroutine instead of --seconds (on --sim, 3 unless --seconds is given)")
+	fs.Float64Var(&o.small.Seconds, "seconds", bench.SmallJobsSeconds, "seconds per cell")
+	fs.IntVar(&o.small.Jobs, "jobs", 0, "jobs per goroutine instead of --seconds (on --sim, 3 unless --seconds is given)")
 	return o, func() error {
-		if fs.NArg() > 0 {
-			return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-		}
-		if err := m.check(fs, false, false); err != nil {
+		if err := readMachine(fs, o, &m); err != nil {
 			return err
 		}
-		o.sim, o.device, o.small.waits = m.sim, m.device, m.waits
-		o.set = map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-		switch {
-		case o.reference && o.sim:
+		if o.reference && o.sim {
 			return errors.New("--reference needs a GPU, not --sim")
-		case o.small.direct && o.sim:
-			return errors.New("--direct-calls needs a GPU, not --sim: the simulator makes no driver calls")
-		case o.small.direct && !driver.DirectCallsAvailable():
-			return errors.New("--direct-calls needs a linux/amd64 binary built with -tags overlap_directcalls (go build -tags overlap_directcalls ./cmd/overlap)")
 		}
+		o.small.Waits = m.waits
 		return checkSmallJobs(o, *l.elems, *l.iters, *l.workers)
 	}
 }
 
 // readBenchFlags reads and checks the sweep's and the scaling table's
-// flags; scaling takes a list of sizes.
+// flags (bench.CheckSweep); scaling takes a list of sizes, and one
+// configuration (bench.CheckScaling).
 func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists, scaling bool) error {
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err := m.check(fs, false, false); err != nil {
+	if err := readMachine(fs, o, m); err != nil {
 		return err
 	}
-	o.sim, o.device, o.devices, o.allDevices = m.sim, m.device, m.devices, m.allDevices
-	o.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	nonNeg := func(s string) (int, error) {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("%q is not a count", s)
+		}
+		return v, nil
+	}
 	var err error
 	if o.sizes, err = parseList("elems", *l.elems, parseSize); err != nil {
 		return err
@@ -254,17 +257,7 @@ func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists
 		// sweep's eight configurations, over an hour).
 		o.sizes = []int{simDefaultElems}
 	}
-	o.elems = o.sizes[0]
-	for _, n := range o.sizes {
-		o.elems = max(o.elems, n)
-	}
-	nonNeg := func(s string) (int, error) {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 {
-			return 0, fmt.Errorf("%q is not a count", s)
-		}
-		return v, nil
-	}
+	o.elems = slices.Max(o.sizes)
 	if o.iters, err = parseList("iters", *l.iters, nonNeg); err != nil {
 		return err
 	}
@@ -273,22 +266,6 @@ func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists
 	}
 	if o.slot, err = parseList("slots", *l.slots, nonNeg); err != nil {
 		return err
-	}
-	for _, s := range o.slot {
-		if s < 2 || s > 1024 {
-			return fmt.Errorf("--slots %d: want 2 to 1024", s)
-		}
-	}
-	if !o.set["chunks"] && !scaling {
-		o.chunks = defaultChunksFor(o.chunks, o.elems)
-	}
-	for _, c := range o.chunks {
-		if c > o.elems && (!scaling || o.set["chunks"]) {
-			if o.sim && !o.set["elems"] {
-				return fmt.Errorf("--chunks %d is larger than the simulator's default --elems %d: give a larger --elems", c, o.elems)
-			}
-			return fmt.Errorf("--chunks %d is larger than --elems %d", c, o.elems)
-		}
 	}
 	if l.hosts != nil {
 		for _, h := range strings.Split(*l.hosts, ",") {
@@ -299,41 +276,73 @@ func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists
 			o.hosts = append(o.hosts, m)
 		}
 	}
+	if !o.set["chunks"] && !scaling {
+		o.chunks = bench.FitChunks(o.chunks, o.elems)
+	}
+	sweep := bench.SweepOptions{Elems: o.elems, Iters: o.iters, Chunks: o.chunks, Slots: o.slot, Repeat: o.repeat, ComputeStreams: o.computeStreams}
+	if scaling && !o.set["chunks"] {
+		sweep.Chunks = nil // the pipeline's default for every size
+	}
+	for _, c := range sweep.Chunks {
+		if c > o.elems && o.sim && !o.set["elems"] {
+			return fmt.Errorf("--chunks %d is larger than the simulator's default --elems %d: give a larger --elems", c, o.elems)
+		}
+	}
 	switch {
-	case int64(o.elems) > maxElems:
-		return fmt.Errorf("--elems %d: at most %d", o.elems, int64(maxElems))
-	case o.repeat < 1 || o.repeat > 1000:
-		return fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
-	case o.computeStreams < 1 || o.computeStreams > 64:
-		return fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
+	case o.repeat == 0:
+		return errors.New("--repeat 0: want 1 to 1000")
+	case o.computeStreams == 0:
+		return errors.New("--compute-streams 0: want 1 to 64")
 	}
-	for _, it := range o.iters {
-		if err := checkJobWork(o.elems, it, o.sim); err != nil {
-			return err
-		}
+	if err := bench.CheckSweep(sweep, o.sim); err != nil {
+		return flagError(err)
 	}
-	for _, c := range o.chunks {
-		if err := checkChunks(o.elems, c, o.sim); err != nil {
-			return err
-		}
+	if scaling {
+		return scalingConfig(o)
 	}
 	return nil
 }
 
-// defaultChunksFor is the default chunk list for a job of elems: the
-// sizes that fit in it, or the job itself as one chunk when none does. A
-// chunk larger than the job is refused only when the user asked for it.
-func defaultChunksFor(chunks []int, elems int) []int {
-	var out []int
-	for _, c := range chunks {
-		if c <= elems {
-			out = append(out, c)
+// readMachine checks the machine flags of a bench command and records
+// which flags were given.
+func readMachine(fs *flag.FlagSet, o *benchOptions, m *machine) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := m.check(fs, false, false); err != nil {
+		return err
+	}
+	o.sim, o.device, o.devices, o.allDevices = m.sim, m.device, m.devices, m.allDevices
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return nil
+}
+
+// scalingConfig is overlap bench scaling's one configuration for every
+// row: the pipeline's defaults unless the flags name one.
+func scalingConfig(o *benchOptions) error {
+	s := bench.ScalingOptions{Sizes: o.sizes, Iters: 100, Repeat: o.repeat}
+	for _, f := range []struct {
+		name string
+		list []int
+		v    *int
+	}{{"iters", o.iters, &s.Iters}, {"chunks", o.chunks, &s.ChunkElems}, {"slots", o.slot, &s.Slots}} {
+		if !o.set[f.name] {
+			continue
 		}
+		if len(f.list) != 1 {
+			return fmt.Errorf("--%s: give one value: the table scales one configuration", f.name)
+		}
+		*f.v = f.list[0]
 	}
-	if len(out) == 0 {
-		out = []int{elems}
+	if o.set["compute-streams"] {
+		s.ComputeStreams = o.computeStreams
 	}
-	return out
+	if err := bench.CheckScaling(s); err != nil {
+		return flagError(err)
+	}
+	o.scaling = s.WithDefaults()
+	return nil
 }
 
 func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([]bench.SweepRow, error) {
@@ -351,8 +360,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 	so := bench.SweepOptions{Elems: o.elems, Iters: o.iters, Hosts: o.hosts, Chunks: o.chunks, Slots: o.slot,
 		ComputeStreams: o.computeStreams, Repeat: o.repeat, Modules: e.mods, Progress: prog.line}
 	if o.reference {
-		prog.say("building the CUDA C++ reference…")
-		ref, remove, err := buildReference(ctx, e.ctx.Device())
+		ref, remove, err := reference(ctx, e.ctx.Device(), prog)
 		if err != nil {
 			return nil, err
 		}
@@ -405,43 +413,152 @@ func printBench(w io.Writer, rows []bench.SweepRow, backend string, o *benchOpti
 	}
 }
 
-func writeBenchFiles(o *benchOptions, rows []bench.SweepRow) error {
-	if o.csvPath != "" {
-		f, err := os.Create(o.csvPath)
+func humanElems(n int) string { return bench.Elems(n) }
+
+// reference builds the CUDA C++ reference programs for dev
+// (bench.BuildReferenceFor); remove deletes them.
+func reference(ctx context.Context, dev driver.Device, prog *progress) (ref *bench.Reference, remove func(), err error) {
+	prog.say("building the CUDA C++ reference…")
+	return bench.BuildReferenceFor(ctx, dev)
+}
+
+// scalingRow is one line of overlap bench scaling (bench.ScalingRow).
+type scalingRow = bench.ScalingRow
+
+// runScaling measures the seed job over 1 to k devices for each size and
+// host mode (bench.Scaling), with each group's stage bound measured beside
+// it, and with --reference the CUDA C++ multi-GPU reference (static
+// split, a host thread per GPU) on the same devices.
+func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
+	ro := &runOptions{elems: o.elems, kernel: "seed", host: pipeline.HostPinned,
+		machine: machine{sim: o.sim, devices: o.devices, allDevices: o.allDevices}}
+	e, err := openEnv(ro)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	prog := newProgress(stderr, o.jsonOut)
+	defer prog.done()
+	opts := o.scaling
+	opts.Modules, opts.Progress = e.mods, prog.line
+	if o.reference {
+		// The C++ reference drives GPUs 0 to k-1: it stands beside the Go
+		// figures only when those are the devices.
+		for i, d := range e.ordinals {
+			if d != i {
+				return usageError{fmt.Errorf("--reference runs on GPUs 0 to k-1; --devices must list them in order")}
+			}
+		}
+		ref, remove, err := reference(ctx, e.ctx.Device(), prog)
 		if err != nil {
 			return err
 		}
-		if err := bench.WriteSweepCSV(f, rows, o.sim); err != nil {
-			f.Close()
-			return benchError(err)
-		}
-		if err := f.Close(); err != nil {
+		defer remove()
+		opts.Reference = ref
+	}
+	// Each size's input and output arrays.
+	for _, n := range o.sizes {
+		if err := checkHostMemory(8*int64(n), fmt.Sprintf("--elems %d: the job's 2 input and output arrays", n)); err != nil {
 			return err
 		}
 	}
-	if o.svgPath != "" {
-		return os.WriteFile(o.svgPath, []byte(bench.SweepSVG(rows, o.sim)), 0o644)
+	rows, err := bench.Scaling(ctx, e.backends, opts)
+	if err != nil {
+		return benchError(err)
 	}
+	prog.done()
+	if o.jsonOut {
+		writeJSON(stdout, map[string]any{"simulated": o.sim, "backend": e.deviceNames(), "devices": e.ordinals,
+			"iters": opts.Iters, "chunk_elems": opts.ChunkElems, "slots": opts.Slots, "compute_streams": opts.ComputeStreams, "results": rows})
+		return nil
+	}
+	printScaling(stdout, rows, e, o)
 	return nil
 }
 
-func humanElems(n int) string { return bench.Elems(n) }
+func printScaling(w io.Writer, rows []bench.ScalingRow, e *env, o *benchOptions) {
+	s := o.scaling
+	label := ""
+	if o.sim {
+		label = fmt.Sprintf(" [simulated: H200 profile, the %d devices sharing a %d GB/s host link]", len(e.backends), simLinkGBps)
+		if !o.set["elems"] {
+			fmt.Fprintln(w, simSmallerNote(simDefaultElems))
+		}
+	}
+	fmt.Fprintf(w, "overlap bench scaling: seed kernel (%d iterations) on %s, GPUs %v; chunk %d, %d slots, %d compute streams%s\n\n",
+		s.Iters, e.deviceNames(), e.ordinals, s.ChunkElems, s.Slots, s.ComputeStreams, label)
+	fmt.Fprintf(w, "%6s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
+		"ELEMS", "HOST", "GPUS", "TIME", "GB/s", "BOUND", "SLOWEST", "EFF", "SPEEDUP", "CHUNKS", "C++", "GO/C++")
+	for _, r := range rows {
+		cpp, ratio := "-", "-"
+		if r.CppMs > 0 {
+			cpp, ratio = fmt.Sprintf("%.2f ms", r.CppMs), fmt.Sprintf("%.3f", r.Ratio)
+		}
+		chunks := ""
+		for i, c := range r.Chunks {
+			if i > 0 {
+				chunks += "/"
+			}
+			chunks += fmt.Sprint(c)
+		}
+		fmt.Fprintf(w, "%6s %-19s %4d %7.2f ms %8.1f %7.2f ms %-12s %5.1f%% %7.2fx %-13s %10s %7s\n",
+			humanElems(r.Elems), r.Host, r.Devices, r.Ms, r.GBps, r.BoundMs, r.Slowest, 100*r.Efficiency, r.Speedup, chunks, cpp, ratio)
+	}
+	for _, r := range rows {
+		if r.Efficiency > 1 {
+			fmt.Fprintf(w, "note: %s, %s, %d GPU(s) beat its bound by %.1f%%: the %s stage ran faster inside the pipeline than alone (the best of two timings, each issued from the host in one burst); the bound is then not a limit\n",
+				humanElems(r.Elems), r.Host, r.Devices, 100*(r.Efficiency-1), r.Slowest)
+		}
+	}
+	fmt.Fprintf(w, "\nBOUND: each stage alone, every device running it at once over its share (H2D+D2H: both directions at once); EFF = BOUND / TIME; every element of each configuration's last run verified%s\n", label)
+}
 
-// buildReference builds the CUDA C++ reference programs for dev's
-// architecture in a temporary folder; remove deletes it.
-func buildReference(ctx context.Context, dev driver.Device) (ref *bench.Reference, remove func(), err error) {
-	major, minor, err := dev.ComputeCapability()
-	if err != nil {
-		return nil, nil, err
+// The measuring commands call package bench; these are the seams.
+
+// line is a progress callback for package bench: it shows msg as the
+// status line.
+func (p *progress) line(msg string) { p.say("%s", msg) }
+
+// benchError is err as overlap printed it before the measuring moved to
+// package bench: a *bench.Error's cause, without its "bench: Op: ".
+func benchError(err error) error {
+	var be *bench.Error
+	if errors.As(err, &be) {
+		return be.Err
 	}
-	dir, err := os.MkdirTemp("", "overlap-reference-")
-	if err != nil {
-		return nil, nil, err
+	return err
+}
+
+// streamError is a streaming run's error as overlap prints it: a file
+// that cannot be opened is a usage error of --in or --out, and a failure
+// with output written says what the output holds (partialOutput).
+func streamError(err error) error {
+	err = benchError(err)
+	var oe *bench.OpenError
+	if errors.As(err, &oe) {
+		flag := "--in"
+		if oe.Output {
+			flag = "--out"
+		}
+		return usageError{fmt.Errorf("%s: %w", flag, oe.Err)}
 	}
-	remove = func() { os.RemoveAll(dir) }
-	if ref, err = bench.BuildReference(ctx, dir, fmt.Sprintf("sm_%d%d", major, minor)); err != nil {
-		remove()
-		return nil, nil, err
+	var po *bench.PartialOutput
+	if errors.As(err, &po) {
+		return &partialOutput{err: po.Err, name: po.Name, bytes: po.Bytes, complete: po.Complete}
 	}
-	return ref, remove, nil
+	return err
+}
+
+// flagWords says in flags what package bench's prose says in options:
+// "(Verify reads …)" is "(--verify reads …)" here.
+var flagWords = strings.NewReplacer("(Verify ", "(--verify ", "(TimingOnly)", "(--timing-only)").Replace
+
+// flagError is err with a *bench.OptionError's fields named by their
+// flags (optionFlags).
+func flagError(err error) error {
+	var oe *bench.OptionError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	return errors.New(oe.Text(func(field string) string { return optionFlags[field] }))
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx"
 	"github.com/purecuda/overlap/ptx/kernels"
@@ -107,70 +108,26 @@ func (f sizeFlag) Set(s string) error {
 	return nil
 }
 
-// maxElems bounds --elems: 2^32-1 is the kernels' unsigned count.
-const maxElems = 1<<32 - 1
-
-// What one pass over a job (a synchronous baseline, a pipeline run, the
-// stages alone) may cost, so that a job that cannot finish in reasonable
-// time is refused when the flags are read rather than left to run for
-// hours. The seed kernel's work is its elements times its iterations: an
-// H200 did 128M elements of 100 iterations in 13.45 ms, about 1e12 a
-// second, and the simulator computes each on the CPU, some 3e7 a second
-// per core on the 2-core development machine (2026-12-01). A chunk costs
-// several driver calls on a GPU (a few µs) and 0.1-0.3 ms of CPU on the
-// simulator. The bounds refuse what is hopeless, not what is merely slow.
+// The bounds of a job's size (bench.MaxElems and the others say why).
 const (
-	maxGPUIterWork = 1e14 // about 100 s on an H200
-	// maxSimIterWork is about 2 CPU-hours: minutes on a large host, an
-	// hour on a laptop. The simulator's default job (4M elements of 100
-	// iterations) is 4.2e8, 1G elements of 100 are 1.1e11.
-	maxSimIterWork = 2e11
-	maxGPUChunks   = 1 << 22
-	maxSimChunks   = 1 << 20
-	// minStreamChunk is a streaming run's smallest chunk: one 4 KiB page
-	// per input. Each chunk is a read and a write call and several driver
-	// calls, and the trial's --chunk 3 streamed a 4 MiB file for over a
-	// minute on the simulator.
-	minStreamChunk = 1024
+	maxElems       = bench.MaxElems
+	maxSimChunks   = bench.MaxSimChunks
+	minStreamChunk = bench.MinStreamChunk
 	// maxWarm bounds --warm: a run warms up before each timed part.
 	maxWarm = time.Minute
 )
 
-// sci renders a large count as 8.4e15.
-func sci(x float64) string { return strings.Replace(fmt.Sprintf("%.2g", x), "e+", "e", 1) }
-
-// checkWork refuses a seed job of elems elements at iters iterations that
-// one pass could not finish in reasonable time. what names the elements
-// and lower says what to lower besides --iters.
-func checkWork(elems int64, iters int, sim bool, what, lower string) error {
-	work := float64(elems) * float64(max(iters, 1))
-	switch {
-	case sim && work > maxSimIterWork:
-		return fmt.Errorf("--iters %d over %s is %s kernel iterations per pass; the simulator computes each one on the CPU and takes at most %s per pass: lower %s",
-			iters, what, sci(work), sci(maxSimIterWork), lower)
-	case !sim && work > maxGPUIterWork:
-		return fmt.Errorf("--iters %d over %s is %s kernel iterations per pass; a run takes at most %s per pass (about 100 s on an NVIDIA H200): lower %s",
-			iters, what, sci(work), sci(maxGPUIterWork), lower)
-	}
-	return nil
-}
-
-// checkJobWork is checkWork for a job of --elems elements.
+// checkJobWork refuses a seed job of --elems elements at --iters
+// iterations that one pass could not finish in reasonable time
+// (bench.CheckWork).
 func checkJobWork(elems int, iters int, sim bool) error {
-	return checkWork(int64(elems), iters, sim, fmt.Sprintf("%d elements", elems), "--iters or --elems")
+	return flagError(bench.CheckWork(int64(elems), iters, sim))
 }
 
 // checkChunks refuses a job cut into more chunks than one pass can issue
-// in reasonable time.
+// in reasonable time (bench.CheckChunks).
 func checkChunks(elems, chunk int, sim bool) error {
-	chunks := (int64(elems) + int64(chunk) - 1) / int64(chunk)
-	switch {
-	case sim && chunks > maxSimChunks:
-		return fmt.Errorf("--chunk %d cuts --elems %d into %d chunks; the simulator takes at most %d (about 0.1 ms of CPU each): use a larger --chunk", chunk, elems, chunks, maxSimChunks)
-	case !sim && chunks > maxGPUChunks:
-		return fmt.Errorf("--chunk %d cuts --elems %d into %d chunks; a run takes at most %d (several driver calls each): use a larger --chunk", chunk, elems, chunks, maxGPUChunks)
-	}
-	return nil
+	return flagError(bench.CheckChunks(elems, chunk, sim))
 }
 
 // runCmd is overlap run.
@@ -180,12 +137,7 @@ var runCmd = &command{
 	short:     "run the synchronous baseline and the overlapped pipeline, verify every element, and print times",
 	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
 		o, check := runFlags(fs)
-		return func(stdout, stderr io.Writer) int {
-			if err := check(); err != nil {
-				return reportError("run", usageError{err}, stderr)
-			}
-			return runRun(o, stdout, stderr)
-		}
+		return checkedRun("run", check, func(stdout, stderr io.Writer) int { return runRun(o, stdout, stderr) })
 	},
 }
 
@@ -196,12 +148,7 @@ var tuneCmd = &command{
 	short:     "fit a cost model to probes, pick chunk, slots and streams, and measure the choice against the prediction",
 	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
 		o, check := tuneFlags(fs)
-		return func(stdout, stderr io.Writer) int {
-			if err := check(); err != nil {
-				return reportError("tune", usageError{err}, stderr)
-			}
-			return runTune(o, stdout, stderr)
-		}
+		return checkedRun("tune", check, func(stdout, stderr io.Writer) int { return runTune(o, stdout, stderr) })
 	},
 }
 
@@ -249,9 +196,7 @@ func runFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 
 // checkRunOptions checks overlap run's parsed flags.
 func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
-	elemsSet := false
-	fs.Visit(func(f *flag.Flag) { elemsSet = elemsSet || f.Name == "elems" })
-	if o.sim && !elemsSet {
+	if o.sim && !isSet(fs, "elems") {
 		o.elems, o.simSmaller = simDefaultElems, true
 	}
 	if o.chunk == -1 { // not given: the default, capped at the job
@@ -280,17 +225,25 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 			return err
 		}
 	}
-	outs := []namedFile{{"trace", o.trace}, {"svg", o.svg}}
-	if err := checkOutputs(outs, []namedFile{{"ptx", o.ptxFile}, {"cu", o.cuFile}, {"profile", o.profile}}); err != nil {
+	if err := checkOutputFiles([]namedFile{{"trace", o.trace}, {"svg", o.svg}}, []namedFile{{"ptx", o.ptxFile}, {"cu", o.cuFile}, {"profile", o.profile}}); err != nil {
+		return err
+	}
+	if o.quiet && o.jsonOut {
+		o.quiet = false // JSON is the requested output
+	}
+	return nil
+}
+
+// checkOutputFiles refuses outputs that are inputs or each other
+// (checkOutputs), then any that cannot be written.
+func checkOutputFiles(outs, ins []namedFile) error {
+	if err := checkOutputs(outs, ins); err != nil {
 		return err
 	}
 	for _, f := range outs {
 		if err := checkWritable(f.flag, f.path); err != nil {
 			return err
 		}
-	}
-	if o.quiet && o.jsonOut {
-		o.quiet = false // JSON is the requested output
 	}
 	return nil
 }

@@ -33,17 +33,9 @@ var profileCmd = &command{
 	short:     "measure the GPU's device profile for the simulator (--out FILE); --validate compares measured and predicted times over 26 configurations",
 	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
 		o, check := profileFlags(fs)
-		return func(stdout, stderr io.Writer) int {
-			if err := check(); err != nil {
-				return reportError("profile", usageError{err}, stderr)
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			if err := profileCommand(ctx, o, stdout, stderr); err != nil {
-				return reportError("profile", stoppedBy(ctx, err), stderr)
-			}
-			return exitOK
-		}
+		return benchBody("profile", check, func(ctx context.Context, stdout, stderr io.Writer) error {
+			return profileCommand(ctx, o, stdout, stderr)
+		})
 	},
 }
 

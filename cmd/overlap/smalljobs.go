@@ -17,24 +17,6 @@ import (
 // and D2H then a wait for it, from several goroutines with a pipeline each
 // on one shared context, as a service offloading work per request does.
 
-// smallJobsDefaults are the sweep that bench/RESULTS.md's small-jobs sections report.
-var (
-	smallJobsSizes   = bench.SmallJobsSizes()
-	smallJobsWorkers = bench.SmallJobsWorkers()
-)
-
-// smallJobsWait is how the host waits on a GPU unless --wait says
-// (bench.SmallJobsWait says why).
-const smallJobsWait = bench.SmallJobsWait
-
-const (
-	// smallJobsSeconds is each cell's run on a GPU.
-	smallJobsSeconds = bench.SmallJobsSeconds
-	// smallJobsSimJobs is each simulated worker's job count: the CPU
-	// computes every element.
-	smallJobsSimJobs = bench.SmallJobsSimJobs
-)
-
 // waitFlag reads --wait: spin, yield, block, auto, default, or (when all is
 // non-nil) all for spin, yield and block.
 type waitFlag struct {
@@ -69,94 +51,61 @@ func (f waitFlag) Set(s string) error {
 	return nil
 }
 
-// smallJobsOptions are overlap bench small-jobs's own flags.
-type smallJobsOptions struct {
-	waits   []driver.Wait
-	workers []int
-	seconds float64
-	jobs    int // per worker; 0: run for seconds
-	// rounds is how many times each wait mode's cells run (--repeat), Go
-	// and the C++ twin taking turns; each cell reports the median.
-	rounds int
-	// direct issues the jobs' copies and launches without the scheduler's
-	// system-call transition (--direct-calls, pipeline.GPUOptions).
-	direct bool
-}
-
 // checkSmallJobs finishes overlap bench small-jobs's flags: --elems is a
-// list of job sizes, --iters one count.
+// list of job sizes, --iters one count; bench.CheckSmallJobs checks
+// them, and the defaults are bench.SmallJobsOptions's.
 func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 	s := &o.small
 	var err error
-	o.sizes = smallJobsSizes
 	if o.set["elems"] {
-		if o.sizes, err = parseList("elems", elems, parseSize); err != nil {
+		if s.Sizes, err = parseList("elems", elems, parseSize); err != nil {
 			return err
 		}
 	}
-	s.workers = smallJobsWorkers
 	if o.set["workers"] {
-		if s.workers, err = parseList("workers", workers, strconv.Atoi); err != nil {
+		if s.Workers, err = parseList("workers", workers, strconv.Atoi); err != nil {
 			return err
 		}
 	}
-	o.iters = []int{100}
+	s.Iters = 100
 	if o.set["iters"] {
 		n, err := strconv.Atoi(iters)
 		if err != nil || n < 0 || n > math.MaxInt32 {
 			return fmt.Errorf("--iters %q: one count from 0 to %d", iters, math.MaxInt32)
 		}
-		o.iters = []int{n}
-	}
-	for _, n := range o.sizes {
-		if n > 1<<28 {
-			return fmt.Errorf("--elems %d: at most %d per job", n, 1<<28)
-		}
-	}
-	for _, w := range s.workers {
-		if w < 1 || w > 256 {
-			return fmt.Errorf("--workers %d: want 1 to 256", w)
-		}
-	}
-	switch {
-	case s.seconds <= 0 || s.seconds > 60:
-		return fmt.Errorf("--seconds %g: want more than 0, at most 60", s.seconds)
-	case s.jobs < 0 || s.jobs > 1<<24:
-		return fmt.Errorf("--jobs %d: want 0 (run for --seconds) to %d", s.jobs, 1<<24)
-	case o.sim && len(s.waits) > 0:
-		return errors.New("--wait needs a GPU: the simulator has no host thread waiting on a driver")
-	case s.jobs > 0 && o.set["seconds"]:
-		return errors.New("--jobs and --seconds both say how long a cell runs; give one")
-	case o.sim && !o.set["jobs"] && !o.set["seconds"]:
-		s.jobs = smallJobsSimJobs
+		s.Iters = n
 	}
 	// --repeat's bench default (3) suits a GPU, whose cells drift from
 	// one run to the next; the simulator gives every round of a job count
 	// the same (with --seconds, the jobs that fit in the wall time vary).
-	s.rounds = o.repeat
+	s.Rounds = o.repeat
 	if o.sim && !o.set["repeat"] {
-		s.rounds = 1
+		s.Rounds = 1
 	}
-	if s.rounds < 1 || s.rounds > 100 {
-		return fmt.Errorf("--repeat %d: rounds from 1 to 100", s.rounds)
+	switch {
+	case o.set["seconds"] && s.Seconds == 0:
+		return errors.New("--seconds 0: want more than 0, at most 60")
+	case o.set["repeat"] && s.Rounds == 0:
+		return errors.New("--repeat 0: rounds from 1 to 100")
+	case !o.set["seconds"] && !(o.set["jobs"] && s.Jobs == 0):
+		s.Seconds = 0 // the library's: on --sim, a few jobs rather than seconds
 	}
-	if len(s.waits) == 0 {
-		s.waits = []driver.Wait{smallJobsWait}
-		if o.sim {
-			s.waits = []driver.Wait{driver.WaitDefault} // nothing waits on a driver
-		}
+	s.Sim, s.Device = o.sim, o.device
+	if err := bench.CheckSmallJobs(*s); err != nil {
+		return flagError(err)
 	}
+	if s.Jobs > 0 && o.set["seconds"] {
+		return errors.New("--jobs and --seconds both say how long a cell runs; give one")
+	}
+	*s = s.WithDefaults()
 	return nil
 }
-
-// smallJobsRow is one cell: a wait mode, a job size and a worker count.
-type smallJobsRow = bench.SmallJobsRow
 
 // runSmallJobs runs the small-jobs table (bench.SmallJobs): every wait
 // mode, size and worker count, and with --reference the C++ twin in the
 // same cells.
 func runSmallJobs(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
-	s := &o.small
+	s := o.small
 	prog := newProgress(stderr, o.jsonOut)
 	defer prog.done()
 	if !o.sim {
@@ -164,10 +113,7 @@ func runSmallJobs(ctx context.Context, o *benchOptions, stdout, stderr io.Writer
 			return err
 		}
 	}
-	opts := bench.SmallJobsOptions{Sim: o.sim, Device: o.device, Waits: s.waits, Sizes: o.sizes, Workers: s.workers, Iters: o.iters[0],
-		Jobs: s.jobs, Seconds: s.seconds, Rounds: s.rounds, DirectCalls: s.direct, Progress: prog.line}
 	if o.reference {
-		prog.say("building the CUDA C++ reference…")
 		dev, err := driver.DeviceAt(o.device)
 		if err != nil {
 			return err
@@ -175,32 +121,33 @@ func runSmallJobs(ctx context.Context, o *benchOptions, stdout, stderr io.Writer
 		if o.device != 0 {
 			return usageError{errors.New("--reference runs on GPU 0; leave --device out")}
 		}
-		ref, remove, err := buildReference(ctx, dev)
+		ref, remove, err := reference(ctx, dev, prog)
 		if err != nil {
 			return err
 		}
 		defer remove()
-		opts.Reference = ref
+		s.Reference = ref
 	}
 	if !o.sim && intSize < 64 {
 		return errNo32Bit
 	}
-	res, err := bench.SmallJobs(ctx, opts)
+	s.Progress = prog.line
+	res, err := bench.SmallJobs(ctx, s)
 	if err != nil {
 		return benchError(err)
 	}
 	prog.done()
 	if o.jsonOut {
-		writeJSON(stdout, map[string]any{"simulated": o.sim, "backend": res.Backend, "iters": o.iters[0],
-			"direct_calls": s.direct, "seconds_per_cell": s.seconds, "jobs_per_worker": s.jobs, "results": res.Rows})
+		writeJSON(stdout, map[string]any{"simulated": o.sim, "backend": res.Backend, "iters": s.Iters,
+			"direct_calls": s.DirectCalls, "seconds_per_cell": s.Seconds, "jobs_per_worker": s.Jobs, "results": res.Rows})
 		return nil
 	}
 	printSmallJobs(stdout, res.Rows, o, res.Backend)
 	return nil
 }
 
-func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name string) {
-	label, runs := "", fmt.Sprintf("%g s per cell", o.small.seconds)
+func printSmallJobs(w io.Writer, rows []bench.SmallJobsRow, o *benchOptions, name string) {
+	label, runs := "", fmt.Sprintf("%g s per cell", o.small.Seconds)
 	rounds := 1
 	if len(rows) > 0 {
 		rounds = rows[0].Rounds
@@ -208,11 +155,11 @@ func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name stri
 	if o.sim {
 		label = " [simulated: H200 profile; latencies on the simulator's clock]"
 	}
-	if o.small.direct {
+	if o.small.DirectCalls {
 		label += "; direct calls (--direct-calls)"
 	}
-	if o.small.jobs > 0 {
-		runs = fmt.Sprintf("%d jobs per goroutine", o.small.jobs)
+	if o.small.Jobs > 0 {
+		runs = fmt.Sprintf("%d jobs per goroutine", o.small.Jobs)
 	}
 	if rounds > 1 {
 		runs += fmt.Sprintf("; each cell the median of %d rounds", rounds)
@@ -221,7 +168,7 @@ func printSmallJobs(w io.Writer, rows []smallJobsRow, o *benchOptions, name stri
 		}
 	}
 	fmt.Fprintf(w, "overlap bench small-jobs: seed kernel (%d iterations) on %s; each job H2D, kernel, D2H, wait; a pipeline per goroutine, pinned buffers; %s%s\n\n",
-		o.iters[0], name, runs, label)
+		o.small.Iters, name, runs, label)
 	fmt.Fprintf(w, "%-7s %6s %4s %8s %10s %10s %10s %9s", "WAIT", "ELEMS", "GORS", "JOBS", "JOBS/s", "P50", "P99", "CPU/JOB")
 	cpp := false
 	for _, r := range rows {

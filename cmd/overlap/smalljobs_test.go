@@ -19,45 +19,45 @@ import (
 func TestSmallJobsFlags(t *testing.T) {
 	o, err := parseBenchFlags([]string{"--small-jobs"}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, []int{4 << 10, 64 << 10, 1 << 20}, o.sizes)
-	assert.Equal(t, []int{1, 4, 16}, o.small.workers)
-	assert.Equal(t, []int{100}, o.iters)
-	assert.Equal(t, []driver.Wait{driver.WaitYield}, o.small.waits)
-	assert.Equal(t, 0.5, o.small.seconds)
-	assert.Equal(t, 0, o.small.jobs)
-	assert.Equal(t, 3, o.small.rounds, "a GPU's cells drift: three rounds, each cell's median")
-	assert.False(t, o.small.direct, "the safe call path unless asked")
+	assert.Equal(t, []int{4 << 10, 64 << 10, 1 << 20}, o.small.Sizes)
+	assert.Equal(t, []int{1, 4, 16}, o.small.Workers)
+	assert.Equal(t, 100, o.small.Iters)
+	assert.Equal(t, []driver.Wait{driver.WaitYield}, o.small.Waits)
+	assert.Equal(t, 0.5, o.small.Seconds)
+	assert.Equal(t, 0, o.small.Jobs)
+	assert.Equal(t, 3, o.small.Rounds, "a GPU's cells drift: three rounds, each cell's median")
+	assert.False(t, o.small.DirectCalls, "the safe call path unless asked")
 	o, err = parseBenchFlags([]string{"--small-jobs", "--direct-calls"}, nil)
 	if driver.DirectCallsAvailable() {
 		require.NoError(t, err)
-		assert.True(t, o.small.direct)
+		assert.True(t, o.small.DirectCalls)
 	} else {
 		assert.EqualError(t, err, "--direct-calls needs a linux/amd64 binary built with -tags overlap_directcalls (go build -tags overlap_directcalls ./cmd/overlap)")
 	}
 
 	o, err = parseBenchFlags([]string{"--small-jobs", "--wait", "all", "--elems", "1K,2K", "--workers", "2", "--iters", "7", "--seconds", "0.25"}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, []driver.Wait{driver.WaitSpin, driver.WaitYield, driver.WaitBlock}, o.small.waits)
-	assert.Equal(t, []int{1 << 10, 2 << 10}, o.sizes)
-	assert.Equal(t, []int{2}, o.small.workers)
-	assert.Equal(t, []int{7}, o.iters)
-	assert.Equal(t, 0.25, o.small.seconds)
+	assert.Equal(t, []driver.Wait{driver.WaitSpin, driver.WaitYield, driver.WaitBlock}, o.small.Waits)
+	assert.Equal(t, []int{1 << 10, 2 << 10}, o.small.Sizes)
+	assert.Equal(t, []int{2}, o.small.Workers)
+	assert.Equal(t, 7, o.small.Iters)
+	assert.Equal(t, 0.25, o.small.Seconds)
 
 	o, err = parseBenchFlags([]string{"--small-jobs", "--sim"}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, smallJobsSimJobs, o.small.jobs, "the simulator runs a few jobs, not seconds")
-	assert.Equal(t, []driver.Wait{driver.WaitDefault}, o.small.waits, "nothing waits on a driver")
-	assert.Equal(t, 1, o.small.rounds, "the simulator gives every round the same")
+	assert.Equal(t, bench.SmallJobsSimJobs, o.small.Jobs, "the simulator runs a few jobs, not seconds")
+	assert.Equal(t, []driver.Wait{driver.WaitDefault}, o.small.Waits, "nothing waits on a driver")
+	assert.Equal(t, 1, o.small.Rounds, "the simulator gives every round the same")
 	o, err = parseBenchFlags([]string{"--small-jobs", "--sim", "--seconds", "0.1"}, nil)
 	require.NoError(t, err)
-	assert.Zero(t, o.small.jobs, "--seconds on --sim runs for that long, not for the simulator's default job count")
-	assert.Equal(t, 0.1, o.small.seconds)
+	assert.Zero(t, o.small.Jobs, "--seconds on --sim runs for that long, not for the simulator's default job count")
+	assert.Equal(t, 0.1, o.small.Seconds)
 	o, err = parseBenchFlags([]string{"--small-jobs", "--jobs", "0", "--seconds", "1"}, nil)
 	require.NoError(t, err, "--jobs 0 means run for --seconds")
-	assert.Equal(t, 1.0, o.small.seconds)
+	assert.Equal(t, 1.0, o.small.Seconds)
 	o, err = parseBenchFlags([]string{"--small-jobs", "--sim", "--repeat", "2"}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, 2, o.small.rounds)
+	assert.Equal(t, 2, o.small.Rounds)
 
 	for _, tc := range []struct {
 		args []string
@@ -113,8 +113,8 @@ func TestSmallJobsOnSim(t *testing.T) {
 	code, out, errOut := runCLI("bench", "--small-jobs", "--sim", "--elems", "1K,4K", "--workers", "1,3", "--jobs", "2", "--iters", "5", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	var res struct {
-		Simulated bool           `json:"simulated"`
-		Results   []smallJobsRow `json:"results"`
+		Simulated bool                 `json:"simulated"`
+		Results   []bench.SmallJobsRow `json:"results"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	assert.True(t, res.Simulated)
@@ -156,7 +156,7 @@ func TestSmallJobsRoundsOnSim(t *testing.T) {
 	code, out, errOut := runCLI("bench", "--small-jobs", "--sim", "--elems", "1K", "--workers", "1,3", "--jobs", "2", "--iters", "5", "--repeat", "3", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	var res struct {
-		Results []smallJobsRow `json:"results"`
+		Results []bench.SmallJobsRow `json:"results"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	require.Len(t, res.Results, 2)
@@ -187,7 +187,7 @@ func TestSmallJobsRoundsOnSim(t *testing.T) {
 // TestSmallJobsPrintsCpp: the C++ cells stand beside the Go rows with
 // Go over C++ ratios (bench.AttachCpp makes them).
 func TestSmallJobsPrintsCpp(t *testing.T) {
-	rows := []smallJobsRow{
+	rows := []bench.SmallJobsRow{
 		{Wait: "spin", Elems: 4096, Workers: 1, JobsPerSec: 900, P99us: 30, CPUusPerJob: 12},
 		{Wait: "block", Elems: 4096, Workers: 1, JobsPerSec: 500, P99us: 60, CPUusPerJob: -1},
 	}
@@ -196,7 +196,7 @@ func TestSmallJobsPrintsCpp(t *testing.T) {
 	}
 	require.NoError(t, bench.AttachCpp(rows, cpp))
 	var b strings.Builder
-	printSmallJobs(&b, rows, &benchOptions{iters: []int{100}, small: smallJobsOptions{seconds: 0.5}}, "NVIDIA H200")
+	printSmallJobs(&b, rows, &benchOptions{small: bench.SmallJobsOptions{Iters: 100, Seconds: 0.5}}, "NVIDIA H200")
 	out := b.String()
 	assert.Contains(t, out, "0.90x")
 	assert.Contains(t, out, "1.20x")
@@ -214,8 +214,7 @@ func TestSmallJobsTitleSaysDirect(t *testing.T) {
 		{true, false, "; direct calls (--direct-calls)\n", "simulated"},
 		{true, true, "clock]; direct calls (--direct-calls)\n", ""},
 	} {
-		o := &benchOptions{iters: []int{100}, sim: tc.sim}
-		o.small.seconds, o.small.direct = 0.5, tc.direct
+		o := &benchOptions{sim: tc.sim, small: bench.SmallJobsOptions{Iters: 100, Seconds: 0.5, DirectCalls: tc.direct}}
 		var buf bytes.Buffer
 		printSmallJobs(&buf, nil, o, "NVIDIA H200")
 		title, _, _ := strings.Cut(buf.String(), "\n")

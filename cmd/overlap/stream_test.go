@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
@@ -98,7 +99,7 @@ func TestRunStreamFileToFile(t *testing.T) {
 
 	code, stdout, errOut = runCLI("stream", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--json")
 	require.Equal(t, exitOK, code, errOut)
-	var res streamResult
+	var res bench.StreamResult
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 	assert.Equal(t, int64(n), res.Elems)
 	assert.Equal(t, int64(4*n), res.OutBytes)
@@ -113,7 +114,7 @@ func TestRunStreamFileToFile(t *testing.T) {
 	// Timed on the wall clock, they made efficiencies of 2000% and more.
 	code, stdout, errOut = runCLI("stream", "--sim", "--in", in, "--out", out, "--chunk", "8K", "--iters", "3", "--bound", "--json")
 	require.Equal(t, exitOK, code, errOut)
-	res = streamResult{}
+	res = bench.StreamResult{}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
 	require.NotNil(t, res.Bound)
 	b := res.Bound
@@ -268,14 +269,14 @@ func FuzzStreamFlags(f *testing.F) {
 		if err != nil {
 			return
 		}
-		want := map[string]int{"seed": 1, "axpb": 1, "saxpy": 2, "lerp": 2}[o.kernel]
-		if want == 0 || len(o.ins) != want || len(o.outs) != 1 || o.chunk < minStreamChunk || o.computeStreams < 1 ||
-			(o.slots != 0 && o.slots < o.computeStreams) || o.readers < 0 || o.writers < 0 || o.piece < 0 || o.piece > 1<<30 ||
-			(o.direct && o.chunk*4%4096 != 0) {
+		want := map[string]int{"seed": 1, "axpb": 1, "saxpy": 2, "lerp": 2}[o.Kernel]
+		if want == 0 || len(o.Inputs) != want || o.ChunkElems < minStreamChunk || o.ComputeStreams < 1 ||
+			(o.Slots != 0 && o.Slots < o.ComputeStreams) || o.Readers < 0 || o.Writers < 0 || o.PieceBytes < 0 || o.PieceBytes > 1<<30 ||
+			(o.Direct && o.ChunkElems*4%4096 != 0) {
 			t.Fatalf("accepted bad options: %+v", o)
 		}
-		for _, in := range o.ins {
-			if in == "" || in == o.outs[0] && in != "-" {
+		for _, in := range o.Inputs {
+			if in == "" || in == o.Output && in != "-" {
 				t.Fatalf("accepted bad files: %+v", o)
 			}
 		}
@@ -291,7 +292,7 @@ func TestStreamEfficiencyAboveBoundIsExplained(t *testing.T) {
 		want bool
 	}{{1.369, true}, {0.96, false}} {
 		var b bytes.Buffer
-		printStream(&b, &streamResult{Ms: 2332, Bound: &streamBound{BoundMs: 3193, Slowest: "write", WriteMs: 3193, Efficiency: tc.eff}})
+		printStream(&b, &bench.StreamResult{Ms: 2332, Bound: &bench.StreamBound{BoundMs: 3193, Slowest: "write", WriteMs: 3193, Efficiency: tc.eff}})
 		assert.Equal(t, tc.want, strings.Contains(b.String(), "above 100%: the write stage alone (the faster of two passes before the run) took longer than the whole run"), b.String())
 	}
 }
