@@ -50,8 +50,8 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 		return pipeline.Choice{}, "", fmt.Errorf("tuning: %w", err)
 	}
 	c := m.Best(o.elems)
-	why := fmt.Sprintf("chunk %d, %d slots, %d compute stream(s): predicted %.2f ms from per-chunk costs %s",
-		c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted), modelText(m))
+	why := fmt.Sprintf("chunk %d, %d slots, %d compute stream(s), %s: predicted %.2f ms from per-chunk costs %s",
+		c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, ms(c.Predicted), modelText(m))
 	if perr == nil && !o.sim {
 		storeChoice(path, cache, key, c)
 	}
@@ -59,9 +59,13 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 }
 
 func modelText(m pipeline.Model) string {
-	return fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem, at least %v a chunk",
+	s := fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem, at least %v a chunk",
 		m.H2D.Fixed.Round(time.Microsecond/10), m.H2D.PerElem, m.Compute.Fixed.Round(time.Microsecond/10), m.Compute.PerElem,
 		m.D2H.Fixed.Round(time.Microsecond/10), m.D2H.PerElem, m.PerChunk.Round(time.Microsecond/10))
+	if m.PerChunkInStream > 0 {
+		s += fmt.Sprintf(" (in-stream %v)", m.PerChunkInStream.Round(time.Microsecond/10))
+	}
+	return s
 }
 
 // storeChoice writes the cache, best effort: a read-only cache directory
