@@ -94,8 +94,8 @@ type AutoChunk struct {
 }
 
 // ChooseChunk picks job's chunk size, slots and compute streams on b: the
-// cache's choice under key where it has one that fits, else the best of
-// a cost model fitted to probes (pipeline.Probe), which it stores in the
+// cache's choice under key where it has one that fits, else the pick of
+// a cost model fitted to probes (pipeline.Probe, pipeline.Pick), which it stores in the
 // cache. A nil cache probes and stores nothing. Its error is a *[Error];
 // a cache that cannot be written is no error.
 func ChooseChunk(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string) (AutoChunk, error) {
@@ -109,7 +109,11 @@ func ChooseChunk(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, j
 	if err != nil {
 		return AutoChunk{}, &Error{Op: "ChooseChunk", Err: err}
 	}
-	res := AutoChunk{Choice: m.Best(job.N), Model: m}
+	choice, err := pipeline.Pick(ctx, b, cfg, job, m)
+	if err != nil {
+		return AutoChunk{}, &Error{Op: "ChooseChunk", Err: err}
+	}
+	res := AutoChunk{Choice: choice, Model: m}
 	if cache != nil {
 		_ = cache.Store(key, res.Choice)
 	}

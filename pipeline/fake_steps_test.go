@@ -144,7 +144,7 @@ func TestStepsOnFakeDriver(t *testing.T) {
 
 		d = delta(calls...)
 		require.NoError(t, p.Close())
-		assert.Equal(t, 3*2+3+1, d()["cuMemFree_v2"], "Close frees the slots, the scratch buffers and the parameter")
+		assert.Equal(t, 2+3+1, d()["cuMemFree_v2"], "Close frees the slots' inputs and outputs, the scratch buffers and the parameter")
 	})
 
 	t.Run("group", func(t *testing.T) {

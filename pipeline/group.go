@@ -389,7 +389,7 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 	})
 
 	rep := &Report{Backend: g.name(), Mode: plans[0].mode, N: job.N, ChunkElems: lead.cfg.ChunkElems, Chunks: plans[0].chunks, Register: plans[0].report.Register,
-		Upload: upload, Notes: g.notes(job.Kernel)}
+		Schedule: plans[0].report.Schedule, Upload: upload, Notes: g.notes(job.Kernel)}
 	// The first failure that is not the others stopping for it.
 	var first error
 	for d, p := range g.pipes {
@@ -607,6 +607,11 @@ func (g *Group) StageTimes(ctx context.Context, job Job) (GroupStageTimes, error
 	chunks := plans[0].chunks
 	if chunks == 0 {
 		return gst, nil
+	}
+	if k == 1 {
+		// One device runs as a Pipeline does, copies coalesced alike;
+		// several take chunks from a queue one at a time.
+		plans[0].copies = g.pipes[0].copiesFor(plans[0], g.pipes[0].scheduleFor(plans[0], plans[0].staging))
 	}
 	even := make([]int, k)
 	for d := range even {

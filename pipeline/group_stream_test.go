@@ -84,9 +84,9 @@ func TestGroupStepsAndRows(t *testing.T) {
 	notes := rep.Notes
 	require.Len(t, notes, 2, "one note a step, not one a device")
 	live := []int{sims[0].Live()["device"], sims[1].Live()["device"]}
-	// Each device: its slots' inputs and outputs, the two parameters, a
-	// scratch buffer a slot.
-	assert.Equal(t, []int{3*2 + 2 + 3, 3*2 + 2 + 3}, live)
+	// Each device: one buffer for its slots' inputs and one for their
+	// outputs, the two parameters, a scratch buffer a slot.
+	assert.Equal(t, []int{2 + 2 + 3, 2 + 2 + 3}, live)
 
 	var buf bytes.Buffer
 	var log progressLog

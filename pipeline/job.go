@@ -179,7 +179,10 @@ type Report struct {
 	N          int
 	ChunkElems int
 	Chunks     int
-	Elapsed    time.Duration
+	// Schedule is the schedule the run took (Config.Schedule): never
+	// ScheduleAuto in the report of a run that issued anything.
+	Schedule Schedule
+	Elapsed  time.Duration
 	// Register is the time this run spent registering memory.
 	Register time.Duration
 	// Spans holds every stage of every chunk when Config.Timing is on; a

@@ -217,6 +217,8 @@ func TestNilAndZeroArguments(t *testing.T) {
 		{"unknown", false, func() any { return pipeline.HostMode(-7) }},
 		{"zero", false, func() any { return pipeline.Stage(0) }},
 		{"unknown", false, func() any { return pipeline.Stage(99) }},
+		{"zero", false, func() any { return pipeline.Schedule(0) }},
+		{"unknown", false, func() any { return pipeline.Schedule(-2) }},
 		{"zero", false, func() any { return pipeline.RefKind(0) }},
 		{"unknown", false, func() any { return pipeline.RefKind(99) }},
 		{"ErrClosed", false, func() any { return pipeline.ErrClosed }},
@@ -247,10 +249,15 @@ func TestNilAndZeroArguments(t *testing.T) {
 		//lint:ignore SA1012 a nil Context is part of what this test passes
 		"Probe": func() error { return errOf(pipeline.Probe(nil, nil, pipeline.Config{}, pipeline.Job{})) },
 		"Fit":   func() error { return errOf(pipeline.Fit(nil, nil)) },
+		//lint:ignore SA1012 a nil Context is part of what this test passes
+		"Pick": func() error {
+			return errOf(pipeline.Pick(nil, nil, pipeline.Config{}, pipeline.Job{}, pipeline.Model{}))
+		},
 		"FunctionOn": func() error {
 			return errOf(pipeline.FunctionOn(nil, nil)(nil))
 		},
 		"ParseHostMode": func() error { return errOf(pipeline.ParseHostMode("")) },
+		"ParseSchedule": func() error { return errOf(pipeline.ParseSchedule("")) },
 		"ParseProfile":  func() error { return errOf(sim.ParseProfile(nil)) },
 		"ReadProfile":   func() error { return errOf(sim.ReadProfile("")) },
 		"OpenDirect":    func() error { return errOf(pipeline.OpenDirect("")) },

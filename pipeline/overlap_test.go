@@ -38,6 +38,7 @@ type overlapCase struct {
 	floor                    float64
 	data                     bool         // move and verify real data (small jobs)
 	prof                     *sim.Profile // nil: testProfile
+	sched                    pipeline.Schedule
 }
 
 // runOnClock runs c on a fresh simulator of its profile: the
@@ -60,7 +61,7 @@ func runOnClock(t *testing.T, c overlapCase) (pipeline.StageTimes, time.Duration
 		k.Iters = 100
 	}
 	cfg := pipeline.Float32Config(ins, 1)
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = c.chunk, c.slots, c.streams, c.host
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = c.chunk, c.slots, c.streams, c.host, c.sched
 	job := pipeline.Job{N: c.n, Kernel: k}
 	// Pinned jobs without data need no Go slices at all.
 	slices := c.host != pipeline.HostPinned || c.data

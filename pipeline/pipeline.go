@@ -34,7 +34,9 @@ type Config struct {
 	// Slots is the number of buffer slots in the ring, at least 2 and at
 	// least ComputeStreams; 0 means ComputeStreams+2, so that every
 	// compute stream has a kernel in flight while one slot is copied in
-	// and one copied out.
+	// and one copied out, or for chunks of less than 1 MiB more, so
+	// that the copies of neighbouring slots can be coalesced into copies
+	// of 1 MiB (see copyGroup): 12 for 64K float32 elements, at most 48.
 	Slots int
 	// ComputeStreams is the number of streams kernels go to, round robin;
 	// 0 means DefaultComputeStreams. Several let one chunk's kernel start
@@ -50,6 +52,10 @@ type Config struct {
 	// MaxRegistered bounds the bytes of Go memory kept registered between
 	// runs; 0 means 16 GiB. The least recently used go first.
 	MaxRegistered int64
+	// Schedule orders each run's stages on the device; the zero value,
+	// ScheduleAuto, picks per run (see Schedule). Report.Schedule says
+	// which one ran.
+	Schedule Schedule
 }
 
 // The defaults are what the H200 measured best for the lecture's workload
@@ -68,7 +74,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ComputeStreams = DefaultComputeStreams
 	}
 	if c.Slots == 0 {
-		c.Slots = c.ComputeStreams + 2
+		c.Slots = defaultSlots(c)
 	}
 	if c.MaxRegistered == 0 {
 		c.MaxRegistered = 16 << 30
@@ -88,6 +94,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("pipeline: the kernel needs at least one output")
 	case c.Host < HostAuto || c.Host > HostRegistered:
 		return c, fmt.Errorf("pipeline: unknown host mode %d", int(c.Host))
+	case c.Schedule < ScheduleAuto || c.Schedule > ScheduleInStream:
+		return c, fmt.Errorf("pipeline: unknown schedule %d", int(c.Schedule))
 	}
 	for _, sizes := range [][]int{c.Inputs, c.Outputs} {
 		for _, s := range sizes {
@@ -119,14 +127,19 @@ type Pipeline struct {
 
 	h2d, d2h Stream
 	comp     []Stream
-	din      [][]DeviceMem // [slot][input]
-	dout     [][]DeviceMem // [slot][output]
-	sin      [][]PinnedMem // [slot][input]; by New for auto and staged modes, else on the first staged run
-	sout     [][]PinnedMem // [slot][output]
-	h2dDone  []Event
-	compDone []Event
-	d2hDone  []Event
-	timers   []Event // timing events, grown on demand
+	// din and dout are each slot's device buffers, [slot][input] and
+	// [slot][output]: slot s's part of one allocation per input and per
+	// output (dinAll, doutAll) that holds every slot's back to back, so
+	// that the copies of chunks in neighbouring slots can be one copy
+	// (see copyGroup).
+	din, dout       [][]slotBuf
+	dinAll, doutAll []DeviceMem
+	sin             [][]PinnedMem // [slot][input]; by New for auto and staged modes, else on the first staged run
+	sout            [][]PinnedMem // [slot][output]
+	h2dDone         []Event
+	compDone        []Event
+	d2hDone         []Event
+	timers          []Event // timing events, grown on demand
 	// chunk describes the chunk being launched; issue reuses its slices
 	// from run to run. p.mu held.
 	chunk Chunk
@@ -195,17 +208,14 @@ func New(b Backend, cfg Config) (p *Pipeline, err error) {
 		}
 		p.comp = append(p.comp, s)
 	}
-	for s := 0; s < cfg.Slots; s++ {
-		ins, err := p.allocDevice(cfg.Inputs)
-		p.din = append(p.din, ins)
-		if err != nil {
-			return p, err
-		}
-		outs, err := p.allocDevice(cfg.Outputs)
-		p.dout = append(p.dout, outs)
-		if err != nil {
-			return p, err
-		}
+	if p.dinAll, err = p.allocSlots(cfg.Inputs); err != nil {
+		return p, err
+	}
+	if p.doutAll, err = p.allocSlots(cfg.Outputs); err != nil {
+		return p, err
+	}
+	p.din, p.dout = slotsOf(p.dinAll, cfg.Inputs, cfg), slotsOf(p.doutAll, cfg.Outputs, cfg)
+	for range cfg.Slots {
 		for _, evs := range []*[]Event{&p.h2dDone, &p.compDone, &p.d2hDone} {
 			e, err := b.NewEvent(false)
 			if err != nil {
@@ -224,16 +234,44 @@ func New(b Backend, cfg Config) (p *Pipeline, err error) {
 	return p, nil
 }
 
-func (p *Pipeline) allocDevice(sizes []int) ([]DeviceMem, error) {
+// allocSlots allocates one device buffer per element size, each room for
+// every slot's chunk.
+func (p *Pipeline) allocSlots(sizes []int) ([]DeviceMem, error) {
 	var out []DeviceMem
 	for _, s := range sizes {
-		d, err := p.b.AllocDevice(s * p.cfg.ChunkElems)
+		n, ok := checkedMul(s*p.cfg.ChunkElems, p.cfg.Slots)
+		if !ok {
+			return out, fmt.Errorf("pipeline: %d slots of %d elements of %d bytes are too large", p.cfg.Slots, p.cfg.ChunkElems, s)
+		}
+		d, err := p.b.AllocDevice(n)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// slotBuf is one slot's part of a buffer that holds every slot's: the
+// bytes from off of all, a chunk's worth.
+type slotBuf struct {
+	all DeviceMem
+	off int
+}
+
+// ptr is the slot's device address, for kernels.
+func (b slotBuf) ptr() driver.DevicePtr { return b.all.Ptr() + driver.DevicePtr(b.off) }
+
+// slotsOf splits each buffer of all (one per element size) into cfg's
+// slots, slot s at s chunks' bytes: [slot][buffer].
+func slotsOf(all []DeviceMem, sizes []int, cfg Config) [][]slotBuf {
+	slots := make([][]slotBuf, cfg.Slots)
+	for s := range slots {
+		for j, d := range all {
+			slots[s] = append(slots[s], slotBuf{all: d, off: s * sizes[j] * cfg.ChunkElems})
+		}
+	}
+	return slots
 }
 
 func (p *Pipeline) allocStaging() error {
@@ -328,12 +366,8 @@ func (p *Pipeline) release() error {
 	}
 	p.regs, p.regBytes = map[regKey]*regEntry{}, 0
 	add(p.releaseResident())
-	for s := range p.din {
-		add(closeAll(p.din[s]))
-	}
-	for s := range p.dout {
-		add(closeAll(p.dout[s]))
-	}
+	add(closeAll(p.dinAll))
+	add(closeAll(p.doutAll))
 	for s := range p.sin {
 		add(closeAll(p.sin[s]))
 		add(closeAll(p.sout[s]))
@@ -348,7 +382,7 @@ func (p *Pipeline) release() error {
 			add(s.Close())
 		}
 	}
-	p.din, p.dout, p.sin, p.sout = nil, nil, nil, nil
+	p.din, p.dout, p.dinAll, p.doutAll, p.sin, p.sout = nil, nil, nil, nil, nil, nil
 	p.h2dDone, p.compDone, p.d2hDone, p.timers, p.comp = nil, nil, nil, nil, nil
 	p.h2d, p.d2h = nil, nil
 	return errors.Join(errs...)

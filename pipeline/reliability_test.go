@@ -25,8 +25,8 @@ var errInjected = errors.New("injected fault")
 
 // faultCase is the workload of the fault sweep: 7 chunks, staged, so that
 // every stage (staging included) is exercised.
-func faultWorkload(t *testing.T, dev *sim.Sim, mode pipeline.HostMode) (pipeline.Config, pipeline.Job, []float32, []float32) {
-	cfg := pipeline.Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode}
+func faultWorkload(t *testing.T, dev *sim.Sim, mode pipeline.HostMode, sched pipeline.Schedule) (pipeline.Config, pipeline.Job, []float32, []float32) {
+	cfg := pipeline.Config{ChunkElems: 10, Slots: 3, ComputeStreams: 2, Inputs: []int{4}, Outputs: []int{4}, Host: mode, Schedule: sched}
 	in, out := make([]float32, 65), make([]float32, 65)
 	kernels.FillPattern(in, 0)
 	job := pipeline.Job{N: 65, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
@@ -41,10 +41,15 @@ func TestFaultSweep(t *testing.T) {
 	kinds := []string{"alloc", "stream", "event", "copy", "launch", "record", "wait", "sync"}
 	injected, survivedUsable, survivedClosed := 0, 0, 0
 	setupFaults, failedInNew, closedByDrain := 0, 0, 0
-	for _, mode := range []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered} {
+	type sweep struct {
+		mode  pipeline.HostMode
+		sched pipeline.Schedule
+	}
+	for _, sw := range []sweep{{pipeline.HostStaged, pipeline.ScheduleAuto}, {pipeline.HostRegistered, pipeline.ScheduleEvents}, {pipeline.HostRegistered, pipeline.ScheduleInStream}} {
+		mode := sw.mode
 		// Count each kind in a clean New + Run.
 		clean := sim.New(1, 0)
-		cfg, job, _, _ := faultWorkload(t, clean, mode)
+		cfg, job, _, _ := faultWorkload(t, clean, mode, sw.sched)
 		p, err := pipeline.New(clean, cfg)
 		require.NoError(t, err)
 		inNew := map[string]int{}
@@ -57,13 +62,18 @@ func TestFaultSweep(t *testing.T) {
 		require.NoError(t, p.Close())
 		for _, kind := range kinds {
 			total := clean.Count(kind)
-			require.Greater(t, total, 0, "%s: a run has %s operations", mode, kind)
+			if sw.sched == pipeline.ScheduleInStream && (kind == "record" || kind == "wait") {
+				// Stream order alone orders an in-stream run.
+				require.Equal(t, inNew[kind], total, "%s: an in-stream run has no %s operations", mode, kind)
+				continue
+			}
+			require.Greater(t, total, 0, "%s %s: a run has %s operations", mode, sw.sched, kind)
 			for k := 1; k <= total; k++ {
 				dev := sim.New(uint64(k), time.Microsecond)
 				dev.FailAt(kind, k, errInjected)
-				cfg, job, in, out := faultWorkload(t, dev, mode)
+				cfg, job, in, out := faultWorkload(t, dev, mode, sw.sched)
 				injected++
-				what := fmt.Sprintf("%s, %s #%d of %d", mode, kind, k, total)
+				what := fmt.Sprintf("%s %s, %s #%d of %d", mode, sw.sched, kind, k, total)
 				p, err := pipeline.New(dev, cfg)
 				// The k-th operation falls in New exactly when a clean
 				// New performs k of them.
@@ -111,7 +121,7 @@ func TestFaultSweep(t *testing.T) {
 	// faults fail New and which close the pipeline is predicted instead,
 	// per fault above and in total here.
 	assert.Equal(t, setupFaults, failedInNew, "faults that New reported")
-	assert.Equal(t, 2*(2+2), closedByDrain, "two modes, four streams to synchronise each")
+	assert.Equal(t, 3*(2+2), closedByDrain, "three sweeps, four streams to synchronise each")
 }
 
 // TestCancellationThousand cancels 1000 runs at random points.
@@ -127,8 +137,10 @@ func TestCancellationThousand(t *testing.T) {
 	canceled, midRun := 0, 0
 	for i := 0; i < tries; i++ {
 		dev := sim.New(uint64(i), 2*time.Microsecond)
-		mode := []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered}[i%2]
-		cfg, job, _, _ := faultWorkload(t, dev, mode)
+		mode := []pipeline.HostMode{pipeline.HostStaged, pipeline.HostRegistered, pipeline.HostRegistered}[i%3]
+		// The registered runs take turns at both schedules.
+		sched := []pipeline.Schedule{pipeline.ScheduleAuto, pipeline.ScheduleEvents, pipeline.ScheduleInStream}[i%3]
+		cfg, job, _, _ := faultWorkload(t, dev, mode, sched)
 		in, out := make([]float32, 400), make([]float32, 400)
 		job.N, job.Inputs, job.Outputs = 400, []pipeline.Buffer{pipeline.Slice(in)}, []pipeline.Buffer{pipeline.Slice(out)}
 		kernels.FillPattern(in, i)

@@ -22,6 +22,8 @@ type plan struct {
 	queue *chunkQueue
 	// issued is how many chunks the device issued.
 	issued int
+	// copies is how many chunks one copy moves (copiesFor; 0 or 1: one).
+	copies int
 	// origin is the host time of the spans' origin.
 	origin time.Duration
 }
@@ -431,7 +433,12 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	// A job of one chunk with nothing staged and nothing timed goes on
 	// one stream (executeSingle).
 	if pl.chunks == 1 && pl.queue == nil && !stagedIn && !stagedOut && !p.cfg.Timing && !p.skipWAR {
+		pl.report.Schedule = ScheduleInStream // one chunk on one stream
 		return p.executeSingle(ctx, pl)
+	}
+	pl.report.Schedule = p.scheduleFor(pl, stagedIn || stagedOut)
+	if pl.report.Schedule == ScheduleInStream {
+		return p.executeInStream(ctx, pl)
 	}
 	watch := ctx.Done() != nil // else it is never cancelled while it runs
 	rs := p.runStateFor(watch)
@@ -462,7 +469,13 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
 
-	issued, issueErr := p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
+	var issued int
+	var issueErr error
+	if pl.copies = p.copiesFor(pl, pl.report.Schedule); pl.copies > 1 {
+		issued, issueErr = p.issueGrouped(pl, rs, iss, timers)
+	} else {
+		issued, issueErr = p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
+	}
 	pl.issued = issued
 	if issueErr != nil {
 		rs.fail(issueErr)
@@ -550,7 +563,7 @@ func (p *Pipeline) issueSingle(pl *plan, iss Issuer) error {
 	s := p.comp[0]
 	off, n := p.chunkBounds(pl, 0)
 	for j, src := range pl.ins {
-		if err := iss.CopyToDevice(s, p.din[0][j], 0, src.mem, off*src.elem, n*src.elem); err != nil {
+		if err := iss.CopyToDevice(s, p.din[0][j].all, p.din[0][j].off, src.mem, off*src.elem, n*src.elem); err != nil {
 			return &StageError{Chunk: 0, Stage: StageH2D, Err: err}
 		}
 	}
@@ -560,7 +573,7 @@ func (p *Pipeline) issueSingle(pl *plan, iss Issuer) error {
 		return &StageError{Chunk: 0, Stage: StageCompute, Err: err}
 	}
 	for j, dst := range pl.outs {
-		if err := iss.CopyToHost(s, dst.mem, off*dst.elem, p.dout[0][j], 0, n*dst.elem); err != nil {
+		if err := iss.CopyToHost(s, dst.mem, off*dst.elem, p.dout[0][j].all, p.dout[0][j].off, n*dst.elem); err != nil {
 			return &StageError{Chunk: 0, Stage: StageD2H, Err: err}
 		}
 	}
@@ -685,9 +698,9 @@ func (p *Pipeline) issueH2D(pl *plan, iss Issuer, tm *timing, at issueAt) error 
 		var err error
 		bytes := n * src.elem
 		if src.staged() {
-			err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, p.sin[s][j], 0, bytes)
+			err = iss.CopyToDevice(p.h2d, p.din[s][j].all, p.din[s][j].off, p.sin[s][j], 0, bytes)
 		} else {
-			err = iss.CopyToDevice(p.h2d, p.din[s][j], 0, src.mem, off*src.elem, bytes)
+			err = iss.CopyToDevice(p.h2d, p.din[s][j].all, p.din[s][j].off, src.mem, off*src.elem, bytes)
 		}
 		if err != nil {
 			return err
@@ -744,9 +757,9 @@ func (p *Pipeline) issueD2H(pl *plan, iss Issuer, tm *timing, at issueAt) error 
 		var err error
 		bytes := n * dst.elem
 		if dst.staged() {
-			err = iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j], 0, bytes)
+			err = iss.CopyToHost(p.d2h, p.sout[s][j], 0, p.dout[s][j].all, p.dout[s][j].off, bytes)
 		} else {
-			err = iss.CopyToHost(p.d2h, dst.mem, off*dst.elem, p.dout[s][j], 0, bytes)
+			err = iss.CopyToHost(p.d2h, dst.mem, off*dst.elem, p.dout[s][j].all, p.dout[s][j].off, bytes)
 		}
 		if err != nil {
 			return err
@@ -782,11 +795,11 @@ func (p *Pipeline) fillChunk(chunk *Chunk, c, s, off, n int) {
 	chunk.Inputs, chunk.InBytes = chunk.Inputs[:0], chunk.InBytes[:0]
 	chunk.Outputs, chunk.OutBytes = chunk.Outputs[:0], chunk.OutBytes[:0]
 	for j, d := range p.din[s] {
-		chunk.Inputs = append(chunk.Inputs, d.Ptr())
+		chunk.Inputs = append(chunk.Inputs, d.ptr())
 		chunk.InBytes = append(chunk.InBytes, n*p.cfg.Inputs[j])
 	}
 	for j, d := range p.dout[s] {
-		chunk.Outputs = append(chunk.Outputs, d.Ptr())
+		chunk.Outputs = append(chunk.Outputs, d.ptr())
 		chunk.OutBytes = append(chunk.OutBytes, n*p.cfg.Outputs[j])
 	}
 	chunk.Params = chunk.Params[:0]

@@ -97,6 +97,8 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 	if pl.chunks == 0 {
 		return st, nil
 	}
+	// The copies as a run would make them.
+	pl.copies = p.copiesFor(pl, p.scheduleFor(pl, pl.staging))
 	if _, err := p.ready(job.Kernel); err != nil {
 		return st, err
 	}
@@ -161,27 +163,35 @@ func (p *Pipeline) stageIssuer() (Issuer, func(), error) {
 // plan: the host issues every chunk's work and waits for it once.
 func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage, first, last int) (time.Duration, error) {
 	S, K := p.cfg.Slots, len(p.comp)
+	// The copies of pl.copies chunks at a time are one copy, as a run
+	// makes them (copiesFor): n covers the group from chunk c.
+	step := max(1, pl.copies)
+	groupBounds := func(c int) (off, n int) {
+		off, _ = p.chunkBounds(pl, c)
+		lastOff, lastN := p.chunkBounds(pl, min(c+step, last)-1)
+		return off, lastOff + lastN - off
+	}
 	h2d := func(c int) error {
-		off, n := p.chunkBounds(pl, c)
+		off, n := groupBounds(c)
 		for j, src := range pl.ins {
 			mem, at := src.mem, off*src.elem
 			if src.staged() {
 				mem, at = p.sin[c%S][j], 0
 			}
-			if err := iss.CopyToDevice(p.h2d, p.din[c%S][j], 0, mem, at, n*src.elem); err != nil {
+			if err := iss.CopyToDevice(p.h2d, p.din[c%S][j].all, p.din[c%S][j].off, mem, at, n*src.elem); err != nil {
 				return &StageError{Chunk: c, Stage: StageH2D, Err: err}
 			}
 		}
 		return nil
 	}
 	d2h := func(c int) error {
-		off, n := p.chunkBounds(pl, c)
+		off, n := groupBounds(c)
 		for j, dst := range pl.outs {
 			mem, at := dst.mem, off*dst.elem
 			if dst.staged() {
 				mem, at = p.sout[c%S][j], 0
 			}
-			if err := iss.CopyToHost(p.d2h, mem, at, p.dout[c%S][j], 0, n*dst.elem); err != nil {
+			if err := iss.CopyToHost(p.d2h, mem, at, p.dout[c%S][j].all, p.dout[c%S][j].off, n*dst.elem); err != nil {
 				return &StageError{Chunk: c, Stage: StageD2H, Err: err}
 			}
 		}
@@ -190,6 +200,7 @@ func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage
 	chunk := Chunk{}
 	var each func(c int) error
 	var streams []Stream
+	grouped := false // each takes a group of step chunks
 	switch st {
 	case StageIn:
 		each = func(c int) error {
@@ -204,7 +215,7 @@ func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage
 			return nil
 		}
 	case StageH2D:
-		each, streams = h2d, []Stream{p.h2d}
+		each, streams, grouped = h2d, []Stream{p.h2d}, true
 	case StageCompute:
 		each, streams = func(c int) error {
 			off, n := p.chunkBounds(pl, c)
@@ -215,14 +226,14 @@ func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage
 			return nil
 		}, p.comp
 	case StageD2H:
-		each, streams = d2h, []Stream{p.d2h}
+		each, streams, grouped = d2h, []Stream{p.d2h}, true
 	case StageCopies:
-		each, streams = func(c int) error {
+		each, streams, grouped = func(c int) error {
 			if err := h2d(c); err != nil {
 				return err
 			}
 			return d2h(c)
-		}, []Stream{p.h2d, p.d2h}
+		}, []Stream{p.h2d, p.d2h}, true
 	case StageOut:
 		each = func(c int) error {
 			off, n := p.chunkBounds(pl, c)
@@ -241,8 +252,11 @@ func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage
 	if err := p.drain(); err != nil {
 		return 0, err
 	}
+	if !grouped {
+		step = 1
+	}
 	t0 := p.now()
-	for c := first; c < last; c++ {
+	for c := first; c < last; c += step {
 		if err := ctx.Err(); err != nil {
 			p.drain()
 			return 0, err

@@ -174,8 +174,9 @@ func TestStepsRun(t *testing.T) {
 			}
 		}
 	}
-	// The slots' inputs and outputs, two parameters, a scratch buffer a slot.
-	assert.Equal(t, 3*2+2+3, devices)
+	// One buffer for the slots' inputs and one for their outputs, two
+	// parameters, a scratch buffer a slot.
+	assert.Equal(t, 2+2+3, devices)
 }
 
 // TestStepsSynchronousAndStageTimes runs the two-step kernel through the
@@ -405,12 +406,12 @@ func TestStepsParamsDoNotFit(t *testing.T) {
 	_, err = p.Run(context.Background(), pipeline.Job{N: 4, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Rows(in, rowWidth)}, Outputs: []pipeline.Buffer{pipeline.Slice(make([]float32, 4))}})
 	free := 1<<20 - 3*(16*32+16*4)
 	assert.EqualError(t, err, fmt.Sprintf("pipeline: setup: kernel mlp: parameters of 1.5 MiB do not fit in the device's %.1f KiB free", float64(free)/1024))
-	assert.Equal(t, 6, dev.Live()["device"], "nothing allocated for the parameters")
+	assert.Equal(t, 2, dev.Live()["device"], "nothing allocated for the parameters")
 
-	_, err = pipeline.New(dev, pipeline.Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}})
+	_, err = pipeline.New(dev, pipeline.Config{ChunkElems: 1 << 20, Inputs: []int{4}, Outputs: []int{4}}) // 6 slots of 4 MiB, in one buffer
 	require.ErrorIs(t, err, driver.ErrOutOfMemory)
-	assert.Contains(t, err.Error(), "pipeline: setup: sim: device allocation of 4 MiB with 1.7 KiB of the device's 1 MiB in use")
-	assert.Equal(t, 6, dev.Live()["device"], "the failed pipeline freed what it had")
+	assert.Contains(t, err.Error(), "pipeline: setup: sim: device allocation of 24 MiB with 1.7 KiB of the device's 1 MiB in use")
+	assert.Equal(t, 2, dev.Live()["device"], "the failed pipeline freed what it had")
 
 	_, total, err := sim.New(1, 0).FreeMemory()
 	require.NoError(t, err)
@@ -422,7 +423,7 @@ func TestStepsParamsDoNotFit(t *testing.T) {
 // Close frees them all. A kernel with larger scratch buffers grows them.
 func TestStepsParamsCache(t *testing.T) {
 	p, dev := rowsPipeline(t, 6, 16)
-	base := 3 * 2 // the slots' inputs and outputs
+	base := 2 // the slots' inputs, and their outputs
 	var ks []*pipeline.Kernel
 	for i := range 6 {
 		w := append([]float32(nil), rowW...)

@@ -1138,7 +1138,7 @@ func (r *streamRun) issue(d int) error {
 			}
 		}
 		for j := range r.ins {
-			if err := iss.CopyToDevice(q.h2d, q.din[s][j], 0, r.hostIn(h, j), 0, n*q.cfg.Inputs[j]); err != nil {
+			if err := iss.CopyToDevice(q.h2d, q.din[s][j].all, q.din[s][j].off, r.hostIn(h, j), 0, n*q.cfg.Inputs[j]); err != nil {
 				return fail(StageH2D, err)
 			}
 		}
@@ -1178,7 +1178,7 @@ func (r *streamRun) issue(d int) error {
 			return fail(StageD2H, err)
 		}
 		for j := range r.outs {
-			if err := iss.CopyToHost(q.d2h, r.hostOut(h, j), 0, q.dout[s][j], 0, n*q.cfg.Outputs[j]); err != nil {
+			if err := iss.CopyToHost(q.d2h, r.hostOut(h, j), 0, q.dout[s][j].all, q.dout[s][j].off, n*q.cfg.Outputs[j]); err != nil {
 				return fail(StageD2H, err)
 			}
 		}

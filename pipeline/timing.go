@@ -89,3 +89,17 @@ func (t *timing) collect() ([]Span, error) {
 	}
 	return spans, nil
 }
+
+// markGroup marks stage st of the gn chunks from c, which one copy moves:
+// each chunk's span is the copy's.
+func (t *timing) markGroup(iss Issuer, s Stream, c, gn int, st Stage, which int) error {
+	if t == nil {
+		return nil
+	}
+	for k := range gn {
+		if err := t.mark(iss, s, c+k, st, which); err != nil {
+			return err
+		}
+	}
+	return nil
+}

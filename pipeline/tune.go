@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -29,7 +31,17 @@ type Model struct {
 	// chunks, each of which then costs the issue loop more than its
 	// copies. Probe measures it with one pipelined run; zero ignores it.
 	PerChunk time.Duration
+	// PerChunkInStream is PerChunk for ScheduleInStream, which issues
+	// three calls a chunk where ScheduleEvents issues ten. Probe measures
+	// it with one more run; zero leaves the in-stream candidates out.
+	PerChunkInStream time.Duration
 }
+
+// inStreamCandidateStreams are the compute streams of the in-stream
+// candidates, each stream with one slot: three keep the three stages busy
+// at once (inStreamMinStreams), four let a stream's kernel start while
+// another's copies run.
+var inStreamCandidateStreams = []int{3, 4}
 
 // Predict returns the predicted time of a job of n elements in chunks of
 // chunk elements, with slots buffer slots and computeStreams compute
@@ -54,6 +66,27 @@ func (m Model) Predict(n, chunk, slots, computeStreams int) time.Duration {
 	}
 	fill := m.H2D.At(chunk) + m.Compute.At(chunk) + m.D2H.At(chunk)
 	return fill + time.Duration(k-2)*steady(chunk) + steady(last)
+}
+
+// PredictInStream is Predict for ScheduleInStream on computeStreams
+// streams, each with a slot of its own: a stream runs its chunks' three
+// stages one after another, so besides the slowest stage a chunk costs at
+// least its three stages over the streams.
+func (m Model) PredictInStream(n, chunk, computeStreams int) time.Duration {
+	if n <= 0 || chunk <= 0 || computeStreams <= 0 {
+		return 0
+	}
+	k := (n + chunk - 1) / chunk
+	last := n - (k-1)*chunk
+	through := func(c int) time.Duration { return m.H2D.At(c) + m.Compute.At(c) + m.D2H.At(c) }
+	if k == 1 {
+		return through(last)
+	}
+	steady := func(c int) time.Duration {
+		comp := time.Duration(float64(m.Compute.Fixed)/float64(computeStreams)) + time.Duration(m.Compute.PerElem*float64(c))
+		return max(m.H2D.At(c), comp, m.D2H.At(c), m.PerChunkInStream, through(c)/time.Duration(computeStreams))
+	}
+	return through(chunk) + time.Duration(k-2)*steady(chunk) + steady(last)
 }
 
 // Fit fits each stage's cost model by least squares to per-chunk
@@ -93,13 +126,20 @@ func Fit(chunks []int, stages []StageTimes) (Model, error) {
 // Choice is a tuned configuration with its predicted time.
 type Choice struct {
 	ChunkElems, Slots, ComputeStreams int
-	Predicted                         time.Duration
+	// Schedule is the schedule the prediction is for: ScheduleEvents or
+	// ScheduleInStream (the zero value, in a choice cached before
+	// schedules existed, runs as ScheduleAuto).
+	Schedule  Schedule
+	Predicted time.Duration
+	// Measured is the candidate's time in a run, when Pick ran it.
+	Measured time.Duration
 }
 
 // Candidates lists every configuration Best considers, with its
-// prediction: chunk sizes in powers of two from 64K elements up to n,
-// 1, 2 or 4 compute streams, and 2, 3, 4 or 6 slots (at least as many as
-// compute streams).
+// prediction: chunk sizes in powers of two from 64K elements up to n;
+// on ScheduleEvents 1, 2 or 4 compute streams and 2, 3, 4 or 6 slots (at
+// least as many as compute streams); on ScheduleInStream, when the model
+// has its cost per chunk, 3 or 4 streams with a slot each.
 func (m Model) Candidates(n int) []Choice {
 	var out []Choice
 	for chunk := 64 << 10; ; chunk *= 2 {
@@ -107,8 +147,13 @@ func (m Model) Candidates(n int) []Choice {
 		for _, k := range []int{1, 2, 4} {
 			for _, s := range []int{2, 3, 4, 6} {
 				if s >= k {
-					out = append(out, Choice{ChunkElems: c, Slots: s, ComputeStreams: k, Predicted: m.Predict(n, c, s, k)})
+					out = append(out, Choice{ChunkElems: c, Slots: s, ComputeStreams: k, Schedule: ScheduleEvents, Predicted: m.Predict(n, c, s, k)})
 				}
+			}
+		}
+		if m.PerChunkInStream > 0 && c < n {
+			for _, k := range inStreamCandidateStreams {
+				out = append(out, Choice{ChunkElems: c, Slots: k, ComputeStreams: k, Schedule: ScheduleInStream, Predicted: m.PredictInStream(n, c, k)})
 			}
 		}
 		if chunk >= n || chunk >= 1<<30 {
@@ -133,8 +178,8 @@ func (m Model) Best(n int) Choice {
 // Probe measures per-chunk stage costs of job at a few chunk sizes, by
 // building a pipeline for each (with cfg's shape) and timing its stages
 // alone, and fits a Model to them; then it measures the model's PerChunk
-// with two pipelined runs of the whole job in small chunks. The job's
-// outputs are written.
+// and PerChunkInStream with two pipelined runs of the whole job in small
+// chunks on each schedule. The job's outputs are written.
 func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
 	if job.N <= 0 {
 		return Model{}, errors.New("pipeline: tuning needs a job with elements")
@@ -168,7 +213,16 @@ func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
 	if err != nil {
 		return Model{}, err
 	}
-	if m.PerChunk, err = probePerChunk(ctx, b, cfg, job, m); err != nil {
+	// The candidates' slots and streams, not the defaults', which give
+	// small chunks more slots than any candidate has.
+	events := cfg
+	events.Schedule, events.ComputeStreams, events.Slots = ScheduleEvents, 4, 6
+	if m.PerChunk, err = probePerChunk(ctx, b, events, job, m); err != nil {
+		return Model{}, err
+	}
+	inStream := cfg
+	inStream.Schedule, inStream.ComputeStreams, inStream.Slots = ScheduleInStream, 4, 4
+	if m.PerChunkInStream, err = probePerChunk(ctx, b, inStream, job, m); err != nil {
 		return Model{}, err
 	}
 	return m, nil
@@ -213,4 +267,72 @@ func probePerChunk(ctx context.Context, b Backend, cfg Config, job Job, m Model)
 	took := rep.Elapsed - rep.Register
 	fill := m.H2D.At(c) + m.Compute.At(c) + m.D2H.At(c)
 	return max(0, (took-fill)/time.Duration(k-1)), nil
+}
+
+// pickTop is how many of each schedule's fastest-predicted candidates
+// Pick runs.
+const pickTop = 3
+
+// pickMaxPredicted is the longest predicted run that Pick measures
+// candidates for: beyond it a run of the job costs more than a
+// misprediction is likely to.
+const pickMaxPredicted = 20 * time.Millisecond
+
+// Pick chooses a configuration for job from m: for a job predicted to
+// take at most 20 ms it runs the three fastest-predicted candidates of
+// each schedule, each twice on a pipeline of its own (the second run
+// timed, as a tuned run pays for its buffers once), and returns the
+// fastest measured; for a longer job, Best. A small job's time is its
+// issue costs, fill and drain, which the model predicts worst (a small
+// whole job on 2 slots and one stream took 1.4 times its prediction on
+// the H200, bench/RESULTS.md, "Small whole jobs: a chunk's stages on one
+// stream"), while a run of it costs less than a millisecond. The job's
+// outputs are written.
+func Pick(ctx context.Context, b Backend, cfg Config, job Job, m Model) (Choice, error) {
+	if b == nil {
+		return Choice{}, errors.New("pipeline: Pick: nil Backend")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	best := m.Best(job.N)
+	if best.Predicted <= 0 || best.Predicted > pickMaxPredicted {
+		return best, nil
+	}
+	cands := m.Candidates(job.N)
+	slices.SortStableFunc(cands, func(a, b Choice) int { return cmp.Compare(a.Predicted, b.Predicted) })
+	taken := map[Schedule]int{}
+	var measured []Choice
+	for _, c := range cands {
+		if taken[c.Schedule] >= pickTop {
+			continue
+		}
+		taken[c.Schedule]++
+		pc := cfg
+		pc.ChunkElems, pc.Slots, pc.ComputeStreams, pc.Schedule, pc.Timing = c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, false
+		took, err := timeRun(ctx, b, pc, job)
+		if err != nil {
+			return Choice{}, fmt.Errorf("pipeline: Pick: chunk %d, %d slots, %d compute streams, %s: %w", c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, err)
+		}
+		c.Measured = took
+		measured = append(measured, c)
+	}
+	return slices.MinFunc(measured, func(a, b Choice) int { return cmp.Compare(a.Measured, b.Measured) }), nil
+}
+
+// timeRun runs job twice on a pipeline of cfg's and returns the second
+// run's time, less any registration.
+func timeRun(ctx context.Context, b Backend, cfg Config, job Job) (time.Duration, error) {
+	p, err := New(b, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	var rep *Report
+	for range 2 {
+		if rep, err = p.Run(ctx, job); err != nil {
+			return 0, err
+		}
+	}
+	return rep.Elapsed - rep.Register, nil
 }

@@ -255,7 +255,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		res.Iters = o.iters
 	}
 	cfg := w.Config
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = o.chunk, o.slots, o.computeStreams, o.host
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = o.chunk, o.slots, o.computeStreams, o.host, o.schedule
 	cfg.Timing = o.trace != "" || o.svg != ""
 	if o.chunkAuto {
 		prog.say("tuning the chunk size…")
@@ -263,7 +263,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		if err != nil {
 			return nil, err
 		}
-		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = choice.ChunkElems, choice.Slots, choice.ComputeStreams
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule = choice.ChunkElems, choice.Slots, choice.ComputeStreams, choice.Schedule
 		res.ChunkChoice = why
 		o.chunk, o.chunkAuto = choice.ChunkElems, false
 		if err := checkTimed(o); err != nil { // before the long runs

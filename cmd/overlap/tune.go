@@ -36,17 +36,30 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 		return pipeline.Choice{}, "", fmt.Errorf("tuning: %w", benchError(err))
 	}
 	if c.Cached {
-		return c.Choice, fmt.Sprintf("chunk %d, %d slots, %d compute stream(s), cached in %s (predicted %.2f ms)",
-			c.ChunkElems, c.Slots, c.ComputeStreams, cache.Path, ms(c.Predicted)), nil
+		return c.Choice, fmt.Sprintf("chunk %d, %d slots, %d compute stream(s), %s, cached in %s (%s)",
+			c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, cache.Path, choiceTime(c.Choice)), nil
 	}
-	return c.Choice, fmt.Sprintf("chunk %d, %d slots, %d compute stream(s): predicted %.2f ms from per-chunk costs %s",
-		c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted), modelText(c.Model)), nil
+	return c.Choice, fmt.Sprintf("chunk %d, %d slots, %d compute stream(s), %s: %s; per-chunk costs %s",
+		c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, choiceTime(c.Choice), modelText(c.Model)), nil
+}
+
+// choiceTime is a choice's predicted time and, when the tuner ran it,
+// its measured one.
+func choiceTime(c pipeline.Choice) string {
+	if c.Measured > 0 {
+		return fmt.Sprintf("predicted %.2f ms, measured %.2f ms", ms(c.Predicted), ms(c.Measured))
+	}
+	return fmt.Sprintf("predicted %.2f ms", ms(c.Predicted))
 }
 
 func modelText(m pipeline.Model) string {
-	return fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem, at least %v a chunk",
+	s := fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem, at least %v a chunk",
 		m.H2D.Fixed.Round(time.Microsecond/10), m.H2D.PerElem, m.Compute.Fixed.Round(time.Microsecond/10), m.Compute.PerElem,
 		m.D2H.Fixed.Round(time.Microsecond/10), m.D2H.PerElem, m.PerChunk.Round(time.Microsecond/10))
+	if m.PerChunkInStream > 0 {
+		s += fmt.Sprintf(" (in-stream %v)", m.PerChunkInStream.Round(time.Microsecond/10))
+	}
+	return s
 }
 
 // runTune runs overlap tune once its flags are checked: it probes the

@@ -306,6 +306,7 @@ func (i *simIssuer) launchStep(ss *simStream, k *pipeline.Kernel, step simStep, 
 	type named struct {
 		d     *simDevice
 		ref   pipeline.Ref
+		off   int // where the chunk's part starts in d
 		bytes int
 		write bool
 		name  string
@@ -318,18 +319,18 @@ func (i *simIssuer) launchStep(ss *simStream, k *pipeline.Kernel, step simStep, 
 			if r.Index < 0 || r.Index >= len(ptrs) {
 				return fmt.Errorf("pipeline: sim: %s names %s %d, but the chunk has %d", step.label, r.Kind, r.Index, len(ptrs))
 			}
-			d := s.mems[ptrs[r.Index]]
+			d, off := s.deviceAt(ptrs[r.Index])
 			if d == nil {
 				return fmt.Errorf("pipeline: sim: %s: its %s %d is not a live device buffer", step.label, r.Kind, r.Index)
 			}
 			n := chunkBytes(c, r.Kind, r.Index)
 			if n < 0 {
-				n = d.size
+				n = d.size - off
 			}
-			if n > d.size {
-				return fmt.Errorf("pipeline: sim: %s: its %s %d of %d bytes is larger than its buffer of %d", step.label, r.Kind, r.Index, n, d.size)
+			if n > d.size-off {
+				return fmt.Errorf("pipeline: sim: %s: its %s %d of %d bytes at offset %d does not fit its buffer of %d", step.label, r.Kind, r.Index, n, off, d.size)
 			}
-			bufs = append(bufs, named{d: d, ref: r, bytes: n, write: w == 1, name: simBufName(k, r, d)})
+			bufs = append(bufs, named{d: d, ref: r, off: off, bytes: n, write: w == 1, name: simBufName(k, r, d)})
 			ids[d.id] = true
 		}
 	}
@@ -353,11 +354,11 @@ func (i *simIssuer) launchStep(ss *simStream, k *pipeline.Kernel, step simStep, 
 			hc.Scratch = make([][]byte, len(c.Scratch))
 		}
 		for _, b := range bufs {
-			spans = append(spans, memSpan{mem: b.d.id, name: b.name, lo: 0, hi: b.bytes, write: b.write})
+			spans = append(spans, memSpan{mem: b.d.id, name: b.name, lo: b.off, hi: b.off + b.bytes, write: b.write})
 			if h.timingOnly {
 				continue
 			}
-			view := b.d.data[:b.bytes]
+			view := b.d.data[b.off : b.off+b.bytes]
 			switch b.ref.Kind {
 			case pipeline.RefInput:
 				hc.Inputs[b.ref.Index] = view

@@ -114,6 +114,21 @@ const (
 
 func simAddr(id int) driver.DevicePtr { return driver.DevicePtr(simBase + uint64(id)*simSpacing) }
 
+// deviceAt is the live buffer of this device that ptr points into and
+// ptr's offset in it, or nil: a kernel may be handed an address inside a
+// buffer (the pipeline's slots are parts of one buffer). h.mu held.
+func (s *Sim) deviceAt(ptr driver.DevicePtr) (*simDevice, int) {
+	v := uint64(ptr)
+	if v < simBase+simSpacing {
+		return nil, 0
+	}
+	d := s.mems[simAddr(int((v-simBase)/simSpacing))]
+	if d == nil || v-uint64(d.base) >= uint64(d.size) {
+		return nil, 0
+	}
+	return d, int(v - uint64(d.base))
+}
+
 // FreeMemory is the profile's device memory less what is allocated.
 func (s *Sim) FreeMemory() (free, total int64, err error) {
 	if !s.usable() {

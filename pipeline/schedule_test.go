@@ -1,0 +1,149 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
+	"github.com/purecuda/overlap/ptx/kernels"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestInStreamScheduleVerified runs ScheduleInStream on real data under
+// the hazard detector (runOnClock checks every element against the CPU
+// and that the detector saw nothing), on shapes where slots are not a
+// multiple of the streams, so that a slot shared by two streams without
+// an event would be a hazard the detector names.
+func TestInStreamScheduleVerified(t *testing.T) {
+	const K = 1 << 10
+	for _, c := range []overlapCase{
+		{name: "6 slots 4 streams, 23 chunks", n: 23*700 - 11, chunk: 700, slots: 6, streams: 4, host: pipeline.HostPinned, kernel: "seed", data: true},
+		{name: "5 slots 2 streams, 13 chunks", n: 13 * 512, chunk: 512, slots: 5, streams: 2, host: pipeline.HostRegistered, kernel: "saxpy", data: true},
+		{name: "3 slots 3 streams, 40 chunks", n: 40*256 + 1, chunk: 256, slots: 3, streams: 3, host: pipeline.HostRegistered, kernel: "seed", data: true},
+		{name: "1M in 128K chunks", n: 1 << 20, chunk: 128 * K, slots: 6, streams: 4, host: pipeline.HostRegistered, kernel: "saxpy", data: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.sched = pipeline.ScheduleInStream
+			runOnClock(t, c)
+		})
+	}
+}
+
+// TestInStreamScheduleReport: the report names the schedule a run took;
+// ScheduleAuto takes in-stream for a small job on enough streams and
+// events for a long one, one on too few streams, a staged one and one
+// that asked for events; a job of one chunk is one stream's.
+func TestInStreamScheduleReport(t *testing.T) {
+	for _, c := range []struct {
+		name                     string
+		n, chunk, slots, streams int
+		host                     pipeline.HostMode
+		sched                    pipeline.Schedule
+		want                     pipeline.Schedule
+	}{
+		{"small, auto", 16 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleInStream},
+		{"17 chunks, auto", 17 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
+		{"2 streams, auto", 8 * 100, 100, 4, 2, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
+		{"staged, in-stream", 8 * 100, 100, 6, 4, pipeline.HostStaged, pipeline.ScheduleInStream, pipeline.ScheduleEvents},
+		{"small, events", 8 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleEvents, pipeline.ScheduleEvents},
+		{"long, in-stream", 100 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleInStream, pipeline.ScheduleInStream},
+		{"one chunk", 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleEvents, pipeline.ScheduleInStream},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dev := sim.New(1, 0)
+			cfg := pipeline.Float32Config(1, 1)
+			cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = c.chunk, c.slots, c.streams, c.host, c.sched
+			p, err := pipeline.New(dev, cfg)
+			require.NoError(t, err)
+			defer p.Close()
+			in, out := make([]float32, c.n), make([]float32, c.n)
+			kernels.FillPattern(in, 3)
+			rep, err := p.Run(context.Background(), pipeline.Job{N: c.n, Kernel: seedKernel(nil, 2),
+				Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+			require.NoError(t, err)
+			assert.Equal(t, c.want, rep.Schedule)
+			require.NoError(t, verifySeed(in, out, 2))
+			assert.Empty(t, dev.Hazards())
+		})
+	}
+}
+
+// TestInStreamScheduleSmallWholeJobs: on the simulator's clock, a small
+// whole job runs faster in-stream than on events, since it makes three
+// calls a chunk instead of ten, and reaches its floor; a long job on
+// events keeps its floor (TestOverlapFloors).
+func TestInStreamScheduleSmallWholeJobs(t *testing.T) {
+	const M, K = 1 << 20, 1 << 10
+	for _, c := range []overlapCase{
+		{name: "1M in 128K chunks", n: M, chunk: 128 * K, slots: 6, streams: 4, host: pipeline.HostRegistered, kernel: "seed", floor: 0.60, prof: sim.BuiltinProfile()},
+		{name: "4M in 512K chunks", n: 4 * M, chunk: 512 * K, slots: 6, streams: 4, host: pipeline.HostRegistered, kernel: "seed", floor: 0.75, prof: sim.BuiltinProfile()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev := c
+			ev.sched = pipeline.ScheduleEvents
+			stE, bestE := runOnClock(t, ev)
+			c.sched = pipeline.ScheduleInStream
+			stI, bestI := runOnClock(t, c)
+			effE, effI := float64(stE.Bound())/float64(bestE), float64(stI.Bound())/float64(bestI)
+			t.Logf("%s: events %v (%.1f%%), in-stream %v (%.1f%%), bound %v", c.name, bestE, 100*effE, bestI, 100*effI, stI.Bound())
+			assert.Less(t, bestI, bestE, "in-stream is faster on a small whole job")
+			assert.GreaterOrEqual(t, effI, c.floor)
+		})
+	}
+}
+
+// TestCoalescedCopiesVerified runs ScheduleEvents with small chunks, whose
+// copies are coalesced a group of neighbouring slots at a time, on real
+// data under the hazard detector: groups of 4 (12 slots) with a last
+// group of 1 and a short last chunk, groups of 2 (6 slots), of 3 (9
+// slots), none (5 slots: no divisor up to a third of them), and a staged
+// run, which never coalesces. A group
+// that wrapped around the ring or a kernel that did not wait for its
+// group's copy would be a hazard.
+func TestCoalescedCopiesVerified(t *testing.T) {
+	for _, c := range []overlapCase{
+		{name: "12 slots 4 streams, groups of 4", n: 29*700 - 13, chunk: 700, slots: 12, streams: 4, host: pipeline.HostPinned, kernel: "seed", data: true},
+		{name: "6 slots 2 streams, groups of 2", n: 21 * 512, chunk: 512, slots: 6, streams: 2, host: pipeline.HostRegistered, kernel: "saxpy", data: true},
+		{name: "9 slots 4 streams, groups of 3", n: 23 * 512, chunk: 512, slots: 9, streams: 4, host: pipeline.HostRegistered, kernel: "seed", data: true},
+		{name: "5 slots 3 streams, no groups", n: 21 * 512, chunk: 512, slots: 5, streams: 3, host: pipeline.HostRegistered, kernel: "seed", data: true},
+		{name: "staged, no groups", n: 21 * 512, chunk: 512, slots: 6, streams: 4, host: pipeline.HostStaged, kernel: "saxpy", data: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.sched = pipeline.ScheduleEvents
+			runOnClock(t, c)
+		})
+	}
+}
+
+// TestCoalescedCopiesCount: a run on ScheduleEvents in small chunks makes
+// one copy a group of chunks each way, not one a chunk.
+func TestCoalescedCopiesCount(t *testing.T) {
+	for _, c := range []struct {
+		slots, chunks, copies int
+	}{
+		{12, 29, 2 * 8}, // groups of 4: ceil(29/4) each way
+		{9, 29, 2 * 10}, // groups of 3
+		{6, 29, 2 * 15}, // groups of 2
+		{5, 29, 2 * 29}, // no divisor of 5 up to a third of it
+		{4, 29, 2 * 29}, // a third of 4 slots is 1
+	} {
+		dev := sim.New(1, 0)
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule = 100, c.slots, 2, pipeline.ScheduleEvents
+		p, err := pipeline.New(dev, cfg)
+		require.NoError(t, err)
+		n := c.chunks * 100
+		in, out := make([]float32, n), make([]float32, n)
+		kernels.FillPattern(in, 1)
+		before := dev.Count("copy")
+		_, err = p.Run(context.Background(), pipeline.Job{N: n, Kernel: seedKernel(nil, 2), Host: pipeline.HostRegistered,
+			Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+		require.NoError(t, err)
+		assert.Equal(t, c.copies, dev.Count("copy")-before, "%d slots", c.slots)
+		require.NoError(t, verifySeed(in, out, 2))
+		assert.Empty(t, dev.Hazards())
+		require.NoError(t, p.Close())
+	}
+}
