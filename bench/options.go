@@ -115,12 +115,3 @@ func CheckChunks(elems, chunk int, sim bool) error {
 	}
 	return nil
 }
-
-// checkRange refuses a value of field outside lo to hi, in the words
-// "{Field} v: want lo to hi".
-func checkRange(field string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return optionErr("{"+field+"} %d: want %d to %d", v, lo, hi)
-	}
-	return nil
-}

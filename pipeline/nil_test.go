@@ -249,8 +249,8 @@ func TestNilAndZeroArguments(t *testing.T) {
 		//lint:ignore SA1012 a nil Context is part of what this test passes
 		"Probe": func() error { return errOf(pipeline.Probe(nil, nil, pipeline.Config{}, pipeline.Job{})) },
 		"Fit":   func() error { return errOf(pipeline.Fit(nil, nil)) },
-		//lint:ignore SA1012 a nil Context is part of what this test passes
 		"Pick": func() error {
+			//lint:ignore SA1012 a nil Context is part of what this test passes
 			return errOf(pipeline.Pick(nil, nil, pipeline.Config{}, pipeline.Job{}, pipeline.Model{}))
 		},
 		"FunctionOn": func() error {

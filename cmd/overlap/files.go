@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/purecuda/overlap/pipeline"
 )
@@ -42,14 +41,4 @@ func checkOutputs(outs, ins []namedFile) error {
 		}
 	}
 	return nil
-}
-
-// sameAsOpen reports whether path is the file that f (stdin or stdout) has
-// open: false for a pipe or a terminal, which are no path's file.
-func sameAsOpen(path string, f any) bool {
-	if file, ok := f.(*os.File); !ok || file == nil {
-		return false // not a file, or a typed nil that SameFile would see as a value
-	}
-	same, err := pipeline.SameFile(path, f)
-	return err == nil && same
 }
