@@ -79,15 +79,22 @@ func (p *Pipeline) copiesFor(pl *plan, sched Schedule) int {
 // Slots as in issue; the group starting at chunk g0 fills slots s0 = g0
 // mod Slots to s0+G-1:
 //
-//	H2D:     wait compDone[s0+k] for each k (g0 ≥ Slots), one copy per
-//	         input of the group's elements, record h2dDone[s0]
-//	compute: for each chunk: wait h2dDone[s0]; wait d2hDone[s0] (g0 ≥
-//	         Slots: the D2H that last read the group's output slots);
-//	         launch; record compDone[s]
+//	H2D:     wait d2hDone[s0] (g0 ≥ Slots: the D2H of the group that last
+//	         used the slots, which waited for its kernels, the last
+//	         readers of the input slots), one copy per input of the
+//	         group's elements, record h2dDone[s0]
+//	compute: for each chunk: wait h2dDone[s0], which follows that D2H,
+//	         the last reader of the output slots; launch; record
+//	         compDone[s]
 //	D2H:     wait compDone[s0+k] for each k, one copy per output, record
 //	         d2hDone[s0]
 //
-// It returns how many chunks it issued.
+// Waiting for the D2H two groups back rather than for each kernel makes
+// three calls a group instead of a chunk's waits on both events, and
+// costs no overlap, since the ring holds at least three groups
+// (copyGroup): a small chunk's run is bound by its calls (7 a chunk
+// this way, 9 with the waits of issue). It returns how many chunks it
+// issued.
 func (p *Pipeline) issueGrouped(pl *plan, rs *runState, iss Issuer, tm *timing) (int, error) {
 	S, G := p.cfg.Slots, pl.copies
 	for g0 := 0; g0 < pl.chunks; g0 += G {
@@ -121,10 +128,8 @@ func (p *Pipeline) issueGrouped(pl *plan, rs *runState, iss Issuer, tm *timing) 
 // from s0, elements [off0, off0+total) of the job.
 func (p *Pipeline) issueGroupH2D(pl *plan, iss Issuer, tm *timing, g0, gn, s0, off0, total int) error {
 	if g0 >= p.cfg.Slots {
-		for k := range gn {
-			if err := iss.Wait(p.h2d, p.compDone[s0+k]); err != nil {
-				return err
-			}
+		if err := iss.Wait(p.h2d, p.d2hDone[s0]); err != nil {
+			return err
 		}
 	}
 	if err := tm.markGroup(iss, p.h2d, g0, gn, StageH2D, 0); err != nil {
@@ -147,11 +152,6 @@ func (p *Pipeline) issueGroupCompute(pl *plan, iss Issuer, tm *timing, at issueA
 	cs := p.comp[at.k]
 	if err := iss.Wait(cs, p.h2dDone[s0]); err != nil {
 		return err
-	}
-	if at.i >= p.cfg.Slots {
-		if err := iss.Wait(cs, p.d2hDone[s0]); err != nil {
-			return err
-		}
 	}
 	if err := tm.mark(iss, cs, at.c, StageCompute, 0); err != nil {
 		return err

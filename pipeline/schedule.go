@@ -10,8 +10,12 @@ type Schedule int
 
 const (
 	// ScheduleAuto picks per run: ScheduleInStream for a run of at most
-	// 16 chunks on at least 3 compute streams that it can run,
-	// ScheduleEvents otherwise.
+	// 16 chunks, and at least two for each compute stream, on at least 3
+	// compute streams, that it can run; ScheduleEvents otherwise. With
+	// one chunk a stream, every stream's copy in runs at once and shares
+	// the link, so the first kernel starts later than on events (4M
+	// elements in 1M chunks on 4 streams: 0.71-0.73 ms in-stream against
+	// 0.68-0.70 on events on the H200).
 	ScheduleAuto Schedule = iota
 	// ScheduleEvents puts every H2D copy on one stream, every D2H copy on
 	// another and the kernels on the compute streams, ordered by events
@@ -73,7 +77,8 @@ func (p *Pipeline) scheduleFor(pl *plan, staged bool) Schedule {
 	case ScheduleInStream:
 		return ScheduleInStream
 	case ScheduleAuto:
-		if pl.chunks <= inStreamMaxChunks && p.inStreamSlots() >= inStreamMinStreams && len(p.comp) >= inStreamMinStreams {
+		k := len(p.comp)
+		if pl.chunks <= inStreamMaxChunks && pl.chunks >= 2*k && p.inStreamSlots() >= inStreamMinStreams && k >= inStreamMinStreams {
 			return ScheduleInStream
 		}
 	}

@@ -32,9 +32,10 @@ func TestInStreamScheduleVerified(t *testing.T) {
 }
 
 // TestInStreamScheduleReport: the report names the schedule a run took;
-// ScheduleAuto takes in-stream for a small job on enough streams and
-// events for a long one, one on too few streams, a staged one and one
-// that asked for events; a job of one chunk is one stream's.
+// ScheduleAuto takes in-stream for a small job of at least two chunks a
+// stream on enough streams, and events for a long one, one of fewer
+// chunks, one on too few streams, a staged one and one that asked for
+// events; a job of one chunk is one stream's.
 func TestInStreamScheduleReport(t *testing.T) {
 	for _, c := range []struct {
 		name                     string
@@ -45,6 +46,8 @@ func TestInStreamScheduleReport(t *testing.T) {
 	}{
 		{"small, auto", 16 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleInStream},
 		{"17 chunks, auto", 17 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
+		{"8 chunks on 4 streams, auto", 8 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleInStream},
+		{"7 chunks on 4 streams, auto", 7 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
 		{"2 streams, auto", 8 * 100, 100, 4, 2, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
 		{"staged, in-stream", 8 * 100, 100, 6, 4, pipeline.HostStaged, pipeline.ScheduleInStream, pipeline.ScheduleEvents},
 		{"small, events", 8 * 100, 100, 6, 4, pipeline.HostRegistered, pipeline.ScheduleEvents, pipeline.ScheduleEvents},
