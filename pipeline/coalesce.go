@@ -25,6 +25,9 @@ const coalesceBytes = 1 << 20
 func (p *Pipeline) copyGroup() int { return copyGroupOf(p.cfg) }
 
 func copyGroupOf(cfg Config) int {
+	if cfg.CopyChunks > 0 {
+		return cfg.CopyChunks
+	}
 	per := smallestCopy(cfg)
 	g := 1
 	for c := 2; c <= cfg.Slots/3 && per*g < coalesceBytes; c++ {

@@ -35,7 +35,7 @@ func TestUpFrontJobErrors(t *testing.T) {
 		{"float64 output", pipeline.Job{N: 50, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(wide)}},
 			"pipeline: output 0 is a slice of 8-byte elements, but the pipeline's Config says 4-byte elements"},
 		{"no CPU stand-in", pipeline.Job{N: 100, Kernel: noCPU, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}},
-			`pipeline: sim: kernel "gpu-only" has no CPU stand-in, so the simulator cannot run it`},
+			`sim: kernel "gpu-only" has no CPU stand-in, so the simulator cannot run it`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,7 +50,7 @@ func TestUpFrontJobErrors(t *testing.T) {
 		})
 	}
 	_, err = pipeline.Synchronous(context.Background(), dev, pipeline.Float32Config(1, 1), pipeline.Job{N: 100, Kernel: noCPU, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
-	assert.EqualError(t, err, `pipeline: sim: kernel "gpu-only" has no CPU stand-in, so the simulator cannot run it`)
+	assert.EqualError(t, err, `sim: kernel "gpu-only" has no CPU stand-in, so the simulator cannot run it`)
 	// Raw bytes carry no element size and are taken as they are.
 	_, err = p.Run(context.Background(), pipeline.Job{N: 100, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{{Data: make([]byte, 400)}}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
 	assert.NoError(t, err)

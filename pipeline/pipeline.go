@@ -56,6 +56,11 @@ type Config struct {
 	// ScheduleAuto, picks per run (see Schedule). Report.Schedule says
 	// which one ran.
 	Schedule Schedule
+	// CopyChunks is how many chunks in neighbouring slots one copy moves
+	// on ScheduleEvents (see copyGroup): 0 picks, the fewest that make a
+	// copy of 1 MiB; 1 copies each chunk on its own; more must divide
+	// Slots and be at most a third of them.
+	CopyChunks int
 }
 
 // The defaults are what the H200 measured best for the lecture's workload
@@ -96,6 +101,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("pipeline: unknown host mode %d", int(c.Host))
 	case c.Schedule < ScheduleAuto || c.Schedule > ScheduleInStream:
 		return c, fmt.Errorf("pipeline: unknown schedule %d", int(c.Schedule))
+	case c.CopyChunks < 0 || c.CopyChunks > 1 && (c.Slots%c.CopyChunks != 0 || c.CopyChunks > c.Slots/3):
+		return c, fmt.Errorf("pipeline: %d chunks a copy on %d slots: want 0, 1, or a divisor of the slots of at most a third of them", c.CopyChunks, c.Slots)
 	}
 	for _, sizes := range [][]int{c.Inputs, c.Outputs} {
 		for _, s := range sizes {

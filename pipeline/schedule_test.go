@@ -150,3 +150,41 @@ func TestCoalescedCopiesCount(t *testing.T) {
 		require.NoError(t, p.Close())
 	}
 }
+
+// TestCopyChunks: Config.CopyChunks fixes the chunks a copy moves, 1
+// turning coalescing off, and a value that does not divide the slots or
+// leaves fewer than three groups is refused.
+func TestCopyChunks(t *testing.T) {
+	dev := sim.New(1, 0)
+	for _, c := range []struct {
+		slots, copyChunks, copies int
+		err                       string
+	}{
+		{12, 1, 2 * 29, ""},
+		{12, 3, 2 * 10, ""},
+		{12, 0, 2 * 8, ""}, // chunks of 400 bytes: the largest group, a third of the slots
+		{12, 5, 0, "pipeline: 5 chunks a copy on 12 slots: want 0, 1, or a divisor of the slots of at most a third of them"},
+		{12, 6, 0, "pipeline: 6 chunks a copy on 12 slots: want 0, 1, or a divisor of the slots of at most a third of them"},
+		{12, -1, 0, "pipeline: -1 chunks a copy on 12 slots: want 0, 1, or a divisor of the slots of at most a third of them"},
+	} {
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule, cfg.CopyChunks = 100, c.slots, 2, pipeline.ScheduleEvents, c.copyChunks
+		p, err := pipeline.New(dev, cfg)
+		if c.err != "" {
+			assert.EqualError(t, err, c.err)
+			continue
+		}
+		require.NoError(t, err)
+		n := 29 * 100
+		in, out := make([]float32, n), make([]float32, n)
+		kernels.FillPattern(in, 2)
+		before := dev.Count("copy")
+		_, err = p.Run(context.Background(), pipeline.Job{N: n, Kernel: seedKernel(nil, 2), Host: pipeline.HostRegistered,
+			Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+		require.NoError(t, err)
+		assert.Equal(t, c.copies, dev.Count("copy")-before, "CopyChunks %d", c.copyChunks)
+		require.NoError(t, verifySeed(in, out, 2))
+		assert.Empty(t, dev.Hazards())
+		require.NoError(t, p.Close())
+	}
+}

@@ -558,7 +558,7 @@ func TestStepsValidation(t *testing.T) {
 		{func(k *pipeline.Kernel) { k.Steps[0].Reads[0] = pipeline.Ref{pipeline.RefKind(7), 0} }, "pipeline: kernel rows, step 0 (scale): unknown buffer kind RefKind(7)"},
 		{func(k *pipeline.Kernel) { k.Params[1].Data = nil }, "pipeline: kernel rows: parameter 1 (b) is empty"},
 		{func(k *pipeline.Kernel) { k.Scratch[0] = 0 }, "pipeline: kernel rows: scratch buffer 0 of 0 bytes per element: want at least 1"},
-		{func(k *pipeline.Kernel) { k.Steps[1].CPU = nil }, "pipeline: sim: kernel rows, step 1 (sum) has no CPU stand-in, so the simulator cannot run it"},
+		{func(k *pipeline.Kernel) { k.Steps[1].CPU = nil }, "sim: kernel rows, step 1 (sum) has no CPU stand-in, so the simulator cannot run it"},
 		{func(k *pipeline.Kernel) { k.Steps[1].Name = "" }, ""},
 	} {
 		k := rowsKernel("rows", rowW, rowB)

@@ -55,7 +55,7 @@ func New(seed uint64, jitter time.Duration) *Sim {
 
 // errNoSim is the error of every call on a nil Sim, or on one that
 // neither New nor Host.NewDevice made.
-var errNoSim = errors.New("pipeline: sim: nil or zero *Sim: make one with sim.New or Host.NewDevice")
+var errNoSim = errors.New("sim: nil or zero *Sim: make one with sim.New or Host.NewDevice")
 
 func (s *Sim) usable() bool { return s != nil && s.host.usable() }
 

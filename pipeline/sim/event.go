@@ -59,14 +59,14 @@ func (e *simEvent) Synchronize() error {
 func (e *simEvent) Elapsed(end pipeline.Event) (time.Duration, error) {
 	o, ok := end.(*simEvent)
 	if !ok || !e.timing || !o.timing {
-		return 0, errors.New("pipeline: sim: Elapsed needs two timing events")
+		return 0, errors.New("sim: Elapsed needs two timing events")
 	}
 	h := e.sim.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	a, b := e.gen, o.gen
 	if a == nil || b == nil {
-		return 0, errors.New("pipeline: sim: event not recorded")
+		return 0, errors.New("sim: event not recorded")
 	}
 	h.blockUntil(h.self(), 0, func() bool { return a.done && b.done })
 	return b.at - a.at, nil

@@ -55,7 +55,7 @@ func (i *simIssuer) Release() {
 func (i *simIssuer) stream(st pipeline.Stream) (*simStream, error) {
 	ss, ok := st.(*simStream)
 	if !ok || ss.sim != i.sim {
-		return nil, fmt.Errorf("pipeline: sim: stream %T is not a stream of this simulated device", st)
+		return nil, fmt.Errorf("sim: stream %T is not a stream of this simulated device", st)
 	}
 	return ss, nil
 }
@@ -103,7 +103,7 @@ func (i *simIssuer) copy(st pipeline.Stream, toDevice bool, dev pipeline.DeviceM
 		return err
 	}
 	if n < 0 || devOff < 0 || hostOff < 0 || n > d.size-devOff || n > len(m.data)-hostOff {
-		return fmt.Errorf("pipeline: sim: copy of %d bytes does not fit", n)
+		return fmt.Errorf("sim: copy of %d bytes does not fit", n)
 	}
 	s := i.sim
 	h := s.host
@@ -159,15 +159,15 @@ func (s *Sim) Prepare(k *pipeline.Kernel) error {
 	case !s.usable():
 		return errNoSim
 	case k == nil:
-		return errors.New("pipeline: sim: nil *Kernel")
+		return errors.New("sim: nil *Kernel")
 	}
 	for i := range k.Steps {
 		if k.Steps[i].CPU == nil {
-			return fmt.Errorf("pipeline: sim: %s has no CPU stand-in, so the simulator cannot run it", stepLabel(k, i))
+			return fmt.Errorf("sim: %s has no CPU stand-in, so the simulator cannot run it", stepLabel(k, i))
 		}
 	}
 	if len(k.Steps) == 0 && k.CPU == nil {
-		return fmt.Errorf("pipeline: sim: kernel %q has no CPU stand-in, so the simulator cannot run it", k.Name)
+		return fmt.Errorf("sim: kernel %q has no CPU stand-in, so the simulator cannot run it", k.Name)
 	}
 	return nil
 }
@@ -295,7 +295,7 @@ func (i *simIssuer) launchStep(ss *simStream, k *pipeline.Kernel, step simStep, 
 		i.args.Reset()
 		step.Args(&i.args, c)
 		if err := i.args.Err(); err != nil {
-			return fmt.Errorf("pipeline: sim: %s: %w", step.label, err)
+			return fmt.Errorf("sim: %s: %w", step.label, err)
 		}
 	}
 	h := s.host
@@ -317,18 +317,18 @@ func (i *simIssuer) launchStep(ss *simStream, k *pipeline.Kernel, step simStep, 
 		for _, r := range list {
 			ptrs := chunkPtrs(c, r.Kind)
 			if r.Index < 0 || r.Index >= len(ptrs) {
-				return fmt.Errorf("pipeline: sim: %s names %s %d, but the chunk has %d", step.label, r.Kind, r.Index, len(ptrs))
+				return fmt.Errorf("sim: %s names %s %d, but the chunk has %d", step.label, r.Kind, r.Index, len(ptrs))
 			}
 			d, off := s.deviceAt(ptrs[r.Index])
 			if d == nil {
-				return fmt.Errorf("pipeline: sim: %s: its %s %d is not a live device buffer", step.label, r.Kind, r.Index)
+				return fmt.Errorf("sim: %s: its %s %d is not a live device buffer", step.label, r.Kind, r.Index)
 			}
 			n := chunkBytes(c, r.Kind, r.Index)
 			if n < 0 {
 				n = d.size - off
 			}
 			if n > d.size-off {
-				return fmt.Errorf("pipeline: sim: %s: its %s %d of %d bytes at offset %d does not fit its buffer of %d", step.label, r.Kind, r.Index, n, off, d.size)
+				return fmt.Errorf("sim: %s: its %s %d of %d bytes at offset %d does not fit its buffer of %d", step.label, r.Kind, r.Index, n, off, d.size)
 			}
 			bufs = append(bufs, named{d: d, ref: r, off: off, bytes: n, write: w == 1, name: simBufName(k, r, d)})
 			ids[d.id] = true
@@ -422,7 +422,7 @@ func (s *Sim) checkArgs(a *driver.Args, step simStep, ids map[int]bool) error {
 		}
 		v, err := argWord(a, pi.Offset)
 		if err != nil {
-			return fmt.Errorf("pipeline: sim: %s: %w", step.label, err)
+			return fmt.Errorf("sim: %s: %w", step.label, err)
 		}
 		if v < simBase+simSpacing || v >= simBase+uint64(s.host.nextMem+1)*simSpacing {
 			continue // not a device address of this host
@@ -431,11 +431,11 @@ func (s *Sim) checkArgs(a *driver.Args, step simStep, ids map[int]bool) error {
 		d := s.mems[simAddr(id)]
 		switch {
 		case d == nil:
-			return fmt.Errorf("pipeline: sim: %s: argument %d (%#x) is not a live device buffer of this device", step.label, j, v)
+			return fmt.Errorf("sim: %s: argument %d (%#x) is not a live device buffer of this device", step.label, j, v)
 		case v-uint64(d.base) > uint64(d.size):
-			return fmt.Errorf("pipeline: sim: %s: argument %d (%#x) lies beyond the end of %s", step.label, j, v, d.name())
+			return fmt.Errorf("sim: %s: argument %d (%#x) lies beyond the end of %s", step.label, j, v, d.name())
 		case !ids[id]:
-			return fmt.Errorf("pipeline: sim: %s: argument %d is the address of %s, which the launch's Reads and Writes do not name", step.label, j, d.name())
+			return fmt.Errorf("sim: %s: argument %d is the address of %s, which the launch's Reads and Writes do not name", step.label, j, d.name())
 		}
 	}
 	return nil
@@ -461,7 +461,7 @@ func (i *simIssuer) Record(e pipeline.Event, st pipeline.Stream) error {
 	}
 	ev, ok := e.(*simEvent)
 	if !ok {
-		return fmt.Errorf("pipeline: sim: event %T is not a simulator event", e)
+		return fmt.Errorf("sim: event %T is not a simulator event", e)
 	}
 	h := i.sim.host
 	h.mu.Lock()
@@ -488,7 +488,7 @@ func (i *simIssuer) Wait(st pipeline.Stream, e pipeline.Event) error {
 	}
 	ev, ok := e.(*simEvent)
 	if !ok {
-		return fmt.Errorf("pipeline: sim: event %T is not a simulator event", e)
+		return fmt.Errorf("sim: event %T is not a simulator event", e)
 	}
 	h := i.sim.host
 	h.mu.Lock()

@@ -77,7 +77,7 @@ func (s *Sim) AllocDevice(n int) (pipeline.DeviceMem, error) {
 		return nil, errNoSim
 	}
 	if n <= 0 {
-		return nil, fmt.Errorf("pipeline: sim: device allocation of %d bytes", n)
+		return nil, fmt.Errorf("sim: device allocation of %d bytes", n)
 	}
 	h := s.host
 	h.mu.Lock()
@@ -86,11 +86,11 @@ func (s *Sim) AllocDevice(n int) (pipeline.DeviceMem, error) {
 		return nil, err
 	}
 	if mem := s.prof.deviceMemory(); int64(n) > mem-s.used {
-		return nil, fmt.Errorf("pipeline: sim: device allocation of %s with %s of the device's %s in use: %w",
+		return nil, fmt.Errorf("sim: device allocation of %s with %s of the device's %s in use: %w",
 			sizeString(int64(n)), sizeString(s.used), sizeString(mem), driver.ErrOutOfMemory)
 	}
 	if h.nextMem+1 >= simMaxID {
-		return nil, fmt.Errorf("pipeline: sim: more than %d allocations on one simulated host", simMaxID-1)
+		return nil, fmt.Errorf("sim: more than %d allocations on one simulated host", simMaxID-1)
 	}
 	h.nextMem++
 	d := &simDevice{sim: s, id: h.nextMem, base: simAddr(h.nextMem), size: n}
@@ -145,7 +145,7 @@ func (s *Sim) AllocPinned(n int) (pipeline.PinnedMem, error) {
 		return nil, errNoSim
 	}
 	if n <= 0 {
-		return nil, fmt.Errorf("pipeline: sim: pinned allocation of %d bytes", n)
+		return nil, fmt.Errorf("sim: pinned allocation of %d bytes", n)
 	}
 	h := s.host
 	h.mu.Lock()
@@ -165,7 +165,7 @@ func (s *Sim) Register(mem []byte) (pipeline.PinnedMem, error) {
 		return nil, errNoSim
 	}
 	if len(mem) == 0 {
-		return nil, errors.New("pipeline: sim: registering empty memory")
+		return nil, errors.New("sim: registering empty memory")
 	}
 	h := s.host
 	h.mu.Lock()
@@ -191,7 +191,7 @@ func (s *Sim) Register(mem []byte) (pipeline.PinnedMem, error) {
 func simHostOf(m pipeline.HostMemory) (*simHost, error) {
 	sh, ok := m.(*simHost)
 	if !ok || sh.closed {
-		return nil, fmt.Errorf("pipeline: sim: host memory %T is not live simulator memory", m)
+		return nil, fmt.Errorf("sim: host memory %T is not live simulator memory", m)
 	}
 	return sh, nil
 }
@@ -199,7 +199,7 @@ func simHostOf(m pipeline.HostMemory) (*simHost, error) {
 func simDevOf(d pipeline.DeviceMem) (*simDevice, error) {
 	sd, ok := d.(*simDevice)
 	if !ok || sd.closed {
-		return nil, fmt.Errorf("pipeline: sim: device memory %T is not live simulator memory", d)
+		return nil, fmt.Errorf("sim: device memory %T is not live simulator memory", d)
 	}
 	return sd, nil
 }
@@ -233,7 +233,7 @@ func (s *Sim) StageOut(dst []byte, src pipeline.HostMemory, srcOff int) error {
 // it has one.
 func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int, write bool, do func(mem []byte)) error {
 	if off < 0 || n < 0 || n > len(data)-off {
-		return fmt.Errorf("pipeline: sim: %s of %d bytes at %d does not fit %d", what, n, off, len(data))
+		return fmt.Errorf("sim: %s of %d bytes at %d does not fit %d", what, n, off, len(data))
 	}
 	h := s.host
 	h.mu.Lock()
@@ -285,7 +285,7 @@ func (s *Sim) CopyToHostSync(dst []byte, src pipeline.DeviceMem, off int) error 
 // profile's pageable rate through a copy engine.
 func (s *Sim) syncCopy(what string, d *simDevice, off, n int, toDevice bool, do func(mem []byte)) error {
 	if off < 0 || n < 0 || n > d.size-off {
-		return fmt.Errorf("pipeline: sim: %s of %d bytes at %d does not fit %d", what, n, off, d.size)
+		return fmt.Errorf("sim: %s of %d bytes at %d does not fit %d", what, n, off, d.size)
 	}
 	h := s.host
 	h.mu.Lock()
@@ -376,7 +376,7 @@ func (s *Sim) HostAccess(h pipeline.HostMemory, off, n int, write bool, what str
 	case !s.usable():
 		return 0, errNoSim
 	case do == nil:
-		return 0, errors.New("pipeline: sim: HostAccess: nil do")
+		return 0, errors.New("sim: HostAccess: nil do")
 	}
 	sh, err := simHostOf(h)
 	if err != nil {

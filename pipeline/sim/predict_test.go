@@ -97,9 +97,10 @@ func predictRun4(t *testing.T, prof *sim.Profile, r run4Row) time.Duration {
 	job.Outputs = []pipeline.Buffer{buf()}
 	cfg := pipeline.Float32Config(ins, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = r.chunk, r.slots, r.streams, r.host
-	// The tables were measured before ScheduleInStream existed: every
-	// run of several chunks was on events.
-	cfg.Schedule = pipeline.ScheduleEvents
+	// The tables were measured before ScheduleInStream and coalesced
+	// copies existed: every run of several chunks was on events, a copy
+	// a chunk.
+	cfg.Schedule, cfg.CopyChunks = pipeline.ScheduleEvents, 1
 	p, err := pipeline.New(dev, cfg)
 	require.NoError(t, err)
 	defer p.Close()

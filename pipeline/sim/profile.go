@@ -579,7 +579,7 @@ func (p *Profile) launchCost(name string, iters int, flops float64, n int) (fixe
 	c, ok := p.Kernels[name]
 	if !ok {
 		if len(p.Kernels) == 0 {
-			return 0, 0, "", fmt.Errorf("pipeline: sim: the profile of %s has no kernel costs", p.Device)
+			return 0, 0, "", fmt.Errorf("sim: the profile of %s has no kernel costs", p.Device)
 		}
 		c = p.fallbackCost()
 		note = p.fallbackNote(name)

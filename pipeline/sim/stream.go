@@ -54,7 +54,7 @@ func (s *Sim) NewStream() (pipeline.Stream, error) {
 // enqueue queues op at the issuing actor's time. h.mu held.
 func (st *simStream) enqueue(a *actor, op *simOp) error {
 	if st.closed {
-		return errors.New("pipeline: sim: stream is closed")
+		return errors.New("sim: stream is closed")
 	}
 	a.vc = a.vc.tick(a.idx)
 	op.issueAt, op.issueVC = a.now, a.vc.clone()
