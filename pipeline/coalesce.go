@@ -21,7 +21,8 @@ const coalesceBytes = 1 << 20
 // chunks in groups of four reached 74% of the bound on 8 slots against
 // 93% on 12: bench/RESULTS.md, "Coalesced copies"), and a group's slots
 // never wrap around the ring; 1 when a chunk's copies are large enough
-// already.
+// already. The default slots (ComputeStreams+2) give small chunks groups
+// of two; more slots give larger groups.
 func (p *Pipeline) copyGroup() int { return copyGroupOf(p.cfg) }
 
 func copyGroupOf(cfg Config) int {
@@ -49,22 +50,6 @@ func smallestCopy(cfg Config) int {
 		}
 	}
 	return per
-}
-
-// maxDefaultSlots bounds the slots that the default gives small chunks.
-const maxDefaultSlots = 48
-
-// defaultSlots is Config.Slots' default: ComputeStreams+2, or for chunks
-// whose copies are smaller than coalesceBytes, three groups of the chunks
-// that make one copy of coalesceBytes, when that is more (12 slots for
-// 64K float32 elements), at most maxDefaultSlots.
-func defaultSlots(cfg Config) int {
-	s := cfg.ComputeStreams + 2
-	if per := smallestCopy(cfg); per > 0 && per < coalesceBytes {
-		g := (coalesceBytes + per - 1) / per
-		s = max(s, min(3*g, maxDefaultSlots))
-	}
-	return s
 }
 
 // copiesFor is plan pl's chunks per copy when it runs on schedule sched:

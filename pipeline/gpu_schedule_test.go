@@ -16,8 +16,8 @@ import (
 // TestGPUSchedules runs both schedules on the H200 and checks every
 // element against the CPU: in-stream with slots that are not a multiple
 // of the streams, events with copies coalesced in groups of 2, 3 and 4
-// slots (and a last group and chunk cut short), and the default slots of
-// 64K chunks (12, groups of 4); the report names the schedule each took.
+// slots (and a last group and chunk cut short), and groups of 4 and 16 on
+// 12 and 48 slots; the report names the schedule each took.
 func TestGPUSchedules(t *testing.T) {
 	ctx := gputest.Context(t)
 	ks := gpuKernels(t, ctx)
@@ -30,8 +30,8 @@ func TestGPUSchedules(t *testing.T) {
 		{128 << 10, 5, 3, 1 << 20, pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleInStream},
 		{64 << 10, 6, 4, 37*(64<<10) + 5, pipeline.HostPinned, pipeline.ScheduleEvents, pipeline.ScheduleEvents},
 		{64 << 10, 9, 4, 37*(64<<10) + 5, pipeline.HostRegistered, pipeline.ScheduleEvents, pipeline.ScheduleEvents},
-		{64 << 10, 0, 4, 100*(64<<10) - 3, pipeline.HostPinned, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
-		{16 << 10, 0, 2, 300 * (16 << 10), pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
+		{64 << 10, 12, 4, 100*(64<<10) - 3, pipeline.HostPinned, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
+		{16 << 10, 48, 2, 300 * (16 << 10), pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
 	} {
 		name := fmt.Sprintf("%s %d chunks of %d, %d slots %d streams %s", c.host, (c.n+c.chunk-1)/c.chunk, c.chunk, c.slots, c.streams, c.sched)
 		t.Run(name, func(t *testing.T) {

@@ -34,9 +34,9 @@ type Config struct {
 	// Slots is the number of buffer slots in the ring, at least 2 and at
 	// least ComputeStreams; 0 means ComputeStreams+2, so that every
 	// compute stream has a kernel in flight while one slot is copied in
-	// and one copied out, or for chunks of less than 1 MiB more, so
-	// that the copies of neighbouring slots can be coalesced into copies
-	// of 1 MiB (see copyGroup): 12 for 64K float32 elements, at most 48.
+	// and one copied out. Chunks of less than 1 MiB have their copies
+	// coalesced in groups of at most a third of the slots (CopyChunks):
+	// 12 slots give 64K float32 elements copies of 1 MiB.
 	Slots int
 	// ComputeStreams is the number of streams kernels go to, round robin;
 	// 0 means DefaultComputeStreams. Several let one chunk's kernel start
@@ -79,7 +79,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ComputeStreams = DefaultComputeStreams
 	}
 	if c.Slots == 0 {
-		c.Slots = defaultSlots(c)
+		c.Slots = c.ComputeStreams + 2
 	}
 	if c.MaxRegistered == 0 {
 		c.MaxRegistered = 16 << 30

@@ -24,6 +24,12 @@ import (
 // 10% of the fastest power-of-two chunk on its slots and streams, and as
 // fast as Pick measured it.
 func TestProbePicksASmallJobsChunk(t *testing.T) {
+	if raceEnabled {
+		// About twenty runs of 1M elements computed on the CPU: minutes
+		// under the race detector, for a test of the tuner's choices that
+		// the cgo-free run of make test covers.
+		t.Skip("the tuner's choices are tested without the race detector")
+	}
 	const n, iters = 1 << 20, 30
 	sim := sim.New(1, 0)
 	in, out := make([]float32, n), make([]float32, n)
