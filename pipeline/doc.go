@@ -23,15 +23,20 @@
 //
 // # Ordering
 //
-// Chunk c uses buffer slot c mod Slots. Every dependency is an event and a
-// stream wait: a kernel waits for its H2D copy and the D2H copy waits for
-// its kernel (read after write); the H2D copy into a slot waits for the
-// kernel that last read that slot, and the kernel waits for the D2H copy
-// that last read its output slot (write after read). The host waits only
-// before it refills a pinned staging slot, and once at the end. A job of
-// one chunk with nothing staged or timed goes on one stream instead, in
-// stream order with no events, since a small job's time is its driver
-// calls. No run replays a CUDA graph, since replaying a captured small
+// Chunk c uses buffer slot c mod Slots. On [ScheduleEvents] every
+// dependency is an event and a stream wait: a kernel waits for its H2D
+// copy and the D2H copy waits for its kernel (read after write); the H2D
+// copy into a slot waits for the kernel that last read that slot, and the
+// kernel waits for the D2H copy that last read its output slot (write
+// after read). The host waits only before it refills a pinned staging
+// slot, and once at the end. Each buffer's slots are one device
+// allocation, back to back, so the copies of small chunks in neighbouring
+// slots are one copy (Config.CopyChunks). On [ScheduleInStream] each
+// chunk's copies and kernel go in order on one compute stream with slots
+// of its own, and stream order is all the ordering: three calls a chunk
+// instead of ten, for small whole jobs, whose time is their driver calls
+// (Config.Schedule). A job of one chunk with nothing staged or timed goes
+// on one stream too. No run replays a CUDA graph, since replaying a captured small
 // job costs more than issuing its three calls (BenchmarkGraph in package
 // driver; bench/RESULTS.md, "Graphs against stream issue, on the current
 // binding"), so graphs are package driver's, for callers who build their
