@@ -26,7 +26,7 @@ func TestHelp(t *testing.T) {
 		usage string
 		flags []string // flags that must be listed, in order
 	}{
-		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-cu", "-device", "-devices", "-elems", "-entry", "-gpu", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
+		{[]string{"run", "-h"}, "usage: overlap run [flags]", []string{"-chunk", "-compute-streams", "-cu", "-device", "-devices", "-elems", "-entry", "-gpu", "-host", "-iters", "-json", "-kernel", "-no-baseline", "-profile", "-ptx", "-quiet", "-repeat", "-schedule", "-sim", "-slots", "-svg", "-trace", "-wait", "-warm"}},
 		{[]string{"bench", "--help"}, "usage: overlap bench [flags]", []string{"-chunks", "-compute-streams", "-csv", "-device", "-elems", "-host", "-iters", "-json", "-reference", "-repeat", "-sim", "-slots", "-svg"}},
 		{[]string{"bench", "small-jobs", "-h"}, "usage: overlap bench small-jobs [flags]", []string{"-device", "-direct-calls", "-elems", "-iters", "-jobs", "-json", "-reference", "-repeat", "-seconds", "-sim", "-wait", "-workers"}},
 		{[]string{"bench", "scaling", "-h"}, "usage: overlap bench scaling [--devices all|0,1,...] [flags]", []string{"-chunks", "-compute-streams", "-devices", "-elems", "-iters", "-json", "-reference", "-repeat", "-sim", "-slots"}},
