@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/purecuda/overlap/internal/procfs"
+	"github.com/purecuda/overlap/internal/units"
 )
 
 // MemoryError is host memory that a job would need and the host does not
@@ -42,14 +43,4 @@ func checkHostMemory(bytes int64, what string) error {
 
 // Bytes writes a byte count as overlap's tables do: 1.5 GiB, 12.0 MiB,
 // 3.0 KiB or 12 B.
-func Bytes(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
-}
+func Bytes(b int64) string { return units.Bytes(b) }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/purecuda/overlap/internal/units"
 )
 
 // Activation is the function applied between Linear layers (not after
@@ -544,14 +546,4 @@ func (m *Model) WriteFile(path string) error {
 	return nil
 }
 
-func humanBytes(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
-}
+func humanBytes(b int64) string { return units.Bytes(b) }

@@ -447,19 +447,13 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		defer stopWatch()
 	}
 
-	iss, err := p.b.Issuer()
+	iss, timers, err := p.beginIssue(pl)
 	if err != nil {
-		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+		return err
 	}
 	defer iss.Release()
-
-	var timers *timing
-	if p.cfg.Timing {
-		if timers, err = p.startTiming(iss, pl.chunks); err != nil {
-			return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
-		}
+	if timers != nil {
 		rs.hostOrigin = timers.hostOrigin
-		pl.origin = timers.hostOrigin
 	}
 
 	if stagedIn {
@@ -510,6 +504,26 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 		pl.report.Spans = append(spans, rs.hostSpans...)
 	}
 	return nil
+}
+
+// beginIssue takes the issuer of a run of pl and, with Config.Timing, its
+// timers, whose origin becomes the plan's; the caller releases the
+// issuer.
+func (p *Pipeline) beginIssue(pl *plan) (Issuer, *timing, error) {
+	iss, err := p.b.Issuer()
+	if err != nil {
+		return nil, nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	if !p.cfg.Timing {
+		return iss, nil, nil
+	}
+	timers, err := p.startTiming(iss, pl.chunks)
+	if err != nil {
+		iss.Release()
+		return nil, nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+	}
+	pl.origin = timers.hostOrigin
+	return iss, timers, nil
 }
 
 // executeSingle runs a job of one chunk with nothing staged and nothing

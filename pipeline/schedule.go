@@ -101,18 +101,11 @@ func (p *Pipeline) inStreamSlots() int {
 // every chunk without waiting on the host, then waits for the compute
 // streams. A cancellation stops the issuing at the next chunk.
 func (p *Pipeline) executeInStream(ctx context.Context, pl *plan) error {
-	iss, err := p.b.Issuer()
+	iss, timers, err := p.beginIssue(pl)
 	if err != nil {
-		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
+		return err
 	}
 	defer iss.Release()
-	var timers *timing
-	if p.cfg.Timing {
-		if timers, err = p.startTiming(iss, pl.chunks); err != nil {
-			return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
-		}
-		pl.origin = timers.hostOrigin
-	}
 	issued, issueErr := p.issueInStream(ctx, pl, iss, timers)
 	pl.issued = issued
 	// Drain even after a failed issue: what was queued must finish before

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/units"
 )
 
 // A kernel of several launches, with resident parameters and scratch
@@ -155,22 +156,7 @@ func checkKernel(k *Kernel, inputs, outputs, chunk int) error {
 }
 
 // sizeString writes a byte count for errors: "150 GiB", "1.5 MiB", "12 B".
-func sizeString(b int64) string {
-	units := []struct {
-		n    float64
-		name string
-	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}}
-	for _, u := range units {
-		if float64(b) >= u.n {
-			s := fmt.Sprintf("%.1f", float64(b)/u.n)
-			if len(s) > 2 && s[len(s)-2:] == ".0" {
-				s = s[:len(s)-2]
-			}
-			return s + " " + u.name
-		}
-	}
-	return fmt.Sprintf("%d B", b)
-}
+func sizeString(b int64) string { return units.Short(b) }
 
 // notesOf is what b has to say about k, for Report.Notes.
 func notesOf(b Backend, k *Kernel) []string {

@@ -250,21 +250,13 @@ func probePerChunk(ctx context.Context, b Backend, cfg Config, job Job, m Model)
 	}
 	pc := cfg
 	pc.ChunkElems, pc.Timing = c, false
-	p, err := New(b, pc)
-	if err != nil {
-		return 0, err
-	}
-	defer p.Close()
 	// The first run pays for the pipeline's buffers, the kernel's
 	// preparation and any registration, which a tuned run pays once too:
-	// time the second, as its report does (Elapsed less Register).
-	var rep *Report
-	for range 2 {
-		if rep, err = p.Run(ctx, job); err != nil {
-			return 0, fmt.Errorf("pipeline: probing the cost per chunk at chunk %d: %w", c, err)
-		}
+	// timeRun times the second.
+	took, err := timeRun(ctx, b, pc, job)
+	if err != nil {
+		return 0, fmt.Errorf("pipeline: probing the cost per chunk at chunk %d: %w", c, err)
 	}
-	took := rep.Elapsed - rep.Register
 	fill := m.H2D.At(c) + m.Compute.At(c) + m.D2H.At(c)
 	return max(0, (took-fill)/time.Duration(k-1)), nil
 }

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/units"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -408,19 +409,4 @@ func (s *Sim) HostAccess(h pipeline.HostMemory, off, n int, write bool, what str
 
 // sizeString is b bytes in the largest binary unit that fits, as the
 // engine's errors write them.
-func sizeString(b int64) string {
-	units := []struct {
-		n    float64
-		name string
-	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}}
-	for _, u := range units {
-		if float64(b) >= u.n {
-			s := fmt.Sprintf("%.1f", float64(b)/u.n)
-			if len(s) > 2 && s[len(s)-2:] == ".0" {
-				s = s[:len(s)-2]
-			}
-			return s + " " + u.name
-		}
-	}
-	return fmt.Sprintf("%d B", b)
-}
+func sizeString(b int64) string { return units.Short(b) }

@@ -1,27 +1,17 @@
 package calibrate
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/purecuda/overlap/internal/stats"
+	"github.com/purecuda/overlap/internal/units"
 )
 
 // median is stats.Median.
 func median[T ~int64 | ~float64](xs []T) T { return stats.Median(xs) }
 
 // bytesText writes a byte count as "4.0 MiB", "256.0 KiB" or "12 B".
-func bytesText(b int64) string {
-	for _, u := range [...]struct {
-		shift uint
-		unit  string
-	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
-		if b >= 1<<u.shift {
-			return fmt.Sprintf("%.1f %s", float64(b)/float64(int64(1)<<u.shift), u.unit)
-		}
-	}
-	return fmt.Sprintf("%d B", b)
-}
+func bytesText(b int64) string { return units.Bytes(b) }
 
 // elemsText writes an element count as "16M" or "64K" where it is a whole
 // number of them, else in digits.
