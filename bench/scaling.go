@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
@@ -184,18 +183,7 @@ func (d *seedData) close() {
 // pinned or as Go slices.
 func newSeedData(b pipeline.Backend, k *pipeline.Kernel, n int, pinned bool) (*seedData, error) {
 	d := &seedData{job: pipeline.Job{N: n, Kernel: k}}
-	alloc := func() ([]float32, pipeline.Buffer, error) {
-		if !pinned {
-			s := make([]float32, n)
-			return s, pipeline.Slice(s), nil
-		}
-		h, err := b.AllocPinned(n * 4)
-		if err != nil {
-			return nil, pipeline.Buffer{}, err
-		}
-		d.closers = append(d.closers, h.Close)
-		return driver.View[float32](h.Bytes())[:n], pipeline.Pinned(h), nil
-	}
+	alloc := func() ([]float32, pipeline.Buffer, error) { return allocFloats(b, n, pinned, &d.closers) }
 	in, inBuf, err := alloc()
 	if err != nil {
 		return nil, err

@@ -112,6 +112,12 @@ func (m *Machine) NewWorkload(o WorkloadOptions) (*Workload, error) {
 // alloc returns n float32s: pinned memory from b when pinned, else a Go
 // slice.
 func (w *Workload) alloc(n int, pinned bool, b pipeline.Backend) ([]float32, pipeline.Buffer, error) {
+	return allocFloats(b, n, pinned, &w.closers)
+}
+
+// allocFloats returns n float32s: pinned memory from b, whose Close it
+// adds to closers, when pinned, else a Go slice.
+func allocFloats(b pipeline.Backend, n int, pinned bool, closers *[]func() error) ([]float32, pipeline.Buffer, error) {
 	if !pinned {
 		s := make([]float32, n)
 		return s, pipeline.Slice(s), nil
@@ -120,7 +126,7 @@ func (w *Workload) alloc(n int, pinned bool, b pipeline.Backend) ([]float32, pip
 	if err != nil {
 		return nil, pipeline.Buffer{}, err
 	}
-	w.closers = append(w.closers, h.Close)
+	*closers = append(*closers, h.Close)
 	return driver.View[float32](h.Bytes())[:n], pipeline.Pinned(h), nil
 }
 
