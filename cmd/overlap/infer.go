@@ -294,8 +294,9 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	// report prints a result as the flags ask, and writes it to
-	// --json-out.
+	// report prints a result as the flags ask (its table is bench's, and
+	// a failed write to stdout, as of the JSON, is not the run's failure),
+	// and writes it to --json-out.
 	report := func(w io.Writer, res any, print func()) error {
 		if o.jsonOut {
 			writeJSON(w, res)
@@ -320,17 +321,17 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 		}
 		var res *bench.InferStreamResult
 		if res, err = executeInferStream(ctx, o, m, stdout, stderr); err == nil {
-			err = report(w, res, func() { printInferStream(w, res) })
+			err = report(w, res, func() { res.WriteTable(w, activationFlag) })
 		}
 	case o.reference:
 		var res *bench.InferReferenceResult
 		if res, err = executeInferReference(ctx, o, m, stderr); res != nil {
-			err = cmp.Or(err, report(stdout, res, func() { printInferReference(stdout, res) }))
+			err = cmp.Or(err, report(stdout, res, func() { res.WriteTable(stdout) }))
 		}
 	default:
 		var res *bench.InferResult
 		if res, err = executeInfer(ctx, o, m, stderr); err == nil {
-			err = report(stdout, res, func() { printInfer(stdout, res) })
+			err = report(stdout, res, func() { res.WriteTable(stdout, activationFlag) })
 		}
 	}
 	if err != nil {
@@ -445,29 +446,6 @@ func labelInferResult(o *inferOptions, e *env, r *bench.InferResult) {
 	r.Input, r.Verified = flagWords(r.Input), flagWords(r.Verified)
 }
 
-// modelLine describes the model and where its activation came from.
-func modelLine(s, from string, layers int) string {
-	if layers < 2 {
-		return s
-	}
-	switch from {
-	case "file":
-		return s + " (activation from the file)"
-	case "default":
-		return s + " (the file names no activation: relu by default)"
-	}
-	return s + " (activation from --activation)"
-}
-
-// humanRate renders rows per second: 12.3M/s.
-func humanRate(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.2fG/s", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.2fM/s", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1fK/s", v/1e3)
-	}
-	return fmt.Sprintf("%.0f/s", v)
-}
+// activationFlag names package bench's Activation option by its flag,
+// where an infer table says where the activation came from.
+func activationFlag(string) string { return "--activation" }
