@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -23,9 +24,24 @@ func sameFile(a, b string) bool {
 	return err == nil && same
 }
 
-// checkOutputs refuses an output that is one of the inputs, or that
-// another output names too.
-func checkOutputs(outs, ins []namedFile) error {
+// statInput is the file that a flag names for reading, refused when it
+// is missing, cannot be looked at or is a directory.
+func statInput(flag, path string) (os.FileInfo, error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("--%s %s: no such file", flag, path)
+	case err != nil:
+		return nil, fmt.Errorf("--%s %s: %v", flag, path, unwrapPath(err))
+	case st.IsDir():
+		return nil, fmt.Errorf("--%s %s: is a directory", flag, path)
+	}
+	return st, nil
+}
+
+// checkOutputFiles refuses an output that is one of the inputs, or that
+// another output names too, then any output that cannot be written.
+func checkOutputFiles(outs, ins []namedFile) error {
 	for i, o := range outs {
 		if o.path == "" {
 			continue
@@ -41,15 +57,10 @@ func checkOutputs(outs, ins []namedFile) error {
 			}
 		}
 	}
-	return nil
-}
-
-// sameAsOpen reports whether path is the file that f (stdin or stdout) has
-// open: false for a pipe or a terminal, which are no path's file.
-func sameAsOpen(path string, f any) bool {
-	if file, ok := f.(*os.File); !ok || file == nil {
-		return false // not a file, or a typed nil that SameFile would see as a value
+	for _, f := range outs {
+		if err := checkWritable(f.flag, f.path); err != nil {
+			return err
+		}
 	}
-	same, err := pipeline.SameFile(path, f)
-	return err == nil && same
+	return nil
 }
