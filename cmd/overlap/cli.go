@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -171,7 +172,7 @@ func (c *command) parse(fs *flag.FlagSet, args []string, stdout io.Writer) error
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		c.printHelp(stdout, fs)
+		c.help(stdout)
 	case err != nil:
 		err = c.otherFlag(err)
 	}
@@ -226,25 +227,16 @@ func (c *command) usage() string {
 	return strings.Join(lines, "\n       ")
 }
 
-// help prints the command's help, as -h does.
+// help prints the command's help, as -h does: "usage: ...", the long
+// help, each flag with its default, and the subcommands.
 func (c *command) help(w io.Writer) {
-	var fs *flag.FlagSet
-	if c.flags != nil {
-		fs = newFlags(c.path())
-		c.flags(fs)
-	}
-	c.printHelp(w, fs)
-}
-
-// printHelp prints "usage: ...", the long help, each flag of fs (nil for
-// none) with its default, and the subcommands.
-func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: %s\n", c.usage())
 	if c.long != "" {
 		fmt.Fprintf(w, "\n%s\n", c.long)
 	}
-	has := false
-	if fs != nil {
+	fs, has := newFlags(c.path()), false
+	if c.flags != nil {
+		c.flags(fs)
 		fs.VisitAll(func(*flag.Flag) { has = true })
 	}
 	if has {
@@ -303,24 +295,41 @@ func wrap(s string, width int) []string {
 	return append(lines, line)
 }
 
-// names joins the top-level commands' names as "a, b or c".
-func names(cs []*command) string {
-	var ns []string
-	for _, c := range cs {
-		ns = append(ns, c.name)
-	}
-	return oneOf(ns)
-}
-
 // isSet reports whether the flag called name was given on the command line.
 func isSet(fs *flag.FlagSet, name string) bool {
 	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// refusal is one check of a command's parsed flags: when bad, the flags
+// are refused with err.
+type refusal struct {
+	bad bool
+	err string
+}
+
+// refuse is the first of rs that is bad, in order, as an error; nil when
+// none is. Every condition is evaluated, so each must be cheap and change
+// nothing.
+func refuse(rs []refusal) error {
+	for _, r := range rs {
+		if r.bad {
+			return errors.New(r.err)
+		}
+	}
+	return nil
+}
+
+// firstSet is the first of the flags called names that was given on the
+// command line, or "" when none was.
+func firstSet(fs *flag.FlagSet, names ...string) string {
+	for _, n := range names {
+		if isSet(fs, n) {
+			return n
+		}
+	}
+	return ""
 }
 
 // checkWritable makes sure that path can be written, when the flags are
@@ -330,33 +339,38 @@ func checkWritable(flagName, path string) error {
 	if path == "" {
 		return nil
 	}
-	if st, err := os.Stat(path); err == nil {
-		if st.IsDir() {
-			return fmt.Errorf("--%s %s: is a directory", flagName, path)
+	st, err := os.Stat(path)
+	exists, mode := err == nil, os.O_WRONLY
+	if exists && st.IsDir() {
+		return fmt.Errorf("--%s %s: is a directory", flagName, path)
+	} else if !exists {
+		if dir := filepath.Dir(path); dir != "" {
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				return fmt.Errorf("--%s %s: no such directory %s", flagName, path, dir)
+			}
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return fmt.Errorf("--%s %s: cannot be written: %v", flagName, path, unwrapPath(err))
-		}
-		return f.Close()
+		mode |= os.O_CREATE | os.O_EXCL
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return fmt.Errorf("--%s %s: no such directory %s", flagName, path, dir)
-		}
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, mode, 0o644)
 	if err != nil {
 		return fmt.Errorf("--%s %s: cannot be written: %v", flagName, path, unwrapPath(err))
 	}
-	f.Close()
-	return os.Remove(path)
+	if err = f.Close(); !exists {
+		err = os.Remove(path)
+	}
+	return err
 }
 
-// unwrapPath drops the *os.PathError's repetition of the path.
+// unwrapPath drops an error's repetition of what it names: an
+// *exec.Error's of the command ("exec: "python3": executable file not
+// found in $PATH"), else an *os.PathError's of the path.
 func unwrapPath(err error) error {
+	var ee *exec.Error
 	var pe *os.PathError
-	if errors.As(err, &pe) {
+	switch {
+	case errors.As(err, &ee):
+		return ee.Err
+	case errors.As(err, &pe):
 		return pe.Err
 	}
 	return err

@@ -352,3 +352,19 @@ func TestREADMEFlagTable(t *testing.T) {
 	fs.VisitAll(func(f *flag.Flag) { have[f.Name] = true })
 	assert.Equal(t, have, listed)
 }
+
+// TestRefuse: the first bad refusal in order is the error, none is nil;
+// firstSet names the first of the flags given, in the order asked.
+func TestRefuse(t *testing.T) {
+	assert.NoError(t, refuse(nil))
+	assert.NoError(t, refuse([]refusal{{false, "a"}, {false, "b"}}))
+	assert.EqualError(t, refuse([]refusal{{false, "a"}, {true, "b"}, {true, "c"}}), "b")
+	fs := newFlags("t")
+	for _, n := range []string{"a", "b", "c"} {
+		fs.Bool(n, false, "")
+	}
+	require.NoError(t, fs.Parse([]string{"-c", "-b"}))
+	assert.Equal(t, "b", firstSet(fs, "a", "b", "c"))
+	assert.Equal(t, "c", firstSet(fs, "c", "b"))
+	assert.Equal(t, "", firstSet(fs, "a"))
+}

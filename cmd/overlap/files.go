@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/purecuda/overlap/pipeline"
@@ -22,9 +23,24 @@ func sameFile(a, b string) bool {
 	return err == nil && same
 }
 
-// checkOutputs refuses an output that is one of the inputs, or that
-// another output names too.
-func checkOutputs(outs, ins []namedFile) error {
+// statInput is the file that a flag names for reading, refused when it
+// is missing, cannot be looked at or is a directory.
+func statInput(flag, path string) (os.FileInfo, error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("--%s %s: no such file", flag, path)
+	case err != nil:
+		return nil, fmt.Errorf("--%s %s: %v", flag, path, unwrapPath(err))
+	case st.IsDir():
+		return nil, fmt.Errorf("--%s %s: is a directory", flag, path)
+	}
+	return st, nil
+}
+
+// checkOutputFiles refuses an output that is one of the inputs, or that
+// another output names too, then any output that cannot be written.
+func checkOutputFiles(outs, ins []namedFile) error {
 	for i, o := range outs {
 		if o.path == "" {
 			continue
@@ -38,6 +54,11 @@ func checkOutputs(outs, ins []namedFile) error {
 			if other.path != "" && sameFile(o.path, other.path) {
 				return fmt.Errorf("--%s %s and --%s %s are the same file: give each its own", other.flag, other.path, o.flag, o.path)
 			}
+		}
+	}
+	for _, f := range outs {
+		if err := checkWritable(f.flag, f.path); err != nil {
+			return err
 		}
 	}
 	return nil

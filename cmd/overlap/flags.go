@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -112,24 +110,10 @@ func (f sizeFlag) Set(s string) error {
 // The bounds of a job's size (bench.MaxElems and the others say why).
 const (
 	maxElems       = bench.MaxElems
-	maxSimChunks   = bench.MaxSimChunks
 	minStreamChunk = bench.MinStreamChunk
 	// maxWarm bounds --warm: a run warms up before each timed part.
 	maxWarm = time.Minute
 )
-
-// checkJobWork refuses a seed job of --elems elements at --iters
-// iterations that one pass could not finish in reasonable time
-// (bench.CheckWork).
-func checkJobWork(elems int, iters int, sim bool) error {
-	return flagError(bench.CheckWork(int64(elems), iters, sim))
-}
-
-// checkChunks refuses a job cut into more chunks than one pass can issue
-// in reasonable time (bench.CheckChunks).
-func checkChunks(elems, chunk int, sim bool) error {
-	return flagError(bench.CheckChunks(elems, chunk, sim))
-}
 
 // runCmd is overlap run.
 var runCmd = &command{
@@ -201,55 +185,30 @@ func runFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 
 // checkRunOptions checks overlap run's parsed flags.
 func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
-	if o.sim && !isSet(fs, "elems") {
-		o.elems, o.simSmaller = simDefaultElems, true
-	}
-	if o.chunk == -1 { // not given: the default, capped at the job
-		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
-	}
 	if err := checkJobOptions(fs, o, host); err != nil {
 		return err
 	}
-	switch {
-	case !o.chunkAuto && o.chunk > o.elems:
-		return fmt.Errorf("--chunk %d is larger than --elems %d", o.chunk, o.elems)
-	case o.computeStreams < 1 || o.computeStreams > 64:
-		return fmt.Errorf("--compute-streams %d: want 1 to 64", o.computeStreams)
-	case (o.slots != 0 || isSet(fs, "slots")) && o.slots < 2:
-		return fmt.Errorf("--slots %d: at least 2 are needed to overlap anything", o.slots)
-	case o.slots != 0 && o.slots < o.computeStreams:
-		return fmt.Errorf("--slots %d: fewer than --compute-streams %d", o.slots, o.computeStreams)
-	case o.slots > 1024:
-		return fmt.Errorf("--slots %d: at most 1024", o.slots)
+	if err := refuse([]refusal{
+		{!o.chunkAuto && o.chunk > o.elems, fmt.Sprintf("--chunk %d is larger than --elems %d", o.chunk, o.elems)},
+		{o.computeStreams < 1 || o.computeStreams > 64, fmt.Sprintf("--compute-streams %d: want 1 to 64", o.computeStreams)},
+		{(o.slots != 0 || isSet(fs, "slots")) && o.slots < 2, fmt.Sprintf("--slots %d: at least 2 are needed to overlap anything", o.slots)},
+		{o.slots != 0 && o.slots < o.computeStreams, fmt.Sprintf("--slots %d: fewer than --compute-streams %d", o.slots, o.computeStreams)},
+		{o.slots > 1024, fmt.Sprintf("--slots %d: at most 1024", o.slots)},
+	}); err != nil {
+		return err
 	}
 	if err := checkTimed(o); err != nil {
 		return err
 	}
 	if !o.chunkAuto {
-		if err := checkChunks(o.elems, o.chunk, o.sim); err != nil {
-			return err
+		if err := bench.CheckChunks(o.elems, o.chunk, o.sim); err != nil {
+			return flagError(err) // more chunks than one pass can issue in reasonable time
 		}
 	}
 	if err := checkOutputFiles([]namedFile{{"trace", o.trace}, {"svg", o.svg}}, []namedFile{{"ptx", o.ptxFile}, {"cu", o.cuFile}, {"profile", o.profile}}); err != nil {
 		return err
 	}
-	if o.quiet && o.jsonOut {
-		o.quiet = false // JSON is the requested output
-	}
-	return nil
-}
-
-// checkOutputFiles refuses outputs that are inputs or each other
-// (checkOutputs), then any that cannot be written.
-func checkOutputFiles(outs, ins []namedFile) error {
-	if err := checkOutputs(outs, ins); err != nil {
-		return err
-	}
-	for _, f := range outs {
-		if err := checkWritable(f.flag, f.path); err != nil {
-			return err
-		}
-	}
+	o.quiet = o.quiet && !o.jsonOut // JSON is the requested output
 	return nil
 }
 
@@ -278,50 +237,37 @@ func tuneFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 		if err := o.check(fs, false, false); err != nil {
 			return err
 		}
-		if o.sim && !isSet(fs, "elems") {
-			// As overlap run: the simulator computes every element of every
-			// probe and of the measured run, and 128M takes minutes.
-			o.elems, o.simSmaller = simDefaultElems, true
-		}
-		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
 		return checkJobOptions(fs, o, host)
 	}
 }
 
 // checkJobOptions checks the flags that addJobFlags registers.
 func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if o.sim && !isSet(fs, "elems") {
+		// The simulator computes every element of every run (and of
+		// every probe of overlap tune), and 128M takes minutes.
+		o.elems, o.simSmaller = simDefaultElems, true
 	}
-	var err error
-	if o.host, err = pipeline.ParseHostMode(host); err != nil {
-		return fmt.Errorf("invalid value %q for flag -host: want pinned, staged, registered or auto", host)
+	if o.chunk == -1 { // not given (tune takes none): the default, capped at the job
+		o.chunk = min(pipeline.DefaultChunkElems, o.elems)
 	}
-	switch {
-	case int64(o.elems) > maxElems:
-		return fmt.Errorf("--elems %d: at most %d", o.elems, int64(maxElems))
-	case o.iters < 0:
-		return fmt.Errorf("--iters %d: must not be negative", o.iters)
-	case o.iters > math.MaxInt32:
-		return fmt.Errorf("--iters %d: at most %d", o.iters, math.MaxInt32)
-	case o.repeat < 1 || o.repeat > 1000:
-		return fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
-	case o.ptxFile != "" && o.cuFile != "":
-		return errors.New("--ptx and --cu both name a kernel; give one")
-	case o.ptxFile != "" && o.entry == "":
-		return errors.New("--ptx needs --entry NAME")
-	case o.cuFile != "" && o.entry == "":
-		return errors.New("--cu needs --entry NAME")
-	case !o.userKernel() && o.entry != "":
-		return errors.New("--entry needs --ptx FILE or --cu FILE")
-	case o.ptxFile != "" && o.sim:
-		return errors.New("--ptx cannot run on --sim: the simulator has no CPU version of your kernel")
-	case o.cuFile != "" && o.sim:
-		return errors.New("--cu cannot run on --sim: a CUDA C file needs NVRTC and a GPU, and the simulator has no CPU version of your kernel")
-	case o.ptxFile != "" && isSet(fs, "kernel"):
-		return errors.New("--kernel and --ptx both name a kernel; give one")
-	case o.cuFile != "" && isSet(fs, "kernel"):
-		return errors.New("--kernel and --cu both name a kernel; give one")
+	var hostErr error
+	o.host, hostErr = pipeline.ParseHostMode(host)
+	if err := refuse([]refusal{
+		{fs.NArg() > 0, fmt.Sprintf("unexpected argument %q", fs.Arg(0))},
+		{hostErr != nil, fmt.Sprintf("invalid value %q for flag -host: want pinned, staged, registered or auto", host)},
+		{int64(o.elems) > maxElems, fmt.Sprintf("--elems %d: at most %d", o.elems, int64(maxElems))},
+		{o.iters < 0, fmt.Sprintf("--iters %d: must not be negative", o.iters)},
+		{o.iters > math.MaxInt32, fmt.Sprintf("--iters %d: at most %d", o.iters, math.MaxInt32)},
+		{o.repeat < 1 || o.repeat > 1000, fmt.Sprintf("--repeat %d: want 1 to 1000", o.repeat)},
+		{o.ptxFile != "" && o.cuFile != "", "--ptx and --cu both name a kernel; give one"},
+		{o.userKernel() && o.entry == "", fmt.Sprintf("--%s needs --entry NAME", o.userFlag())},
+		{!o.userKernel() && o.entry != "", "--entry needs --ptx FILE or --cu FILE"},
+		{o.ptxFile != "" && o.sim, "--ptx cannot run on --sim: the simulator has no CPU version of your kernel"},
+		{o.cuFile != "" && o.sim, "--cu cannot run on --sim: a CUDA C file needs NVRTC and a GPU, and the simulator has no CPU version of your kernel"},
+		{o.userKernel() && isSet(fs, "kernel"), fmt.Sprintf("--kernel and --%s both name a kernel; give one", o.userFlag())},
+	}); err != nil {
+		return err
 	}
 	if o.userKernel() {
 		if isSet(fs, "iters") {
@@ -342,8 +288,8 @@ func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	if isSet(fs, "iters") && !hasScalar(o.kernel, "iters") {
 		return fmt.Errorf("--iters is the seed kernel's; %s takes no iterations", o.kernel)
 	}
-	if hasScalar(o.kernel, "iters") {
-		return checkJobWork(o.elems, o.iters, o.sim)
+	if hasScalar(o.kernel, "iters") { // a seed job that one pass could not finish in reasonable time
+		return flagError(bench.CheckWork(int64(o.elems), o.iters, o.sim))
 	}
 	return nil
 }
@@ -387,16 +333,9 @@ func (o *runOptions) userFlag() string {
 // checkCUFile checks, without a GPU or NVRTC, that a --cu file is there
 // to be read; NVRTC checks the rest once a GPU's context is open.
 func checkCUFile(path string) error {
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("--cu %s: no such file", path)
-	case err != nil:
-		return fmt.Errorf("--cu %s: %v", path, unwrapPath(err))
-	case st.IsDir():
-		return fmt.Errorf("--cu %s: is a directory", path)
-	case !st.Mode().IsRegular():
+	st, err := statInput("cu", path)
+	if err == nil && !st.Mode().IsRegular() {
 		return fmt.Errorf("--cu %s: not a regular file (a FIFO or device is not a kernel's source)", path)
 	}
-	return nil
+	return err
 }

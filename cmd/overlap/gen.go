@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -33,55 +34,30 @@ type genOptions struct {
 }
 
 func runGen(fs *flag.FlagSet, o *genOptions, stdout, stderr io.Writer) int {
-	size, offset, out := o.size, o.offset, &o.out
-	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "overlap gen: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	case size == 0:
-		fmt.Fprintln(stderr, "overlap gen: --size is required")
-		return exitUsage
-	case size%4 != 0:
-		fmt.Fprintf(stderr, "overlap gen: --size %d is not a multiple of 4 bytes (one float32)\n", size)
-		return exitUsage
-	case *out == "":
-		fmt.Fprintln(stderr, "overlap gen: --out FILE is required (- for stdout)")
-		return exitUsage
-	case offset < 0:
-		fmt.Fprintf(stderr, "overlap gen: --offset %d: must not be negative\n", offset)
-		return exitUsage
+	err := refuse([]refusal{
+		{fs.NArg() > 0, fmt.Sprintf("unexpected argument %q", fs.Arg(0))},
+		{o.size == 0, "--size is required"},
+		{o.size%4 != 0, fmt.Sprintf("--size %d is not a multiple of 4 bytes (one float32)", o.size)},
+		{o.out == "", "--out FILE is required (- for stdout)"},
+		{o.offset < 0, fmt.Sprintf("--offset %d: must not be negative", o.offset)},
+	})
+	if err != nil {
+		return reportError("gen", usageError{err}, stderr)
 	}
-	if *out == "-" {
-		if err := genSequential(stdout, size/4, offset); err != nil {
-			fmt.Fprintf(stderr, "overlap gen: writing stdout: %v\n", err)
-			return exitFail
+	// In order to stdout (bench.WritePattern); to a file with one
+	// goroutine per CPU (bench.WritePatternAt).
+	if o.out == "-" {
+		if err = benchError(bench.WritePattern(stdout, o.size/4, o.offset)); err != nil {
+			err = fmt.Errorf("writing stdout: %w", err)
 		}
-		return exitOK
-	}
-	f, err := os.Create(*out)
-	if err != nil {
-		fmt.Fprintf(stderr, "overlap gen: %v\n", err)
-		return exitFail
-	}
-	err = genParallel(f, size/4, offset)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	} else {
+		var f *os.File
+		if f, err = os.Create(o.out); err == nil {
+			err = cmp.Or(benchError(bench.WritePatternAt(f, o.size/4, o.offset)), f.Close())
+		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "overlap gen: %v\n", err)
-		return exitFail
+		return reportError("gen", err, stderr)
 	}
 	return exitOK
-}
-
-// genSequential writes n elements of the pattern from offset to w, in
-// order (bench.WritePattern).
-func genSequential(w io.Writer, n, offset int) error {
-	return benchError(bench.WritePattern(w, n, offset))
-}
-
-// genParallel writes them to f with one goroutine per CPU
-// (bench.WritePatternAt).
-func genParallel(f *os.File, n, offset int) error {
-	return benchError(bench.WritePatternAt(f, n, offset))
 }

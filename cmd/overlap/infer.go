@@ -23,8 +23,8 @@ import (
 // nn.Sequential Linear layers) over rows of float32: streaming files with
 // bounded memory (--in, --out), or in memory over generated rows (--rows)
 // against the synchronous baseline, as overlap run does for a kernel, and
-// with --reference beside the PyTorch twin (infer_reference.go). The
-// in-memory run is infer_memory.go, the stream infer_stream.go.
+// with --reference beside the PyTorch twin. The in-memory run and the
+// twin are infer_memory.go, the stream infer_stream.go.
 
 // inferCmd is overlap infer.
 var inferCmd = &command{
@@ -36,12 +36,7 @@ var inferCmd = &command{
 	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
 		o := &inferOptions{}
 		inferFlags(fs, o)
-		return func(stdout, stderr io.Writer) int {
-			if err := checkInferOptions(fs, o); err != nil {
-				return reportError("infer", usageError{err}, stderr)
-			}
-			return runInfer(o, stdout, stderr)
-		}
+		return checkedRun("infer", func() error { return checkInferOptions(fs, o) }, func(stdout, stderr io.Writer) int { return runInfer(o, stdout, stderr) })
 	},
 }
 
@@ -153,20 +148,12 @@ func inferFlags(fs *flag.FlagSet, o *inferOptions) {
 
 func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 	stream := o.in != "" || o.out != ""
-	given := func(names ...string) string {
-		for _, n := range names {
-			if isSet(fs, n) {
-				return n
-			}
-		}
-		return ""
-	}
 	runFlags := []string{"precision", "chunk", "repeat", "verify", "sim", "devices", "no-baseline", "json", "json-out", "bound", "profile", "timing-only", "reference", "python", "reference-dir"}
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case o.genModel != "":
-		if f := given(append([]string{"model", "in", "out", "rows", "gen-input"}, runFlags...)...); f != "" {
+		if f := firstSet(fs, append([]string{"model", "in", "out", "rows", "gen-input"}, runFlags...)...); f != "" {
 			return fmt.Errorf("--%s does not apply to --gen-model, which only writes a model", f)
 		}
 		if o.widths == nil {
@@ -178,60 +165,45 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 	case o.model == "":
 		return errors.New("--model FILE is required (or --gen-model FILE to write one)")
 	case o.genInput != "":
-		if f := given(append([]string{"in", "out"}, runFlags...)...); f != "" {
+		if f := firstSet(fs, append([]string{"in", "out"}, runFlags...)...); f != "" {
 			return fmt.Errorf("--%s does not apply to --gen-input, which only writes rows", f)
 		}
 		if o.rows == 0 {
 			return errors.New("--gen-input needs --rows N")
 		}
 		return checkWritable("gen-input", o.genInput)
-	case stream && (o.in == "" || o.out == ""):
-		return errors.New("a stream needs both --in FILE and --out FILE")
-	case stream && isSet(fs, "rows"):
-		return errors.New("--rows runs generated rows in memory; a stream's rows are its --in file's")
-	case stream && (isSet(fs, "repeat") || isSet(fs, "no-baseline")):
-		return errors.New("--repeat and --no-baseline apply to the in-memory run (--rows), not to a stream")
-	case stream && len(o.chunks) > 1:
-		return errors.New("--chunk: a stream runs one chunk size; several are for the in-memory run (--rows)")
-	case stream && o.timingOnly:
-		return errors.New("--timing-only is for the in-memory run (--rows): a stream's bytes come from its files")
-	case stream && o.reference:
-		return errors.New("--reference compares an in-memory run (--rows) with PyTorch's, not a stream")
-	case !stream && o.bound:
-		return errors.New("--bound measures a stream's bound (--in FILE --out FILE); the in-memory run measures each stage alone anyway")
-	case o.bound && o.in == "-":
-		return errors.New("--bound reads the input alone: it needs a file, not stdin (--in -)")
-	case !stream && o.rows == 0:
-		return errors.New("give --rows N (generated rows, in memory) or --in FILE --out FILE (a stream)")
-	case o.repeat < 1 || o.repeat > 1000:
-		return fmt.Errorf("--repeat %d: want 1 to 1000", o.repeat)
-	case stream && o.in != "-" && o.out != "-" && sameFile(o.in, o.out):
+	}
+	if err := refuse([]refusal{
+		{stream && (o.in == "" || o.out == ""), "a stream needs both --in FILE and --out FILE"},
+		{stream && isSet(fs, "rows"), "--rows runs generated rows in memory; a stream's rows are its --in file's"},
+		{stream && (isSet(fs, "repeat") || isSet(fs, "no-baseline")), "--repeat and --no-baseline apply to the in-memory run (--rows), not to a stream"},
+		{stream && len(o.chunks) > 1, "--chunk: a stream runs one chunk size; several are for the in-memory run (--rows)"},
+		{stream && o.timingOnly, "--timing-only is for the in-memory run (--rows): a stream's bytes come from its files"},
+		{stream && o.reference, "--reference compares an in-memory run (--rows) with PyTorch's, not a stream"},
+		{!stream && o.bound, "--bound measures a stream's bound (--in FILE --out FILE); the in-memory run measures each stage alone anyway"},
+		{o.bound && o.in == "-", "--bound reads the input alone: it needs a file, not stdin (--in -)"},
+		{!stream && o.rows == 0, "give --rows N (generated rows, in memory) or --in FILE --out FILE (a stream)"},
+		{o.repeat < 1 || o.repeat > 1000, fmt.Sprintf("--repeat %d: want 1 to 1000", o.repeat)},
 		// The same file by any spelling (a relative or absolute path, a
 		// symbolic or hard link): creating the output would erase the input.
-		return fmt.Errorf("--out %s is the input file %s: writing it would erase the input", o.out, o.in)
-	case stream && o.out != "-" && sameFile(o.model, o.out):
-		return fmt.Errorf("--out %s is the model file %s: writing it would erase the model", o.out, o.model)
-	case o.timingOnly && !o.run.sim:
-		return errors.New("--timing-only needs --sim: a GPU always moves the bytes")
-	case o.timingOnly && (o.verify || o.reference):
-		return errors.New("--timing-only computes nothing, so there is nothing to --verify or compare with --reference")
-	case !o.reference && (isSet(fs, "python") || isSet(fs, "reference-dir")):
-		return errors.New("--python and --reference-dir go with --reference")
-	}
-	if int64(o.rows) > maxElems {
-		return fmt.Errorf("--rows %d: at most %d", o.rows, int64(maxElems))
+		{stream && o.in != "-" && o.out != "-" && sameFile(o.in, o.out), fmt.Sprintf("--out %s is the input file %s: writing it would erase the input", o.out, o.in)},
+		{stream && o.out != "-" && sameFile(o.model, o.out), fmt.Sprintf("--out %s is the model file %s: writing it would erase the model", o.out, o.model)},
+		{o.timingOnly && !o.run.sim, "--timing-only needs --sim: a GPU always moves the bytes"},
+		{o.timingOnly && (o.verify || o.reference), "--timing-only computes nothing, so there is nothing to --verify or compare with --reference"},
+		{!o.reference && (isSet(fs, "python") || isSet(fs, "reference-dir")), "--python and --reference-dir go with --reference"},
+		{int64(o.rows) > maxElems, fmt.Sprintf("--rows %d: at most %d", o.rows, int64(maxElems))},
+	}); err != nil {
+		return err
 	}
 	if err := o.run.check(fs, false, false); err != nil {
 		return err
 	}
 	if o.reference {
 		if _, err := exec.LookPath(o.python); err != nil {
-			return fmt.Errorf("--reference runs the PyTorch twin with %s, which is not found (--python names another): %v", o.python, unwrapExec(err))
+			return fmt.Errorf("--reference runs the PyTorch twin with %s, which is not found (--python names another): %v", o.python, unwrapPath(err))
 		}
-		if o.referenceDir != "" {
-			if st, err := os.Stat(o.referenceDir); err == nil && !st.IsDir() {
-				return fmt.Errorf("--reference-dir %s: not a directory", o.referenceDir)
-			}
+		if st, err := os.Stat(o.referenceDir); err == nil && !st.IsDir() { // "" is no file
+			return fmt.Errorf("--reference-dir %s: not a directory", o.referenceDir)
 		}
 	}
 	if stream && o.out != "-" {
@@ -245,27 +217,14 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 	if err := checkWritable("json-out", o.jsonFile); err != nil {
 		return err
 	}
-	if o.quiet && o.jsonOut {
-		o.quiet = false
-	}
+	o.quiet = o.quiet && !o.jsonOut // JSON is the requested output
 	return nil
-}
-
-// unwrapExec drops exec's repetition of the name in "exec: "python3":
-// executable file not found in $PATH".
-func unwrapExec(err error) error {
-	var ee *exec.Error
-	if errors.As(err, &ee) {
-		return ee.Err
-	}
-	return err
 }
 
 // runInfer runs overlap infer once its flags are checked.
 func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	if o.genModel != "" {
-		act := cmp.Or(o.activation, model.ReLU)
-		m, err := model.Random(o.widths, act, o.seed)
+		m, err := model.Random(o.widths, cmp.Or(o.activation, model.ReLU), o.seed)
 		if err == nil {
 			err = m.WriteFile(o.genModel)
 		}
@@ -281,7 +240,7 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	if err == nil && o.genInput != "" {
 		var f *os.File
 		if f, err = os.Create(o.genInput); err == nil {
-			err = cmp.Or(genParallel(f, o.rows*m.In(), 0), f.Close())
+			err = cmp.Or(benchError(bench.WritePatternAt(f, o.rows*m.In(), 0)), f.Close())
 		}
 		if err == nil && !o.quiet {
 			fmt.Fprintf(stdout, "wrote %s: %d rows of %d float32 (%s), overlap's standard pattern\n", o.genInput, o.rows, m.In(), humanBytes(int64(o.rows)*int64(m.In())*4))
@@ -294,8 +253,9 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	// report prints a result as the flags ask, and writes it to
-	// --json-out.
+	// report prints a result as the flags ask (its table is bench's, and
+	// a failed write to stdout, as of the JSON, is not the run's failure),
+	// and writes it to --json-out.
 	report := func(w io.Writer, res any, print func()) error {
 		if o.jsonOut {
 			writeJSON(w, res)
@@ -320,17 +280,16 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 		}
 		var res *bench.InferStreamResult
 		if res, err = executeInferStream(ctx, o, m, stdout, stderr); err == nil {
-			err = report(w, res, func() { printInferStream(w, res) })
-		}
-	case o.reference:
-		var res *bench.InferReferenceResult
-		if res, err = executeInferReference(ctx, o, m, stderr); res != nil {
-			err = cmp.Or(err, report(stdout, res, func() { printInferReference(stdout, res) }))
+			err = report(w, res, func() { res.WriteTable(w, activationFlag) })
 		}
 	default:
 		var res *bench.InferResult
-		if res, err = executeInfer(ctx, o, m, stderr); err == nil {
-			err = report(stdout, res, func() { printInfer(stdout, res) })
+		var ref *bench.InferReferenceResult
+		switch res, ref, err = executeInferMemory(ctx, o, m, stderr); {
+		case ref != nil:
+			err = cmp.Or(err, report(stdout, ref, func() { ref.WriteTable(stdout) }))
+		case err == nil:
+			err = report(stdout, res, func() { res.WriteTable(stdout, activationFlag) })
 		}
 	}
 	if err != nil {
@@ -399,75 +358,6 @@ func inferEnv(o *inferOptions, m *model.Model) (*env, *pipeline.Kernel, error) {
 	return e, k, nil
 }
 
-// checkInferRows checks an in-memory run's --rows and --chunk against
-// the host's memory, the model and the simulator, before any machine is
-// opened.
-func checkInferRows(o *inferOptions, m *model.Model) error {
-	rows := o.rows
-	need := int64(rows) * int64(m.In()+m.Out()) * 4
-	if o.run.sim && !o.noBaseline {
-		need *= 2 // the baseline's simulated device arrays
-	}
-	if avail, ok := availableMemory(); ok && need > avail && !o.timingOnly {
-		return usageError{fmt.Errorf("--rows %d: the rows in and out need %s of host memory, more than the %s available; use fewer --rows", rows, humanBytes(need), humanBytes(avail))}
-	}
-	chunks := o.chunks
-	if len(chunks) == 0 && o.run.sim {
-		chunks = []int{m.ChunkRowsFor(rows, len(o.run.devices))} // bench's default on as many simulated devices
-	}
-	for _, c := range chunks {
-		if _, err := m.Config(c); err != nil {
-			return usageError{fmt.Errorf("--chunk: %s", strings.TrimPrefix(err.Error(), "model: "))}
-		}
-		if n := (int64(rows) + int64(c) - 1) / int64(c); o.run.sim && n > maxSimChunks {
-			return usageError{fmt.Errorf("--chunk %d cuts --rows %d into %d chunks; the simulator takes at most %d: use a larger --chunk", c, rows, n, maxSimChunks)}
-		}
-	}
-	return nil
-}
-
-// inferRunOptions are the flags' options for bench's in-memory run.
-func inferRunOptions(o *inferOptions, prog *progress) bench.InferOptions {
-	opts := bench.InferOptions{Rows: o.rows, Chunks: o.chunks, Repeat: o.repeat, Precision: o.precision, NoBaseline: o.noBaseline,
-		TimingOnly: o.timingOnly, Verify: o.verify, Progress: prog.line}
-	if !o.run.sim {
-		opts.Warm = defaultWarm
-	}
-	return opts
-}
-
-// labelInferResult fills in what bench leaves to its caller: the
-// simulator's profile, and the flags' words for the options'.
-func labelInferResult(o *inferOptions, e *env, r *bench.InferResult) {
-	if e.sim != nil {
-		r.Profile = profileLabel(&o.run, e.sim.Profile())
-	}
-	r.Input, r.Verified = flagWords(r.Input), flagWords(r.Verified)
-}
-
-// modelLine describes the model and where its activation came from.
-func modelLine(s, from string, layers int) string {
-	if layers < 2 {
-		return s
-	}
-	switch from {
-	case "file":
-		return s + " (activation from the file)"
-	case "default":
-		return s + " (the file names no activation: relu by default)"
-	}
-	return s + " (activation from --activation)"
-}
-
-// humanRate renders rows per second: 12.3M/s.
-func humanRate(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.2fG/s", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.2fM/s", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1fK/s", v/1e3)
-	}
-	return fmt.Sprintf("%.0f/s", v)
-}
+// activationFlag names package bench's Activation option by its flag,
+// where an infer table says where the activation came from.
+func activationFlag(string) string { return "--activation" }

@@ -4,97 +4,94 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/model"
 )
 
 // The in-memory run of overlap infer (bench.InferInMemory says what it
-// measures), and its table.
+// measures), and with --reference beside the PyTorch twin:
+// bench.InferReference runs the twin, then ours over its rows, and
+// compares every value; with --sim the twin runs on the CPU (a smoke
+// test) and ours on the simulator. Their tables are bench's
+// (InferResult.WriteTable, InferReferenceResult.WriteTable: one table
+// shows both sides).
 
-// executeInfer runs overlap infer --rows in memory on the machine that
-// the flags choose (bench.InferInMemory).
-func executeInfer(ctx context.Context, o *inferOptions, m *model.Model, stderr io.Writer) (*bench.InferResult, error) {
+// executeInferMemory runs overlap infer --rows in memory on the machine
+// that the flags choose: bench.InferInMemory, or with --reference
+// bench.InferReference, whose result with values outside the tolerance
+// comes with an error, so that it is printed and the command fails.
+func executeInferMemory(ctx context.Context, o *inferOptions, m *model.Model, stderr io.Writer) (*bench.InferResult, *bench.InferReferenceResult, error) {
+	if o.referenceDir != "" {
+		if err := os.MkdirAll(o.referenceDir, 0o755); err != nil {
+			return nil, nil, usageError{fmt.Errorf("--reference-dir: %v", err)}
+		}
+	}
 	if err := checkInferRows(o, m); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	e, k, err := inferEnv(o, m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer e.close()
 	prog := newProgress(stderr, o.quiet || o.jsonOut)
 	defer prog.done()
-	res, err := bench.InferInMemory(ctx, e.backends, k, m, inferRunOptions(o, prog))
-	if err != nil {
-		return nil, benchError(err)
+	opts := bench.InferOptions{Rows: o.rows, Chunks: o.chunks, Repeat: o.repeat, Precision: o.precision, NoBaseline: o.noBaseline,
+		TimingOnly: o.timingOnly, Verify: o.verify, Progress: prog.line}
+	if !o.run.sim {
+		opts.Warm = defaultWarm
 	}
-	labelInferResult(o, e, res)
-	return res, nil
+	if !o.reference {
+		res, err := bench.InferInMemory(ctx, e.backends, k, m, opts)
+		if err != nil {
+			return nil, nil, benchError(err)
+		}
+		labelInferResult(o, e, res)
+		return res, nil, nil
+	}
+	ref, err := bench.InferReference(ctx, e.backends, k, m, bench.InferReferenceOptions{InferOptions: opts,
+		Python: o.python, ModelFile: o.model, Dir: o.referenceDir, TwinOnCPU: o.run.sim})
+	if ref != nil {
+		labelInferResult(o, e, ref.Ours)
+	}
+	return nil, ref, benchError(err)
 }
 
-// stageLine lists the stages' times, as overlap run prints them.
-func stageLine(s bench.Stages) string {
-	stages := fmt.Sprintf("H2D %.2f ms, compute %.2f ms, D2H %.2f ms", s.H2DMs, s.ComputeMs, s.D2HMs)
-	if s.StageInMs > 0 || s.StageOutMs > 0 {
-		stages = fmt.Sprintf("stage-in %.2f ms, %s, stage-out %.2f ms", s.StageInMs, stages, s.StageOutMs)
+// checkInferRows checks an in-memory run's --rows and --chunk against
+// the host's memory, the model and the simulator, before any machine is
+// opened.
+func checkInferRows(o *inferOptions, m *model.Model) error {
+	rows := o.rows
+	need := int64(rows) * int64(m.In()+m.Out()) * 4
+	if o.run.sim && !o.noBaseline {
+		need *= 2 // the baseline's simulated device arrays
 	}
-	if s.CopiesMs > 0 {
-		stages += fmt.Sprintf(", H2D+D2H at once %.2f ms", s.CopiesMs)
+	if avail, ok := availableMemory(); ok && need > avail && !o.timingOnly {
+		return usageError{fmt.Errorf("--rows %d: the rows in and out need %s of host memory, more than the %s available; use fewer --rows", rows, humanBytes(need), humanBytes(avail))}
 	}
-	if s.StagingMs > 0 {
-		stages += fmt.Sprintf(", stage-in+out at once %.2f ms", s.StagingMs)
+	chunks := o.chunks
+	if len(chunks) == 0 && o.run.sim {
+		chunks = []int{m.ChunkRowsFor(rows, len(o.run.devices))} // bench's default on as many simulated devices
 	}
-	return stages
+	for _, c := range chunks {
+		if _, err := m.Config(c); err != nil {
+			return usageError{fmt.Errorf("--chunk: %s", strings.TrimPrefix(err.Error(), "model: "))}
+		}
+		if n := (int64(rows) + int64(c) - 1) / int64(c); o.run.sim && n > bench.MaxSimChunks {
+			return usageError{fmt.Errorf("--chunk %d cuts --rows %d into %d chunks; the simulator takes at most %d: use a larger --chunk", c, rows, n, bench.MaxSimChunks)}
+		}
+	}
+	return nil
 }
 
-func printInfer(w io.Writer, r *bench.InferResult) {
-	label := ""
-	if r.Simulated {
-		label = fmt.Sprintf(" [simulated on the CPU: times predicted for %s]", r.Profile)
-		if r.TimingOnly {
-			label = fmt.Sprintf(" [simulated, timing only: times predicted for %s]", r.Profile)
-		}
+// labelInferResult fills in what bench leaves to its caller: the
+// simulator's profile, and the flags' words for the options'.
+func labelInferResult(o *inferOptions, e *env, r *bench.InferResult) {
+	if e.sim != nil {
+		r.Profile = profileLabel(&o.run, e.sim.Profile())
 	}
-	fmt.Fprintf(w, "overlap infer: MLP %s in %s on %s, %d rows (%s in, %s out, weights %s)%s\n",
-		modelLine(r.Model, r.From, len(r.Widths)-1), r.Precision, r.Backend, r.Rows, humanBytes(r.InBytes), humanBytes(r.OutBytes), humanBytes(r.ParamBytes), label)
-	reg := ""
-	if r.RegisterMs > 0 {
-		reg = fmt.Sprintf(" in %.1f ms", r.RegisterMs)
-	}
-	fmt.Fprintf(w, "input %s; host memory %s%s; %d slots\n\n", r.Input, r.HostMode, reg, r.Slots)
-	fmt.Fprintf(w, "%-10s %11s %11s %12s %8s\n", "CHUNK", "MEDIAN", "MIN", "ROWS/s", "GB/s")
-	for _, c := range r.Chunks {
-		mark := ""
-		if c.ChunkRows == r.ChunkRows && len(r.Chunks) > 1 {
-			mark = "  ← fastest"
-		}
-		fmt.Fprintf(w, "%-10d %8.2f ms %8.2f ms %12s %8.1f%s\n", c.ChunkRows, c.Ms, c.MinMs, humanRate(c.RowsPerSec), c.GBps, mark)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-24s %11s %12s %8s %8s %11s\n", "MODE", "TIME", "ROWS/s", "GB/s", "SPEEDUP", "EFFICIENCY")
-	for _, row := range r.Modes {
-		sp, eff := "-", "-"
-		if row.Speedup > 0 {
-			sp = fmt.Sprintf("%.2fx", row.Speedup)
-		}
-		if row.Efficiency > 0 {
-			eff = fmt.Sprintf("%.1f%%", 100*row.Efficiency)
-		}
-		mode := row.Mode
-		if row.ChunkRows > 0 {
-			mode = fmt.Sprintf("%s (chunk %d)", row.Mode, row.ChunkRows)
-		}
-		fmt.Fprintf(w, "%-24s %8.2f ms %12s %8.1f %8s %11s\n", mode, row.Ms, humanRate(row.RowsPerSec), row.GBps, sp, eff)
-	}
-	fmt.Fprintln(w)
-	s := r.Stages
-	fmt.Fprintf(w, "stage bound (slowest stage alone, %s): %.2f ms (%s)\n", s.Slowest, s.BoundMs, stageLine(s))
-	fmt.Fprintf(w, "efficiency = stage bound / the pipeline's median time; %s%s\n", r.Verified, label)
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
-	if r.WarmUpMs > 0 {
-		fmt.Fprintf(w, "each chunk size, and the stages, ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks, and each chunk size after an untimed run\n", r.WarmUpMs)
-	}
+	r.Input, r.Verified = flagWords(r.Input), flagWords(r.Verified)
 }

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"errors"
+	"cmp"
 	"flag"
 	"fmt"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,12 +70,7 @@ var machineHelp = map[string]string{
 // help words a flag for this command. With --devices, m starts on every
 // GPU.
 func (m *machine) addMachineFlags(fs *flag.FlagSet, which machineFlag, help map[string]string) {
-	text := func(name string) string {
-		if h, ok := help[name]; ok {
-			return h
-		}
-		return machineHelp[name]
-	}
+	text := func(name string) string { return cmp.Or(help[name], machineHelp[name]) }
 	if which&flagSim != 0 {
 		fs.BoolVar(&m.sim, "sim", false, text("sim"))
 	}
@@ -87,7 +82,10 @@ func (m *machine) addMachineFlags(fs *flag.FlagSet, which machineFlag, help map[
 	}
 	if which&flagDevices != 0 {
 		m.allDevices = true
-		fs.Var(devicesFlag{m}, "devices", text("devices"))
+		fs.Func("devices", text("devices"), func(s string) (err error) {
+			m.devices, m.allDevices, err = parseDevices(s)
+			return err
+		})
 	}
 	if which&flagProfile != 0 {
 		fs.StringVar(&m.profile, "profile", "", text("profile"))
@@ -107,63 +105,44 @@ func (m *machine) addMachineFlags(fs *flag.FlagSet, which machineFlag, help map[
 // only a GPU does, such as --ptx) or for what only a GPU does (--wait,
 // --warm) makes a missing driver the error.
 func (m *machine) check(fs *flag.FlagSet, fallback, needGPU bool) error {
-	switch {
-	case m.sim && m.gpu:
-		return errors.New("--sim and --gpu ask for different machines; give one")
-	case m.profile != "" && !m.sim:
-		return errors.New("--profile needs --sim: a GPU measures its own times")
+	if err := refuse([]refusal{
+		{m.sim && m.gpu, "--sim and --gpu ask for different machines; give one"},
+		{m.profile != "" && !m.sim, "--profile needs --sim: a GPU measures its own times"},
+	}); err != nil {
+		return err
 	}
-	if fallback && !m.sim && !m.gpu && !needGPU && !anySet(fs, "device", "devices", "wait", "warm") {
+	if fallback && !m.sim && !m.gpu && !needGPU && firstSet(fs, "device", "devices", "wait", "warm") == "" {
 		if why := noGPU(); why != "" {
 			m.sim = true
 			m.noGPU = why + ": running on the CPU simulator instead (--gpu makes this an error)"
 		}
 	}
 	if m.profile != "" {
-		if st, err := os.Stat(m.profile); errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("--profile %s: no such file", m.profile)
-		} else if err != nil {
-			return fmt.Errorf("--profile %s: %v", m.profile, unwrapPath(err))
-		} else if st.IsDir() {
-			return fmt.Errorf("--profile %s: is a directory", m.profile)
+		if _, err := statInput("profile", m.profile); err != nil {
+			return err
 		}
 	}
+	if err := refuse([]refusal{
+		{m.warm > maxWarm, fmt.Sprintf("--warm %v: at most %v (a run warms up before each of its --repeat+2 timed parts)", m.warm, maxWarm)},
+		{m.sim && m.warm > 0 && isSet(fs, "warm"), "--warm needs a GPU: the simulator's profile describes a warm device"},
+		{m.sim && isSet(fs, "wait"), "--wait needs a GPU: the simulator has no host thread waiting on a driver"},
+		{m.device < 0, fmt.Sprintf("--device %d: must not be negative", m.device)},
+		{m.sim && isSet(fs, "device"), "--device cannot be used with --sim: the simulator is one CPU device"},
+		{isSet(fs, "device") && isSet(fs, "devices"), "--device and --devices both choose GPUs; give one"},
+	}); err != nil {
+		return err
+	}
 	switch {
-	case m.warm > maxWarm:
-		return fmt.Errorf("--warm %v: at most %v (a run warms up before each of its --repeat+2 timed parts)", m.warm, maxWarm)
-	case m.sim && m.warm > 0 && isSet(fs, "warm"):
-		return errors.New("--warm needs a GPU: the simulator's profile describes a warm device")
-	case m.sim && isSet(fs, "wait"):
-		return errors.New("--wait needs a GPU: the simulator has no host thread waiting on a driver")
-	case m.device < 0:
-		return fmt.Errorf("--device %d: must not be negative", m.device)
-	case m.sim && isSet(fs, "device"):
-		return errors.New("--device cannot be used with --sim: the simulator is one CPU device")
-	case isSet(fs, "device") && isSet(fs, "devices"):
-		return errors.New("--device and --devices both choose GPUs; give one")
 	case isSet(fs, "device"):
 		m.allDevices = false
 	case m.sim && m.allDevices:
 		m.devices, m.allDevices = []int{0}, false // one simulated H200 unless --devices lists more
 	}
-	if m.sim {
-		for _, d := range m.devices {
-			if d >= maxSimDevices {
-				return fmt.Errorf("--devices %s: the simulator has at most %d devices, 0 to %d (--devices 0,1 simulates two)", devicesFlag{m}, maxSimDevices, maxSimDevices-1)
-			}
-		}
+	if m.sim && slices.ContainsFunc(m.devices, func(d int) bool { return d >= maxSimDevices }) {
+		list := strings.Trim(strings.ReplaceAll(fmt.Sprint(m.devices), " ", ","), "[]") // [0 9] as --devices took it: 0,9
+		return fmt.Errorf("--devices %s: the simulator has at most %d devices, 0 to %d (--devices 0,1 simulates two)", list, maxSimDevices, maxSimDevices-1)
 	}
 	return nil
-}
-
-// anySet reports whether any of the flags called names was given.
-func anySet(fs *flag.FlagSet, names ...string) bool {
-	for _, n := range names {
-		if isSet(fs, n) {
-			return true
-		}
-	}
-	return false
 }
 
 // warmFlag reads --warm: a duration such as 50ms, or 0.
@@ -210,30 +189,6 @@ func (f machineWait) Set(s string) error {
 		return err
 	}
 	f.m.wait = f.m.waits[0]
-	return nil
-}
-
-// devicesFlag reads --devices: all, or a comma-separated list of GPU
-// indexes.
-type devicesFlag struct{ m *machine }
-
-func (f devicesFlag) String() string {
-	if f.m == nil || f.m.allDevices || f.m.devices == nil {
-		return "all"
-	}
-	parts := make([]string, len(f.m.devices))
-	for i, d := range f.m.devices {
-		parts[i] = strconv.Itoa(d)
-	}
-	return strings.Join(parts, ",")
-}
-
-func (f devicesFlag) Set(s string) error {
-	list, all, err := parseDevices(s)
-	if err != nil {
-		return err
-	}
-	f.m.devices, f.m.allDevices = list, all
 	return nil
 }
 

@@ -68,7 +68,11 @@ func main() {
 // run dispatches a command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "overlap: missing command: %s (try 'overlap help')\n", names(commands))
+		var names []string
+		for _, c := range commands {
+			names = append(names, c.name)
+		}
+		fmt.Fprintf(stderr, "overlap: missing command: %s (try 'overlap help')\n", oneOf(names))
 		return exitUsage
 	}
 	c := lookup(commands, args[0])

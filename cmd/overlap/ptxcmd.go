@@ -11,11 +11,11 @@ import (
 	"github.com/purecuda/overlap/ptx"
 )
 
-// ptxCmd is overlap ptx, the group of ptx describe.
+// ptxCmd is overlap ptx, the group of ptx describe; its usage is its
+// subcommands'.
 var ptxCmd = &command{
-	name:      "ptx",
-	usageLine: "overlap ptx describe [--json] FILE",
-	short:     "read a PTX file (no GPU needed)",
+	name:  "ptx",
+	short: "read a PTX file (no GPU needed)",
 }
 
 // ptxDescribeCmd is overlap ptx describe FILE: it reads a PTX file
@@ -50,7 +50,7 @@ func runPTXDescribe(fs *flag.FlagSet, jsonOut *bool, stdout, stderr io.Writer) i
 	src, err := readPTXFile(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "overlap ptx: %v\n", err)
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotPTX) {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, ptx.ErrNotPTX) {
 			return exitUsage
 		}
 		return exitFail
@@ -80,9 +80,6 @@ func runPTXDescribe(fs *flag.FlagSet, jsonOut *bool, stdout, stderr io.Writer) i
 	}
 	return exitOK
 }
-
-// errNotPTX marks a path that cannot be a PTX module (ptx.ErrNotPTX).
-var errNotPTX = ptx.ErrNotPTX
 
 // readPTXFile reads a user's PTX file (ptx.ReadFile), its errors in the
 // words of the flags: without ptx's prefix.

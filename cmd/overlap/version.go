@@ -31,15 +31,12 @@ var versionCmd = &command{
 	short:     "print overlap's version (also overlap --version)",
 	aliases:   []string{"--version", "-version"},
 	flags: func(fs *flag.FlagSet) func(stdout, stderr io.Writer) int {
-		return func(stdout, stderr io.Writer) int { return runVersion(fs, stdout, stderr) }
+		noArgs := func() error {
+			return refuse([]refusal{{fs.NArg() > 0, fmt.Sprintf("unexpected argument %q", fs.Arg(0))}})
+		}
+		return checkedRun("version", noArgs, func(stdout, stderr io.Writer) int {
+			fmt.Fprintln(stdout, versionLine(debug.ReadBuildInfo()))
+			return exitOK
+		})
 	},
-}
-
-func runVersion(fs *flag.FlagSet, stdout, stderr io.Writer) int {
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "overlap version: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	fmt.Fprintln(stdout, versionLine(debug.ReadBuildInfo()))
-	return exitOK
 }

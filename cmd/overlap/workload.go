@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/pipeline"
@@ -30,13 +31,5 @@ func newWorkload(o *runOptions, e *env) (*workload, error) {
 // called scalar.
 func hasScalar(name, scalar string) bool {
 	k, err := kernels.ByName(name)
-	if err != nil {
-		return false
-	}
-	for _, s := range k.Scalars {
-		if s.Name == scalar {
-			return true
-		}
-	}
-	return false
+	return err == nil && slices.ContainsFunc(k.Scalars, func(s kernels.Scalar) bool { return s.Name == scalar })
 }
