@@ -164,7 +164,7 @@ func runFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 	fs.Var(sizeFlag{v: &o.chunk, auto: &o.chunkAuto}, "chunk", "elements per chunk, or auto to fit a cost model to probes (default 1M, at most --elems)")
 	fs.IntVar(&o.slots, "slots", 0, "buffer slots, at least 2 and at least --compute-streams (default compute-streams+2)")
 	fs.IntVar(&o.computeStreams, "compute-streams", o.computeStreams, "streams for kernels")
-	fs.Func("schedule", "how chunks' stages are ordered: auto, events or in-stream (default auto: in-stream for at most 16 chunks on 3 or more compute streams)", func(v string) (err error) {
+	fs.Func("schedule", "how chunks' stages are ordered: auto, events or in-stream (default auto: in-stream for at most 16 chunks and at least 2 a stream on 3 or more compute streams)", func(v string) (err error) {
 		o.schedule, err = pipeline.ParseSchedule(v)
 		return err
 	})
