@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"fmt"
+
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/internal/hostcpu"
 )
@@ -34,6 +36,28 @@ func DescribeDevice(d driver.Device) (DeviceInfo, error) {
 		return DeviceInfo{}, &Error{Op: "DescribeDevice", Err: err}
 	}
 	return info, nil
+}
+
+// DescribeDevices describes every GPU the driver lists, in order
+// ([DescribeDevice]). Its error is a *[Error]: the driver's, or a
+// property it did not give, after "GPU N: ".
+func DescribeDevices() ([]DeviceInfo, error) {
+	fail := func(err error) ([]DeviceInfo, error) { return nil, &Error{Op: "DescribeDevices", Err: err} }
+	n, err := driver.DeviceCount()
+	if err != nil {
+		return fail(err)
+	}
+	devs := make([]DeviceInfo, n)
+	for i := range devs {
+		d, err := driver.DeviceAt(i)
+		if err != nil {
+			return fail(err)
+		}
+		if devs[i], err = describeDevice(d); err != nil {
+			return fail(fmt.Errorf("GPU %d: %w", i, err))
+		}
+	}
+	return devs, nil
 }
 
 func describeDevice(d driver.Device) (DeviceInfo, error) {

@@ -34,6 +34,13 @@
 // Their errors are *[OptionError]s, which name the options by their
 // fields, or by the names a caller gives them ([OptionError.Text]).
 //
+// The tables that overlap prints are writers here too, a format of each
+// result beside its JSON: [RunSummary.WriteTable], [WriteSweepTable],
+// [WriteScalingTable], [SmallJobsResult.WriteTable],
+// [StreamResult.WriteTable], [TuneResult.WriteTable] and
+// [WriteDevicesTable] (of [DescribeDevices]). A command prints its own
+// notes, such as those that name its flags, around them.
+//
 // The Go benchmarks (go test -bench) cover the pipeline on the lecture's
 // workload in every host mode; package driver's own benchmarks cover call
 // cost, launch cost and bandwidth. The reference programs in reference/

@@ -49,6 +49,11 @@ func TestOpenMachineOnFakeDriver(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, DeviceInfo{Ordinal: 1, Name: "Fake GPU 1", Major: 9, Memory: 4 << 30, Multiprocessors: 4, CopyEngines: 2,
 		ConcurrentKernels: true, PCIBusID: "00fa:02:00.0", NUMANode: -1}, info, "no host has PCI domain 00fa: not located")
+	all, err := DescribeDevices()
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	assert.Equal(t, info, all[1])
+	assert.Equal(t, "Fake GPU 0", all[0].Name)
 
 	_, err = OpenMachine(MachineOptions{Ordinals: []int{0, 2}})
 	var nd *NoDeviceError

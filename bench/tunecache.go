@@ -87,10 +87,11 @@ func (c *TuneCache) Store(key string, ch pipeline.Choice) error {
 // AutoChunk is a chosen configuration and where it came from.
 type AutoChunk struct {
 	pipeline.Choice
-	// Cached says that it came from the cache; otherwise Model is the
-	// cost model fitted to probes that chose it.
-	Cached bool
-	Model  pipeline.Model
+	// Cached says that it came from the cache, whose file is CachePath;
+	// otherwise Model is the cost model fitted to probes that chose it.
+	Cached    bool
+	CachePath string
+	Model     pipeline.Model
 }
 
 // ChooseChunk picks job's chunk size, slots and compute streams on b: the
@@ -100,7 +101,7 @@ type AutoChunk struct {
 // a cache that cannot be written is no error.
 func ChooseChunk(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string) (AutoChunk, error) {
 	if ch, ok := cache.Lookup(key, job.N); ok {
-		return AutoChunk{Choice: ch, Cached: true}, nil
+		return AutoChunk{Choice: ch, Cached: true, CachePath: cache.Path}, nil
 	}
 	if b == nil {
 		return AutoChunk{}, &Error{Op: "ChooseChunk", Err: errors.New("nil backend")}

@@ -383,34 +383,12 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) ([
 	return rows, nil
 }
 
+// printBench prints the simulator's note, then the sweep's table.
 func printBench(w io.Writer, rows []bench.SweepRow, backend string, o *benchOptions) {
-	label := ""
-	if o.sim {
-		label = " [simulated]"
-	}
 	if o.sim && !o.set["elems"] {
 		fmt.Fprintln(w, simSmallerNote(o.elems))
 	}
-	fmt.Fprintf(w, "overlap bench: seed kernel on %s, %d float32 elements%s\n\n", backend, o.elems, label)
-	fmt.Fprintf(w, "%6s %-11s %10s %5s %10s %8s %10s %6s %10s %7s\n", "ITERS", "HOST", "CHUNK", "SLOTS", "TIME", "GB/s", "BOUND", "EFF", "C++", "GO/C++")
-	for _, r := range rows {
-		cpp, ratio := "-", "-"
-		if r.CppMs > 0 {
-			cpp, ratio = fmt.Sprintf("%.2f ms", r.CppMs), fmt.Sprintf("%.3f", r.Ratio)
-		}
-		fmt.Fprintf(w, "%6d %-11s %10d %5d %7.2f ms %8.1f %7.2f ms %5.1f%% %10s %7s\n",
-			r.Iters, r.Host, r.Chunk, r.Slots, r.Ms, r.GBps, r.BoundMs, 100*r.Efficiency, cpp, ratio)
-	}
-	if len(rows) > 0 {
-		best := rows[0]
-		for _, r := range rows {
-			if r.Ms < best.Ms {
-				best = r
-			}
-		}
-		fmt.Fprintf(w, "\nbest: chunk %d, %d slots, host %s, iters %d: %.2f ms (%.1f%% of the stage bound)%s\n",
-			best.Chunk, best.Slots, best.Host, best.Iters, best.Ms, 100*best.Efficiency, label)
-	}
+	bench.WriteSweepTable(w, rows, bench.SweepTable{Backend: backend, Elems: o.elems, Simulated: o.sim})
 }
 
 func humanElems(n int) string { return bench.Elems(n) }
@@ -421,9 +399,6 @@ func reference(ctx context.Context, dev driver.Device, prog *progress) (ref *ben
 	prog.say("building the CUDA C++ reference…")
 	return bench.BuildReferenceFor(ctx, dev)
 }
-
-// scalingRow is one line of overlap bench scaling (bench.ScalingRow).
-type scalingRow = bench.ScalingRow
 
 // runScaling measures the seed job over 1 to k devices for each size and
 // host mode (bench.Scaling), with each group's stage bound measured beside
@@ -472,45 +447,10 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 			"iters": opts.Iters, "chunk_elems": opts.ChunkElems, "slots": opts.Slots, "compute_streams": opts.ComputeStreams, "results": rows})
 		return nil
 	}
-	printScaling(stdout, rows, e, o)
-	return nil
-}
-
-func printScaling(w io.Writer, rows []bench.ScalingRow, e *env, o *benchOptions) {
-	s := o.scaling
-	label := ""
-	if o.sim {
-		label = fmt.Sprintf(" [simulated: H200 profile, the %d devices sharing a %d GB/s host link]", len(e.backends), simLinkGBps)
-		if !o.set["elems"] {
-			fmt.Fprintln(w, simSmallerNote(simDefaultElems))
-		}
+	if o.sim && !o.set["elems"] {
+		fmt.Fprintln(stdout, simSmallerNote(simDefaultElems))
 	}
-	fmt.Fprintf(w, "overlap bench scaling: seed kernel (%d iterations) on %s, GPUs %v; chunk %d, %d slots, %d compute streams%s\n\n",
-		s.Iters, e.deviceNames(), e.ordinals, s.ChunkElems, s.Slots, s.ComputeStreams, label)
-	fmt.Fprintf(w, "%6s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
-		"ELEMS", "HOST", "GPUS", "TIME", "GB/s", "BOUND", "SLOWEST", "EFF", "SPEEDUP", "CHUNKS", "C++", "GO/C++")
-	for _, r := range rows {
-		cpp, ratio := "-", "-"
-		if r.CppMs > 0 {
-			cpp, ratio = fmt.Sprintf("%.2f ms", r.CppMs), fmt.Sprintf("%.3f", r.Ratio)
-		}
-		chunks := ""
-		for i, c := range r.Chunks {
-			if i > 0 {
-				chunks += "/"
-			}
-			chunks += fmt.Sprint(c)
-		}
-		fmt.Fprintf(w, "%6s %-19s %4d %7.2f ms %8.1f %7.2f ms %-12s %5.1f%% %7.2fx %-13s %10s %7s\n",
-			humanElems(r.Elems), r.Host, r.Devices, r.Ms, r.GBps, r.BoundMs, r.Slowest, 100*r.Efficiency, r.Speedup, chunks, cpp, ratio)
-	}
-	for _, r := range rows {
-		if r.Efficiency > 1 {
-			fmt.Fprintf(w, "note: %s, %s, %d GPU(s) beat its bound by %.1f%%: the %s stage ran faster inside the pipeline than alone (the best of two timings, each issued from the host in one burst); the bound is then not a limit\n",
-				humanElems(r.Elems), r.Host, r.Devices, 100*(r.Efficiency-1), r.Slowest)
-		}
-	}
-	fmt.Fprintf(w, "\nBOUND: each stage alone, every device running it at once over its share (H2D+D2H: both directions at once); EFF = BOUND / TIME; every element of each configuration's last run verified%s\n", label)
+	return bench.WriteScalingTable(stdout, rows, bench.ScalingTable{Options: opts, Backend: e.deviceNames(), Ordinals: e.ordinals, Simulated: o.sim})
 }
 
 // The measuring commands call package bench; these are the seams.
@@ -560,5 +500,8 @@ func flagError(err error) error {
 	if !errors.As(err, &oe) {
 		return err
 	}
-	return errors.New(oe.Text(func(field string) string { return optionFlags[field] }))
+	return errors.New(oe.Text(flagName))
 }
+
+// flagName is the flag of package bench's option field (optionFlags).
+func flagName(field string) string { return optionFlags[field] }

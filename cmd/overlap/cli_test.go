@@ -293,23 +293,6 @@ func TestVersion(t *testing.T) {
 	assert.Equal(t, "overlap (unknown version: no build information) "+runtime.Version()+" "+platform, versionLine(nil, false))
 }
 
-// TestPredictionText: tune states the comparison in words. Issue 10: it
-// printed "off by -84.3%".
-func TestPredictionText(t *testing.T) {
-	cases := []struct {
-		measured, predicted time.Duration
-		want                string
-	}{
-		{100 * time.Millisecond, 15700 * time.Microsecond, "84.3% below the measurement"},
-		{100 * time.Millisecond, 112 * time.Millisecond, "12.0% above the measurement"},
-		{100 * time.Millisecond, 100 * time.Millisecond, "equal to the measurement"},
-		{0, time.Millisecond, "nothing measured"},
-	}
-	for _, c := range cases {
-		assert.Equal(t, c.want, predictionText(c.measured, c.predicted))
-	}
-}
-
 // TestThirtyTwoBitBuild: a 32-bit build (GOARCH=386, built by make test)
 // refuses the GPU in one line and still runs the simulator, by default
 // when no GPU was asked for. Issue 10: it did not compile.

@@ -5,10 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/purecuda/overlap/pipeline/sim"
@@ -101,7 +98,9 @@ func profileCommand(ctx context.Context, o *profileOptions, w, stderr io.Writer)
 		return err
 	}
 	prog.done()
-	printProfile(w, prof)
+	if err := calibrate.WriteProfile(w, prof); err != nil {
+		return err
+	}
 	if o.out != "" {
 		if err := prof.Write(o.out); err != nil {
 			return err
@@ -138,97 +137,14 @@ func validateProfile(ctx context.Context, o *profileOptions, e *env, dev calibra
 		return err
 	}
 	prog.done()
-	fmt.Fprint(w, "host: the engine's issue loop per chunk, the median of the profile's and the rounds':")
-	for _, l := range prof.IssueLoops {
-		fmt.Fprintf(w, " %d slots %d streams %d input(s) %.2f us;", l.Slots, l.Streams, max(l.Inputs, 1), l.Ns/1e3)
+	if err := calibrate.WriteValidatedHost(w, prof, scale); err != nil {
+		return err
 	}
-	fmt.Fprintf(w, " scale %.3f (the profile above: %.3f)\n", prof.IssueScale, scale)
-	printStagingInRun(w, prof, ", the median of the profile's and the rounds'")
 	if o.out != "" {
 		if err := prof.Write(o.out); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "wrote %s again, with those loops and staging rates\n", o.out)
 	}
-	printValidation(w, v, o.sim)
-	return nil
-}
-
-// printValidation prints v's table and its summary.
-func printValidation(w io.Writer, v *calibrate.Validation, sim bool) {
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "| %-5s | %-10s | %6s | %5s | %7s | %11s | %11s | %7s |\n", "KERNEL", "HOST", "CHUNK", "SLOTS", "STREAMS", "MEASURED", "PREDICTED", "ERROR")
-	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 7), strings.Repeat("-", 12), strings.Repeat("-", 8), strings.Repeat("-", 7), strings.Repeat("-", 9), strings.Repeat("-", 13), strings.Repeat("-", 13), strings.Repeat("-", 9))
-	for _, r := range v.Rows {
-		c := r.Config
-		fmt.Fprintf(w, "| %-6s | %-10s | %6s | %5d | %7d | %8.3f ms | %8.3f ms | %+6.1f%% |\n",
-			c.Kernel, c.Host, humanElems(c.Chunk), c.Slots, c.Streams, ms(r.Measured), ms(r.Predicted), 100*r.Err)
-	}
-	label := ""
-	if sim {
-		label = " [simulated]"
-	}
-	fmt.Fprintf(w, "\nmedian |error| %.1f%%, worst %.1f%% (%s); every element of every configuration verified%s\n", 100*v.Median, 100*math.Abs(v.Worst.Err), v.Worst.Config, label)
-}
-
-func printProfile(w io.Writer, p *sim.Profile) {
-	fmt.Fprintf(w, "copies: H2D %.2f us + %.1f GB/s, D2H %.2f us + %.1f GB/s, both at once %.1f GB/s; pageable %.1f / %.1f GB/s\n",
-		p.H2D.FixedNs/1e3, p.H2D.GBps, p.D2H.FixedNs/1e3, p.D2H.GBps, p.BothGBps, p.PageableH2DGBps, p.PageableD2HGBps)
-	if p.H2DRegistered.GBps > 0 {
-		fmt.Fprintf(w, "copies of registered memory: H2D %.2f us + %.1f GB/s, D2H %.2f us + %.1f GB/s\n",
-			p.H2DRegistered.FixedNs/1e3, p.H2DRegistered.GBps, p.D2HRegistered.FixedNs/1e3, p.D2HRegistered.GBps)
-	}
-	var names []string
-	for n := range p.Kernels {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		k := p.Kernels[n]
-		if k.NsPerFlop > 0 {
-			fmt.Fprintf(w, "kernel %s: %.2f us + %.4g ns/FLOP (%.1f TFLOP/s)\n", n, k.FixedNs/1e3, k.NsPerFlop, 1e-3/k.NsPerFlop)
-			continue
-		}
-		fmt.Fprintf(w, "kernel %s: %.2f us + %.5f ns/elem + %.6f ns/elem/iteration\n", n, k.FixedNs/1e3, k.NsPerElem, k.NsPerElemPerIter)
-	}
-	fmt.Fprintf(w, "host: issue copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; sync %.2f us; run %.2f us; register %.1f ms/GiB\n",
-		p.IssueNs["copy"]/1e3, p.IssueNs["launch"]/1e3, p.IssueNs["record"]/1e3, p.IssueNs["wait"]/1e3, p.SyncNs/1e3, p.RunNs/1e3, p.RegisterMsPerGiB)
-	fmt.Fprintf(w, "host: a copy from registered memory %.2f us; one chunk's 10 calls in a steady loop %.2f us\n", p.IssueNs["copy_registered"]/1e3, p.IssueSequenceNs/1e3)
-	fmt.Fprintf(w, "host, on a stream with work queued: copy %.2f us, launch %.2f us, record %.2f us, wait %.2f us; a wait for a pending event %.2f us\n",
-		p.IssueNs["copy_busy"]/1e3, p.IssueNs["launch_busy"]/1e3, p.IssueNs["record_busy"]/1e3, p.IssueNs["wait_busy"]/1e3, p.IssueNs["wait_pending"]/1e3)
-	if len(p.IssueLoops) > 0 {
-		fmt.Fprint(w, "host: the engine's issue loop per chunk (measured / from the calls above):")
-		for _, l := range p.IssueLoops {
-			fmt.Fprintf(w, " %d slots %d streams %d input(s) %.2f / %.2f us;", l.Slots, l.Streams, max(l.Inputs, 1), l.Ns/1e3, l.PredictedNs/1e3)
-		}
-		fmt.Fprintf(w, " scale %.3f\n", p.IssueScale)
-	}
-	fmt.Fprintf(w, "device: a wait for another stream's event holds the stream %.2f us; a dependency between streams %.2f us; kernels on other streams overlap all but %.0f%% of a kernel's fixed cost; a copy started while the other direction copies costs %.2f us more\n", p.WaitNs/1e3, p.DepNs/1e3, 100*p.KernelFixedSerial, p.BothFixedNs/1e3)
-	fmt.Fprint(w, "staging copies (alone / two at once in total):")
-	for _, r := range p.Staging {
-		fmt.Fprintf(w, " %s %.1f/%.1f GB/s;", humanBytes(int64(r.Bytes)), r.GBps, r.PairGBps)
-	}
-	switch {
-	case len(p.StagingDMABySize) > 0:
-		fmt.Fprint(w, " two at once keep, while the device copies H2D / D2H / both ways:")
-		for _, r := range p.StagingDMABySize {
-			fmt.Fprintf(w, " %s %.0f/%.0f/%.0f%%;", humanBytes(int64(r.Bytes)), 100*r.H2D, 100*r.D2H, 100*r.Both)
-		}
-	case p.StagingDMA > 0:
-		fmt.Fprintf(w, " while the device copies both ways, %.0f%% of that rate", 100*p.StagingDMA)
-	}
-	fmt.Fprintln(w)
-	printStagingInRun(w, p, "")
-}
-
-// printStagingInRun prints p's in-run staging rates, if it has them.
-func printStagingInRun(w io.Writer, p *sim.Profile, which string) {
-	if len(p.StagingInRun) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "staging copies in a staged run%s (in / out, each; alone faster by):", which)
-	for _, r := range p.StagingInRun {
-		fmt.Fprintf(w, " %s %.1f/%.1f GB/s x%.2f;", humanBytes(int64(r.Bytes)), r.InGBps, r.OutGBps, p.StagingAloneBoost(r.Bytes))
-	}
-	fmt.Fprintf(w, " and %.2f us a chunk besides the copies\n", p.StagingChunkNs/1e3)
+	return v.WriteTable(w, o.sim)
 }

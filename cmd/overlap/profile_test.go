@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/pipeline/sim"
-	"github.com/purecuda/overlap/pipeline/sim/calibrate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -47,31 +43,6 @@ func TestProfileSimEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, got.Source, "measured by `overlap profile` on simulator of ")
 	assert.Contains(t, got.Notes["issue_loops"], "the median of that and 1 rounds' timings", "written again after the validation")
-}
-
-// TestPrintValidation: the validation's table and summary, as the
-// command prints them.
-func TestPrintValidation(t *testing.T) {
-	worst := calibrate.Row{Config: calibrate.Config{Kernel: "saxpy", Host: pipeline.HostStaged, Chunk: 256 << 10, Slots: 4, Streams: 2, N: 1 << 20},
-		Measured: 1500 * time.Microsecond, Predicted: 1350 * time.Microsecond, Err: -0.1}
-	v := &calibrate.Validation{Rows: []calibrate.Row{
-		{Config: calibrate.Config{Kernel: "seed", Host: pipeline.HostPinned, Chunk: 512, Slots: 2, Streams: 1, N: 1 << 20},
-			Measured: 26259 * time.Microsecond, Predicted: 26270 * time.Microsecond, Err: 0.0004},
-		worst,
-	}, Median: 0.0502, Worst: worst}
-	var b bytes.Buffer
-	printValidation(&b, v, false)
-	assert.Equal(t, `
-| KERNEL | HOST       |  CHUNK | SLOTS | STREAMS |    MEASURED |   PREDICTED |   ERROR |
-|-------|------------|--------|-------|---------|-------------|-------------|---------|
-| seed   | pinned     |    512 |     2 |       1 |   26.259 ms |   26.270 ms |   +0.0% |
-| saxpy  | staged     |   256K |     4 |       2 |    1.500 ms |    1.350 ms |  -10.0% |
-
-median |error| 5.0%, worst 10.0% (saxpy staged      256K chunks 4 slots 2 streams); every element of every configuration verified
-`, b.String())
-	b.Reset()
-	printValidation(&b, v, true)
-	assert.True(t, strings.HasSuffix(b.String(), "verified [simulated]\n"), b.String())
 }
 
 func TestProfileFlags(t *testing.T) {

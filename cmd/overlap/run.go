@@ -21,40 +21,7 @@ import (
 )
 
 // result is what overlap run measured, as printed and as JSON.
-type result struct {
-	Simulated bool `json:"simulated"`
-	// NoGPU says why a run that asked for no machine in particular ran
-	// on the simulator: no driver was found.
-	NoGPU          string     `json:"no_gpu,omitempty"`
-	Profile        string     `json:"profile,omitempty"`
-	Note           string     `json:"note,omitempty"`
-	Backend        string     `json:"backend"`
-	Kernel         string     `json:"kernel"`
-	Iters          int        `json:"iters,omitempty"`
-	Elems          int        `json:"elems"`
-	Bytes          int64      `json:"bytes"`
-	ChunkElems     int        `json:"chunk_elems"`
-	ChunkChoice    string     `json:"chunk_choice,omitempty"`
-	Slots          int        `json:"slots"`
-	ComputeStreams int        `json:"compute_streams"`
-	HostMode       string     `json:"host_mode"`
-	Rows           []modeRow  `json:"modes"`
-	Stages         stagesJSON `json:"stage_bound"`
-	// Devices are each GPU's part of the best run, for a group of several.
-	Devices  []bench.RunDevice `json:"devices,omitempty"`
-	Verified string            `json:"verified"`
-	// WarmUpMs is the untimed GPU work before each timed part (0 on the
-	// simulator and with --warm 0).
-	WarmUpMs float64 `json:"warm_up_ms,omitempty"`
-}
-
-// modeRow is one way of running the job (bench.RunMode).
-type modeRow = bench.RunMode
-
-// stagesJSON are the stages alone and their bound (bench.Stages).
-type stagesJSON = bench.Stages
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+type result = bench.RunSummary
 
 // runRun runs overlap run once its flags are checked.
 func runRun(o *runOptions, stdout, stderr io.Writer) int {
@@ -100,9 +67,8 @@ func noGPU() string {
 	return ""
 }
 
-// maxSimDevices bounds --sim --devices (bench.MaxSimDevices), and
-// simLinkGBps is the simulated devices' shared host link.
-const maxSimDevices, simLinkGBps = bench.MaxSimDevices, bench.SimLinkGBps
+// maxSimDevices bounds --sim --devices (bench.MaxSimDevices).
+const maxSimDevices = bench.MaxSimDevices
 
 // env is the machine a run uses (a bench.Machine), by the names the
 // commands use. Most commands use one device, backend; overlap run uses
@@ -278,7 +244,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	// The simulator's profile describes a warm device: it skips the
 	// warm-ups.
 	if !o.sim {
-		res.WarmUpMs = ms(o.warm)
+		res.WarmUpMs = float64(o.warm) / float64(time.Millisecond)
 		ropts.Warm = o.warm
 	}
 	if o.sim && !o.noBaseline {
@@ -305,13 +271,6 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	return res, nil
 }
 
-func gbps(bytes int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(bytes) / d.Seconds() / 1e9
-}
-
 // profileLabel says which profile a simulation predicts from.
 func profileLabel(o *runOptions, p *sim.Profile) string {
 	if o.profile != "" {
@@ -320,67 +279,15 @@ func profileLabel(o *runOptions, p *sim.Profile) string {
 	return p.Device + " (built-in profile)"
 }
 
+// printTable prints overlap run's notes, then r's table.
 func printTable(w io.Writer, r *result) {
-	label := ""
-	if r.Simulated {
-		label = fmt.Sprintf(" [simulated on the CPU: times predicted for %s]", r.Profile)
-	}
 	if r.NoGPU != "" {
 		fmt.Fprintln(w, "overlap run: "+r.NoGPU)
 	}
 	if r.Note != "" {
 		fmt.Fprintln(w, r.Note)
 	}
-	kernel := r.Kernel
-	if r.Iters > 0 {
-		kernel = fmt.Sprintf("%s (%d iterations)", r.Kernel, r.Iters)
-	}
-	fmt.Fprintf(w, "overlap run: %s on %s, %d float32 elements (%s moved)%s\n", kernel, r.Backend, r.Elems, humanBytes(r.Bytes), label)
-	fmt.Fprintf(w, "chunk %d elements, %d slots, %d compute stream(s), host memory %s\n", r.ChunkElems, r.Slots, r.ComputeStreams, r.HostMode)
-	if r.ChunkChoice != "" {
-		fmt.Fprintf(w, "chunk auto: %s\n", r.ChunkChoice)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-24s %10s %8s %8s %11s\n", "MODE", "TIME", "GB/s", "SPEEDUP", "EFFICIENCY")
-	for _, row := range r.Rows {
-		sp, eff := "-", "-"
-		if row.Speedup > 0 {
-			sp = fmt.Sprintf("%.2fx", row.Speedup)
-		}
-		if row.Efficiency > 0 {
-			eff = fmt.Sprintf("%.1f%%", 100*row.Efficiency)
-		}
-		fmt.Fprintf(w, "%-24s %7.2f ms %8.1f %8s %11s\n", row.Mode, row.Ms, row.GBps, sp, eff)
-	}
-	fmt.Fprintln(w)
-	stages := fmt.Sprintf("H2D %.2f ms, compute %.2f ms, D2H %.2f ms", r.Stages.H2DMs, r.Stages.ComputeMs, r.Stages.D2HMs)
-	if r.Stages.StageInMs > 0 || r.Stages.StageOutMs > 0 {
-		stages = fmt.Sprintf("stage-in %.2f ms, %s, stage-out %.2f ms", r.Stages.StageInMs, stages, r.Stages.StageOutMs)
-	}
-	if r.Stages.CopiesMs > 0 {
-		stages += fmt.Sprintf(", H2D+D2H at once %.2f ms", r.Stages.CopiesMs)
-	}
-	if r.Stages.StagingMs > 0 {
-		stages += fmt.Sprintf(", stage-in+out at once %.2f ms", r.Stages.StagingMs)
-	}
-	if len(r.Devices) > 0 {
-		fmt.Fprintf(w, "%-8s %-28s %7s %10s %7s %12s\n", "DEVICE", "NAME", "CHUNKS", "BUSY", "SHARE", "BOUND SHARE")
-		for _, d := range r.Devices {
-			fmt.Fprintf(w, "%-8d %-28s %7d %7.2f ms %6.1f%% %11.1f%%\n", d.Device, d.Name, d.Chunks, d.BusyMs, 100*d.Share, 100*d.BoundShare)
-		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintf(w, "stage bound (slowest stage alone, %s): %.2f ms (%s)\n", r.Stages.Slowest, r.Stages.BoundMs, stages)
-	fmt.Fprintf(w, "efficiency = stage bound / pipeline time; %s%s\n", r.Verified, label)
-	if r.WarmUpMs > 0 {
-		fmt.Fprintf(w, "each timed part ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks\n", r.WarmUpMs)
-	}
-	for _, row := range r.Rows {
-		if row.Efficiency > 1 {
-			fmt.Fprintf(w, "note: %s beat its stage bound by %.1f%%: the %s stage ran faster inside the pipeline than alone, where it is timed from the host (issue and synchronisation included); the bound is then not a limit\n",
-				row.Mode, 100*(row.Efficiency-1), r.Stages.Slowest)
-		}
-	}
+	r.WriteTable(w)
 }
 
 // humanBytes is bench.Bytes: 1.5 GiB, 12.0 MiB, 12 B.

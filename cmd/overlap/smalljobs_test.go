@@ -184,27 +184,10 @@ func TestSmallJobsRoundsOnSim(t *testing.T) {
 	assert.Contains(t, out, "1 jobs per goroutine; each cell the median of 2 rounds")
 }
 
-// TestSmallJobsPrintsCpp: the C++ cells stand beside the Go rows with
-// Go over C++ ratios (bench.AttachCpp makes them).
-func TestSmallJobsPrintsCpp(t *testing.T) {
-	rows := []bench.SmallJobsRow{
-		{Wait: "spin", Elems: 4096, Workers: 1, JobsPerSec: 900, P99us: 30, CPUusPerJob: 12},
-		{Wait: "block", Elems: 4096, Workers: 1, JobsPerSec: 500, P99us: 60, CPUusPerJob: -1},
-	}
-	cpp := []bench.RefSmallJobs{
-		{Wait: "spin", Elems: 4096, Workers: 1, JobsPerSec: 1000, P99us: 25, CPUusPerJob: 10},
-	}
-	require.NoError(t, bench.AttachCpp(rows, cpp))
-	var b strings.Builder
-	printSmallJobs(&b, rows, &benchOptions{small: bench.SmallJobsOptions{Iters: 100, Seconds: 0.5}}, "NVIDIA H200")
-	out := b.String()
-	assert.Contains(t, out, "0.90x")
-	assert.Contains(t, out, "1.20x")
-	assert.Contains(t, out, "RATE: Go jobs/s over C++'s")
-}
-
-// TestSmallJobsTitleSaysDirect: a table run with --direct-calls says so in
-// its title, beside the simulator's label where there is one.
+// TestSmallJobsTitleSaysDirect: a table run with --direct-calls says so
+// in its title by the flag's name, beside the simulator's label where
+// there is one (bench.SmallJobsResult.WriteTable's words, the flags
+// named by flagName).
 func TestSmallJobsTitleSaysDirect(t *testing.T) {
 	for _, tc := range []struct {
 		direct, sim bool
@@ -214,9 +197,9 @@ func TestSmallJobsTitleSaysDirect(t *testing.T) {
 		{true, false, "; direct calls (--direct-calls)\n", "simulated"},
 		{true, true, "clock]; direct calls (--direct-calls)\n", ""},
 	} {
-		o := &benchOptions{sim: tc.sim, small: bench.SmallJobsOptions{Iters: 100, Seconds: 0.5, DirectCalls: tc.direct}}
 		var buf bytes.Buffer
-		printSmallJobs(&buf, nil, o, "NVIDIA H200")
+		r := &bench.SmallJobsResult{Backend: "NVIDIA H200"}
+		require.NoError(t, r.WriteTable(&buf, bench.SmallJobsOptions{Sim: tc.sim, Iters: 100, Seconds: 0.5, DirectCalls: tc.direct}, flagName))
 		title, _, _ := strings.Cut(buf.String(), "\n")
 		assert.Contains(t, title+"\n", tc.want, "direct %v, sim %v", tc.direct, tc.sim)
 		if tc.not != "" {

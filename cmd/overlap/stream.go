@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/pipeline"
@@ -143,57 +142,7 @@ func runStream(ctx context.Context, o *streamOptions, stdout, stderr io.Writer) 
 	if o.jsonOut {
 		writeJSON(report, res)
 	} else if !o.quiet {
-		printStream(report, res)
+		return res.WriteTable(report)
 	}
 	return nil
-}
-
-func printStream(w io.Writer, r *bench.StreamResult) {
-	label := ""
-	if r.Simulated {
-		label = " [simulated: CPU simulator, not a GPU; rates are not GPU rates]"
-	}
-	kernel := r.Kernel
-	if r.Iters > 0 {
-		kernel = fmt.Sprintf("%s (%d iterations)", r.Kernel, r.Iters)
-	}
-	direct := ""
-	if r.Direct {
-		direct = ", inputs read with O_DIRECT"
-	}
-	if r.DirectOutput {
-		direct += ", output written with O_DIRECT"
-	}
-	fmt.Fprintf(w, "overlap stream: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
-	fmt.Fprintf(w, "%d float32 elements (%s in, %s out); chunk %d elements, %d slots, %d compute stream(s)%s\n",
-		r.Elems, humanBytes(r.InBytes), humanBytes(r.OutBytes), r.ChunkElems, r.Slots, r.ComputeStreams, direct)
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%-8s %10s %12s  %s\n", "STAGE", "GB/s", "TIME", "MEASURED")
-	for _, s := range r.Stages {
-		mark := ""
-		if s.Stage == r.BoundStage {
-			mark = "  ← bounds the run"
-		}
-		fmt.Fprintf(w, "%-8s %10.1f %9.2f ms  %s%s\n", s.Stage, s.GBps, s.Ms, s.How, mark)
-	}
-	fmt.Fprintln(w)
-	rss := "peak RSS (VmHWM) not available on this system"
-	if r.PeakRSS > 0 {
-		rss = "peak RSS (VmHWM) " + humanBytes(r.PeakRSS)
-	}
-	rss += "; pinned slots " + humanBytes(r.PinnedBytes)
-	fmt.Fprintf(w, "streaming run (after an untimed warm-up over 2·slots chunks of zeros): %.2f ms, %.1f GB/s of input; %s\n", r.Ms, gbps(r.InBytes, time.Duration(r.Ms*float64(time.Millisecond))), rss)
-	if b := r.Bound; b != nil {
-		write := fmt.Sprintf("write the output %.2f ms", b.WriteMs)
-		if !b.WriteMeasured {
-			write = "the write not measured: the output is not a regular file"
-		}
-		fmt.Fprintf(w, "bound, measured in this run (slowest alone): %.2f ms, %s (read the inputs into pinned memory %.2f ms, in-memory pinned pipeline %.2f ms, %s)\n",
-			b.BoundMs, b.Slowest, b.ReadMs, b.PipelineMs, write)
-		fmt.Fprintf(w, "efficiency = bound / streaming time: %.1f%%\n", 100*b.Efficiency)
-		if b.Efficiency > 1 {
-			fmt.Fprintf(w, "above 100%%: the %s stage alone (the faster of two passes before the run) took longer than the whole run; the host's rate for it varies from pass to pass, so this bound is not a floor\n", b.Slowest)
-		}
-	}
-	fmt.Fprintf(w, "%s%s\n", r.Verified, label)
 }

@@ -282,17 +282,3 @@ func FuzzStreamFlags(f *testing.F) {
 		}
 	})
 }
-
-// TestStreamEfficiencyAboveBoundIsExplained: on the H200 an 8 GiB run took
-// 2.33 s while its write alone, measured after it, took 3.19 s (136.9%).
-// Such a figure must say why, as the in-memory report does (issue 11).
-func TestStreamEfficiencyAboveBoundIsExplained(t *testing.T) {
-	for _, tc := range []struct {
-		eff  float64
-		want bool
-	}{{1.369, true}, {0.96, false}} {
-		var b bytes.Buffer
-		printStream(&b, &bench.StreamResult{Ms: 2332, Bound: &bench.StreamBound{BoundMs: 3193, Slowest: "write", WriteMs: 3193, Efficiency: tc.eff}})
-		assert.Equal(t, tc.want, strings.Contains(b.String(), "above 100%: the write stage alone (the faster of two passes before the run) took longer than the whole run"), b.String())
-	}
-}

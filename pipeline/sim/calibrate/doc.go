@@ -17,6 +17,8 @@
 //
 // Both return data and print nothing: an optional Options.Progress
 // callback is told what each part measures as it starts.
+// [WriteProfile], [WriteValidatedHost] and [Validation.WriteTable]
+// write their results as the text that overlap profile prints.
 //
 // # Concurrency
 //
