@@ -180,7 +180,7 @@ func TestGPUSchedulesPredicted(t *testing.T) {
 	b, ks := pipeline.GPU(ctx), kernelSet{mods: mods}
 	prof, err := measureProfile(context.Background(), b, ks, 64<<10, 2<<20, Options{})
 	require.NoError(t, err)
-	t.Logf("both_fixed_ns %.0f, dep_ns %.0f", prof.BothFixedNs, prof.DepNs)
+	t.Logf("both_fixed_ns %.0f, dep_ns %.0f, h2d %+v, d2h %+v, copy engines %d, issue %v", prof.BothFixedNs, prof.DepNs, prof.H2D, prof.D2H, prof.CopyEngines, prof.IssueNs)
 	const k64, k256 = 64 << 10, 256 << 10
 	shapes := []schedule{
 		{what: "h2d", elems: k64, chunks: 256, slots: 6, streams: 1},
