@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/internal/hostcpu"
+	"github.com/purecuda/overlap/internal/textout"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -19,17 +20,8 @@ import (
 // command says of its own flags (such as that --elems changes the
 // simulator's smaller job) is the command's to print before the table.
 
-// textWriter formats text to w and keeps the first error.
-type textWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (t *textWriter) printf(format string, args ...any) {
-	if t.err == nil {
-		_, t.err = fmt.Fprintf(t.w, format, args...)
-	}
-}
+// textWriter is textout.Writer.
+type textWriter = textout.Writer
 
 // orDash is format applied to v, or "-" where v is not positive (a
 // figure that was not measured).
@@ -95,7 +87,7 @@ func (r *RunSummary) WriteTable(w io.Writer) error {
 	if r == nil {
 		return errors.New("bench: RunSummary.WriteTable: no summary")
 	}
-	t := &textWriter{w: w}
+	t := &textWriter{W: w}
 	label := ""
 	if r.Simulated {
 		label = fmt.Sprintf(" [simulated on the CPU: times predicted for %s]", r.Profile)
@@ -104,46 +96,37 @@ func (r *RunSummary) WriteTable(w io.Writer) error {
 	if r.Iters > 0 {
 		kernel = fmt.Sprintf("%s (%d iterations)", r.Kernel, r.Iters)
 	}
-	t.printf("overlap run: %s on %s, %d float32 elements (%s moved)%s\n", kernel, r.Backend, r.Elems, Bytes(r.Bytes), label)
-	t.printf("chunk %d elements, %d slots, %d compute stream(s), host memory %s\n", r.ChunkElems, r.Slots, r.ComputeStreams, r.HostMode)
+	t.Printf("overlap run: %s on %s, %d float32 elements (%s moved)%s\n", kernel, r.Backend, r.Elems, Bytes(r.Bytes), label)
+	t.Printf("chunk %d elements, %d slots, %d compute stream(s), host memory %s\n", r.ChunkElems, r.Slots, r.ComputeStreams, r.HostMode)
 	if r.ChunkChoice != "" {
-		t.printf("chunk auto: %s\n", r.ChunkChoice)
+		t.Printf("chunk auto: %s\n", r.ChunkChoice)
 	}
-	t.printf("\n%-24s %10s %8s %8s %11s\n", "MODE", "TIME", "GB/s", "SPEEDUP", "EFFICIENCY")
+	t.Printf("\n%-24s %10s %8s %8s %11s\n", "MODE", "TIME", "GB/s", "SPEEDUP", "EFFICIENCY")
 	for _, row := range r.Rows {
-		t.printf("%-24s %7.2f ms %8.1f %8s %11s\n", row.Mode, row.Ms, row.GBps, orDash("%.2fx", row.Speedup), orDash("%.1f%%", 100*row.Efficiency))
+		t.Printf("%-24s %7.2f ms %8.1f %8s %11s\n", row.Mode, row.Ms, row.GBps, orDash("%.2fx", row.Speedup), orDash("%.1f%%", 100*row.Efficiency))
 	}
-	t.printf("\n")
+	t.Printf("\n")
 	s := r.Stages
-	stages := fmt.Sprintf("H2D %.2f ms, compute %.2f ms, D2H %.2f ms", s.H2DMs, s.ComputeMs, s.D2HMs)
-	if s.StageInMs > 0 || s.StageOutMs > 0 {
-		stages = fmt.Sprintf("stage-in %.2f ms, %s, stage-out %.2f ms", s.StageInMs, stages, s.StageOutMs)
-	}
-	if s.CopiesMs > 0 {
-		stages += fmt.Sprintf(", H2D+D2H at once %.2f ms", s.CopiesMs)
-	}
-	if s.StagingMs > 0 {
-		stages += fmt.Sprintf(", stage-in+out at once %.2f ms", s.StagingMs)
-	}
+	stages := s.String()
 	if len(r.Devices) > 0 {
-		t.printf("%-8s %-28s %7s %10s %7s %12s\n", "DEVICE", "NAME", "CHUNKS", "BUSY", "SHARE", "BOUND SHARE")
+		t.Printf("%-8s %-28s %7s %10s %7s %12s\n", "DEVICE", "NAME", "CHUNKS", "BUSY", "SHARE", "BOUND SHARE")
 		for _, d := range r.Devices {
-			t.printf("%-8d %-28s %7d %7.2f ms %6.1f%% %11.1f%%\n", d.Device, d.Name, d.Chunks, d.BusyMs, 100*d.Share, 100*d.BoundShare)
+			t.Printf("%-8d %-28s %7d %7.2f ms %6.1f%% %11.1f%%\n", d.Device, d.Name, d.Chunks, d.BusyMs, 100*d.Share, 100*d.BoundShare)
 		}
-		t.printf("\n")
+		t.Printf("\n")
 	}
-	t.printf("stage bound (slowest stage alone, %s): %.2f ms (%s)\n", s.Slowest, s.BoundMs, stages)
-	t.printf("efficiency = stage bound / pipeline time; %s%s\n", r.Verified, label)
+	t.Printf("stage bound (slowest stage alone, %s): %.2f ms (%s)\n", s.Slowest, s.BoundMs, stages)
+	t.Printf("efficiency = stage bound / pipeline time; %s%s\n", r.Verified, label)
 	if r.WarmUpMs > 0 {
-		t.printf("each timed part ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks\n", r.WarmUpMs)
+		t.Printf("each timed part ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks\n", r.WarmUpMs)
 	}
 	for _, row := range r.Rows {
 		if row.Efficiency > 1 {
-			t.printf("note: %s beat its stage bound by %.1f%%: the %s stage ran faster inside the pipeline than alone, where it is timed from the host (issue and synchronisation included); the bound is then not a limit\n",
+			t.Printf("note: %s beat its stage bound by %.1f%%: the %s stage ran faster inside the pipeline than alone, where it is timed from the host (issue and synchronisation included); the bound is then not a limit\n",
 				row.Mode, 100*(row.Efficiency-1), s.Slowest)
 		}
 	}
-	return t.err
+	return t.Err
 }
 
 // SweepTable is what a sweep's table says of the run beside its rows:
@@ -158,13 +141,13 @@ type SweepTable struct {
 // row a configuration with its C++ reference time where one ran, then
 // the fastest configuration.
 func WriteSweepTable(w io.Writer, rows []SweepRow, o SweepTable) error {
-	t := &textWriter{w: w}
+	t := &textWriter{W: w}
 	label := simLabel(o.Simulated)
-	t.printf("overlap bench: seed kernel on %s, %d float32 elements%s\n\n", o.Backend, o.Elems, label)
-	t.printf("%6s %-11s %10s %5s %10s %8s %10s %6s %10s %7s\n", "ITERS", "HOST", "CHUNK", "SLOTS", "TIME", "GB/s", "BOUND", "EFF", "C++", "GO/C++")
+	t.Printf("overlap bench: seed kernel on %s, %d float32 elements%s\n\n", o.Backend, o.Elems, label)
+	t.Printf("%6s %-11s %10s %5s %10s %8s %10s %6s %10s %7s\n", "ITERS", "HOST", "CHUNK", "SLOTS", "TIME", "GB/s", "BOUND", "EFF", "C++", "GO/C++")
 	for _, r := range rows {
 		cpp, ratio := cppColumns(r.CppMs, r.Ratio)
-		t.printf("%6d %-11s %10d %5d %7.2f ms %8.1f %7.2f ms %5.1f%% %10s %7s\n",
+		t.Printf("%6d %-11s %10d %5d %7.2f ms %8.1f %7.2f ms %5.1f%% %10s %7s\n",
 			r.Iters, r.Host, r.Chunk, r.Slots, r.Ms, r.GBps, r.BoundMs, 100*r.Efficiency, cpp, ratio)
 	}
 	if len(rows) > 0 {
@@ -174,10 +157,10 @@ func WriteSweepTable(w io.Writer, rows []SweepRow, o SweepTable) error {
 				best = r
 			}
 		}
-		t.printf("\nbest: chunk %d, %d slots, host %s, iters %d: %.2f ms (%.1f%% of the stage bound)%s\n",
+		t.Printf("\nbest: chunk %d, %d slots, host %s, iters %d: %.2f ms (%.1f%% of the stage bound)%s\n",
 			best.Chunk, best.Slots, best.Host, best.Iters, best.Ms, 100*best.Efficiency, label)
 	}
-	return t.err
+	return t.Err
 }
 
 // ScalingTable is what the scaling table says of the run beside its
@@ -197,15 +180,15 @@ type ScalingTable struct {
 // speedup over one device and the C++ reference where one ran, a note
 // for each row that beat its bound, and what the bound is.
 func WriteScalingTable(w io.Writer, rows []ScalingRow, o ScalingTable) error {
-	t := &textWriter{w: w}
+	t := &textWriter{W: w}
 	s := o.Options
 	label := ""
 	if o.Simulated {
 		label = fmt.Sprintf(" [simulated: H200 profile, the %d devices sharing a %d GB/s host link]", len(o.Ordinals), SimLinkGBps)
 	}
-	t.printf("overlap bench scaling: seed kernel (%d iterations) on %s, GPUs %v; chunk %d, %d slots, %d compute streams%s\n\n",
+	t.Printf("overlap bench scaling: seed kernel (%d iterations) on %s, GPUs %v; chunk %d, %d slots, %d compute streams%s\n\n",
 		s.Iters, o.Backend, o.Ordinals, s.ChunkElems, s.Slots, s.ComputeStreams, label)
-	t.printf("%6s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
+	t.Printf("%6s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
 		"ELEMS", "HOST", "GPUS", "TIME", "GB/s", "BOUND", "SLOWEST", "EFF", "SPEEDUP", "CHUNKS", "C++", "GO/C++")
 	for _, r := range rows {
 		cpp, ratio := cppColumns(r.CppMs, r.Ratio)
@@ -213,17 +196,17 @@ func WriteScalingTable(w io.Writer, rows []ScalingRow, o ScalingTable) error {
 		for i, c := range r.Chunks {
 			chunks[i] = fmt.Sprint(c)
 		}
-		t.printf("%6s %-19s %4d %7.2f ms %8.1f %7.2f ms %-12s %5.1f%% %7.2fx %-13s %10s %7s\n",
+		t.Printf("%6s %-19s %4d %7.2f ms %8.1f %7.2f ms %-12s %5.1f%% %7.2fx %-13s %10s %7s\n",
 			Elems(r.Elems), r.Host, r.Devices, r.Ms, r.GBps, r.BoundMs, r.Slowest, 100*r.Efficiency, r.Speedup, strings.Join(chunks, "/"), cpp, ratio)
 	}
 	for _, r := range rows {
 		if r.Efficiency > 1 {
-			t.printf("note: %s, %s, %d GPU(s) beat its bound by %.1f%%: the %s stage ran faster inside the pipeline than alone (the best of two timings, each issued from the host in one burst); the bound is then not a limit\n",
+			t.Printf("note: %s, %s, %d GPU(s) beat its bound by %.1f%%: the %s stage ran faster inside the pipeline than alone (the best of two timings, each issued from the host in one burst); the bound is then not a limit\n",
 				Elems(r.Elems), r.Host, r.Devices, 100*(r.Efficiency-1), r.Slowest)
 		}
 	}
-	t.printf("\nBOUND: each stage alone, every device running it at once over its share (H2D+D2H: both directions at once); EFF = BOUND / TIME; every element of each configuration's last run verified%s\n", label)
-	return t.err
+	t.Printf("\nBOUND: each stage alone, every device running it at once over its share (H2D+D2H: both directions at once); EFF = BOUND / TIME; every element of each configuration's last run verified%s\n", label)
+	return t.Err
 }
 
 // WriteTable writes r as overlap bench small-jobs's table: a row a cell,
@@ -238,7 +221,7 @@ func (r *SmallJobsResult) WriteTable(w io.Writer, o SmallJobsOptions, field func
 	if field == nil {
 		field = func(name string) string { return name }
 	}
-	t := &textWriter{w: w}
+	t := &textWriter{W: w}
 	rows := r.Rows
 	label, runs := "", fmt.Sprintf("%g s per cell", o.Seconds)
 	rounds := 1
@@ -260,41 +243,41 @@ func (r *SmallJobsResult) WriteTable(w io.Writer, o SmallJobsOptions, field func
 			runs += ", Go and C++ taking turns"
 		}
 	}
-	t.printf("overlap bench small-jobs: seed kernel (%d iterations) on %s; each job H2D, kernel, D2H, wait; a pipeline per goroutine, pinned buffers; %s%s\n\n",
+	t.Printf("overlap bench small-jobs: seed kernel (%d iterations) on %s; each job H2D, kernel, D2H, wait; a pipeline per goroutine, pinned buffers; %s%s\n\n",
 		o.Iters, r.Backend, runs, label)
-	t.printf("%-7s %6s %4s %8s %10s %10s %10s %9s", "WAIT", "ELEMS", "GORS", "JOBS", "JOBS/s", "P50", "P99", "CPU/JOB")
+	t.Printf("%-7s %6s %4s %8s %10s %10s %10s %9s", "WAIT", "ELEMS", "GORS", "JOBS", "JOBS/s", "P50", "P99", "CPU/JOB")
 	cpp := false
 	for _, r := range rows {
 		cpp = cpp || r.Cpp != nil
 	}
 	if cpp {
-		t.printf(" %10s %10s %9s %7s %7s %7s", "C++ JOBS/s", "C++ P99", "C++ CPU", "RATE", "P99", "CPU")
+		t.Printf(" %10s %10s %9s %7s %7s %7s", "C++ JOBS/s", "C++ P99", "C++ CPU", "RATE", "P99", "CPU")
 	}
-	t.printf("\n")
+	t.Printf("\n")
 	for _, r := range rows {
 		cpu := "n/a"
 		if r.CPUusPerJob >= 0 {
 			cpu = fmt.Sprintf("%.1f µs", r.CPUusPerJob)
 		}
-		t.printf("%-7s %6s %4d %8d %10.0f %7.1f µs %7.1f µs %9s", r.Wait, Elems(r.Elems), r.Workers, r.Jobs, r.JobsPerSec, r.P50us, r.P99us, cpu)
+		t.Printf("%-7s %6s %4d %8d %10.0f %7.1f µs %7.1f µs %9s", r.Wait, Elems(r.Elems), r.Workers, r.Jobs, r.JobsPerSec, r.P50us, r.P99us, cpu)
 		switch c := r.Cpp; {
 		case c != nil:
-			t.printf(" %10.0f %7.1f µs %6.1f µs %7s %7s %7s", c.JobsPerSec, c.P99us, c.CPUusPerJob,
+			t.Printf(" %10.0f %7.1f µs %6.1f µs %7s %7s %7s", c.JobsPerSec, c.P99us, c.CPUusPerJob,
 				orDash("%.2fx", r.RateRatio), orDash("%.2fx", r.P99Ratio), orDash("%.2fx", r.CPURatio))
 		case cpp:
-			t.printf(" %10s %10s %9s %7s %7s %7s", "-", "-", "-", "-", "-", "-")
+			t.Printf(" %10s %10s %9s %7s %7s %7s", "-", "-", "-", "-", "-", "-")
 		}
-		t.printf("\n")
+		t.Printf("\n")
 	}
-	t.printf("\nGORS: goroutines, each with its own pipeline on one context; P50/P99: latency of one job; CPU/JOB: the process's CPU time over the jobs")
+	t.Printf("\nGORS: goroutines, each with its own pipeline on one context; P50/P99: latency of one job; CPU/JOB: the process's CPU time over the jobs")
 	if cpp {
-		t.printf("; RATE: Go jobs/s over C++'s (≥ 1 is the target), P99 and CPU: Go's over C++'s")
+		t.Printf("; RATE: Go jobs/s over C++'s (≥ 1 is the target), P99 and CPU: Go's over C++'s")
 		if rounds > 1 {
-			t.printf(" (the medians of the rounds' own)")
+			t.Printf(" (the medians of the rounds' own)")
 		}
 	}
-	t.printf("; every element of each goroutine's last job verified%s\n", label)
-	return t.err
+	t.Printf("; every element of each goroutine's last job verified%s\n", label)
+	return t.Err
 }
 
 // WriteTable writes r as overlap stream's table: the job, a row a stage
@@ -304,7 +287,7 @@ func (r *StreamResult) WriteTable(w io.Writer) error {
 	if r == nil {
 		return errors.New("bench: StreamResult.WriteTable: no result")
 	}
-	t := &textWriter{w: w}
+	t := &textWriter{W: w}
 	label := ""
 	if r.Simulated {
 		label = " [simulated: CPU simulator, not a GPU; rates are not GPU rates]"
@@ -320,38 +303,38 @@ func (r *StreamResult) WriteTable(w io.Writer) error {
 	if r.DirectOutput {
 		direct += ", output written with O_DIRECT"
 	}
-	t.printf("overlap stream: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
-	t.printf("%d float32 elements (%s in, %s out); chunk %d elements, %d slots, %d compute stream(s)%s\n\n",
+	t.Printf("overlap stream: %s on %s, streaming %s → %s%s\n", kernel, r.Backend, strings.Join(r.Inputs, ","), r.Output, label)
+	t.Printf("%d float32 elements (%s in, %s out); chunk %d elements, %d slots, %d compute stream(s)%s\n\n",
 		r.Elems, Bytes(r.InBytes), Bytes(r.OutBytes), r.ChunkElems, r.Slots, r.ComputeStreams, direct)
-	t.printf("%-8s %10s %12s  %s\n", "STAGE", "GB/s", "TIME", "MEASURED")
+	t.Printf("%-8s %10s %12s  %s\n", "STAGE", "GB/s", "TIME", "MEASURED")
 	for _, s := range r.Stages {
 		mark := ""
 		if s.Stage == r.BoundStage {
 			mark = "  ← bounds the run"
 		}
-		t.printf("%-8s %10.1f %9.2f ms  %s%s\n", s.Stage, s.GBps, s.Ms, s.How, mark)
+		t.Printf("%-8s %10.1f %9.2f ms  %s%s\n", s.Stage, s.GBps, s.Ms, s.How, mark)
 	}
 	rss := "peak RSS (VmHWM) not available on this system"
 	if r.PeakRSS > 0 {
 		rss = "peak RSS (VmHWM) " + Bytes(r.PeakRSS)
 	}
 	rss += "; pinned slots " + Bytes(r.PinnedBytes)
-	t.printf("\nstreaming run (after an untimed warm-up over 2·slots chunks of zeros): %.2f ms, %.1f GB/s of input; %s\n",
+	t.Printf("\nstreaming run (after an untimed warm-up over 2·slots chunks of zeros): %.2f ms, %.1f GB/s of input; %s\n",
 		r.Ms, gbps(r.InBytes, time.Duration(r.Ms*float64(time.Millisecond))), rss)
 	if b := r.Bound; b != nil {
 		write := fmt.Sprintf("write the output %.2f ms", b.WriteMs)
 		if !b.WriteMeasured {
 			write = "the write not measured: the output is not a regular file"
 		}
-		t.printf("bound, measured in this run (slowest alone): %.2f ms, %s (read the inputs into pinned memory %.2f ms, in-memory pinned pipeline %.2f ms, %s)\n",
+		t.Printf("bound, measured in this run (slowest alone): %.2f ms, %s (read the inputs into pinned memory %.2f ms, in-memory pinned pipeline %.2f ms, %s)\n",
 			b.BoundMs, b.Slowest, b.ReadMs, b.PipelineMs, write)
-		t.printf("efficiency = bound / streaming time: %.1f%%\n", 100*b.Efficiency)
+		t.Printf("efficiency = bound / streaming time: %.1f%%\n", 100*b.Efficiency)
 		if b.Efficiency > 1 {
-			t.printf("above 100%%: the %s stage alone (the faster of two passes before the run) took longer than the whole run; the host's rate for it varies from pass to pass, so this bound is not a floor\n", b.Slowest)
+			t.Printf("above 100%%: the %s stage alone (the faster of two passes before the run) took longer than the whole run; the host's rate for it varies from pass to pass, so this bound is not a floor\n", b.Slowest)
 		}
 	}
-	t.printf("%s%s\n", r.Verified, label)
-	return t.err
+	t.Printf("%s%s\n", r.Verified, label)
+	return t.Err
 }
 
 // TuneTable is what overlap tune's table says of the run beside a
@@ -373,26 +356,26 @@ func (r *TuneResult) WriteTable(w io.Writer, o TuneTable) error {
 	if r == nil || len(r.Candidates) == 0 {
 		return errors.New("bench: TuneResult.WriteTable: no candidates")
 	}
-	t := &textWriter{w: w}
+	t := &textWriter{W: w}
 	label := simLabel(o.Simulated)
-	t.printf("overlap tune: %s on %s, %d elements, host memory %s%s\n", o.Workload, o.Backend, o.Elems, o.Host, label)
-	t.printf("per-chunk stage costs (fixed + per element), fitted to probes: %s\n\n", ModelText(r.Model))
-	t.printf("%10s %6s %8s %11s\n", "CHUNK", "SLOTS", "STREAMS", "PREDICTED")
+	t.Printf("overlap tune: %s on %s, %d elements, host memory %s%s\n", o.Workload, o.Backend, o.Elems, o.Host, label)
+	t.Printf("per-chunk stage costs (fixed + per element), fitted to probes: %s\n\n", ModelText(r.Model))
+	t.Printf("%10s %6s %8s %11s\n", "CHUNK", "SLOTS", "STREAMS", "PREDICTED")
 	for i, c := range r.Candidates[:min(8, len(r.Candidates))] {
 		mark := ""
 		if i == 0 {
 			mark = "  <- chosen"
 		}
-		t.printf("%10d %6d %8d %8.2f ms%s\n", c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted), mark)
+		t.Printf("%10d %6d %8d %8.2f ms%s\n", c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted), mark)
 	}
 	best := r.Candidates[0]
 	checked := "not verified: no CPU reference for a user's kernel"
 	if r.Verified {
 		checked = "every element of the last run verified"
 	}
-	t.printf("\nmeasured %.2f ms (best of %d; %s), predicted %.2f ms (%s)%s\n",
+	t.Printf("\nmeasured %.2f ms (best of %d; %s), predicted %.2f ms (%s)%s\n",
 		ms(r.Measured), o.Repeat, checked, ms(best.Predicted), predictionText(r.Measured, best.Predicted), label)
-	return t.err
+	return t.Err
 }
 
 // predictionText says how a prediction compares with a measurement, with
@@ -446,15 +429,15 @@ func (c AutoChunk) String() string {
 // and local CPUs ("-" where the host does not say).
 func WriteDevicesTable(w io.Writer, devs []DeviceInfo) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	t := &textWriter{w: tw}
-	t.printf("GPU\tNAME\tCC\tMEMORY\tSMs\tCOPY ENGINES\tCONCURRENT KERNELS\tPCI BUS\tNUMA\tLOCAL CPUS\n")
+	t := &textWriter{W: tw}
+	t.Printf("GPU\tNAME\tCC\tMEMORY\tSMs\tCOPY ENGINES\tCONCURRENT KERNELS\tPCI BUS\tNUMA\tLOCAL CPUS\n")
 	for _, d := range devs {
 		numa, cpus := localityColumns(d)
-		t.printf("%d\t%s\t%d.%d\t%.1f GiB\t%d\t%d\t%v\t%s\t%s\t%s\n", d.Ordinal, d.Name, d.Major, d.Minor,
+		t.Printf("%d\t%s\t%d.%d\t%.1f GiB\t%d\t%d\t%v\t%s\t%s\t%s\n", d.Ordinal, d.Name, d.Major, d.Minor,
 			float64(d.Memory)/(1<<30), d.Multiprocessors, d.CopyEngines, d.ConcurrentKernels, d.PCIBusID, numa, cpus)
 	}
-	if t.err != nil {
-		return t.err
+	if t.Err != nil {
+		return t.Err
 	}
 	return tw.Flush()
 }
