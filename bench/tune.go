@@ -63,7 +63,7 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 	res := &TuneResult{Model: m, Candidates: cands}
 	best := cands[0]
 	cfg := o.Config
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule, cfg.Host = best.ChunkElems, best.Slots, best.ComputeStreams, best.Schedule, o.Host
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule, cfg.CopyChunks, cfg.Host = best.ChunkElems, best.Slots, best.ComputeStreams, best.Schedule, 0, o.Host
 	p, err := pipeline.New(b, cfg)
 	if err != nil {
 		return nil, &Error{Op: "Tune", Err: err}

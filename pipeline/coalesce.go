@@ -22,12 +22,16 @@ const coalesceBytes = 1 << 20
 // 93% on 12: bench/RESULTS.md, "Coalesced copies"), and a group's slots
 // never wrap around the ring; 1 when a chunk's copies are large enough
 // already. The default slots (ComputeStreams+2) give small chunks groups
-// of two; more slots give larger groups.
+// of two on the default four streams, and none on one or two; more slots
+// give larger groups.
 func (p *Pipeline) copyGroup() int { return copyGroupOf(p.cfg) }
 
 func copyGroupOf(cfg Config) int {
 	if cfg.CopyChunks > 0 {
 		return cfg.CopyChunks
+	}
+	if !slotsBackToBack(cfg) {
+		return 1
 	}
 	per := smallestCopy(cfg)
 	g := 1
@@ -37,6 +41,19 @@ func copyGroupOf(cfg Config) int {
 		}
 	}
 	return g
+}
+
+// slotsBackToBack says that every buffer's slots follow one another with
+// no padding (slotStride), so that one copy can fill several.
+func slotsBackToBack(cfg Config) bool {
+	for _, sizes := range [2][]int{cfg.Inputs, cfg.Outputs} {
+		for _, s := range sizes {
+			if b := s * cfg.ChunkElems; slotStride(b) != b {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // smallestCopy is the bytes of the smallest of a chunk's copies.
@@ -77,12 +94,11 @@ func (p *Pipeline) copiesFor(pl *plan, sched Schedule) int {
 //	D2H:     wait compDone[s0+k] for each k, one copy per output, record
 //	         d2hDone[s0]
 //
-// Waiting for the D2H two groups back rather than for each kernel makes
-// three calls a group instead of a chunk's waits on both events, and
-// costs no overlap, since the ring holds at least three groups
-// (copyGroup): a small chunk's run is bound by its calls (7 a chunk
-// this way, 9 with the waits of issue). It returns how many chunks it
-// issued.
+// Waiting for the D2H of the group a ring back (Slots/G groups, at least
+// three: copyGroup) rather than for each kernel costs no overlap, and a
+// small chunk's run is bound by its calls: a group makes 4G+5 of them
+// (5.25 a chunk in groups of four), where issue makes 10 a chunk. It
+// returns how many chunks it issued.
 func (p *Pipeline) issueGrouped(pl *plan, rs *runState, iss Issuer, tm *timing) (int, error) {
 	S, G := p.cfg.Slots, pl.copies
 	for g0 := 0; g0 < pl.chunks; g0 += G {

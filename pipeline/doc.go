@@ -30,8 +30,10 @@
 // kernel waits for the D2H copy that last read its output slot (write
 // after read). The host waits only before it refills a pinned staging
 // slot, and once at the end. Each buffer's slots are one device
-// allocation, back to back, so the copies of small chunks in neighbouring
-// slots are one copy (Config.CopyChunks). On [ScheduleInStream] each
+// allocation, each slot 256-byte aligned, so the copies of small chunks in
+// neighbouring slots are one copy (Config.CopyChunks), and such a group's
+// copy in waits for the copy out of the group a ring back, which followed
+// its kernels. On [ScheduleInStream] each
 // chunk's copies and kernel go in order on one compute stream with slots
 // of its own, and stream order is all the ordering: three calls a chunk
 // instead of ten, for small whole jobs, whose time is their driver calls

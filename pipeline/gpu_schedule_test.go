@@ -31,6 +31,7 @@ func TestGPUSchedules(t *testing.T) {
 		{64 << 10, 6, 4, 37*(64<<10) + 5, pipeline.HostPinned, pipeline.ScheduleEvents, pipeline.ScheduleEvents},
 		{64 << 10, 9, 4, 37*(64<<10) + 5, pipeline.HostRegistered, pipeline.ScheduleEvents, pipeline.ScheduleEvents},
 		{64 << 10, 12, 4, 100*(64<<10) - 3, pipeline.HostPinned, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
+		{1000, 12, 4, 200*1000 + 7, pipeline.HostPinned, pipeline.ScheduleEvents, pipeline.ScheduleEvents}, // slots padded to 256 bytes: no groups
 		{16 << 10, 48, 2, 300 * (16 << 10), pipeline.HostRegistered, pipeline.ScheduleAuto, pipeline.ScheduleEvents},
 	} {
 		name := fmt.Sprintf("%s %d chunks of %d, %d slots %d streams %s", c.host, (c.n+c.chunk-1)/c.chunk, c.chunk, c.slots, c.streams, c.sched)
@@ -51,15 +52,22 @@ func TestGPUSchedules(t *testing.T) {
 			} else {
 				job.Inputs, job.Outputs = []pipeline.Buffer{pipeline.Slice(in)}, []pipeline.Buffer{pipeline.Slice(out)}
 			}
+			// Each run checked on its own: a fault in the first (a wait on
+			// an event of no run yet, say) would be hidden by the second.
 			for r := range 2 {
+				clear(out)
+				if hout != nil {
+					clear(hout.Float32s())
+				}
 				rep, err := p.Run(context.Background(), job)
 				require.NoError(t, err)
 				assert.Equal(t, c.want, rep.Schedule, "run %d", r)
+				got := out
+				if hout != nil {
+					got = hout.Float32s()[:c.n]
+				}
+				require.NoError(t, verifySeed(in, got, 100), "run %d", r)
 			}
-			if hout != nil {
-				out = hout.Float32s()[:c.n]
-			}
-			require.NoError(t, verifySeed(in, out, 100))
 		})
 	}
 }

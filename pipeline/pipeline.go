@@ -59,7 +59,10 @@ type Config struct {
 	// CopyChunks is how many chunks in neighbouring slots one copy moves
 	// on ScheduleEvents (see copyGroup): 0 picks, the fewest that make a
 	// copy of 1 MiB; 1 copies each chunk on its own; more must divide
-	// Slots and be at most a third of them.
+	// Slots and be at most a third of them, and needs chunks of a
+	// multiple of 256 bytes for every input and output. Runs that stage,
+	// on ScheduleInStream, or of a Group of several devices copy each
+	// chunk on its own whatever it says.
 	CopyChunks int
 }
 
@@ -103,6 +106,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("pipeline: unknown schedule %d", int(c.Schedule))
 	case c.CopyChunks < 0 || c.CopyChunks > 1 && (c.Slots%c.CopyChunks != 0 || c.CopyChunks > c.Slots/3):
 		return c, fmt.Errorf("pipeline: %d chunks a copy on %d slots: want 0, 1, or a divisor of the slots of at most a third of them", c.CopyChunks, c.Slots)
+	case c.CopyChunks > 1 && !slotsBackToBack(c):
+		return c, fmt.Errorf("pipeline: %d chunks a copy: a chunk of %d elements is not a multiple of %d bytes for every input and output, so its slots are not back to back", c.CopyChunks, c.ChunkElems, slotAlign)
 	}
 	for _, sizes := range [][]int{c.Inputs, c.Outputs} {
 		for _, s := range sizes {
@@ -246,7 +251,7 @@ func New(b Backend, cfg Config) (p *Pipeline, err error) {
 func (p *Pipeline) allocSlots(sizes []int) ([]DeviceMem, error) {
 	var out []DeviceMem
 	for _, s := range sizes {
-		n, ok := checkedMul(s*p.cfg.ChunkElems, p.cfg.Slots)
+		n, ok := checkedMul(slotStride(s*p.cfg.ChunkElems), p.cfg.Slots)
 		if !ok {
 			return out, fmt.Errorf("pipeline: %d slots of %d elements of %d bytes are too large", p.cfg.Slots, p.cfg.ChunkElems, s)
 		}
@@ -258,6 +263,17 @@ func (p *Pipeline) allocSlots(sizes []int) ([]DeviceMem, error) {
 	}
 	return out, nil
 }
+
+// slotAlign is the alignment of every slot's device address: cuMemAlloc's
+// own (256 bytes), which a kernel with vector loads may rely on, as it
+// did when each slot was an allocation of its own.
+const slotAlign = 256
+
+// slotStride is the bytes from one slot's start to the next for a chunk
+// of chunkBytes: the chunk, rounded up to slotAlign. Chunks whose bytes
+// are a multiple of it are back to back, and only theirs are coalesced
+// (copyGroup).
+func slotStride(chunkBytes int) int { return (chunkBytes + slotAlign - 1) / slotAlign * slotAlign }
 
 // slotBuf is one slot's part of a buffer that holds every slot's: the
 // bytes from off of all, a chunk's worth.
@@ -275,7 +291,7 @@ func slotsOf(all []DeviceMem, sizes []int, cfg Config) [][]slotBuf {
 	slots := make([][]slotBuf, cfg.Slots)
 	for s := range slots {
 		for j, d := range all {
-			slots[s] = append(slots[s], slotBuf{all: d, off: s * sizes[j] * cfg.ChunkElems})
+			slots[s] = append(slots[s], slotBuf{all: d, off: s * slotStride(sizes[j]*cfg.ChunkElems)})
 		}
 	}
 	return slots

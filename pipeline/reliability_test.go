@@ -33,6 +33,19 @@ func faultWorkload(t *testing.T, dev *sim.Sim, mode pipeline.HostMode, sched pip
 	return cfg, job, in, out
 }
 
+// groupedFaultWorkload is faultWorkload with copies coalesced: 14 chunks
+// of 64 elements (256 bytes) on 12 slots, groups of four, the last of two
+// with a short chunk.
+func groupedFaultWorkload(t *testing.T, dev *sim.Sim, mode pipeline.HostMode, sched pipeline.Schedule) (pipeline.Config, pipeline.Job, []float32, []float32) {
+	cfg, job, _, _ := faultWorkload(t, dev, mode, sched)
+	cfg.ChunkElems, cfg.Slots = 64, 12
+	n := 13*64 + 5
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 0)
+	job.N, job.Inputs, job.Outputs = n, []pipeline.Buffer{pipeline.Slice(in)}, []pipeline.Buffer{pipeline.Slice(out)}
+	return cfg, job, in, out
+}
+
 // TestFaultSweep fails every operation of every kind, one at a time, over
 // a full New+Run, and checks that the error names its stage (and chunk),
 // that nothing leaks, and that the pipeline runs again exactly or reports
@@ -42,14 +55,16 @@ func TestFaultSweep(t *testing.T) {
 	injected, survivedUsable, survivedClosed := 0, 0, 0
 	setupFaults, failedInNew, closedByDrain := 0, 0, 0
 	type sweep struct {
-		mode  pipeline.HostMode
-		sched pipeline.Schedule
+		mode     pipeline.HostMode
+		sched    pipeline.Schedule
+		workload func(*testing.T, *sim.Sim, pipeline.HostMode, pipeline.Schedule) (pipeline.Config, pipeline.Job, []float32, []float32)
 	}
-	for _, sw := range []sweep{{pipeline.HostStaged, pipeline.ScheduleAuto}, {pipeline.HostRegistered, pipeline.ScheduleEvents}, {pipeline.HostRegistered, pipeline.ScheduleInStream}} {
+	for _, sw := range []sweep{{pipeline.HostStaged, pipeline.ScheduleAuto, faultWorkload}, {pipeline.HostRegistered, pipeline.ScheduleEvents, faultWorkload},
+		{pipeline.HostRegistered, pipeline.ScheduleInStream, faultWorkload}, {pipeline.HostRegistered, pipeline.ScheduleEvents, groupedFaultWorkload}} {
 		mode := sw.mode
 		// Count each kind in a clean New + Run.
 		clean := sim.New(1, 0)
-		cfg, job, _, _ := faultWorkload(t, clean, mode, sw.sched)
+		cfg, job, _, _ := sw.workload(t, clean, mode, sw.sched)
 		p, err := pipeline.New(clean, cfg)
 		require.NoError(t, err)
 		inNew := map[string]int{}
@@ -71,7 +86,7 @@ func TestFaultSweep(t *testing.T) {
 			for k := 1; k <= total; k++ {
 				dev := sim.New(uint64(k), time.Microsecond)
 				dev.FailAt(kind, k, errInjected)
-				cfg, job, in, out := faultWorkload(t, dev, mode, sw.sched)
+				cfg, job, in, out := sw.workload(t, dev, mode, sw.sched)
 				injected++
 				what := fmt.Sprintf("%s %s, %s #%d of %d", mode, sw.sched, kind, k, total)
 				p, err := pipeline.New(dev, cfg)
@@ -121,7 +136,7 @@ func TestFaultSweep(t *testing.T) {
 	// faults fail New and which close the pipeline is predicted instead,
 	// per fault above and in total here.
 	assert.Equal(t, setupFaults, failedInNew, "faults that New reported")
-	assert.Equal(t, 3*(2+2), closedByDrain, "three sweeps, four streams to synchronise each")
+	assert.Equal(t, 4*(2+2), closedByDrain, "four sweeps, four streams to synchronise each")
 }
 
 // TestCancellationThousand cancels 1000 runs at random points.

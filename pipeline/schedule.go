@@ -21,7 +21,9 @@ const (
 	// another and the kernels on the compute streams, ordered by events
 	// and stream waits (see issue). A chunk's H2D copy waits only for the
 	// kernel that last read its slot, so a slot is refilled while its
-	// last output is still being copied out.
+	// last output is still being copied out; where the copies of small
+	// chunks are coalesced (Config.CopyChunks), a group's copy in waits
+	// for the copy out of the group a ring back instead (issueGrouped).
 	ScheduleEvents
 	// ScheduleInStream puts each chunk's H2D copies, kernel and D2H
 	// copies in order on one compute stream, chunk i on stream i mod

@@ -107,7 +107,8 @@ func TestInStreamScheduleSmallWholeJobs(t *testing.T) {
 // group's copy would be a hazard.
 func TestCoalescedCopiesVerified(t *testing.T) {
 	for _, c := range []overlapCase{
-		{name: "12 slots 4 streams, groups of 4", n: 29*700 - 13, chunk: 700, slots: 12, streams: 4, host: pipeline.HostPinned, kernel: "seed", data: true},
+		{name: "12 slots 4 streams, groups of 4", n: 29*704 - 13, chunk: 704, slots: 12, streams: 4, host: pipeline.HostPinned, kernel: "seed", data: true},
+		{name: "12 slots, chunks not a multiple of 256 bytes: no groups", n: 29*700 - 13, chunk: 700, slots: 12, streams: 4, host: pipeline.HostPinned, kernel: "seed", data: true},
 		{name: "6 slots 2 streams, groups of 2", n: 21 * 512, chunk: 512, slots: 6, streams: 2, host: pipeline.HostRegistered, kernel: "saxpy", data: true},
 		{name: "9 slots 4 streams, groups of 3", n: 23 * 512, chunk: 512, slots: 9, streams: 4, host: pipeline.HostRegistered, kernel: "seed", data: true},
 		{name: "5 slots 3 streams, no groups", n: 21 * 512, chunk: 512, slots: 5, streams: 3, host: pipeline.HostRegistered, kernel: "seed", data: true},
@@ -134,10 +135,10 @@ func TestCoalescedCopiesCount(t *testing.T) {
 	} {
 		dev := sim.New(1, 0)
 		cfg := pipeline.Float32Config(1, 1)
-		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule = 100, c.slots, 2, pipeline.ScheduleEvents
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule = 64, c.slots, 2, pipeline.ScheduleEvents
 		p, err := pipeline.New(dev, cfg)
 		require.NoError(t, err)
-		n := c.chunks * 100
+		n := c.chunks * 64
 		in, out := make([]float32, n), make([]float32, n)
 		kernels.FillPattern(in, 1)
 		before := dev.Count("copy")
@@ -162,20 +163,24 @@ func TestCopyChunks(t *testing.T) {
 	}{
 		{12, 1, 2 * 29, ""},
 		{12, 3, 2 * 10, ""},
-		{12, 0, 2 * 8, ""}, // chunks of 400 bytes: the largest group, a third of the slots
+		{12, 0, 2 * 8, ""}, // chunks of 256 bytes: the largest group, a third of the slots
 		{12, 5, 0, "pipeline: 5 chunks a copy on 12 slots: want 0, 1, or a divisor of the slots of at most a third of them"},
+		{-12, 3, 0, "pipeline: 3 chunks a copy: a chunk of 65 elements is not a multiple of 256 bytes for every input and output, so its slots are not back to back"},
 		{12, 6, 0, "pipeline: 6 chunks a copy on 12 slots: want 0, 1, or a divisor of the slots of at most a third of them"},
 		{12, -1, 0, "pipeline: -1 chunks a copy on 12 slots: want 0, 1, or a divisor of the slots of at most a third of them"},
 	} {
 		cfg := pipeline.Float32Config(1, 1)
-		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule, cfg.CopyChunks = 100, c.slots, 2, pipeline.ScheduleEvents, c.copyChunks
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule, cfg.CopyChunks = 64, c.slots, 2, pipeline.ScheduleEvents, c.copyChunks
+		if c.slots < 0 { // a chunk of 260 bytes
+			cfg.ChunkElems, cfg.Slots = 65, -c.slots
+		}
 		p, err := pipeline.New(dev, cfg)
 		if c.err != "" {
 			assert.EqualError(t, err, c.err)
 			continue
 		}
 		require.NoError(t, err)
-		n := 29 * 100
+		n := 29 * 64
 		in, out := make([]float32, n), make([]float32, n)
 		kernels.FillPattern(in, 2)
 		before := dev.Count("copy")
@@ -184,6 +189,88 @@ func TestCopyChunks(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, c.copies, dev.Count("copy")-before, "CopyChunks %d", c.copyChunks)
 		require.NoError(t, verifySeed(in, out, 2))
+		assert.Empty(t, dev.Hazards())
+		require.NoError(t, p.Close())
+	}
+}
+
+// TestNewPathsTimed: Config.Timing on both new paths gives every chunk
+// its three spans, each ending after it starts, and on coalesced copies
+// the chunks of one group share their copy's span.
+func TestNewPathsTimed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		slots int
+		sched pipeline.Schedule
+		group int // chunks a copy
+	}{
+		{"in-stream", 6, pipeline.ScheduleInStream, 1},
+		{"events, groups of 4", 12, pipeline.ScheduleEvents, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dev := sim.New(1, 0)
+			cfg := pipeline.Float32Config(1, 1)
+			cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule, cfg.Timing = 64, c.slots, 4, c.sched, true
+			p, err := pipeline.New(dev, cfg)
+			require.NoError(t, err)
+			defer p.Close()
+			const chunks = 14
+			n := chunks*64 - 9
+			in, out := make([]float32, n), make([]float32, n)
+			kernels.FillPattern(in, 4)
+			rep, err := p.Run(context.Background(), pipeline.Job{N: n, Kernel: seedKernel(nil, 2), Host: pipeline.HostRegistered,
+				Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+			require.NoError(t, err)
+			assert.Equal(t, c.sched, rep.Schedule)
+			require.NoError(t, verifySeed(in, out, 2))
+			assert.Empty(t, dev.Hazards())
+			require.Len(t, rep.Spans, 3*chunks)
+			by := map[pipeline.Stage]map[int]pipeline.Span{}
+			for _, sp := range rep.Spans {
+				assert.Greater(t, sp.End, sp.Start, "%+v", sp)
+				if by[sp.Stage] == nil {
+					by[sp.Stage] = map[int]pipeline.Span{}
+				}
+				by[sp.Stage][sp.Chunk] = sp
+			}
+			for _, st := range []pipeline.Stage{pipeline.StageH2D, pipeline.StageCompute, pipeline.StageD2H} {
+				require.Len(t, by[st], chunks, "%s", st)
+			}
+			// A group's chunks are marked one after another around one
+			// copy: every start precedes every end of the group.
+			for g := 0; g < chunks; g += c.group {
+				for _, st := range []pipeline.Stage{pipeline.StageH2D, pipeline.StageD2H} {
+					lastStart, firstEnd := by[st][g].Start, by[st][g].End
+					for i := g; i < min(g+c.group, chunks); i++ {
+						lastStart, firstEnd = max(lastStart, by[st][i].Start), min(firstEnd, by[st][i].End)
+					}
+					assert.Less(t, lastStart, firstEnd, "%s of the group from chunk %d is one copy", st, g)
+				}
+			}
+			for i := 0; i < chunks; i++ {
+				assert.GreaterOrEqual(t, by[pipeline.StageCompute][i].Start, by[pipeline.StageH2D][i].End, "chunk %d computes after its copy in", i)
+				assert.GreaterOrEqual(t, by[pipeline.StageD2H][i].Start, by[pipeline.StageCompute][i].End, "chunk %d is copied out after its kernel", i)
+			}
+		})
+	}
+}
+
+// TestStageTimesCoalesced: StageTimes copies as a run does, a copy a
+// group each way on coalesced copies, a copy a chunk with CopyChunks 1.
+func TestStageTimesCoalesced(t *testing.T) {
+	for _, c := range []struct{ copyChunks, copies int }{{0, 2 * 8}, {1, 2 * 29}} {
+		dev := sim.New(1, 0)
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.CopyChunks = 64, 12, 2, c.copyChunks
+		p, err := pipeline.New(dev, cfg)
+		require.NoError(t, err)
+		n := 29*64 - 3
+		in, out := make([]float32, n), make([]float32, n)
+		before := dev.Count("copy")
+		_, err = p.StageTimes(context.Background(), pipeline.Job{N: n, Kernel: seedKernel(nil, 2), Host: pipeline.HostRegistered,
+			Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+		require.NoError(t, err)
+		assert.Equal(t, c.copies, dev.Count("copy")-before, "CopyChunks %d", c.copyChunks)
 		assert.Empty(t, dev.Hazards())
 		require.NoError(t, p.Close())
 	}

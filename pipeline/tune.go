@@ -176,7 +176,8 @@ func (m Model) Best(n int) Choice {
 }
 
 // Probe measures per-chunk stage costs of job at a few chunk sizes, by
-// building a pipeline for each (with cfg's shape) and timing its stages
+// building a pipeline for each (with cfg's shape; the slots, streams and
+// CopyChunks are the probe's own) and timing its stages
 // alone, and fits a Model to them; then it measures the model's PerChunk
 // and PerChunkInStream with two pipelined runs of the whole job in small
 // chunks on each schedule. The job's outputs are written.
@@ -196,7 +197,7 @@ func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
 	var per []StageTimes
 	for _, c := range sizes {
 		pc := cfg
-		pc.ChunkElems, pc.Slots, pc.ComputeStreams, pc.Timing = c, 2, 1, false
+		pc.ChunkElems, pc.Slots, pc.ComputeStreams, pc.CopyChunks, pc.Timing = c, 2, 1, 0, false
 		p, err := New(b, pc)
 		if err != nil {
 			return Model{}, err
@@ -216,12 +217,12 @@ func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
 	// The candidates' slots and streams, not the defaults', which give
 	// small chunks more slots than any candidate has.
 	events := cfg
-	events.Schedule, events.ComputeStreams, events.Slots = ScheduleEvents, 4, 6
+	events.Schedule, events.ComputeStreams, events.Slots, events.CopyChunks = ScheduleEvents, 4, 6, 0
 	if m.PerChunk, err = probePerChunk(ctx, b, events, job, m); err != nil {
 		return Model{}, err
 	}
 	inStream := cfg
-	inStream.Schedule, inStream.ComputeStreams, inStream.Slots = ScheduleInStream, 4, 4
+	inStream.Schedule, inStream.ComputeStreams, inStream.Slots, inStream.CopyChunks = ScheduleInStream, 4, 4, 0
 	if m.PerChunkInStream, err = probePerChunk(ctx, b, inStream, job, m); err != nil {
 		return Model{}, err
 	}
@@ -301,7 +302,7 @@ func Pick(ctx context.Context, b Backend, cfg Config, job Job, m Model) (Choice,
 		}
 		taken[c.Schedule]++
 		pc := cfg
-		pc.ChunkElems, pc.Slots, pc.ComputeStreams, pc.Schedule, pc.Timing = c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, false
+		pc.ChunkElems, pc.Slots, pc.ComputeStreams, pc.Schedule, pc.CopyChunks, pc.Timing = c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, 0, false
 		took, err := timeRun(ctx, b, pc, job)
 		if err != nil {
 			return Choice{}, fmt.Errorf("pipeline: Pick: chunk %d, %d slots, %d compute streams, %s: %w", c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, err)
