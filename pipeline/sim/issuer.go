@@ -454,14 +454,23 @@ func argWord(a *driver.Args, off int) (uint64, error) {
 	return v.Index(off / 8).Uint(), nil
 }
 
-func (i *simIssuer) Record(e pipeline.Event, st pipeline.Stream) error {
+// streamEvent is st and e as the simulator's own, or why not.
+func (i *simIssuer) streamEvent(st pipeline.Stream, e pipeline.Event) (*simStream, *simEvent, error) {
 	ss, err := i.stream(st)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	ev, ok := e.(*simEvent)
 	if !ok {
-		return fmt.Errorf("sim: event %T is not a simulator event", e)
+		return nil, nil, fmt.Errorf("sim: event %T is not a simulator event", e)
+	}
+	return ss, ev, nil
+}
+
+func (i *simIssuer) Record(e pipeline.Event, st pipeline.Stream) error {
+	ss, ev, err := i.streamEvent(st, e)
+	if err != nil {
+		return err
 	}
 	h := i.sim.host
 	h.mu.Lock()
@@ -482,13 +491,9 @@ func (i *simIssuer) Record(e pipeline.Event, st pipeline.Stream) error {
 }
 
 func (i *simIssuer) Wait(st pipeline.Stream, e pipeline.Event) error {
-	ss, err := i.stream(st)
+	ss, ev, err := i.streamEvent(st, e)
 	if err != nil {
 		return err
-	}
-	ev, ok := e.(*simEvent)
-	if !ok {
-		return fmt.Errorf("sim: event %T is not a simulator event", e)
 	}
 	h := i.sim.host
 	h.mu.Lock()
