@@ -180,8 +180,46 @@ func (m Model) Best(n int) Choice {
 // CopyChunks are the probe's own) and timing its stages
 // alone, and fits a Model to them; then it measures the model's PerChunk
 // and PerChunkInStream with two pipelined runs of the whole job in small
-// chunks on each schedule. The job's outputs are written.
+// chunks on each schedule. The job's outputs are written. Go slices in
+// auto mode are probed registered, as the job's runs take them from the
+// second run of a pipeline on (tunedJob).
 func Probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
+	if tj, ok := tunedJob(cfg, job); ok {
+		m, err := probe(ctx, b, cfg, tj)
+		if !errors.Is(err, ErrRegistered) {
+			return m, err
+		}
+		// Registered by someone else: the job's runs stage it, and so
+		// does the probe.
+	}
+	return probe(ctx, b, cfg, job)
+}
+
+// tunedJob is job in the host mode that its runs settle into, and whether
+// that differs from job's own: a pipeline in auto mode stages Go slices
+// the first time it sees them and registers them from its second run on
+// (autoMode). The probes each run on a pipeline of their own, so in auto
+// mode they would time staging, which costs a host copy per chunk that
+// the tuned runs do not make: on the H200 that fitted 40-47 µs of H2D to
+// every chunk and moved the choice for a 1M-element job from 128K chunks
+// to 512K (bench/RESULTS.md, "Small whole jobs: the tuner probes what
+// the runs do").
+func tunedJob(cfg Config, job Job) (Job, bool) {
+	if job.Host != HostAuto || cfg.Host != HostAuto {
+		return job, false
+	}
+	for _, bufs := range [2][]Buffer{job.Inputs, job.Outputs} {
+		for _, b := range bufs {
+			if b.Pinned == nil {
+				job.Host = HostRegistered
+				return job, true
+			}
+		}
+	}
+	return job, false
+}
+
+func probe(ctx context.Context, b Backend, cfg Config, job Job) (Model, error) {
 	if job.N <= 0 {
 		return Model{}, errors.New("pipeline: tuning needs a job with elements")
 	}
@@ -253,8 +291,9 @@ func probePerChunk(ctx context.Context, b Backend, cfg Config, job Job, m Model)
 	pc.ChunkElems, pc.Timing = c, false
 	// The first run pays for the pipeline's buffers, the kernel's
 	// preparation and any registration, which a tuned run pays once too:
-	// timeRun times the second.
-	took, err := timeRun(ctx, b, pc, job)
+	// timeRun times the second. A run of many chunks varies less than a
+	// small job's, and may be long: one is enough.
+	took, err := timeRun(ctx, b, pc, job, 1)
 	if err != nil {
 		return 0, fmt.Errorf("pipeline: probing the cost per chunk at chunk %d: %w", c, err)
 	}
@@ -273,9 +312,9 @@ const pickMaxPredicted = 20 * time.Millisecond
 
 // Pick chooses a configuration for job from m: for a job predicted to
 // take at most 20 ms it runs the three fastest-predicted candidates of
-// each schedule, each twice on a pipeline of its own (the second run
-// timed, as a tuned run pays for its buffers once), and returns the
-// fastest measured; for a longer job, Best. A small job's time is its
+// each schedule, each on a pipeline of its own, once untimed (a tuned run
+// pays for its buffers once) and then timedRuns times, and returns the
+// candidate whose fastest run was fastest; for a longer job, Best. A small job's time is its
 // issue costs, fill and drain, which the model predicts worst (a small
 // whole job on 2 slots and one stream took 1.4 times its prediction on
 // the H200, bench/RESULTS.md, "Small whole jobs: a chunk's stages on one
@@ -288,6 +327,16 @@ func Pick(ctx context.Context, b Backend, cfg Config, job Job, m Model) (Choice,
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if tj, ok := tunedJob(cfg, job); ok {
+		c, err := pick(ctx, b, cfg, tj, m)
+		if !errors.Is(err, ErrRegistered) {
+			return c, err
+		}
+	}
+	return pick(ctx, b, cfg, job, m)
+}
+
+func pick(ctx context.Context, b Backend, cfg Config, job Job, m Model) (Choice, error) {
 	best := m.Best(job.N)
 	if best.Predicted <= 0 || best.Predicted > pickMaxPredicted {
 		return best, nil
@@ -303,7 +352,7 @@ func Pick(ctx context.Context, b Backend, cfg Config, job Job, m Model) (Choice,
 		taken[c.Schedule]++
 		pc := cfg
 		pc.ChunkElems, pc.Slots, pc.ComputeStreams, pc.Schedule, pc.CopyChunks, pc.Timing = c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, 0, false
-		took, err := timeRun(ctx, b, pc, job)
+		took, err := timeRun(ctx, b, pc, job, timedRuns)
 		if err != nil {
 			return Choice{}, fmt.Errorf("pipeline: Pick: chunk %d, %d slots, %d compute streams, %s: %w", c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, err)
 		}
@@ -313,19 +362,31 @@ func Pick(ctx context.Context, b Backend, cfg Config, job Job, m Model) (Choice,
 	return slices.MinFunc(measured, func(a, b Choice) int { return cmp.Compare(a.Measured, b.Measured) }), nil
 }
 
-// timeRun runs job twice on a pipeline of cfg's and returns the second
-// run's time, less any registration.
-func timeRun(ctx context.Context, b Backend, cfg Config, job Job) (time.Duration, error) {
+// timedRuns is how many runs of each candidate Pick takes the fastest of,
+// after one that pays for the pipeline's buffers and the job's
+// registration: a small
+// job's single runs on the H200 varied by 10-20% (bench/RESULTS.md,
+// "Small whole jobs: the tuner probes what the runs do"), as much as its
+// candidates differ.
+const timedRuns = 3
+
+// timeRun runs job on a pipeline of cfg's once untimed and then runs
+// times, and returns the fastest of those, less any registration.
+func timeRun(ctx context.Context, b Backend, cfg Config, job Job, runs int) (time.Duration, error) {
 	p, err := New(b, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer p.Close()
-	var rep *Report
-	for range 2 {
-		if rep, err = p.Run(ctx, job); err != nil {
+	best := time.Duration(math.MaxInt64)
+	for i := range 1 + runs {
+		rep, err := p.Run(ctx, job)
+		if err != nil {
 			return 0, err
 		}
+		if i > 0 {
+			best = min(best, rep.Elapsed-rep.Register)
+		}
 	}
-	return rep.Elapsed - rep.Register, nil
+	return best, nil
 }
