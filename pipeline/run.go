@@ -176,8 +176,21 @@ func (pl *plan) forget() {
 // already registered or were seen in an earlier run (so the one-off
 // registration cost is likely to pay off), staged otherwise.
 func (p *Pipeline) autoMode(job Job, allPinned bool) HostMode {
+	mode, keys := p.settledMode(job, allPinned)
+	if len(p.seen) > 256 {
+		clear(p.seen)
+	}
+	for _, k := range keys {
+		p.seen[k] = true
+	}
+	return mode
+}
+
+// settledMode is what autoMode picks for job now, without marking its
+// slices seen, and the keys of its slices. p.mu held, or the group's.
+func (p *Pipeline) settledMode(job Job, allPinned bool) (HostMode, []regKey) {
 	if allPinned {
-		return HostPinned
+		return HostPinned, nil
 	}
 	reuse := true
 	var keys []regKey
@@ -197,16 +210,10 @@ func (p *Pipeline) autoMode(job Job, allPinned bool) HostMode {
 			reuse = false
 		}
 	}
-	if len(p.seen) > 256 {
-		clear(p.seen)
-	}
-	for _, k := range keys {
-		p.seen[k] = true
-	}
 	if reuse {
-		return HostRegistered
+		return HostRegistered, keys
 	}
-	return HostStaged
+	return HostStaged, keys
 }
 
 // Run processes job and returns when every output is in place. It issues

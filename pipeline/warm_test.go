@@ -21,7 +21,8 @@ import (
 // timed run: it keeps the devices busy for the time asked (here virtual
 // time), it never writes the job's outputs (a run after it is verified
 // on its own), it leaves auto mode's choice for the next run as it was
-// (first sight: staged), and a run after it is right and hazard-free.
+// (first sight: staged) and takes that choice itself (seen before:
+// registered), and a run after it is right and hazard-free.
 func TestGroupWarm(t *testing.T) {
 	const n, chunk, iters = 64 << 10, 8 << 10, 5
 	sentinel := float32(math.Float32frombits(0x7fc0beef))
@@ -80,6 +81,18 @@ func TestGroupWarm(t *testing.T) {
 			t0 = pipeline.Now(sims[0])
 			require.NoError(t, g.Warm(context.Background(), job, 0))
 			assert.Positive(t, pipeline.Now(sims[0])-t0)
+
+			if host == pipeline.HostAuto {
+				// Seen once, the slices are registered by the next run, and
+				// so by the warm-up before it, which copies from the pages
+				// that run copies from.
+				assert.NotZero(t, g.Registered(), "Warm takes the mode of the next run: registered")
+				rep, err = g.Run(context.Background(), job)
+				require.NoError(t, err)
+				assert.Equal(t, pipeline.HostRegistered, rep.Mode)
+				assert.Zero(t, rep.Register, "the warm-up registered the slices")
+				require.NoError(t, verifySeed(in, outData(), iters))
+			}
 		})
 	}
 }
@@ -110,4 +123,19 @@ func TestGroupWarmErrors(t *testing.T) {
 	require.NoError(t, g.Close())
 	err = g.Warm(context.Background(), job, time.Millisecond)
 	assert.True(t, errors.Is(err, pipeline.ErrClosed), fmt.Sprint(err))
+}
+
+// TestGroupWarmPinnedConfigGoSlices: a group configured for pinned memory,
+// warmed with a job of Go slices (overlap infer warms the device with its
+// synchronous baseline's pageable job before its pinned runs), warms as
+// auto mode would take the slices, where a run of that job is refused.
+func TestGroupWarmPinnedConfigGoSlices(t *testing.T) {
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Host = 4<<10, pipeline.HostPinned
+	g, _ := simGroup(t, sim.HostOptions{}, cfg, false)
+	in, out := make([]float32, 16<<10), make([]float32, 16<<10)
+	job := pipeline.Job{N: len(in), Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	require.NoError(t, g.Warm(context.Background(), job, time.Millisecond))
+	_, err := g.Run(context.Background(), job)
+	assert.ErrorContains(t, err, "host mode pinned needs every buffer in pinned memory")
 }
