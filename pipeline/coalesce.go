@@ -21,9 +21,8 @@ const coalesceBytes = 1 << 20
 // chunks in groups of four reached 74% of the bound on 8 slots against
 // 93% on 12: bench/RESULTS.md, "Coalesced copies"), and a group's slots
 // never wrap around the ring; 1 when a chunk's copies are large enough
-// already. The default slots (ComputeStreams+2) give small chunks groups
-// of two on the default four streams, and none on one or two; more slots
-// give larger groups.
+// already. The default slots give small chunks room for six groups
+// (defaultSlots): 24 slots and groups of four for 64K float32 elements.
 func (p *Pipeline) copyGroup() int { return copyGroupOf(p.cfg) }
 
 func copyGroupOf(cfg Config) int {

@@ -37,7 +37,10 @@ func fakeGroup(t *testing.T, n, chunk int) (*gputest.FakeSession, func() groupRa
 		assert.NoError(t, mods.Close())
 	})
 	cfg := pipeline.Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Host = chunk, pipeline.HostStaged
+	// Six slots, not the default for these small chunks (48): with 48 the
+	// two devices hold the whole 64-chunk job in their slots before a
+	// cancellation can land mid-run, which is what the tests here need.
+	cfg.ChunkElems, cfg.Host, cfg.Slots = chunk, pipeline.HostStaged, 6
 	k := seedKernel(mods, 1)
 	return f, func() groupRaces {
 		g, err := pipeline.NewGroup([]pipeline.Backend{pipeline.GPU(ctx0), pipeline.GPU(ctx1)}, cfg)

@@ -288,7 +288,11 @@ func TestNilAndZeroArguments(t *testing.T) {
 		"Slice":         func() { pipeline.Slice[float32](nil) },
 		"Rows":          func() { pipeline.Rows[float32](nil, 0); pipeline.Rows[float32](nil, -1) },
 		"Float32Config": func() { pipeline.Float32Config(0, 0) },
-		"SameFile":      func() { pipeline.SameFile(nil, nil) },
+		"DefaultChunkFor": func() {
+			pipeline.DefaultChunkFor(0)
+			pipeline.DefaultChunkFor(-1)
+		},
+		"SameFile": func() { pipeline.SameFile(nil, nil) },
 		"GoTogether": func() {
 			pipeline.GoTogether(nil, "", 0, nil)
 			pipeline.GoTogether(nil, "", 3, nil)

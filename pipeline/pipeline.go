@@ -36,7 +36,9 @@ type Config struct {
 	// compute stream has a kernel in flight while one slot is copied in
 	// and one copied out. Chunks of less than 1 MiB have their copies
 	// coalesced in groups of at most a third of the slots (CopyChunks):
-	// 12 slots give 64K float32 elements copies of 1 MiB.
+	// 12 slots give 64K float32 elements copies of 1 MiB. So for them 0
+	// means more slots (defaultSlots): six such groups, at most 48 slots,
+	// which hold less than the 6 slots of the default chunk do.
 	Slots int
 	// ComputeStreams is the number of streams kernels go to, round robin;
 	// 0 means DefaultComputeStreams. Several let one chunk's kernel start
@@ -74,6 +76,59 @@ const (
 	DefaultComputeStreams = 4
 )
 
+// smallJobChunks and minSmallJobChunk shape DefaultChunkFor.
+const (
+	smallJobChunks   = 16
+	minSmallJobChunk = 128 << 10
+)
+
+// DefaultChunkFor is a chunk size for a job of n elements when the caller
+// has none: DefaultChunkElems, or for a job of fewer than 16 of those,
+// n/16 (rounded up to 64 elements), at least 128K elements, and never more
+// than n. A small job's fill and drain, its first chunk's copy in and its
+// last one's copy out, weigh as much as its stages: on the H200, 4M
+// elements of the seed kernel took 0.65-0.68 ms in chunks of 1M and
+// 0.53-0.58 ms in chunks of 256K, and 1M elements 0.21-0.24 ms in chunks
+// of 128K (bench/RESULTS.md, "Small whole jobs: the tuner probes what
+// the runs do").
+func DefaultChunkFor(n int) int {
+	if n <= 0 {
+		return DefaultChunkElems
+	}
+	c := (n + smallJobChunks - 1) / smallJobChunks
+	c = (c + 63) &^ 63
+	return min(n, max(minSmallJobChunk, min(c, DefaultChunkElems)))
+}
+
+// defaultSlotGroups and maxDefaultSlots shape defaultSlots. On the H200,
+// 128M elements in 64K-element chunks (pinned, 4 compute streams) ran at
+// 66% of the stage bound on 6 slots, 81% on 8, 79-85% on 12 and 92% on 24
+// (bench/RESULTS.md, "64K-element chunks on the default slots").
+const (
+	defaultSlotGroups = 6
+	maxDefaultSlots   = 48
+)
+
+// defaultSlots is Config.Slots when it is 0 (c's ChunkElems and
+// ComputeStreams already defaulted): ComputeStreams+2, or, for chunks
+// whose smallest copy is under coalesceBytes in back-to-back slots,
+// enough slots for defaultSlotGroups coalesced copies of coalesceBytes
+// (copyGroupOf), at most maxDefaultSlots. A small chunk's copies cost
+// more in their fixed overhead than in their bytes; with more slots they
+// coalesce into copies of 1 MiB with room for a group in each stage. That
+// is at most 6 MiB a buffer, less than the 24 MiB of the default chunk's
+// 6 slots, so neither the device memory nor a stream's pinned slots
+// outgrow the default's.
+func defaultSlots(c Config) int {
+	s := c.ComputeStreams + 2
+	per := smallestCopy(c)
+	if per <= 0 || per >= coalesceBytes || !slotsBackToBack(c) {
+		return s
+	}
+	g := (coalesceBytes + per - 1) / per
+	return max(s, min(defaultSlotGroups*g, maxDefaultSlots))
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.ChunkElems == 0 {
 		c.ChunkElems = DefaultChunkElems
@@ -82,7 +137,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ComputeStreams = DefaultComputeStreams
 	}
 	if c.Slots == 0 {
-		c.Slots = c.ComputeStreams + 2
+		c.Slots = defaultSlots(c)
 	}
 	if c.MaxRegistered == 0 {
 		c.MaxRegistered = 16 << 30

@@ -42,3 +42,61 @@ func TestSlotsAligned(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultSlots: Slots 0 is ComputeStreams+2, or for chunks whose
+// smallest copy is under 1 MiB in back-to-back slots, room for six
+// coalesced copies of 1 MiB, at most 48 and never fewer than
+// ComputeStreams+2; a Slots given is kept.
+func TestDefaultSlots(t *testing.T) {
+	for _, c := range []struct {
+		chunk, slots, streams int
+		in, out               []int
+		want                  int
+	}{
+		{1 << 20, 0, 0, []int{4}, []int{4}, 6},      // the default chunk
+		{256 << 10, 0, 0, []int{4}, []int{4}, 6},    // copies of 1 MiB already
+		{128 << 10, 0, 0, []int{4}, []int{4}, 12},   // groups of two
+		{64 << 10, 0, 0, []int{4}, []int{4}, 24},    // groups of four
+		{64 << 10, 0, 1, []int{4}, []int{4}, 24},    // one stream
+		{64 << 10, 0, 60, []int{4}, []int{4}, 62},   // streams+2 is more
+		{64 << 10, 0, 0, []int{8, 4}, []int{2}, 48}, // the smallest copy, 128 KiB, sets it
+		{4 << 10, 0, 0, []int{4}, []int{4}, 48},     // at most 48
+		{1000, 0, 0, []int{4}, []int{4}, 6},         // slots not back to back: no groups
+		{64 << 10, 6, 0, []int{4}, []int{4}, 6},     // given
+	} {
+		cfg, err := Config{ChunkElems: c.chunk, Slots: c.slots, ComputeStreams: c.streams, Inputs: c.in, Outputs: c.out}.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Slots != c.want {
+			t.Errorf("chunk %d, inputs %v, outputs %v, slots %d, streams %d: %d slots by default, want %d", c.chunk, c.in, c.out, c.slots, c.streams, cfg.Slots, c.want)
+		}
+		if g := copyGroupOf(cfg); c.slots == 0 && cfg.Slots > c.streams+2 && cfg.Slots/g < 3 {
+			t.Errorf("chunk %d: groups of %d on %d slots: fewer than three groups", c.chunk, g, cfg.Slots)
+		}
+	}
+}
+
+// TestDefaultChunkFor: 1M elements a chunk, or a sixteenth of a job of
+// under 16M (a multiple of 64 elements), at least 128K and at most the job.
+func TestDefaultChunkFor(t *testing.T) {
+	for _, c := range []struct{ n, want int }{
+		{128 << 20, 1 << 20},
+		{16 << 20, 1 << 20},
+		{16<<20 - 1, 1 << 20},
+		{8 << 20, 512 << 10},
+		{4 << 20, 256 << 10},
+		{3 << 20, 192 << 10},
+		{1000003, 131072},
+		{1 << 20, 128 << 10},
+		{100000, 100000},
+		{1, 1},
+		{0, DefaultChunkElems},
+		{-5, DefaultChunkElems},
+		{2_500_000, 156288}, // 156250.0 rounded up to 64
+	} {
+		if got := DefaultChunkFor(c.n); got != c.want {
+			t.Errorf("DefaultChunkFor(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}

@@ -197,7 +197,7 @@ func TestInferSimInMemory(t *testing.T) {
 	code, out, errOut := runCLI("infer", "--model", m, "--rows", "3000", "--sim", "--verify", "--chunk", "512,1K", "--repeat", "2")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "overlap infer: MLP 8→16→4, relu (activation from the file) in fp32 on simulator, 3000 rows (93.8 KiB in, 46.9 KiB out, weights 848 B)")
-	assert.Contains(t, out, "input generated: overlap's standard pattern; host memory registered (page-locked once, in place); 6 slots\n")
+	assert.Contains(t, out, "input generated: overlap's standard pattern; host memory registered (page-locked once, in place); 48 slots\n")
 	assert.Regexp(t, `(?m)^CHUNK +MEDIAN +MIN +ROWS/s +GB/s\n512 .*\n1024 .*$`, out)
 	assert.Contains(t, out, "ROWS/s")
 	assert.Contains(t, out, "synchronous ")

@@ -353,7 +353,7 @@ func TestRunSimDefaultJob(t *testing.T) {
 // every element, and reports each device's chunks, which add up to the
 // job's, with the group's bound (the copies in both directions at once).
 func TestRunSimDevices(t *testing.T) {
-	code, out, errOut := runCLI("run", "--sim", "--devices", "0,1,2", "--elems", "12M", "--iters", "2", "--no-baseline", "--repeat", "2", "--json")
+	code, out, errOut := runCLI("run", "--sim", "--devices", "0,1,2", "--elems", "12M", "--chunk", "1M", "--iters", "2", "--no-baseline", "--repeat", "2", "--json")
 	require.Equal(t, exitOK, code, errOut)
 	var res result
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
