@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/purecuda/overlap/pipeline"
@@ -248,6 +249,16 @@ func TestNewPathsTimed(t *testing.T) {
 				}
 			}
 			for i := 0; i < chunks; i++ {
+				// Each span's lane is the stream it ran on: in-stream, a
+				// chunk's copies run on its compute stream.
+				copyLanes := [2]string{"H2D", "D2H"}
+				if c.sched == pipeline.ScheduleInStream {
+					k := fmt.Sprintf("compute %d", i%4)
+					copyLanes = [2]string{k, k}
+				}
+				assert.Equal(t, copyLanes[0], by[pipeline.StageH2D][i].Lane, "chunk %d's copy in", i)
+				assert.Equal(t, copyLanes[1], by[pipeline.StageD2H][i].Lane, "chunk %d's copy out", i)
+				assert.Equal(t, fmt.Sprintf("compute %d", i%4), by[pipeline.StageCompute][i].Lane, "chunk %d's kernel", i)
 				assert.GreaterOrEqual(t, by[pipeline.StageCompute][i].Start, by[pipeline.StageH2D][i].End, "chunk %d computes after its copy in", i)
 				assert.GreaterOrEqual(t, by[pipeline.StageD2H][i].Start, by[pipeline.StageCompute][i].End, "chunk %d is copied out after its kernel", i)
 			}

@@ -15,7 +15,7 @@ type timing struct {
 	chunks     int
 	origin     Event
 	hostOrigin time.Duration
-	lane       []int  // compute stream of each chunk
+	lane       []int  // each chunk's stage's compute stream, -1 on the copy streams (lanes of 3 a chunk)
 	taken      []bool // chunks this device ran (a device of a group runs some)
 }
 
@@ -32,7 +32,7 @@ func (p *Pipeline) startTiming(iss Issuer, chunks int) (*timing, error) {
 		}
 		p.timers = append(p.timers, e)
 	}
-	t := &timing{p: p, chunks: chunks, origin: p.timers[0], lane: make([]int, chunks), taken: make([]bool, chunks)}
+	t := &timing{p: p, chunks: chunks, origin: p.timers[0], lane: make([]int, 3*chunks), taken: make([]bool, chunks)}
 	if err := iss.Record(t.origin, p.h2d); err != nil {
 		return nil, err
 	}
@@ -54,13 +54,15 @@ func (t *timing) mark(iss Issuer, s Stream, c int, st Stage, which int) error {
 		return nil
 	}
 	t.taken[c] = true
-	if st == StageCompute {
-		for k, cs := range t.p.comp {
-			if cs == s {
-				t.lane[c] = k
-			}
+	// The lane is the stream the stage ran on: on ScheduleInStream a
+	// chunk's copies run on its compute stream, not the copy streams.
+	lane := -1
+	for k, cs := range t.p.comp {
+		if cs == s {
+			lane = k
 		}
 	}
+	t.lane[3*c+int(st-StageH2D)] = lane
 	return iss.Record(t.event(c, st, which), s)
 }
 
@@ -81,8 +83,8 @@ func (t *timing) collect() ([]Span, error) {
 				return nil, err
 			}
 			lane := st.String()
-			if st == StageCompute {
-				lane = fmt.Sprintf("compute %d", t.lane[c])
+			if k := t.lane[3*c+int(st-StageH2D)]; k >= 0 {
+				lane = fmt.Sprintf("compute %d", k)
 			}
 			spans = append(spans, Span{Chunk: c, Stage: st, Lane: lane, Start: a, End: b})
 		}
