@@ -17,3 +17,6 @@ func SetShareScratch(p *Pipeline, share bool) { p.shareScratch = share }
 
 // GroupPipeline is device d's pipeline in g.
 func GroupPipeline(g *Group, d int) *Pipeline { return g.pipes[d] }
+
+// TimeRun exposes timeRun, the tuner's timing of a candidate, to the tests.
+var TimeRun = timeRun

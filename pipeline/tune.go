@@ -293,7 +293,7 @@ func probePerChunk(ctx context.Context, b Backend, cfg Config, job Job, m Model)
 	// preparation and any registration, which a tuned run pays once too:
 	// timeRun times the second. A run of many chunks varies less than a
 	// small job's, and may be long: one is enough.
-	took, err := timeRun(ctx, b, pc, job, 1)
+	took, _, err := timeRun(ctx, b, pc, job, 1)
 	if err != nil {
 		return 0, fmt.Errorf("pipeline: probing the cost per chunk at chunk %d: %w", c, err)
 	}
@@ -352,11 +352,13 @@ func pick(ctx context.Context, b Backend, cfg Config, job Job, m Model) (Choice,
 		taken[c.Schedule]++
 		pc := cfg
 		pc.ChunkElems, pc.Slots, pc.ComputeStreams, pc.Schedule, pc.CopyChunks, pc.Timing = c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, 0, false
-		took, err := timeRun(ctx, b, pc, job, timedRuns)
+		took, ran, err := timeRun(ctx, b, pc, job, timedRuns)
 		if err != nil {
 			return Choice{}, fmt.Errorf("pipeline: Pick: chunk %d, %d slots, %d compute streams, %s: %w", c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, err)
 		}
-		c.Measured = took
+		// A run that stages takes ScheduleEvents whatever it asks for: the
+		// choice says what ran.
+		c.Measured, c.Schedule = took, ran
 		measured = append(measured, c)
 	}
 	return slices.MinFunc(measured, func(a, b Choice) int { return cmp.Compare(a.Measured, b.Measured) }), nil
@@ -371,22 +373,23 @@ func pick(ctx context.Context, b Backend, cfg Config, job Job, m Model) (Choice,
 const timedRuns = 3
 
 // timeRun runs job on a pipeline of cfg's once untimed and then runs
-// times, and returns the fastest of those, less any registration.
-func timeRun(ctx context.Context, b Backend, cfg Config, job Job, runs int) (time.Duration, error) {
+// times, and returns the fastest of those, less any registration, and the
+// schedule the last one took.
+func timeRun(ctx context.Context, b Backend, cfg Config, job Job, runs int) (time.Duration, Schedule, error) {
 	p, err := New(b, cfg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer p.Close()
-	best := time.Duration(math.MaxInt64)
+	best, ran := time.Duration(math.MaxInt64), cfg.Schedule
 	for i := range 1 + runs {
 		rep, err := p.Run(ctx, job)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if i > 0 {
-			best = min(best, rep.Elapsed-rep.Register)
+			best, ran = min(best, rep.Elapsed-rep.Register), rep.Schedule
 		}
 	}
-	return best, nil
+	return best, ran, nil
 }

@@ -141,3 +141,24 @@ func TestTunerTimesGoSlicesAsRunsTakeThem(t *testing.T) {
 	assert.Positive(t, dev.stageIns.Load(), "held elsewhere, the slices are staged")
 	require.NoError(t, verifySeed(in, out, 1))
 }
+
+// TestPickTimesWhatRan: a candidate that asks for ScheduleInStream on a
+// job that stages runs on ScheduleEvents (staged runs always do), and the
+// tuner's timing says so, so that Pick's choice names the schedule that
+// it measured; on registered memory it runs in-stream.
+func TestPickTimesWhatRan(t *testing.T) {
+	const n = 64 << 10
+	dev := sim.New(1, 0)
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 0)
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule = 8<<10, 4, 4, pipeline.ScheduleInStream
+	for host, want := range map[pipeline.HostMode]pipeline.Schedule{pipeline.HostStaged: pipeline.ScheduleEvents, pipeline.HostRegistered: pipeline.ScheduleInStream} {
+		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 1), Host: host, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+		took, ran, err := pipeline.TimeRun(context.Background(), dev, cfg, job, 2)
+		require.NoError(t, err)
+		assert.Positive(t, took)
+		assert.Equal(t, want, ran, "%s", host)
+		require.NoError(t, verifySeed(in, out, 1))
+	}
+}
