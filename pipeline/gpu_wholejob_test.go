@@ -21,7 +21,9 @@ import (
 // times more, each right after 20 ms of Group.Warm, as overlap run times
 // its runs (warm-best-ns, warm-p50-ns), and five times as overlap run
 // times it, its output cleared before 500 ms of Warm and checked after
-// (cli-best-ns, cli-p50-ns). One more run with
+// (cli-best-ns, cli-p50-ns), and so with 20 ms of Warm (clear-), with
+// no clearing (long-), and with an untimed run between the warm-up and
+// the timed one (again-). One more run with
 // Config.Timing then says where the device's time went: dev-first-ns is
 // when its first stage began after the run's origin, dev-last-ns when its
 // last ended, and run-ns that run's Elapsed; the gap between dev-last-ns
@@ -95,20 +97,34 @@ func BenchmarkGPUWholeJob(b *testing.B) {
 			slices.Sort(times)
 			b.ReportMetric(float64(times[0]), "warm-best-ns")
 			b.ReportMetric(float64(times[len(times)/2]), "warm-p50-ns")
-			// As overlap run times a run: the output cleared by the host,
-			// 500 ms of Warm, the run, the output read back.
-			times = times[:0]
-			for range 5 {
-				clear(out)
-				require.NoError(b, p.Warm(context.Background(), job, 500*time.Millisecond))
-				rep, err := p.Run(context.Background(), job)
-				require.NoError(b, err)
-				times = append(times, rep.Elapsed)
-				require.NoError(b, verifySeed(in, out, 100))
+			// As overlap run times a run (cli): the output cleared by the
+			// host, 500 ms of Warm, the run, the output read back; and
+			// with one of those changed: 20 ms of Warm (clear), no clear
+			// (long), a run back to back after the warm-up's (again).
+			variant := func(metric string, clearOut bool, warm time.Duration, again bool) {
+				times = times[:0]
+				for range 5 {
+					if clearOut {
+						clear(out)
+					}
+					require.NoError(b, p.Warm(context.Background(), job, warm))
+					if again {
+						_, err := p.Run(context.Background(), job)
+						require.NoError(b, err)
+					}
+					rep, err := p.Run(context.Background(), job)
+					require.NoError(b, err)
+					times = append(times, rep.Elapsed)
+					require.NoError(b, verifySeed(in, out, 100))
+				}
+				slices.Sort(times)
+				b.ReportMetric(float64(times[0]), metric+"-best-ns")
+				b.ReportMetric(float64(times[len(times)/2]), metric+"-p50-ns")
 			}
-			slices.Sort(times)
-			b.ReportMetric(float64(times[0]), "cli-best-ns")
-			b.ReportMetric(float64(times[len(times)/2]), "cli-p50-ns")
+			variant("cli", true, 500*time.Millisecond, false)
+			variant("clear", true, 20*time.Millisecond, false)
+			variant("long", false, 500*time.Millisecond, false)
+			variant("again", true, 500*time.Millisecond, true)
 
 			// The timed pipeline registers the slices anew.
 			require.NoError(b, p.Close())
