@@ -160,6 +160,7 @@ func inferStream(ctx context.Context, backends []pipeline.Backend, k *pipeline.K
 	if err != nil {
 		return nil, err
 	}
+	cfg.Slots = streamSlots(cfg.Slots, cfg.ComputeStreams)
 	b := backends[0]
 	g, err := pipeline.NewGroup(backends, cfg)
 	if err != nil {

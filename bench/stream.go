@@ -234,7 +234,7 @@ func stream(ctx context.Context, b pipeline.Backend, o StreamOptions) (*StreamRe
 	cfg := pipeline.Float32Config(len(o.Inputs), 1)
 	// HostAuto has New allocate the pinned slots, so that the streaming
 	// run's time does not include them.
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = o.ChunkElems, o.Slots, o.ComputeStreams, pipeline.HostAuto
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = o.ChunkElems, streamSlots(o.Slots, o.ComputeStreams), o.ComputeStreams, pipeline.HostAuto
 	p, err := pipeline.New(b, cfg)
 	if err != nil {
 		return nil, err
@@ -924,4 +924,18 @@ func checker(kernel string, iters int) func(bufs [][]float32, j int) (float64, f
 		}
 		return want, kernels.SeedTolerance(want, iters)
 	}
+}
+
+// streamSlots is the slots of a streaming pipeline: slots when given, else
+// computeStreams+2 (the pipeline's default for large chunks) whatever the
+// chunk's size. A stream stages every chunk through pinned slots of its
+// own, where copies never coalesce, so the more slots the pipeline gives
+// small chunks by default, for coalesced copies, would only hold more
+// pinned memory (an 8→4 model streamed in 16K-row chunks: 18 MiB
+// instead of 4.5).
+func streamSlots(slots, computeStreams int) int {
+	if slots != 0 {
+		return slots
+	}
+	return cmp0(computeStreams, pipeline.DefaultComputeStreams) + 2
 }

@@ -37,8 +37,9 @@ type Config struct {
 	// and one copied out. Chunks of less than 1 MiB have their copies
 	// coalesced in groups of at most a third of the slots (CopyChunks):
 	// 12 slots give 64K float32 elements copies of 1 MiB. So for them 0
-	// means more slots (defaultSlots): six such groups, at most 48 slots,
-	// which hold less than the 6 slots of the default chunk do.
+	// means more slots (defaultSlots): six such groups, at most 48 slots.
+	// A streaming run (RunStream) stages every chunk and never coalesces:
+	// give it Slots, or it holds these slots' pinned memory too.
 	Slots int
 	// ComputeStreams is the number of streams kernels go to, round robin;
 	// 0 means DefaultComputeStreams. Several let one chunk's kernel start
@@ -116,9 +117,9 @@ const (
 // (copyGroupOf), at most maxDefaultSlots. A small chunk's copies cost
 // more in their fixed overhead than in their bytes; with more slots they
 // coalesce into copies of 1 MiB with room for a group in each stage. That
-// is at most 6 MiB a buffer, less than the 24 MiB of the default chunk's
-// 6 slots, so neither the device memory nor a stream's pinned slots
-// outgrow the default's.
+// is about 6 MiB of slots for the smallest buffer (more for larger ones,
+// in proportion), where the default chunk's 6 slots of float32 hold 24
+// MiB a buffer.
 func defaultSlots(c Config) int {
 	s := c.ComputeStreams + 2
 	per := smallestCopy(c)

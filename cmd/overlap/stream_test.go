@@ -81,12 +81,12 @@ func TestRunStreamFileToFile(t *testing.T) {
 	assert.True(t, bytes.Equal(seedFile(n, 0, 3), got), "the output file holds the seed of every element")
 	for _, line := range []string{
 		"overlap stream: seed (3 iterations) on simulator, streaming " + in + " → " + out + " [simulated",
-		"100003 float32 elements (390.6 KiB in, 390.6 KiB out); chunk 8192 elements, 48 slots, 4 compute stream(s)\n",
+		"100003 float32 elements (390.6 KiB in, 390.6 KiB out); chunk 8192 elements, 6 slots, 4 compute stream(s)\n",
 		"while reading, 3 pread goroutine(s)",
 		"while writing, 2 pwrite goroutine(s)",
 		"← bounds the run",
 		"peak RSS (VmHWM)",
-		"; pinned slots 3.0 MiB\n", // 48 slots (the default for chunks of 32 KiB) of 8192 float32, for the input and the output
+		"; pinned slots 384.0 KiB\n", // 6 slots of 8192 float32, for the input and the output
 		"bound, measured in this run (slowest alone):",
 		"efficiency = bound / streaming time:",
 		"every one of the 100003 output elements, read back from " + out + ", matched the CPU reference",
