@@ -55,6 +55,17 @@ func slotsBackToBack(cfg Config) bool {
 	return true
 }
 
+// largestCopy is the bytes of the largest of a chunk's copies.
+func largestCopy(cfg Config) int {
+	per := 0
+	for _, sizes := range [2][]int{cfg.Inputs, cfg.Outputs} {
+		for _, s := range sizes {
+			per = max(per, s*cfg.ChunkElems)
+		}
+	}
+	return per
+}
+
 // smallestCopy is the bytes of the smallest of a chunk's copies.
 func smallestCopy(cfg Config) int {
 	per := 0

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,6 +104,12 @@ func NewGroup(backends []Backend, cfg Config) (*Group, error) {
 		case shared != (host != nil) || (shared && hs.SharedHost() != host):
 			return nil, errors.New("pipeline: a group's devices must all be GPUs, or all devices of one shared host (HostSharer), such as one simulated host")
 		}
+	}
+	if cfg.Slots == 0 && len(backends) > 1 {
+		// Several devices copy each chunk on their own (copiesFor): the
+		// default's more slots for small chunks' coalesced copies would
+		// only hold more memory on every device.
+		cfg.Slots = cmp.Or(cfg.ComputeStreams, DefaultComputeStreams) + 2
 	}
 	g := &Group{}
 	for _, b := range backends {

@@ -317,3 +317,18 @@ func TestLocalSubset(t *testing.T) {
 		assert.Equal(t, tc.want, pipeline.LocalSubset(tc.local, tc.allowed), "local %v, allowed %v", tc.local, tc.allowed)
 	}
 }
+
+// TestGroupDefaultSlots: a group of several devices copies each chunk on
+// its own, so Slots 0 is ComputeStreams+2 on each even for small chunks,
+// where one device takes the more slots that its coalesced copies use.
+func TestGroupDefaultSlots(t *testing.T) {
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems = 64 << 10
+	one, _ := simGroup(t, sim.HostOptions{}, cfg, false)
+	assert.Equal(t, 24, one.Config().Slots, "one device")
+	two, _ := simGroup(t, sim.HostOptions{}, cfg, false, false)
+	assert.Equal(t, 6, two.Config().Slots, "two devices")
+	for d := range 2 {
+		assert.Equal(t, 6, pipeline.GroupPipeline(two, d).Config().Slots, "device %d", d)
+	}
+}

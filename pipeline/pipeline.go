@@ -34,12 +34,16 @@ type Config struct {
 	// Slots is the number of buffer slots in the ring, at least 2 and at
 	// least ComputeStreams; 0 means ComputeStreams+2, so that every
 	// compute stream has a kernel in flight while one slot is copied in
-	// and one copied out. Chunks of less than 1 MiB have their copies
-	// coalesced in groups of at most a third of the slots (CopyChunks):
-	// 12 slots give 64K float32 elements copies of 1 MiB. So for them 0
-	// means more slots (defaultSlots): six such groups, at most 48 slots.
-	// A streaming run (RunStream) stages every chunk and never coalesces:
-	// give it Slots, or it holds these slots' pinned memory too.
+	// and one copied out. The copies of chunks whose smallest copy is
+	// under 1 MiB are coalesced in groups of at most a third of the slots
+	// (CopyChunks): 12 slots give 64K float32 elements copies of 1 MiB.
+	// So for such chunks 0 means room for six groups of copies of 1 MiB,
+	// at most 48 slots, and never more than the 24 MiB a buffer that the
+	// default chunk's 6 float32 slots hold, where the copies can coalesce:
+	// not when Host is HostStaged, Schedule ScheduleInStream or CopyChunks
+	// given. A Group of several devices copies each chunk on its own, and
+	// a streaming run (RunStream) stages every chunk: give them Slots, or
+	// they hold these slots too (NewGroup does, for several devices).
 	Slots int
 	// ComputeStreams is the number of streams kernels go to, round robin;
 	// 0 means DefaultComputeStreams. Several let one chunk's kernel start
@@ -88,7 +92,7 @@ const (
 // n/16 (rounded up to 64 elements), at least 128K elements, and never more
 // than n. A small job's fill and drain, its first chunk's copy in and its
 // last one's copy out, weigh as much as its stages: on the H200, 4M
-// elements of the seed kernel took 0.65-0.68 ms in chunks of 1M and
+// elements of the seed kernel took 0.65-0.74 ms in chunks of 1M and
 // 0.53-0.58 ms in chunks of 256K, and 1M elements 0.21-0.24 ms in chunks
 // of 128K (bench/RESULTS.md, "Small whole jobs: the tuner probes what
 // the runs do").
@@ -96,38 +100,46 @@ func DefaultChunkFor(n int) int {
 	if n <= 0 {
 		return DefaultChunkElems
 	}
-	c := (n + smallJobChunks - 1) / smallJobChunks
+	c := n / smallJobChunks
+	if n%smallJobChunks != 0 {
+		c++ // n/16 rounded up, without n+15 overflowing
+	}
 	c = (c + 63) &^ 63
 	return min(n, max(minSmallJobChunk, min(c, DefaultChunkElems)))
 }
 
-// defaultSlotGroups and maxDefaultSlots shape defaultSlots. On the H200,
-// 128M elements in 64K-element chunks (pinned, 4 compute streams) ran at
-// 66% of the stage bound on 6 slots, 81% on 8, 79-85% on 12 and 92% on 24
-// (bench/RESULTS.md, "64K-element chunks on the default slots").
+// defaultSlotGroups, maxDefaultSlots and maxDefaultSlotBytes shape
+// defaultSlots. On the H200, 128M elements in 64K-element chunks (pinned,
+// 4 compute streams) ran at 66% of the stage bound on 6 slots, 81% on 8,
+// 79% on 12 and 92% on 24 (bench/RESULTS.md, "64K-element chunks on the
+// default slots").
 const (
-	defaultSlotGroups = 6
-	maxDefaultSlots   = 48
+	defaultSlotGroups   = 6
+	maxDefaultSlots     = 48
+	maxDefaultSlotBytes = 6 * DefaultChunkElems * 4
 )
 
 // defaultSlots is Config.Slots when it is 0 (c's ChunkElems and
-// ComputeStreams already defaulted): ComputeStreams+2, or, for chunks
-// whose smallest copy is under coalesceBytes in back-to-back slots,
+// ComputeStreams already defaulted): ComputeStreams+2, or, where copies
+// coalesce (ScheduleEvents or auto, not staged, CopyChunks 0, slots back
+// to back) and the smallest of a chunk's copies is under coalesceBytes,
 // enough slots for defaultSlotGroups coalesced copies of coalesceBytes
-// (copyGroupOf), at most maxDefaultSlots. A small chunk's copies cost
-// more in their fixed overhead than in their bytes; with more slots they
-// coalesce into copies of 1 MiB with room for a group in each stage. That
-// is about 6 MiB of slots for the smallest buffer (more for larger ones,
-// in proportion), where the default chunk's 6 slots of float32 hold 24
-// MiB a buffer.
+// (copyGroupOf), at most maxDefaultSlots and at most what keeps the
+// largest buffer's slots within maxDefaultSlotBytes, the default chunk's
+// 6 slots of float32. A small chunk's copies cost more in their fixed
+// overhead than in their bytes; with more slots they coalesce into
+// copies of 1 MiB with room for a group in each stage. The byte bound
+// keeps a wide input with a narrow output (a 1024-byte row into 4 bytes)
+// from taking 48 slots of its wide rows.
 func defaultSlots(c Config) int {
 	s := c.ComputeStreams + 2
 	per := smallestCopy(c)
-	if per <= 0 || per >= coalesceBytes || !slotsBackToBack(c) {
+	if per <= 0 || per >= coalesceBytes || !slotsBackToBack(c) ||
+		c.CopyChunks != 0 || c.Schedule == ScheduleInStream || c.Host == HostStaged {
 		return s
 	}
 	g := (coalesceBytes + per - 1) / per
-	return max(s, min(defaultSlotGroups*g, maxDefaultSlots))
+	return max(s, min(defaultSlotGroups*g, maxDefaultSlots, maxDefaultSlotBytes/largestCopy(c)))
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -1,6 +1,9 @@
 package pipeline
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // TestSlotsAligned: every slot of every buffer starts on a 256-byte
 // boundary, as a buffer of its own from cuMemAlloc does (a kernel with
@@ -63,6 +66,9 @@ func TestDefaultSlots(t *testing.T) {
 		{4 << 10, 0, 0, []int{4}, []int{4}, 48},     // at most 48
 		{1000, 0, 0, []int{4}, []int{4}, 6},         // slots not back to back: no groups
 		{64 << 10, 6, 0, []int{4}, []int{4}, 6},     // given
+		{96 << 10, 0, 0, []int{4}, []int{4}, 18},    // 384 KiB: groups of three, rounded up
+		{64 << 10, 0, 0, []int{32}, []int{4}, 12},   // the 2 MiB input's slots within 24 MiB
+		{64 << 10, 0, 0, []int{1024}, []int{4}, 6},  // a 64 MiB input: the byte bound
 	} {
 		cfg, err := Config{ChunkElems: c.chunk, Slots: c.slots, ComputeStreams: c.streams, Inputs: c.in, Outputs: c.out}.withDefaults()
 		if err != nil {
@@ -94,9 +100,34 @@ func TestDefaultChunkFor(t *testing.T) {
 		{0, DefaultChunkElems},
 		{-5, DefaultChunkElems},
 		{2_500_000, 156288}, // 156250.0 rounded up to 64
+		{4<<20 + 1, 262208}, // 262144.06 rounded up, then to 64
+		{math.MaxInt, 1 << 20},
 	} {
 		if got := DefaultChunkFor(c.n); got != c.want {
 			t.Errorf("DefaultChunkFor(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
+
+// TestDefaultSlotsWhereCopiesDoNotCoalesce: a Config whose copies never
+// coalesce keeps ComputeStreams+2 slots, and one that names CopyChunks
+// validates as it did with that default (13 streams and groups of 5 on 15
+// slots; on the small-chunk default of 24, 5 does not divide them).
+func TestDefaultSlotsWhereCopiesDoNotCoalesce(t *testing.T) {
+	for name, c := range map[string]Config{
+		"staged":         {Host: HostStaged},
+		"in-stream":      {Schedule: ScheduleInStream},
+		"copy each":      {CopyChunks: 1},
+		"groups of five": {CopyChunks: 5, ComputeStreams: 13},
+	} {
+		c.ChunkElems, c.Inputs, c.Outputs = 64<<10, []int{4}, []int{4}
+		cfg, err := c.withDefaults()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if want := cfg.ComputeStreams + 2; cfg.Slots != want {
+			t.Errorf("%s: %d slots by default, want %d", name, cfg.Slots, want)
 		}
 	}
 }

@@ -140,6 +140,16 @@ func TestTunerTimesGoSlicesAsRunsTakeThem(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, dev.stageIns.Load(), "held elsewhere, the slices are staged")
 	require.NoError(t, verifySeed(in, out, 1))
+
+	// A Config of staged mode: its runs stage the slices, and so does the
+	// tuner.
+	require.NoError(t, holder.Close())
+	dev.stageIns.Store(0)
+	staged := cfg
+	staged.Host = pipeline.HostStaged
+	_, err = pipeline.Probe(ctx, dev, staged, job)
+	require.NoError(t, err)
+	assert.Positive(t, dev.stageIns.Load(), "a Config of staged mode is probed staged")
 }
 
 // TestPickTimesWhatRan: a candidate that asks for ScheduleInStream on a

@@ -15,11 +15,13 @@ import (
 // host mode that the group's next run will take (registered for Go
 // slices it has seen before, staged for new ones), without marking the
 // slices seen, so that auto mode's choice for the runs after it is the
-// one it would have made without it; a run copies from the pages the
-// warm-up copied from. (Staging a registered run's warm-up left its
-// pages cold: on the H200, 4M elements in 256K chunks then ran in 0.62
-// ms against 0.49 ms back to back, bench/RESULTS.md, "Small whole
-// jobs: the tuner probes what the runs do".)
+// one it would have made without it; a registered run then copies from
+// the pages the warm-up copied from. (After a warm-up that staged them,
+// on the H200, 4M elements in 256K chunks ran in 0.57-0.58 ms, and 0.53-
+// 0.55 ms after one that registered them, bench/RESULTS.md, "Small whole
+// jobs: the tuner probes what the runs do".) Slices that someone else
+// holds registered are staged, all of them, where the run stages only
+// those it cannot register.
 //
 // Why: an idle GPU lowers its clocks (an H200 idles at 345 MHz; its SMs
 // run at up to 1980 MHz), and a run that starts on an idle GPU pays for
@@ -39,13 +41,19 @@ func (g *Group) Warm(ctx context.Context, job Job, d time.Duration) error {
 	if err := g.usable("Warm"); err != nil {
 		return err
 	}
-	auto := job.Host == HostAuto
-	if auto {
-		job.Host = g.warmHost(job)
+	settled := false
+	if job.Host == HostAuto {
+		// The slices are read to find their mode: check them first, as
+		// exclusive does, before warmHost takes the group's lock.
+		if err := g.validate(job); err != nil {
+			return err
+		}
+		job.Host, settled = g.warmHost(job)
 	}
 	plans, release, err := g.exclusive("Warm", job)
-	if err != nil && auto && job.Host == HostRegistered && errors.Is(err, ErrRegistered) {
-		// Registered by someone else: the next run stages it.
+	if err != nil && settled && job.Host == HostRegistered && errors.Is(err, ErrRegistered) {
+		// Registered by someone else: the next run stages what it cannot
+		// register (each buffer on its own; the warm-up stages them all).
 		job.Host = HostStaged
 		plans, release, err = g.exclusive("Warm", job)
 	}
@@ -76,16 +84,17 @@ func (g *Group) Warm(ctx context.Context, job Job, d time.Duration) error {
 	}
 }
 
-// warmHost is the host mode of a warm-up of job given in auto mode: the
-// Config's when it names one, else the mode the lead pipeline's next run
-// of job will take in auto mode (settledMode), which Warm takes without
-// marking anything seen.
+// warmHost is the host mode of a warm-up of job given in auto mode, and
+// whether it is auto mode's own choice: the Config's mode when it names
+// one, pinned when every buffer is pinned, else the mode the lead
+// pipeline's next run of job will take in auto mode (settledMode), which
+// Warm takes without marking anything seen. job is valid.
 //
 // A Config of pinned mode and a job of Go slices, which a run refuses, is
 // warmed as auto mode would take the slices: a caller may warm the device
 // with the job it runs its synchronous baseline on (pageable memory)
 // before the pinned runs.
-func (g *Group) warmHost(job Job) HostMode {
+func (g *Group) warmHost(job Job) (HostMode, bool) {
 	allPinned := true
 	for _, bufs := range [2][]Buffer{job.Inputs, job.Outputs} {
 		for _, b := range bufs {
@@ -94,16 +103,13 @@ func (g *Group) warmHost(job Job) HostMode {
 	}
 	lead := g.pipes[0]
 	if m := lead.cfg.Host; m != HostAuto && (m != HostPinned || allPinned) {
-		return m
+		return m, false
 	}
 	if allPinned {
-		return HostPinned
+		return HostPinned, false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.validate(job); err != nil {
-		return HostStaged // exclusive reports it
-	}
 	mode, _ := lead.settledMode(job, false)
-	return mode
+	return mode, true
 }

@@ -63,8 +63,11 @@ func TestGroupWarm(t *testing.T) {
 					t.Fatalf("Warm wrote output element %d (%v)", i, v)
 				}
 			}
-			if host == pipeline.HostAuto {
+			switch host {
+			case pipeline.HostAuto:
 				assert.Zero(t, g.Registered(), "Warm stages a job in auto mode")
+			case pipeline.HostRegistered:
+				assert.NotZero(t, g.Registered(), "Warm registers as the Config says")
 			}
 
 			rep, err := g.Run(context.Background(), job)
@@ -82,6 +85,9 @@ func TestGroupWarm(t *testing.T) {
 			require.NoError(t, g.Warm(context.Background(), job, 0))
 			assert.Positive(t, pipeline.Now(sims[0])-t0)
 
+			if host == pipeline.HostStaged {
+				assert.Zero(t, g.Registered(), "Warm stages as the Config says, slices seen or not")
+			}
 			if host == pipeline.HostAuto {
 				// Seen once, the slices are registered by the next run, and
 				// so by the warm-up before it, which copies from the pages
@@ -114,6 +120,14 @@ func TestGroupWarmErrors(t *testing.T) {
 	bad.Kernel = nil
 	require.Error(t, g.Warm(context.Background(), bad, time.Millisecond))
 
+	// Slices too short for N, in auto mode, whose mode Warm looks up from
+	// the slices themselves: an error, not a panic.
+	short := job
+	short.Outputs = []pipeline.Buffer{pipeline.Slice(out[:100])}
+	require.NoError(t, runErr(g, job)) // seen: the next warm-up would register
+	err = g.Warm(context.Background(), short, time.Millisecond)
+	require.Error(t, err)
+
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err = g.Warm(ctx, job, time.Second)
@@ -138,4 +152,40 @@ func TestGroupWarmPinnedConfigGoSlices(t *testing.T) {
 	require.NoError(t, g.Warm(context.Background(), job, time.Millisecond))
 	_, err := g.Run(context.Background(), job)
 	assert.ErrorContains(t, err, "host mode pinned needs every buffer in pinned memory")
+}
+
+// runErr runs job on r (a Group or a Pipeline) and returns its error.
+func runErr(r interface {
+	Run(context.Context, pipeline.Job) (*pipeline.Report, error)
+}, job pipeline.Job) error {
+	_, err := r.Run(context.Background(), job)
+	return err
+}
+
+// TestGroupWarmSlicesRegisteredElsewhere: slices seen before, which the
+// next run would register, but which another pipeline holds registered:
+// the run stages them, and the warm-up, which tried to register them,
+// stages them too rather than fail.
+func TestGroupWarmSlicesRegisteredElsewhere(t *testing.T) {
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems = 4 << 10
+	g, sims := simGroup(t, sim.HostOptions{}, cfg, false)
+	in, out := make([]float32, 16<<10), make([]float32, 16<<10)
+	kernels.FillPattern(in, 1)
+	job := pipeline.Job{N: len(in), Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	holder, err := pipeline.New(sims[0], cfg)
+	require.NoError(t, err)
+	defer holder.Close()
+	held := job
+	held.Host = pipeline.HostRegistered
+	require.NoError(t, runErr(holder, held))
+
+	rep, err := g.Run(context.Background(), job)
+	require.NoError(t, err)
+	assert.Equal(t, pipeline.HostStaged, rep.Mode, "registered elsewhere: staged")
+	require.NoError(t, g.Warm(context.Background(), job, time.Millisecond))
+	rep, err = g.Run(context.Background(), job)
+	require.NoError(t, err)
+	assert.Equal(t, pipeline.HostStaged, rep.Mode)
+	require.NoError(t, verifySeed(in, out, 1))
 }
