@@ -124,9 +124,11 @@ func checkedRun(name string, check func() error, run func(stdout, stderr io.Writ
 // context that a signal stops.
 func benchBody(name string, check func() error, run func(ctx context.Context, stdout, stderr io.Writer) error) func(stdout, stderr io.Writer) int {
 	return checkedRun(name, check, func(stdout, stderr io.Writer) int {
-		ctx, stop := signalContext()
+		ctx, stop := signalContext(name, stderr)
 		defer stop()
-		if err := run(ctx, stdout, stderr); err != nil {
+		err := run(ctx, stdout, stderr)
+		stop()
+		if err != nil {
 			return reportError(name, stoppedBy(ctx, err), stderr)
 		}
 		return exitOK

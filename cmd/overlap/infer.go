@@ -251,7 +251,7 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	} else if o.genInput != "" {
 		return exitOK
 	}
-	ctx, stop := signalContext()
+	ctx, stop := signalContext("infer", stderr)
 	defer stop()
 	// report prints a result as the flags ask (its table is bench's, and
 	// a failed write to stdout, as of the JSON, is not the run's failure),
@@ -292,6 +292,7 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 			err = report(stdout, res, func() { res.WriteTable(stdout, activationFlag) })
 		}
 	}
+	stop()
 	if err != nil {
 		return reportError("infer", stoppedBy(ctx, err), stderr)
 	}

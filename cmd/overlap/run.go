@@ -25,9 +25,10 @@ type result = bench.RunSummary
 
 // runRun runs overlap run once its flags are checked.
 func runRun(o *runOptions, stdout, stderr io.Writer) int {
-	ctx, stop := signalContext()
+	ctx, stop := signalContext("run", stderr)
 	defer stop()
 	res, err := execute(ctx, o, stdout, stderr)
+	stop()
 	if err != nil {
 		return reportError("run", stoppedBy(ctx, err), stderr)
 	}

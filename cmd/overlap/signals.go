@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // stopSignals are the signals that stop a command cleanly: SIGINT
@@ -42,26 +45,62 @@ func (e *signalError) exitCode() int {
 	return 128 + 2
 }
 
+// drainGrace is how long a command has, once a stop signal has arrived,
+// to drain the work in flight and return. Past it the process exits, with
+// the signal's exit code and one line that says so: a step that cannot be
+// interrupted (the simulator computes a launch's kernel on the CPU, which
+// for the synchronous baseline over 128M elements took 144 s on two
+// cores; a kernel of the user's own that never ends) must not keep a
+// stopped command alive. A container's stop allows 10 s before SIGKILL.
+var drainGrace = 5 * time.Second
+
 // signalContext returns a context that ends when one of stopSignals
-// arrives, with the signal as its cause (see stoppedBy). stop releases
-// the signals; call it when the command returns.
-func signalContext() (ctx context.Context, stop func()) {
+// arrives, with the signal as its cause (see stoppedBy). Should cmd not
+// have called stop within drainGrace of the signal, the process exits
+// (see drainGrace), saying so on stderr. stop releases the signals and
+// that deadline; call it as soon as the command's work has returned,
+// before reporting, and again as often as convenient.
+func signalContext(cmd string, stderr io.Writer) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, stopSignals...)
 	done := make(chan struct{})
+	var mu sync.Mutex // held while exiting, and by stop: the one or the other
+	stopped := false
 	go func() {
+		var sig os.Signal
 		select {
-		case sig := <-ch:
+		case sig = <-ch:
 			signal.Reset(stopSignals...) // the next one ends the process
 			cancel(&signalError{sig: sig})
 		case <-done:
+			return
+		}
+		grace := time.NewTimer(drainGrace)
+		defer grace.Stop()
+		select {
+		case <-grace.C:
+			mu.Lock()
+			if stopped {
+				mu.Unlock()
+				return
+			}
+			se := &signalError{sig: sig}
+			fmt.Fprintf(stderr, "%s; the work in flight had not stopped %v later, so overlap exits without waiting for it\n", signalLine(cmd, se), drainGrace)
+			os.Exit(se.exitCode())
+		case <-done:
 		}
 	}()
+	var once sync.Once
 	return ctx, func() {
-		signal.Stop(ch)
-		close(done)
-		cancel(nil)
+		once.Do(func() {
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
+			signal.Stop(ch)
+			close(done)
+			cancel(nil)
+		})
 	}
 }
 

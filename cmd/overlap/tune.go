@@ -41,9 +41,11 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipelin
 // and prints the measurement next to the prediction. It takes the job's
 // flags; the chunk, slots and streams are what it chooses.
 func runTune(o *runOptions, stdout, stderr io.Writer) int {
-	ctx, stop := signalContext()
+	ctx, stop := signalContext("tune", stderr)
 	defer stop()
-	if err := tune(ctx, o, stdout); err != nil {
+	err := tune(ctx, o, stdout)
+	stop()
+	if err != nil {
 		return reportError("tune", stoppedBy(ctx, err), stderr)
 	}
 	return exitOK
