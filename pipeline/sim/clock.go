@@ -350,7 +350,7 @@ func (h *Host) allocIdx() (int, vclock) {
 		h.prune()
 		used := map[int]bool{}
 		for _, list := range h.accesses {
-			for _, a := range list {
+			for _, a := range list.items {
 				used[a.actor] = true
 			}
 		}

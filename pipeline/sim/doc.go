@@ -69,8 +69,11 @@
 // as the driver does (pipeline.ErrRegistered). Everything is freed by its
 // Close, and [Sim.Live] counts what is still open, for leak tests. The
 // hazard detector keeps the accesses of recent operations and drops
-// those that every actor and stream is ordered after, so that its memory
-// follows the work in flight rather than the work done. A Host with [HostOptions].TimingOnly moves no bytes and
+// those that every actor and stream is ordered after, and those that a
+// later access of the same actor, bytes and kind supersedes, so that its
+// memory follows the work in flight rather than the work done; a new
+// access is checked against those that can overlap it, found by binary
+// search, so that a run's cost grows with its chunks, not their square. A Host with [HostOptions].TimingOnly moves no bytes and
 // computes nothing: only the clock runs, for predictions of jobs too large
 // to compute on the CPU.
 package sim

@@ -1,6 +1,10 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
 
 // Hazards returns the hazards found so far on the device's host.
 func (s *Sim) Hazards() []Hazard {
@@ -74,16 +78,50 @@ type memSpan struct {
 	write  bool
 }
 
+// accessList is one memory's recorded accesses, in order of lo (and of
+// recording among equal lo), with the length of the longest: the accesses
+// that can overlap a span [lo, hi) are those whose lo lies in (lo-longest,
+// hi), found by binary search, so that a touch costs what overlaps it, not
+// what the memory has seen. (A scan of every access made a simulated run
+// of n chunks cost n²: 64K chunks of one element ran for minutes.)
+type accessList struct {
+	items   []access
+	longest int
+}
+
+// window is the part of l.items that can overlap [lo, hi).
+func (l *accessList) window(lo, hi int) []access {
+	from := sort.Search(len(l.items), func(i int) bool { return l.items[i].lo > lo-l.longest })
+	to := sort.Search(len(l.items), func(i int) bool { return l.items[i].lo >= hi })
+	return l.items[from:max(from, to)]
+}
+
 // touch records the spans of an operation by clock index actor at vc and
-// reports hazards. h.mu held.
+// reports hazards. An access of the same actor, bytes and kind as an
+// earlier one supersedes it: any later access unordered with the earlier
+// one is unordered with it too (the actor's clock only grows), so the
+// hazard is still found, named by the later operation. That keeps a slot
+// that the same streams reuse chunk after chunk at a few accesses while
+// nothing can be pruned (the goroutine that called Run is ordered after
+// none of them until the run ends). h.mu held.
 func (h *Host) touch(actor int, vc vclock, what string, spans []memSpan) {
 	for _, sp := range spans {
 		if sp.hi <= sp.lo {
 			continue
 		}
 		list := h.accesses[sp.mem]
-		for _, p := range list {
-			if p.hi <= sp.lo || sp.hi <= p.lo || !(p.write || sp.write) {
+		if list == nil {
+			list = &accessList{}
+			h.accesses[sp.mem] = list
+		}
+		win := list.window(sp.lo, sp.hi)
+		same := -1
+		for i := range win {
+			p := &win[i]
+			if p.actor == actor && p.lo == sp.lo && p.hi == sp.hi && p.write == sp.write {
+				same = i
+			}
+			if p.hi <= sp.lo || !(p.write || sp.write) {
 				continue
 			}
 			if p.actor == actor || vc.get(p.actor) >= p.clock {
@@ -91,7 +129,14 @@ func (h *Host) touch(actor int, vc vclock, what string, spans []memSpan) {
 			}
 			h.hazards = append(h.hazards, Hazard{Memory: sp.name, First: p.what, Later: what})
 		}
-		h.accesses[sp.mem] = append(list, access{actor: actor, clock: vc.get(actor), lo: sp.lo, hi: sp.hi, write: sp.write, what: what})
+		a := access{actor: actor, clock: vc.get(actor), lo: sp.lo, hi: sp.hi, write: sp.write, what: what}
+		if same >= 0 {
+			win[same] = a
+			continue
+		}
+		at := sort.Search(len(list.items), func(i int) bool { return list.items[i].lo > sp.lo })
+		list.items = slices.Insert(list.items, at, a)
+		list.longest = max(list.longest, sp.hi-sp.lo)
 		h.naccess++
 	}
 	if h.naccess > max(4096, h.pruneAt) {
@@ -122,16 +167,17 @@ func (h *Host) prune() {
 	}
 	h.naccess = 0
 	for m, list := range h.accesses {
-		kept := list[:0]
-		for _, a := range list {
+		kept, longest := list.items[:0], 0
+		for _, a := range list.items {
 			if !settled(a) {
 				kept = append(kept, a)
+				longest = max(longest, a.hi-a.lo)
 			}
 		}
 		if len(kept) == 0 {
 			delete(h.accesses, m)
 		} else {
-			h.accesses[m] = kept
+			list.items, list.longest = kept, longest
 			h.naccess += len(kept)
 		}
 	}

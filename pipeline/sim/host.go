@@ -33,7 +33,7 @@ type Host struct {
 	streams     []*simStream
 
 	nextMem  int
-	accesses map[int][]access
+	accesses map[int]*accessList
 	naccess  int
 	pruneAt  int
 	hazards  []Hazard
@@ -68,7 +68,7 @@ func NewHost(o HostOptions) *Host {
 		linkGBps:    o.LinkGBps,
 		timingOnly:  o.TimingOnly,
 		byGoroutine: map[int64]*actor{},
-		accesses:    map[int][]access{},
+		accesses:    map[int]*accessList{},
 	}
 	h.cond = sync.NewCond(&h.mu)
 	return h
