@@ -688,18 +688,26 @@ func writeAlone(b pipeline.Backend, out string, mode outMode, bytes int64, write
 	if err != nil {
 		return 0, err
 	}
+	name := f.Name()
 	defer func() {
 		f.Close()
-		os.Remove(f.Name())
+		os.Remove(name)
 	}()
 	if mode.direct {
 		// The same file, opened again with O_DIRECT.
-		g, err := pipeline.CreateDirect(f.Name())
+		g, err := pipeline.CreateDirect(name)
 		if err != nil {
 			return 0, err
 		}
 		f.Close()
 		f = g
+	}
+	if runtime.GOOS != "windows" {
+		// Unlinked while open, where the system allows it, so that no
+		// scratch file of the output's size is left however the process
+		// ends (overlap exits without its deferred calls when a signal's
+		// grace runs out). Nothing reads it back.
+		os.Remove(name)
 	}
 	ring, err := newPinnedRing(b, ringBytes, piece, writers)
 	if err != nil {

@@ -257,6 +257,7 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	// a failed write to stdout, as of the JSON, is not the run's failure),
 	// and writes it to --json-out.
 	report := func(w io.Writer, res any, print func()) error {
+		stop() // the work has returned: a signal's grace no longer runs
 		if o.jsonOut {
 			writeJSON(w, res)
 		} else if !o.quiet {

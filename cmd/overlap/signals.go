@@ -86,7 +86,7 @@ func signalContext(cmd string, stderr io.Writer) (ctx context.Context, stop func
 				return
 			}
 			se := &signalError{sig: sig}
-			fmt.Fprintf(stderr, "%s; the work in flight had not stopped %v later, so overlap exits without waiting for it\n", signalLine(cmd, se), drainGrace)
+			fmt.Fprintf(stderr, "%s; still busy %g s after the signal, so overlap exits without waiting for the work in flight\n", signalLine(cmd, se), drainGrace.Seconds())
 			os.Exit(se.exitCode())
 		case <-done:
 		}

@@ -377,7 +377,7 @@ func TestSignals(t *testing.T) {
 		require.True(t, errors.As(err, &ee), "exit: %v; stderr %q", err, stderr.String())
 		assert.Equal(t, 143, ee.ExitCode(), "stderr %q", stderr.String())
 		assert.GreaterOrEqual(t, time.Since(start), time.Second, "the grace is given")
-		assert.Equal(t, "overlap run: terminated (SIGTERM); the work in flight had not stopped 1s later, so overlap exits without waiting for it\n", stderr.String())
+		assert.Equal(t, "overlap run: terminated (SIGTERM); still busy 1 s after the signal, so overlap exits without waiting for the work in flight\n", stderr.String())
 	})
 }
 
