@@ -1007,7 +1007,7 @@ func (r *streamRun) finalize(ch *chunkIO) {
 		at := int64(ch.c) * int64(r.chunkIn[j])
 		if rem := got % in.elem; rem != 0 {
 			r.endInput(ch, &StreamError{Stream: in.name, Offset: at + int64(got-rem),
-				Err: fmt.Errorf("%w: %d trailing bytes of a %d-byte element", ErrPartialElement, rem, in.elem)})
+				Err: fmt.Errorf("%w: %s of a %d-byte element", ErrPartialElement, trailingBytes(rem), in.elem)})
 			return
 		}
 		n := got / in.elem
@@ -1261,4 +1261,12 @@ func (r *streamRun) progress() Progress {
 		pr.BytesWritten += out.committed
 	}
 	return pr
+}
+
+// trailingBytes says how many bytes of an element a stream ended with.
+func trailingBytes(n int) string {
+	if n == 1 {
+		return "1 trailing byte"
+	}
+	return fmt.Sprintf("%d trailing bytes", n)
 }

@@ -362,7 +362,7 @@ func TestStreamBadInput(t *testing.T) {
 			name:   "trailing partial element, one byte at a time",
 			inputs: func() []io.Reader { return []io.Reader{iotest.OneByteReader(bytes.NewReader(append(in, 9)))} },
 			stream: "in.f32", offset: 4 * n, cause: pipeline.ErrPartialElement,
-			text: "pipeline: in.f32 at byte 332: the stream ends inside an element: 1 trailing bytes of a 4-byte element",
+			text: "pipeline: in.f32 at byte 332: the stream ends inside an element: 1 trailing byte of a 4-byte element",
 			held: 320,
 		},
 		{
