@@ -67,6 +67,7 @@ func signalContext(cmd string, stderr io.Writer) (ctx context.Context, stop func
 	done := make(chan struct{})
 	var mu sync.Mutex // held while exiting, and by stop: the one or the other
 	stopped := false
+	graceFor := drainGrace // read here, once: a test sets it around its call
 	go func() {
 		var sig os.Signal
 		select {
@@ -76,7 +77,7 @@ func signalContext(cmd string, stderr io.Writer) (ctx context.Context, stop func
 		case <-done:
 			return
 		}
-		grace := time.NewTimer(drainGrace)
+		grace := time.NewTimer(graceFor)
 		defer grace.Stop()
 		select {
 		case <-grace.C:
@@ -86,7 +87,7 @@ func signalContext(cmd string, stderr io.Writer) (ctx context.Context, stop func
 				return
 			}
 			se := &signalError{sig: sig}
-			fmt.Fprintf(stderr, "%s; still busy %g s after the signal, so overlap exits without waiting for the work in flight\n", signalLine(cmd, se), drainGrace.Seconds())
+			fmt.Fprintf(stderr, "%s; still busy %g s after the signal, so overlap exits without waiting for the work in flight\n", signalLine(cmd, se), graceFor.Seconds())
 			os.Exit(se.exitCode())
 		case <-done:
 		}
