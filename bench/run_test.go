@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/purecuda/overlap/pipeline"
@@ -63,4 +65,44 @@ func TestRunOnSim(t *testing.T) {
 	assert.EqualError(t, err, "bench: Run: no backend")
 	_, err = Run(context.Background(), backends, RunOptions{})
 	assert.Error(t, err, "the zero value's job has no kernel")
+}
+
+// TestRunRehearsesAndPoisons runs the seed job with Rehearse: an untimed
+// run comes before each timed one, and the output is all NaN right
+// before every timed run (the baseline's and the pipelined ones, after
+// the rehearsal), so a timed run that wrote nothing would fail Verify.
+func TestRunRehearsesAndPoisons(t *testing.T) {
+	b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
+	kernel, err := kernels.Seed.Pipeline(nil, 10)
+	require.NoError(t, err)
+	const n = 64 << 10
+	d, err := newSeedData(b, kernel, n, false)
+	require.NoError(t, err)
+	defer d.close()
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Host = 16<<10, pipeline.HostStaged
+	verify := func(out []float32) error { return kernels.Seed.Verify([][]float32{d.in}, out, 10) }
+	var msgs []string
+	poisoned := 0
+	progress := func(m string) {
+		msgs = append(msgs, m)
+		if m == "synchronous baseline…" || strings.HasPrefix(m, "pipeline run ") {
+			for i, v := range d.out {
+				if !math.IsNaN(float64(v)) {
+					t.Errorf("%s: element %d is %g, not NaN, before the timed run", m, i, v)
+					return
+				}
+			}
+			poisoned++
+		}
+	}
+	res, err := Run(context.Background(), []pipeline.Backend{b}, RunOptions{Config: cfg, Job: d.job, Output: d.out, Verify: verify,
+		Repeat: 2, Rehearse: true, Progress: progress})
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Verified, "the baseline and the two timed runs; the rehearsals are not verified")
+	assert.Equal(t, 3, poisoned)
+	assert.Equal(t, []string{"synchronous baseline…",
+		"untimed run before pipeline run 1 of 2…", "pipeline run 1 of 2…", "verifying run 1 of 2…",
+		"untimed run before pipeline run 2 of 2…", "pipeline run 2 of 2…", "verifying run 2 of 2…",
+		"timing each stage alone…"}, msgs)
 }

@@ -78,6 +78,9 @@ type RunSummary struct {
 	// WarmUpMs is the untimed GPU work before each timed part (0 on the
 	// simulator and with no warm-up).
 	WarmUpMs float64 `json:"warm_up_ms,omitempty"`
+	// Rehearsed says that each pipelined run followed an untimed run of
+	// the job (RunOptions.Rehearse).
+	Rehearsed bool `json:"rehearsed,omitempty"`
 }
 
 // WriteTable writes r as overlap run's table: the job, the
@@ -118,7 +121,11 @@ func (r *RunSummary) WriteTable(w io.Writer) error {
 	t.Printf("stage bound (slowest stage alone, %s): %.2f ms (%s)\n", s.Slowest, s.BoundMs, stages)
 	t.Printf("efficiency = stage bound / pipeline time; %s%s\n", r.Verified, label)
 	if r.WarmUpMs > 0 {
-		t.Printf("each timed part ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks\n", r.WarmUpMs)
+		then := ""
+		if r.Rehearsed {
+			then = ", and each pipelined run right after an untimed run of the job, whose output was then poisoned"
+		}
+		t.Printf("each timed part ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks%s\n", r.WarmUpMs, then)
 	}
 	for _, row := range r.Rows {
 		if row.Efficiency > 1 {

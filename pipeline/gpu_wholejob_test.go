@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/overlap/internal/gputest"
+	"github.com/purecuda/overlap/internal/ntstore"
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/ptx/kernels"
 )
@@ -20,10 +22,14 @@ import (
 // reports the best and the median run (best-ns, p50-ns); then runs it ten
 // times more, each right after 20 ms of Group.Warm, as overlap run times
 // its runs (warm-best-ns, warm-p50-ns), and five times as overlap run
-// times it, its output cleared before 500 ms of Warm and checked after
-// (cli-best-ns, cli-p50-ns), and so with 20 ms of Warm (clear-), with
-// no clearing (long-), and with an untimed run between the warm-up and
-// the timed one (again-). One more run with
+// timed it until it rehearsed, its output cleared before 500 ms of Warm
+// and checked after (cli-best-ns, cli-p50-ns); with an untimed run
+// between the warm-up and the timed one (again-); as overlap run times
+// it now (bench.RunOptions.Rehearse): 500 ms of Warm, an untimed run, the
+// output poisoned with NaN by non-temporal stores (ntstore.Fill), the
+// timed run (rehearse-); so with the poison written by plain stores
+// (rehearse-plain-); and with no untimed run, the output poisoned by
+// non-temporal stores before the warm-up (nt-). One more run with
 // Config.Timing then says where the device's time went: dev-first-ns is
 // when its first stage began after the run's origin, dev-last-ns when its
 // last ended, and run-ns that run's Elapsed; the gap between dev-last-ns
@@ -97,20 +103,29 @@ func BenchmarkGPUWholeJob(b *testing.B) {
 			slices.Sort(times)
 			b.ReportMetric(float64(times[0]), "warm-best-ns")
 			b.ReportMetric(float64(times[len(times)/2]), "warm-p50-ns")
-			// As overlap run times a run (cli): the output cleared by the
-			// host, 500 ms of Warm, the run, the output read back; and
-			// with one of those changed: 20 ms of Warm (clear), no clear
-			// (long), a run back to back after the warm-up's (again).
-			variant := func(metric string, clearOut bool, warm time.Duration, again bool) {
+			// As overlap run timed a run before it rehearsed (cli): the
+			// output cleared by the host, 500 ms of Warm, the run, the
+			// output read back; with a run back to back after the
+			// warm-up (again); and the variants of a poisoned output
+			// that the comment above lists.
+			nan := float32(math.NaN())
+			plain := func(out []float32) {
+				for i := range out {
+					out[i] = nan
+				}
+			}
+			nt := func(out []float32) { ntstore.Fill(out, nan) }
+			variant := func(metric string, before func([]float32), again bool, after func([]float32)) {
 				times = times[:0]
 				for range 5 {
-					if clearOut {
-						clear(out)
-					}
-					require.NoError(b, p.Warm(context.Background(), job, warm))
+					before(out)
+					require.NoError(b, p.Warm(context.Background(), job, 500*time.Millisecond))
 					if again {
 						_, err := p.Run(context.Background(), job)
 						require.NoError(b, err)
+					}
+					if after != nil {
+						after(out)
 					}
 					rep, err := p.Run(context.Background(), job)
 					require.NoError(b, err)
@@ -121,10 +136,12 @@ func BenchmarkGPUWholeJob(b *testing.B) {
 				b.ReportMetric(float64(times[0]), metric+"-best-ns")
 				b.ReportMetric(float64(times[len(times)/2]), metric+"-p50-ns")
 			}
-			variant("cli", true, 500*time.Millisecond, false)
-			variant("clear", true, 20*time.Millisecond, false)
-			variant("long", false, 500*time.Millisecond, false)
-			variant("again", true, 500*time.Millisecond, true)
+			clearOut := func(out []float32) { clear(out) }
+			variant("cli", clearOut, false, nil)
+			variant("again", clearOut, true, nil)
+			variant("rehearse", clearOut, true, nt)
+			variant("rehearse-plain", clearOut, true, plain)
+			variant("nt", nt, false, nil)
 
 			// The timed pipeline registers the slices anew.
 			require.NoError(b, p.Close())

@@ -28,7 +28,11 @@ import (
 // the climb, which is much of a short job's time. On one H200 the
 // README's 4M-element job took 0.60–0.62 ms back to back and 0.66–0.75 ms
 // after 200 ms of idling (bench.BenchmarkReadmeJob), every stage slower.
-// A timed run right after Warm measures the device at work. The
+// A timed run right after Warm measures the device at work, though not
+// quite as a run back to back does: Warm issues no copies out, and on
+// the H200 the first run after it was 25–59 µs slower than the one after
+// that, with the output out of the CPU's caches both times
+// (bench.RunOptions.Rehearse puts a run between them). The
 // simulator's devices have no clocks to warm; there Warm only spends
 // virtual time.
 func (g *Group) Warm(ctx context.Context, job Job, d time.Duration) error {
