@@ -215,7 +215,7 @@ func smallJobsFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
 	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ twin in the same cells (needs nvcc)")
 	m.addMachineFlags(fs, flagSim|flagDevice|flagWaitAll, map[string]string{
 		"sim":  "run on the CPU simulator instead of a GPU",
-		"wait": "how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), or all for spin, yield and block (unset: yield, the mode with the shortest tail measured)"})
+		"wait": "how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), a comma-separated list of them, or all for spin, yield and block (unset: yield, the mode with the shortest tail measured)"})
 	fs.BoolVar(&o.small.DirectCalls, "direct-calls", false, "issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
 	l.workers = fs.String("workers", "1,4,16", "comma-separated goroutine counts")
 	fs.Float64Var(&o.small.Seconds, "seconds", bench.SmallJobsSeconds, "seconds per cell")

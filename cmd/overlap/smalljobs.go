@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,8 +18,9 @@ import (
 // and D2H then a wait for it, from several goroutines with a pipeline each
 // on one shared context, as a service offloading work per request does.
 
-// waitFlag reads --wait: spin, yield, block, auto, default, or (when all is
-// non-nil) all for spin, yield and block.
+// waitFlag reads --wait: spin, yield, block, auto, default, or (when all
+// is set) a comma-separated list of those, or all for spin, yield and
+// block.
 type waitFlag struct {
 	w   *[]driver.Wait
 	all bool
@@ -40,14 +42,26 @@ func (f waitFlag) Set(s string) error {
 		*f.w = []driver.Wait{driver.WaitSpin, driver.WaitYield, driver.WaitBlock}
 		return nil
 	}
-	w, err := driver.ParseWait(s)
-	if err != nil {
-		if f.all {
-			return errors.New("want spin, yield, block, auto, default or all")
-		}
-		return errors.New("want spin, yield, block, auto or default")
+	want := "want spin, yield, block, auto or default"
+	if f.all {
+		want = "want spin, yield, block, auto, default, a comma-separated list of them, or all"
 	}
-	*f.w = []driver.Wait{w}
+	names := []string{s}
+	if f.all {
+		names = strings.Split(s, ",")
+	}
+	var ws []driver.Wait
+	for _, name := range names {
+		w, err := driver.ParseWait(strings.TrimSpace(name))
+		if err != nil {
+			return errors.New(want)
+		}
+		if slices.Contains(ws, w) {
+			return fmt.Errorf("%s is listed twice", w)
+		}
+		ws = append(ws, w)
+	}
+	*f.w = ws
 	return nil
 }
 

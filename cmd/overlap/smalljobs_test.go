@@ -43,6 +43,10 @@ func TestSmallJobsFlags(t *testing.T) {
 	assert.Equal(t, 7, o.small.Iters)
 	assert.Equal(t, 0.25, o.small.Seconds)
 
+	o, err = parseBenchFlags([]string{"--small-jobs", "--wait", "yield, spin"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []driver.Wait{driver.WaitYield, driver.WaitSpin}, o.small.Waits, "a list, in its order")
+
 	o, err = parseBenchFlags([]string{"--small-jobs", "--sim"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, bench.SmallJobsSimJobs, o.small.Jobs, "the simulator runs a few jobs, not seconds")
@@ -63,7 +67,9 @@ func TestSmallJobsFlags(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"--small-jobs", "--wait", "often"}, `invalid value "often" for flag -wait: want spin, yield, block, auto, default or all`},
+		{[]string{"--small-jobs", "--wait", "often"}, `invalid value "often" for flag -wait: want spin, yield, block, auto, default, a comma-separated list of them, or all`},
+		{[]string{"--small-jobs", "--wait", "spin,often"}, `invalid value "spin,often" for flag -wait: want spin, yield, block, auto, default, a comma-separated list of them, or all`},
+		{[]string{"--small-jobs", "--wait", "spin,yield,spin"}, `invalid value "spin,yield,spin" for flag -wait: spin is listed twice`},
 		{[]string{"--small-jobs", "--sim", "--wait", "block"}, "--wait needs a GPU: the simulator has no host thread waiting on a driver"},
 		{[]string{"--small-jobs", "--sim", "--reference"}, "--reference needs a GPU, not --sim"},
 		{[]string{"--small-jobs", "--sim", "--direct-calls"}, "--direct-calls needs a GPU, not --sim: the simulator makes no driver calls"},
