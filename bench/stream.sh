@@ -38,7 +38,7 @@ rm -f "$D/out.f32"; sync
 for how in "" "--preallocate" "--direct-out" "--direct-out --preallocate"; do
 	echo "== page-cached, 4 GiB, output written ${how:-as the others (page cache, not preallocated)}"
 	# shellcheck disable=SC2086 # $how is zero, one or two flags
-	$O run --in "$D/in4.f32" --out "$D/out.f32" $FLAGS $how || echo "FAILED"
+	$O stream --in "$D/in4.f32" --out "$D/out.f32" $FLAGS $how || echo "FAILED"
 	rm -f "$D/out.f32"; sync
 done
 
