@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/purecuda/overlap/internal/procfs"
 	"github.com/purecuda/overlap/pipeline"
@@ -181,4 +182,36 @@ func TestChooseChunkOnSim(t *testing.T) {
 	assert.Equal(t, got.Choice, again.Choice)
 	_, err = ChooseChunk(context.Background(), nil, w.Config, w.Job, nil, "k")
 	assert.EqualError(t, err, "bench: ChooseChunk: nil backend")
+}
+
+// TestChooseChunkWithWarmsBeforeProbing: with Warm, a choice that is not
+// cached warms the device up before the probes (and gets the same choice
+// on the simulator, whose devices have no clocks), a cached one does not,
+// and a negative Warm is an error.
+func TestChooseChunkWithWarmsBeforeProbing(t *testing.T) {
+	m, err := OpenMachine(MachineOptions{Sim: true, Kernel: "seed"})
+	require.NoError(t, err)
+	defer m.Close()
+	w, err := m.NewWorkload(WorkloadOptions{Elems: 1 << 20, Scalars: map[string]float64{"iters": 10}})
+	require.NoError(t, err)
+	defer w.Close()
+	var msgs []string
+	o := ChooseOptions{Warm: time.Millisecond, Progress: func(m string) { msgs = append(msgs, m) }}
+	cache := ReadTuneCache(filepath.Join(t.TempDir(), "tune.json"))
+	got, err := ChooseChunkWith(context.Background(), m.Backends[0], w.Config, w.Job, cache, "k", o)
+	require.NoError(t, err)
+	assert.False(t, got.Cached)
+	assert.Equal(t, []string{"warming up the GPU before the probes…", "probing the stage costs…"}, msgs)
+	cold, err := ChooseChunk(context.Background(), m.Backends[0], w.Config, w.Job, nil, "k")
+	require.NoError(t, err)
+	assert.Equal(t, cold.Choice.ChunkElems, got.ChunkElems, "the simulator's choice does not depend on a warm-up")
+
+	msgs = nil
+	again, err := ChooseChunkWith(context.Background(), m.Backends[0], w.Config, w.Job, ReadTuneCache(cache.Path), "k", o)
+	require.NoError(t, err)
+	assert.True(t, again.Cached)
+	assert.Empty(t, msgs, "a cached choice runs nothing")
+
+	_, err = ChooseChunkWith(context.Background(), m.Backends[0], w.Config, w.Job, nil, "k", ChooseOptions{Warm: -time.Second})
+	assert.EqualError(t, err, "bench: ChooseChunk: Warm -1s: want 0 or more")
 }

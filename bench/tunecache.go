@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/purecuda/overlap/pipeline"
 )
@@ -100,23 +101,71 @@ type AutoChunk struct {
 // cache. A nil cache probes and stores nothing. Its error is a *[Error];
 // a cache that cannot be written is no error.
 func ChooseChunk(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string) (AutoChunk, error) {
+	return ChooseChunkWith(ctx, b, cfg, job, cache, key, ChooseOptions{})
+}
+
+// ChooseOptions are ChooseChunkWith's; the zero value probes at once, as
+// ChooseChunk does.
+type ChooseOptions struct {
+	// Warm, when positive, keeps the device busy that long with the job's
+	// stages (pipeline.Group.Warm) before the probes, and only when they
+	// run (not for a cached choice). The probes time runs and stages of
+	// under a millisecond. On the H200, probes of the 4M-element job that
+	// began on a device fresh from idling fitted the kernel's cost at
+	// 0.123–0.133 ns an element in three runs of six (0.109–0.110 in the
+	// others) and chose configurations that then ran in 0.56–0.63 ms
+	// against 0.51; after 500 ms of Warm, four runs of four fitted 0.109–
+	// 0.110 ns and ran in 0.50–0.53 ms (bench/RESULTS.md, "Small whole
+	// jobs: what the first run after a warm-up waits on").
+	Warm time.Duration
+	// Progress, when not nil, hears what runs next.
+	Progress func(msg string)
+}
+
+// ChooseChunkWith is ChooseChunk with options.
+func ChooseChunkWith(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string, o ChooseOptions) (AutoChunk, error) {
+	fail := func(err error) (AutoChunk, error) { return AutoChunk{}, &Error{Op: "ChooseChunk", Err: err} }
+	if o.Warm < 0 {
+		return fail(fmt.Errorf("Warm %v: want 0 or more", o.Warm))
+	}
 	if ch, ok := cache.Lookup(key, job.N); ok {
 		return AutoChunk{Choice: ch, Cached: true, CachePath: cache.Path}, nil
 	}
 	if b == nil {
-		return AutoChunk{}, &Error{Op: "ChooseChunk", Err: errors.New("nil backend")}
+		return fail(errors.New("nil backend"))
 	}
+	if o.Warm > 0 {
+		say(o.Progress, "warming up the GPU before the probes…")
+		if err := warmBackend(ctx, b, cfg, job, o.Warm); err != nil {
+			return fail(fmt.Errorf("warming up before the probes: %w", err))
+		}
+	}
+	say(o.Progress, "probing the stage costs…")
 	m, err := pipeline.Probe(ctx, b, cfg, job)
 	if err != nil {
-		return AutoChunk{}, &Error{Op: "ChooseChunk", Err: err}
+		return fail(err)
 	}
 	choice, err := pipeline.Pick(ctx, b, cfg, job, m)
 	if err != nil {
-		return AutoChunk{}, &Error{Op: "ChooseChunk", Err: err}
+		return fail(err)
 	}
 	res := AutoChunk{Choice: choice, Model: m}
 	if cache != nil {
 		_ = cache.Store(key, res.Choice)
 	}
 	return res, nil
+}
+
+// warmBackend runs pipeline.Group.Warm for d on a group of b alone, of
+// cfg (its defaults filled in), and closes the group.
+func warmBackend(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, d time.Duration) error {
+	g, err := pipeline.NewGroup([]pipeline.Backend{b}, cfg)
+	if err != nil {
+		return err
+	}
+	werr := g.Warm(ctx, job, d)
+	if err := g.Close(); werr == nil {
+		werr = err
+	}
+	return werr
 }

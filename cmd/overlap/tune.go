@@ -29,7 +29,13 @@ func tuneKey(e *env, w *workload, o *runOptions) string {
 // says why.
 func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipeline.Choice, string, error) {
 	cache := tuneCache(o)
-	c, err := bench.ChooseChunk(ctx, e.backend, w.Config, w.Job, cache, tuneKey(e, w, o))
+	var co bench.ChooseOptions
+	if !o.sim {
+		// The probes time runs of under a millisecond: on a device at
+		// work, as the timed parts run (bench.ChooseOptions.Warm).
+		co.Warm = o.warm
+	}
+	c, err := bench.ChooseChunkWith(ctx, e.backend, w.Config, w.Job, cache, tuneKey(e, w, o), co)
 	if err != nil {
 		return pipeline.Choice{}, "", fmt.Errorf("tuning: %w", benchError(err))
 	}
