@@ -160,16 +160,24 @@ func TestTuneCache(t *testing.T) {
 	assert.NoError(t, ReadTuneCache(path).Store(key, ch), "a broken file is overwritten")
 }
 
+// seedJobOnSim opens a simulated machine and a 1M-element seed workload
+// of 10 iterations on it, both closed when t ends.
+func seedJobOnSim(t *testing.T) (*Machine, *Workload) {
+	t.Helper()
+	m, err := OpenMachine(MachineOptions{Sim: true, Kernel: "seed"})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	w, err := m.NewWorkload(WorkloadOptions{Elems: 1 << 20, Scalars: map[string]float64{"iters": 10}})
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	return m, w
+}
+
 // TestChooseChunkOnSim probes the seed job on the simulator and stores
 // the choice; the second call finds it in the cache; a nil backend is an
 // error.
 func TestChooseChunkOnSim(t *testing.T) {
-	m, err := OpenMachine(MachineOptions{Sim: true, Kernel: "seed"})
-	require.NoError(t, err)
-	defer m.Close()
-	w, err := m.NewWorkload(WorkloadOptions{Elems: 1 << 20, Scalars: map[string]float64{"iters": 10}})
-	require.NoError(t, err)
-	defer w.Close()
+	m, w := seedJobOnSim(t)
 	cache := ReadTuneCache(filepath.Join(t.TempDir(), "tune.json"))
 	got, err := ChooseChunk(context.Background(), m.Backends[0], w.Config, w.Job, cache, "k")
 	require.NoError(t, err)
@@ -189,12 +197,7 @@ func TestChooseChunkOnSim(t *testing.T) {
 // on the simulator, whose devices have no clocks), a cached one does not,
 // and a negative Warm is an error.
 func TestChooseChunkWithWarmsBeforeProbing(t *testing.T) {
-	m, err := OpenMachine(MachineOptions{Sim: true, Kernel: "seed"})
-	require.NoError(t, err)
-	defer m.Close()
-	w, err := m.NewWorkload(WorkloadOptions{Elems: 1 << 20, Scalars: map[string]float64{"iters": 10}})
-	require.NoError(t, err)
-	defer w.Close()
+	m, w := seedJobOnSim(t)
 	var msgs []string
 	o := ChooseOptions{Warm: time.Millisecond, Progress: func(m string) { msgs = append(msgs, m) }}
 	cache := ReadTuneCache(filepath.Join(t.TempDir(), "tune.json"))
@@ -213,5 +216,5 @@ func TestChooseChunkWithWarmsBeforeProbing(t *testing.T) {
 	assert.Empty(t, msgs, "a cached choice runs nothing")
 
 	_, err = ChooseChunkWith(context.Background(), m.Backends[0], w.Config, w.Job, nil, "k", ChooseOptions{Warm: -time.Second})
-	assert.EqualError(t, err, "bench: ChooseChunk: Warm -1s: want 0 or more")
+	assert.EqualError(t, err, "bench: ChooseChunkWith: warm-up of -1s: want 0 or more")
 }

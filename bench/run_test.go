@@ -69,8 +69,11 @@ func TestRunOnSim(t *testing.T) {
 
 // TestRunRehearsesAndPoisons runs the seed job with Rehearse: an untimed
 // run comes before each timed one, and the output is all NaN right
-// before every timed run (the baseline's and the pipelined ones, after
-// the rehearsal), so a timed run that wrote nothing would fail Verify.
+// before every run (the baseline, each rehearsal, each timed run), so a
+// run that wrote nothing would fail Verify; the rehearsals are verified
+// too, and a wrong one is named. In auto host mode the first timed run
+// follows two rehearsals, so that it finds the slices registered and
+// pays for no registration.
 func TestRunRehearsesAndPoisons(t *testing.T) {
 	b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
 	kernel, err := kernels.Seed.Pipeline(nil, 10)
@@ -79,30 +82,52 @@ func TestRunRehearsesAndPoisons(t *testing.T) {
 	d, err := newSeedData(b, kernel, n, false)
 	require.NoError(t, err)
 	defer d.close()
-	cfg := pipeline.Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Host = 16<<10, pipeline.HostStaged
 	verify := func(out []float32) error { return kernels.Seed.Verify([][]float32{d.in}, out, 10) }
 	var msgs []string
 	poisoned := 0
 	progress := func(m string) {
 		msgs = append(msgs, m)
-		if m == "synchronous baseline…" || strings.HasPrefix(m, "pipeline run ") {
-			for i, v := range d.out {
-				if !math.IsNaN(float64(v)) {
-					t.Errorf("%s: element %d is %g, not NaN, before the timed run", m, i, v)
-					return
-				}
-			}
-			poisoned++
+		if strings.HasPrefix(m, "verifying") || strings.HasPrefix(m, "timing") {
+			return
 		}
+		for i, v := range d.out {
+			if !math.IsNaN(float64(v)) {
+				t.Errorf("%s: element %d is %g, not NaN, before the run", m, i, v)
+				return
+			}
+		}
+		poisoned++
 	}
-	res, err := Run(context.Background(), []pipeline.Backend{b}, RunOptions{Config: cfg, Job: d.job, Output: d.out, Verify: verify,
-		Repeat: 2, Rehearse: true, Progress: progress})
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Host = 16<<10, pipeline.HostStaged
+	opts := RunOptions{Config: cfg, Job: d.job, Output: d.out, Verify: verify, Repeat: 2, Rehearse: true, Progress: progress}
+	res, err := Run(context.Background(), []pipeline.Backend{b}, opts)
 	require.NoError(t, err)
-	assert.Equal(t, 3, res.Verified, "the baseline and the two timed runs; the rehearsals are not verified")
-	assert.Equal(t, 3, poisoned)
+	assert.Equal(t, 5, res.Verified, "the baseline, two rehearsals and two timed runs")
+	assert.Equal(t, 5, poisoned)
 	assert.Equal(t, []string{"synchronous baseline…",
-		"untimed run before pipeline run 1 of 2…", "pipeline run 1 of 2…", "verifying run 1 of 2…",
-		"untimed run before pipeline run 2 of 2…", "pipeline run 2 of 2…", "verifying run 2 of 2…",
+		"untimed run 1 before pipeline run 1…", "pipeline run 1 of 2…", "verifying run 1 of 2…",
+		"untimed run 1 before pipeline run 2…", "pipeline run 2 of 2…", "verifying run 2 of 2…",
 		"timing each stage alone…"}, msgs)
+
+	msgs, poisoned = nil, 0
+	opts.Config.Host, opts.NoBaseline, opts.Repeat = pipeline.HostAuto, true, 1
+	res, err = Run(context.Background(), []pipeline.Backend{b}, opts)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"untimed run 1 before pipeline run 1…", "untimed run 2 before pipeline run 1…",
+		"pipeline run 1 of 1…", "verifying run 1 of 1…", "timing each stage alone…"}, msgs)
+	assert.Equal(t, 3, poisoned)
+	assert.Equal(t, "registered", res.HostMode)
+	assert.Zero(t, res.Last.Register, "the rehearsals registered the slices")
+
+	calls := 0
+	opts.Verify = func(out []float32) error {
+		if calls++; calls == 1 {
+			return errors.New("element 3 is wrong")
+		}
+		return verify(out)
+	}
+	opts.Progress = nil
+	_, err = Run(context.Background(), []pipeline.Backend{b}, opts)
+	assert.EqualError(t, err, "bench: Run: untimed run 1 before pipeline run 1 gave wrong results: element 3 is wrong")
 }

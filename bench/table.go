@@ -121,11 +121,10 @@ func (r *RunSummary) WriteTable(w io.Writer) error {
 	t.Printf("stage bound (slowest stage alone, %s): %.2f ms (%s)\n", s.Slowest, s.BoundMs, stages)
 	t.Printf("efficiency = stage bound / pipeline time; %s%s\n", r.Verified, label)
 	if r.WarmUpMs > 0 {
-		then := ""
-		if r.Rehearsed {
-			then = ", and each pipelined run right after an untimed run of the job, whose output was then poisoned"
-		}
-		t.Printf("each timed part ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks%s\n", r.WarmUpMs, then)
+		t.Printf("each timed part ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks\n", r.WarmUpMs)
+	}
+	if r.Rehearsed {
+		t.Printf("each pipelined run came right after an untimed run of the job; the output was filled with NaN before every run\n")
 	}
 	for _, row := range r.Rows {
 		if row.Efficiency > 1 {

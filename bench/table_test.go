@@ -189,7 +189,7 @@ func fixtureRunSim() RunSummary {
 func fixtureRunGPU() RunSummary {
 	return RunSummary{Backend: "NVIDIA H200", Kernel: "axpb", Elems: 1 << 20, Bytes: 8 << 20, ChunkElems: 1 << 20, Slots: 2, ComputeStreams: 1, HostMode: "pinned",
 		Rows:   []RunMode{{Mode: "pipeline (pinned)", Ms: 0.61, GBps: 13.75, Efficiency: 0.9}},
-		Stages: Stages{H2DMs: 0.3, ComputeMs: 0.1, D2HMs: 0.3, BoundMs: 0.3, Slowest: "H2D"}, Verified: "not verified", WarmUpMs: 500}
+		Stages: Stages{H2DMs: 0.3, ComputeMs: 0.1, D2HMs: 0.3, BoundMs: 0.3, Slowest: "H2D"}, Verified: "not verified", WarmUpMs: 500, Rehearsed: true}
 }
 
 func fixtureSweep() []SweepRow {

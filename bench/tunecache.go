@@ -101,7 +101,7 @@ type AutoChunk struct {
 // cache. A nil cache probes and stores nothing. Its error is a *[Error];
 // a cache that cannot be written is no error.
 func ChooseChunk(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string) (AutoChunk, error) {
-	return ChooseChunkWith(ctx, b, cfg, job, cache, key, ChooseOptions{})
+	return chooseChunk("ChooseChunk", ctx, b, cfg, job, cache, key, ChooseOptions{})
 }
 
 // ChooseOptions are ChooseChunkWith's; the zero value probes at once, as
@@ -124,9 +124,14 @@ type ChooseOptions struct {
 
 // ChooseChunkWith is ChooseChunk with options.
 func ChooseChunkWith(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string, o ChooseOptions) (AutoChunk, error) {
-	fail := func(err error) (AutoChunk, error) { return AutoChunk{}, &Error{Op: "ChooseChunk", Err: err} }
+	return chooseChunk("ChooseChunkWith", ctx, b, cfg, job, cache, key, o)
+}
+
+// chooseChunk is ChooseChunkWith, its errors naming op.
+func chooseChunk(op string, ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string, o ChooseOptions) (AutoChunk, error) {
+	fail := func(err error) (AutoChunk, error) { return AutoChunk{}, &Error{Op: op, Err: err} }
 	if o.Warm < 0 {
-		return fail(fmt.Errorf("Warm %v: want 0 or more", o.Warm))
+		return fail(fmt.Errorf("warm-up of %v: want 0 or more", o.Warm))
 	}
 	if ch, ok := cache.Lookup(key, job.N); ok {
 		return AutoChunk{Choice: ch, Cached: true, CachePath: cache.Path}, nil

@@ -193,8 +193,8 @@ func (p *progress) done() {
 // warm-up, 0.63-0.76 ms after 50 ms, 0.66-0.70 ms after 200 ms and
 // 0.63-0.66 ms after 500 ms, against 0.60-0.62 ms back to back: an idle
 // GPU and host take a few hundred milliseconds of work to reach their
-// clocks. A run warms up --repeat + 2 times (five by default: 2.5 s);
-// --warm 0 skips them.
+// clocks. A run warms up --repeat + 2 times (five by default: 2.5 s),
+// and once more before --chunk auto's probes; --warm 0 skips them.
 const defaultWarm = 500 * time.Millisecond
 
 func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*result, error) {
@@ -226,7 +226,7 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	cfg.Timing = o.trace != "" || o.svg != ""
 	if o.chunkAuto {
 		prog.say("tuning the chunk size…")
-		choice, why, err := tuneChunk(ctx, e, w, o)
+		choice, why, err := tuneChunk(ctx, e, w, o, prog.line)
 		if err != nil {
 			return nil, err
 		}

@@ -42,19 +42,31 @@ func (f waitFlag) Set(s string) error {
 		*f.w = []driver.Wait{driver.WaitSpin, driver.WaitYield, driver.WaitBlock}
 		return nil
 	}
-	want := "want spin, yield, block, auto or default"
-	if f.all {
-		want = "want spin, yield, block, auto, default, a comma-separated list of them, or all"
-	}
-	names := []string{s}
-	if f.all {
-		names = strings.Split(s, ",")
+	if !f.all || !strings.Contains(s, ",") {
+		w, err := driver.ParseWait(strings.TrimSpace(s))
+		if err != nil {
+			if f.all {
+				return errors.New("want spin, yield, block, auto, default, a comma-separated list of them, or all")
+			}
+			return errors.New("want spin, yield, block, auto or default")
+		}
+		*f.w = []driver.Wait{w}
+		return nil
 	}
 	var ws []driver.Wait
-	for _, name := range names {
-		w, err := driver.ParseWait(strings.TrimSpace(name))
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		switch name {
+		case "all":
+			return errors.New("all stands alone, not in a list")
+		case "default":
+			// The primary context keeps the flags that an earlier mode of
+			// the list set, so default would run as that mode.
+			return errors.New("default stands alone, not in a list: it is the primary context's mode as the driver has it, which the modes before it change")
+		}
+		w, err := driver.ParseWait(name)
 		if err != nil {
-			return errors.New(want)
+			return fmt.Errorf("%q in the list is not a wait mode (want spin, yield, block or auto)", name)
 		}
 		if slices.Contains(ws, w) {
 			return fmt.Errorf("%s is listed twice", w)

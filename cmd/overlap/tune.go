@@ -27,9 +27,9 @@ func tuneKey(e *env, w *workload, o *runOptions) string {
 // tuneChunk picks the chunk size, slots and compute streams from a cost
 // model fitted to probes, or the cache's choice (bench.ChooseChunk), and
 // says why.
-func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions) (pipeline.Choice, string, error) {
+func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions, progress func(string)) (pipeline.Choice, string, error) {
 	cache := tuneCache(o)
-	var co bench.ChooseOptions
+	co := bench.ChooseOptions{Progress: progress}
 	if !o.sim {
 		// The probes time runs of under a millisecond: on a device at
 		// work, as the timed parts run (bench.ChooseOptions.Warm).

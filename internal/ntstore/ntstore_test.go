@@ -7,28 +7,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestFill fills windows of every length from 0 to 70 at both 4-byte
-// alignments inside a larger slice, and a large one: every element of the
-// window holds v, and no element outside it changed (a wrong tail,
-// alignment step or block count fails it).
+// TestFill fills windows of every length from 0 to 70 at three 4-byte
+// offsets inside a larger slice, and a large one, with a value whose two
+// halves of an 8-byte store differ from any neighbour's: every element of
+// the window holds its exact bits, and no element outside it changed (a
+// wrong tail, alignment step, block count or 8-byte pattern fails it).
 func TestFill(t *testing.T) {
-	nan := float32(math.NaN())
+	const bits = 0xdeadbeef
+	v := math.Float32frombits(bits)
 	for _, n := range append(rangeTo(70), 1<<20+3) {
 		for start := 0; start < 3; start++ {
 			buf := make([]float32, n+start+5)
 			for i := range buf {
 				buf[i] = float32(i)
 			}
-			Fill(buf[start:start+n], nan)
-			for i, v := range buf {
+			Fill(buf[start:start+n], v)
+			for i, got := range buf {
 				inside := i >= start && i < start+n
-				if inside && !math.IsNaN(float64(v)) || !inside && v != float32(i) {
-					require.Failf(t, "wrong element", "n=%d start=%d: element %d is %g", n, start, i, v)
+				if inside && math.Float32bits(got) != bits || !inside && got != float32(i) {
+					require.Failf(t, "wrong element", "n=%d start=%d: element %d is %#x", n, start, i, math.Float32bits(got))
 				}
 			}
 		}
 	}
 	Fill(nil, 1) // nothing to write
+	nan := []float32{1, 2}
+	Fill(nan, float32(math.NaN()))
+	require.True(t, math.IsNaN(float64(nan[0])) && math.IsNaN(float64(nan[1])), "a NaN, as bench's poison writes it")
 }
 
 func rangeTo(n int) []int {
