@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/purecuda/overlap/internal/ntstore"
-	"github.com/purecuda/overlap/internal/parallel"
 	"github.com/purecuda/overlap/pipeline"
 )
 
@@ -57,12 +56,18 @@ type RunOptions struct {
 	// simulator, whose profile describes a warm device.
 	Warm time.Duration
 	// Rehearse runs the job once, untimed, between each warm-up and the
-	// pipelined run it precedes (twice before the first in auto host
-	// mode, whose first run stages and second registers). Group.Warm
-	// runs copies in and kernels, never the copies out, which the timed
-	// run would then issue first. A rehearsal is verified as a timed run
-	// is, on a poisoned output, and Output is poisoned again before the
-	// timed run. Off for the simulator, whose devices have no such state.
+	// pipelined run it precedes: Group.Warm runs copies in and kernels,
+	// never the copies out, which the timed run would then issue first.
+	// Before all of them, it runs the job once more and verifies that
+	// run on a poisoned output, then warms up again: that run is the
+	// group's first, and in auto host mode the one that stages Go
+	// slices, so that the first rehearsal registers them and no timed run
+	// pays for it. A rehearsal itself is not verified: the check takes
+	// milliseconds on every CPU, and on the H200 the 1M-element job's
+	// timed runs right after a verified rehearsal took 0.32–0.33 ms
+	// against 0.17–0.19 (bench/RESULTS.md, "Verified rehearsals, and a
+	// poison on every CPU").
+	// Off for the simulator, whose devices have no such state.
 	Rehearse bool
 	// Ordinals are the backends' GPU indexes, for Devices (nil: 0, 1, …).
 	Ordinals []int
@@ -94,7 +99,7 @@ type RunResult struct {
 
 // Run measures o.Job on backends, a group: the synchronous baseline on
 // the first backend, then o.Repeat pipelined runs (each after an untimed
-// one with o.Rehearse, also verified), the fastest kept,
+// one with o.Rehearse, and a verified one before all), the fastest kept,
 // then each stage alone in that run's host mode, for the bound; Verify
 // checks the output of every run. A wrong output is an error.
 func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunResult, error) {
@@ -151,31 +156,31 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 	}
 	var best *pipeline.Report
 	for r := 0; r < o.Repeat; r++ {
+		if o.Rehearse && r == 0 {
+			// The first pipelined run is checked as a timed run is, on a
+			// poisoned output and on slots no run has used: a run that
+			// left stale results in the staging slots, which the
+			// rehearsals fill, is caught here. A warm-up follows it: a
+			// timed run right after a check was slow (RunOptions.Rehearse).
+			if err := warm(); err != nil {
+				return fail(err)
+			}
+			poison(o.Output)
+			say(o.Progress, "first pipelined run (untimed)…")
+			if _, err := p.Run(ctx, o.Job); err != nil {
+				return fail(fmt.Errorf("first pipelined run: %w", err))
+			}
+			if err := check("first pipelined run (untimed)"); err != nil {
+				return fail(err)
+			}
+		}
 		if err := warm(); err != nil {
 			return fail(err)
 		}
 		if o.Rehearse {
-			// Each rehearsal is checked as a timed run is: a run that
-			// leaves stale results in the device's or the staging slots
-			// (which the rehearsal fills) is caught here, on a poisoned
-			// output, before any run it could hide behind.
-			rehearsals := 1
-			if r == 0 && o.Job.Host == pipeline.HostAuto && o.Config.Host == pipeline.HostAuto {
-				// Auto mode stages Go slices on their first run and
-				// registers them on the next, which pays for the
-				// registration: both before the first timed run.
-				rehearsals = 2
-			}
-			for k := range rehearsals {
-				name := fmt.Sprintf("untimed run %d before pipeline run %d", k+1, r+1)
-				poison(o.Output)
-				say(o.Progress, "%s…", name)
-				if _, err := p.Run(ctx, o.Job); err != nil {
-					return fail(fmt.Errorf("%s: %w", name, err))
-				}
-				if err := check(name); err != nil {
-					return fail(err)
-				}
+			say(o.Progress, "untimed run before pipeline run %d of %d…", r+1, o.Repeat)
+			if _, err := p.Run(ctx, o.Job); err != nil {
+				return fail(fmt.Errorf("untimed run before pipeline run %d: %w", r+1, err))
 			}
 		}
 		// Right before the timed run, after the warm-up and the
@@ -241,13 +246,12 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 // poison fills out with NaN, which no reference matches
 // (kernels.VerifyError counts a NaN as a mismatch), with stores that
 // leave its lines out of the CPU's caches (ntstore says why): the timed
-// run's copies out then find the output as a run back to back does. The
-// CPUs share the work: the GPU idles while it runs (512 MiB took about
-// 30 ms on one core).
-func poison(out []float32) {
-	nan := float32(math.NaN())
-	parallel.For(len(out), 1<<20, func(lo, hi int) { ntstore.Fill(out[lo:hi], nan) })
-}
+// run's copies out then find the output as a run back to back does. One
+// goroutine fills it: on the H200, with the fill spread over every CPU
+// right before the timed run, the 4M-element job ran in 0.63–0.73 ms
+// against 0.50–0.53 ms with one (bench/RESULTS.md, "Verified rehearsals,
+// and a poison on every CPU"). 512 MiB take about 30 ms.
+func poison(out []float32) { ntstore.Fill(out, float32(math.NaN())) }
 
 // JobBytes is the host data a job of n elements in cfg moves: every
 // input and output once.

@@ -67,13 +67,13 @@ func TestRunOnSim(t *testing.T) {
 	assert.Error(t, err, "the zero value's job has no kernel")
 }
 
-// TestRunRehearsesAndPoisons runs the seed job with Rehearse: an untimed
-// run comes before each timed one, and the output is all NaN right
-// before every run (the baseline, each rehearsal, each timed run), so a
-// run that wrote nothing would fail Verify; the rehearsals are verified
-// too, and a wrong one is named. In auto host mode the first timed run
-// follows two rehearsals, so that it finds the slices registered and
-// pays for no registration.
+// TestRunRehearsesAndPoisons runs the seed job with Rehearse: a
+// verified untimed run comes first, then an untimed run before each timed
+// one; the output is all NaN right before every verified run (the
+// baseline, the first, each timed run), so a run that wrote nothing
+// would fail Verify, and a wrong first run is named. In auto host mode
+// the first timed run finds the slices registered and pays for no
+// registration.
 func TestRunRehearsesAndPoisons(t *testing.T) {
 	b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
 	kernel, err := kernels.Seed.Pipeline(nil, 10)
@@ -87,8 +87,10 @@ func TestRunRehearsesAndPoisons(t *testing.T) {
 	poisoned := 0
 	progress := func(m string) {
 		msgs = append(msgs, m)
-		if strings.HasPrefix(m, "verifying") || strings.HasPrefix(m, "timing") {
-			return
+		for _, p := range []string{"verifying", "timing", "untimed run before"} {
+			if strings.HasPrefix(m, p) {
+				return
+			}
 		}
 		for i, v := range d.out {
 			if !math.IsNaN(float64(v)) {
@@ -103,22 +105,22 @@ func TestRunRehearsesAndPoisons(t *testing.T) {
 	opts := RunOptions{Config: cfg, Job: d.job, Output: d.out, Verify: verify, Repeat: 2, Rehearse: true, Progress: progress}
 	res, err := Run(context.Background(), []pipeline.Backend{b}, opts)
 	require.NoError(t, err)
-	assert.Equal(t, 5, res.Verified, "the baseline, two rehearsals and two timed runs")
-	assert.Equal(t, 5, poisoned)
-	assert.Equal(t, []string{"synchronous baseline…",
-		"untimed run 1 before pipeline run 1…", "pipeline run 1 of 2…", "verifying run 1 of 2…",
-		"untimed run 1 before pipeline run 2…", "pipeline run 2 of 2…", "verifying run 2 of 2…",
+	assert.Equal(t, 4, res.Verified, "the baseline, the first pipelined run and two timed runs")
+	assert.Equal(t, 4, poisoned)
+	assert.Equal(t, []string{"synchronous baseline…", "first pipelined run (untimed)…",
+		"untimed run before pipeline run 1 of 2…", "pipeline run 1 of 2…", "verifying run 1 of 2…",
+		"untimed run before pipeline run 2 of 2…", "pipeline run 2 of 2…", "verifying run 2 of 2…",
 		"timing each stage alone…"}, msgs)
 
 	msgs, poisoned = nil, 0
 	opts.Config.Host, opts.NoBaseline, opts.Repeat = pipeline.HostAuto, true, 1
 	res, err = Run(context.Background(), []pipeline.Backend{b}, opts)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"untimed run 1 before pipeline run 1…", "untimed run 2 before pipeline run 1…",
+	assert.Equal(t, []string{"first pipelined run (untimed)…", "untimed run before pipeline run 1 of 1…",
 		"pipeline run 1 of 1…", "verifying run 1 of 1…", "timing each stage alone…"}, msgs)
-	assert.Equal(t, 3, poisoned)
+	assert.Equal(t, 2, poisoned)
 	assert.Equal(t, "registered", res.HostMode)
-	assert.Zero(t, res.Last.Register, "the rehearsals registered the slices")
+	assert.Zero(t, res.Last.Register, "the untimed runs registered the slices")
 
 	calls := 0
 	opts.Verify = func(out []float32) error {
@@ -129,5 +131,5 @@ func TestRunRehearsesAndPoisons(t *testing.T) {
 	}
 	opts.Progress = nil
 	_, err = Run(context.Background(), []pipeline.Backend{b}, opts)
-	assert.EqualError(t, err, "bench: Run: untimed run 1 before pipeline run 1 gave wrong results: element 3 is wrong")
+	assert.EqualError(t, err, "bench: Run: first pipelined run (untimed) gave wrong results: element 3 is wrong")
 }
