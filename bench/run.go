@@ -43,7 +43,7 @@ type RunOptions struct {
 	Config pipeline.Config
 	Job    pipeline.Job
 	// Output is the job's first output, filled with NaN right before each
-	// timed run (after its warm-up and rehearsal); Verify,
+	// run that is checked (after its warm-up and rehearsal); Verify,
 	// when not nil, checks it after each (nil: nothing is verified).
 	Output []float32
 	Verify func(out []float32) error
@@ -121,28 +121,6 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 		say(o.Progress, "warming up the GPU…")
 		return p.Warm(ctx, o.Job, o.Warm)
 	}
-	var baseline time.Duration
-	if !o.NoBaseline {
-		if err := warm(); err != nil {
-			return fail(err)
-		}
-		poison(o.Output)
-		say(o.Progress, "synchronous baseline…")
-		baseline, err = pipeline.Synchronous(ctx, backends[0], o.Config, o.Job)
-		if err != nil {
-			return fail(fmt.Errorf("synchronous baseline: %w", err))
-		}
-		if o.Verify != nil {
-			if err := o.Verify(o.Output); err != nil {
-				return fail(fmt.Errorf("synchronous baseline gave wrong results: %w", err))
-			}
-			res.Verified++
-		}
-		res.Rows = append(res.Rows, RunMode{Mode: "synchronous", Ms: ms(baseline), GBps: gbps(res.Bytes, baseline), Speedup: 1})
-	}
-	pc := p.Config()
-	res.ChunkElems, res.Slots, res.ComputeStreams = pc.ChunkElems, pc.Slots, pc.ComputeStreams
-
 	// check verifies the run just made, which name names in its error.
 	check := func(name string) error {
 		if o.Verify == nil {
@@ -154,6 +132,25 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 		res.Verified++
 		return nil
 	}
+	var baseline time.Duration
+	if !o.NoBaseline {
+		if err := warm(); err != nil {
+			return fail(err)
+		}
+		poison(o.Output)
+		say(o.Progress, "synchronous baseline…")
+		baseline, err = pipeline.Synchronous(ctx, backends[0], o.Config, o.Job)
+		if err != nil {
+			return fail(fmt.Errorf("synchronous baseline: %w", err))
+		}
+		if err := check("synchronous baseline"); err != nil {
+			return fail(err)
+		}
+		res.Rows = append(res.Rows, RunMode{Mode: "synchronous", Ms: ms(baseline), GBps: gbps(res.Bytes, baseline), Speedup: 1})
+	}
+	pc := p.Config()
+	res.ChunkElems, res.Slots, res.ComputeStreams = pc.ChunkElems, pc.Slots, pc.ComputeStreams
+
 	var best *pipeline.Report
 	for r := 0; r < o.Repeat; r++ {
 		if o.Rehearse && r == 0 {

@@ -193,7 +193,8 @@ func (p *progress) done() {
 // warm-up, 0.63-0.76 ms after 50 ms, 0.66-0.70 ms after 200 ms and
 // 0.63-0.66 ms after 500 ms, against 0.60-0.62 ms back to back: an idle
 // GPU and host take a few hundred milliseconds of work to reach their
-// clocks. A run warms up --repeat + 2 times (five by default: 2.5 s),
+// clocks. A run warms up --repeat + 3 times on a GPU (six by default: 3
+// s: the baseline, the checked first run, each timed run and the stages),
 // and once more before --chunk auto's probes; --warm 0 skips them.
 const defaultWarm = 500 * time.Millisecond
 
@@ -247,9 +248,9 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	if !o.sim {
 		res.WarmUpMs = float64(o.warm) / float64(time.Millisecond)
 		ropts.Warm = o.warm
-		// The first run after a warm-up pays for what the warm-up leaves
-		// cold (its outputs' pages among it): a run of the job comes
-		// between them (bench.RunOptions.Rehearse).
+		// The first run after a warm-up pays for the copies out that the
+		// warm-up does not issue: a run of the job comes between them
+		// (bench.RunOptions.Rehearse).
 		ropts.Rehearse, res.Rehearsed = true, true
 	}
 	if o.sim && !o.noBaseline {
