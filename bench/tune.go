@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -26,9 +27,18 @@ type TuneOptions struct {
 	// Repeat is the runs of the chosen candidate, the fastest kept (0: 1).
 	Repeat int
 	// Output is the job's first output and Verify, when not nil, checks it
-	// after the last run.
+	// after the last run. With Verify, Output is filled with NaN before
+	// each of the chosen candidate's runs, so that Verify checks what the
+	// last run wrote, not what a probe or an earlier run left there.
 	Output []float32
 	Verify func(out []float32) error
+	// Warm is untimed work on the device before the probes, as
+	// ChooseOptions.Warm: the probes time runs of under a millisecond,
+	// which a device fresh from idling runs slower. 0: none; negative is
+	// refused.
+	Warm time.Duration
+	// Progress, when not nil, hears what runs next.
+	Progress func(msg string)
 }
 
 // TuneResult is what [Tune] measured.
@@ -50,7 +60,17 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 	if b == nil {
 		return nil, &Error{Op: "Tune", Err: errors.New("nil backend")}
 	}
+	if o.Warm < 0 {
+		return nil, &Error{Op: "Tune", Err: fmt.Errorf("warm-up of %v: want 0 or more", o.Warm)}
+	}
 	o.Repeat = max(1, o.Repeat)
+	if o.Warm > 0 {
+		say(o.Progress, "warming up the GPU before the probes…")
+		if err := warmBackend(ctx, b, o.Config, o.Job, o.Warm); err != nil {
+			return nil, &Error{Op: "Tune", Err: fmt.Errorf("warming up before the probes: %w", err)}
+		}
+	}
+	say(o.Progress, "probing the stage costs…")
 	m, err := pipeline.Probe(ctx, b, o.Config, o.Job)
 	if err != nil {
 		return nil, &Error{Op: "Tune", Err: err}
@@ -71,6 +91,10 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 	defer p.Close()
 	res.Measured = time.Duration(math.MaxInt64)
 	for r := 0; r < o.Repeat; r++ {
+		if o.Verify != nil {
+			poison(o.Output)
+		}
+		say(o.Progress, "run %d of %d of the chosen candidate…", r+1, o.Repeat)
 		rep, err := p.Run(ctx, o.Job)
 		if err != nil {
 			return nil, &Error{Op: "Tune", Err: err}

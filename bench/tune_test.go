@@ -3,7 +3,10 @@ package bench
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/purecuda/overlap/pipeline"
 	"github.com/purecuda/overlap/pipeline/sim"
@@ -13,7 +16,8 @@ import (
 )
 
 // TestTuneOnSim tunes the seed job on the simulator: the candidates come
-// fastest predicted first, the best is run and verified, and a wrong
+// fastest predicted first, the best is run and verified (on an output
+// filled with NaN before each run, after a warm-up when asked), and a wrong
 // output or a nil backend is an error.
 func TestTuneOnSim(t *testing.T) {
 	b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
@@ -34,9 +38,39 @@ func TestTuneOnSim(t *testing.T) {
 	assert.True(t, res.Verified)
 	assert.Positive(t, res.Model.PerChunk)
 
+	// With a warm-up and progress: the warm-up comes first, and the
+	// output is all NaN before each of the chosen candidate's runs, so
+	// that Verify sees what the last run wrote and not a probe's output.
+	var msgs []string
+	poisoned := 0
+	o.Warm = time.Millisecond
+	o.Progress = func(m string) {
+		msgs = append(msgs, m)
+		if !strings.HasPrefix(m, "run ") {
+			return
+		}
+		for i, v := range d.out {
+			if !math.IsNaN(float64(v)) {
+				t.Errorf("%s: element %d is %g, not NaN, before the run", m, i, v)
+				return
+			}
+		}
+		poisoned++
+	}
+	res, err = Tune(context.Background(), b, o)
+	require.NoError(t, err)
+	assert.True(t, res.Verified)
+	assert.Equal(t, []string{"warming up the GPU before the probes…", "probing the stage costs…",
+		"run 1 of 2 of the chosen candidate…", "run 2 of 2 of the chosen candidate…"}, msgs)
+	assert.Equal(t, 2, poisoned)
+
+	o.Progress = nil
 	o.Verify = func([]float32) error { return errors.New("element 0 is wrong") }
 	_, err = Tune(context.Background(), b, o)
 	assert.EqualError(t, err, "bench: Tune: element 0 is wrong")
+	o.Warm = -time.Second
+	_, err = Tune(context.Background(), b, o)
+	assert.EqualError(t, err, "bench: Tune: warm-up of -1s: want 0 or more")
 	_, err = Tune(context.Background(), nil, TuneOptions{})
 	assert.EqualError(t, err, "bench: Tune: nil backend")
 }

@@ -232,7 +232,7 @@ func tuneFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 	o = defaultRunOptions()
 	host := "auto"
 	addJobFlags(fs, o, &host)
-	o.addMachineFlags(fs, flagSim|flagDevice, nil)
+	o.addMachineFlags(fs, flagSim|flagDevice|flagWarm, nil)
 	return o, func() error {
 		if err := o.check(fs, false, false); err != nil {
 			return err

@@ -49,7 +49,7 @@ func tuneChunk(ctx context.Context, e *env, w *workload, o *runOptions, progress
 func runTune(o *runOptions, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext("tune", stderr)
 	defer stop()
-	err := tune(ctx, o, stdout)
+	err := tune(ctx, o, stdout, stderr)
 	stop()
 	if err != nil {
 		return reportError("tune", stoppedBy(ctx, err), stderr)
@@ -57,7 +57,7 @@ func runTune(o *runOptions, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func tune(ctx context.Context, o *runOptions, w io.Writer) error {
+func tune(ctx context.Context, o *runOptions, w, stderr io.Writer) error {
 	e, err := openEnv(o)
 	if err != nil {
 		return err
@@ -68,7 +68,16 @@ func tune(ctx context.Context, o *runOptions, w io.Writer) error {
 		return err
 	}
 	defer wl.Close()
-	tr, err := bench.Tune(ctx, e.backend, bench.TuneOptions{Config: wl.Config, Job: wl.Job, Host: o.host, Repeat: o.repeat, Output: wl.Outputs[0], Verify: wl.Verify})
+	prog := newProgress(stderr, o.quiet || o.jsonOut)
+	defer prog.done()
+	to := bench.TuneOptions{Config: wl.Config, Job: wl.Job, Host: o.host, Repeat: o.repeat, Output: wl.Outputs[0], Verify: wl.Verify, Progress: prog.line}
+	if !o.sim {
+		// As for overlap run --chunk auto (tuneChunk): probes on a device
+		// at work.
+		to.Warm = o.warm
+	}
+	tr, err := bench.Tune(ctx, e.backend, to)
+	prog.done()
 	if err != nil {
 		return benchError(err)
 	}
