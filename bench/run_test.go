@@ -67,6 +67,20 @@ func TestRunOnSim(t *testing.T) {
 	assert.Error(t, err, "the zero value's job has no kernel")
 }
 
+// allNaN says whether every element of out is NaN, and fails t naming
+// the first that is not, and when (what: the progress line of the run
+// about to start).
+func allNaN(t *testing.T, what string, out []float32) bool {
+	t.Helper()
+	for i, v := range out {
+		if !math.IsNaN(float64(v)) {
+			t.Errorf("%s: element %d is %g, not NaN, before the run", what, i, v)
+			return false
+		}
+	}
+	return true
+}
+
 // TestRunRehearsesAndPoisons runs the seed job with Rehearse: a
 // verified untimed run comes first, then an untimed run before each timed
 // one; the output is all NaN right before every verified run (the
@@ -92,13 +106,9 @@ func TestRunRehearsesAndPoisons(t *testing.T) {
 				return
 			}
 		}
-		for i, v := range d.out {
-			if !math.IsNaN(float64(v)) {
-				t.Errorf("%s: element %d is %g, not NaN, before the run", m, i, v)
-				return
-			}
+		if allNaN(t, m, d.out) {
+			poisoned++
 		}
-		poisoned++
 	}
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Host = 16<<10, pipeline.HostStaged

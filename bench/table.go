@@ -377,7 +377,7 @@ func (r *TuneResult) WriteTable(w io.Writer, o TuneTable) error {
 	best := r.Candidates[0]
 	checked := "not verified: no CPU reference for a user's kernel"
 	if r.Verified {
-		checked = "every element of the last run verified"
+		checked = "every element of the first run verified"
 	}
 	t.Printf("\nmeasured %.2f ms (best of %d; %s), predicted %.2f ms (%s)%s\n",
 		ms(r.Measured), o.Repeat, checked, ms(best.Predicted), predictionText(r.Measured, best.Predicted), label)

@@ -27,9 +27,10 @@ type TuneOptions struct {
 	// Repeat is the runs of the chosen candidate, the fastest kept (0: 1).
 	Repeat int
 	// Output is the job's first output and Verify, when not nil, checks it
-	// after the last run. With Verify, Output is filled with NaN before
-	// the chosen candidate's last run, so that Verify checks what that
-	// run wrote, not what a probe or an earlier run left there.
+	// after the chosen candidate's first run, which runs on slots no run
+	// has used and into an Output filled with NaN, so that Verify checks
+	// what that run wrote, not what a probe left. With Repeat 1 that run
+	// is also the one timed, and pays for the fill (package ntstore).
 	Output []float32
 	Verify func(out []float32) error
 	// Warm is untimed work on the device before the probes, as
@@ -50,7 +51,7 @@ type TuneResult struct {
 	Candidates []pipeline.Choice
 	// Measured is the best of the chosen candidate's runs.
 	Measured time.Duration
-	// Verified says that Verify passed on the last run's output.
+	// Verified says that Verify passed on the first run's output.
 	Verified bool
 }
 
@@ -91,10 +92,15 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 	defer p.Close()
 	res.Measured = time.Duration(math.MaxInt64)
 	for r := 0; r < o.Repeat; r++ {
-		if o.Verify != nil && r == o.Repeat-1 {
-			// Only the last run is checked; the others run back to back,
-			// as Pipeline.Run is used, without the fill's cost to the
-			// run after it (package ntstore says what it is).
+		check := o.Verify != nil && r == 0
+		if check {
+			// The first run is the one checked: on slots no run has used
+			// (a run that left stale results in reused slots would pass
+			// a later check), into an output no probe's results are left
+			// in. The fill comes before the progress line, which
+			// TestTuneOnSim relies on. The runs after it go back to back,
+			// as Pipeline.Run is used, without the fill's cost to the run
+			// right after it (package ntstore says what it is).
 			poison(o.Output)
 		}
 		say(o.Progress, "run %d of %d of the chosen candidate…", r+1, o.Repeat)
@@ -103,12 +109,13 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 			return nil, &Error{Op: "Tune", Err: err}
 		}
 		res.Measured = min(res.Measured, rep.Elapsed)
-	}
-	if o.Verify != nil {
-		if err := o.Verify(o.Output); err != nil {
-			return nil, &Error{Op: "Tune", Err: err}
+		if check {
+			say(o.Progress, "verifying run 1…")
+			if err := o.Verify(o.Output); err != nil {
+				return nil, &Error{Op: "Tune", Err: fmt.Errorf("run 1 of the chosen candidate gave wrong results: %w", err)}
+			}
+			res.Verified = true
 		}
-		res.Verified = true
 	}
 	return res, nil
 }

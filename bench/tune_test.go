@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +15,8 @@ import (
 )
 
 // TestTuneOnSim tunes the seed job on the simulator: the candidates come
-// fastest predicted first, the best is run and verified (on an output
-// filled with NaN before its last run, after a warm-up when asked), and a wrong
+// fastest predicted first, the best is run and its first run verified
+// (on an output filled with NaN, after a warm-up when asked), and a wrong
 // output or a nil backend is an error.
 func TestTuneOnSim(t *testing.T) {
 	b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
@@ -38,36 +37,38 @@ func TestTuneOnSim(t *testing.T) {
 	assert.True(t, res.Verified)
 	assert.Positive(t, res.Model.PerChunk)
 
-	// With a warm-up and progress: the warm-up comes first, and the
-	// output is all NaN before the chosen candidate's last run, so that
-	// Verify sees what that run wrote and not a probe's output.
+	// With a warm-up and progress: the warm-up comes first and runs work
+	// on the device, and the output is all NaN before the chosen
+	// candidate's first run, the one Verify checks, so that Verify sees
+	// what that run wrote and not a probe's output.
+	launches := func(o TuneOptions) int {
+		before := b.Count("launch")
+		_, err := Tune(context.Background(), b, o)
+		require.NoError(t, err)
+		return b.Count("launch") - before
+	}
+	cold := launches(o)
 	var msgs []string
 	poisoned := 0
 	o.Warm = time.Millisecond
 	o.Progress = func(m string) {
 		msgs = append(msgs, m)
-		if !strings.HasPrefix(m, "run 2 of 2") {
+		if !strings.HasPrefix(m, "run 1 of 2") {
 			return
 		}
-		for i, v := range d.out {
-			if !math.IsNaN(float64(v)) {
-				t.Errorf("%s: element %d is %g, not NaN, before the run", m, i, v)
-				return
-			}
+		if allNaN(t, m, d.out) {
+			poisoned++
 		}
-		poisoned++
 	}
-	res, err = Tune(context.Background(), b, o)
-	require.NoError(t, err)
-	assert.True(t, res.Verified)
+	assert.Greater(t, launches(o), cold, "the warm-up launches kernels")
 	assert.Equal(t, []string{"warming up the GPU before the probes…", "probing the stage costs…",
-		"run 1 of 2 of the chosen candidate…", "run 2 of 2 of the chosen candidate…"}, msgs)
+		"run 1 of 2 of the chosen candidate…", "verifying run 1…", "run 2 of 2 of the chosen candidate…"}, msgs)
 	assert.Equal(t, 1, poisoned)
 
 	o.Progress = nil
 	o.Verify = func([]float32) error { return errors.New("element 0 is wrong") }
 	_, err = Tune(context.Background(), b, o)
-	assert.EqualError(t, err, "bench: Tune: element 0 is wrong")
+	assert.EqualError(t, err, "bench: Tune: run 1 of the chosen candidate gave wrong results: element 0 is wrong")
 	o.Warm = -time.Second
 	_, err = Tune(context.Background(), b, o)
 	assert.EqualError(t, err, "bench: Tune: warm-up of -1s: want 0 or more")

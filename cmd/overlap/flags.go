@@ -232,7 +232,9 @@ func tuneFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 	o = defaultRunOptions()
 	host := "auto"
 	addJobFlags(fs, o, &host)
-	o.addMachineFlags(fs, flagSim|flagDevice|flagWarm, nil)
+	o.addMachineFlags(fs, flagSim|flagDevice|flagWarm, map[string]string{
+		"warm": "untimed GPU work before the probes, so that an idle GPU and host reach their clocks; 0 turns it off",
+	})
 	return o, func() error {
 		if err := o.check(fs, false, false); err != nil {
 			return err
