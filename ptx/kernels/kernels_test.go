@@ -262,6 +262,32 @@ func TestSeedMemoIsExact(t *testing.T) {
 	}
 }
 
+// TestSeedCPUMemoIsExact: SeedCPU gives the bits the float32 loop gives,
+// from the memo (standard values, twice: computed then kept) and past it
+// (other values, -0, NaN, infinities, and more iteration counts than it
+// keeps memos for), over a slice large enough to run on several
+// goroutines at once.
+func TestSeedCPUMemoIsExact(t *testing.T) {
+	in := make([]float32, 1<<17)
+	FillPattern(in, 3)
+	odd := []float32{0.3, 1.5, -7, float32(math.Copysign(0, -1)), float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0.999969482421875, -1, 0}
+	copy(in, odd)
+	out := make([]float32, len(in))
+	for _, iters := range []int{0, 1, 10, 3, 4, 5, 6, 7, 8, 9, 11} { // more than maxSeedCPUMemos
+		for pass := 0; pass < 2; pass++ {
+			SeedCPU(out, in, iters)
+			for i, x := range in {
+				if want := seedCPU(x, iters); math.Float32bits(out[i]) != math.Float32bits(want) {
+					t.Fatalf("iters %d, pass %d: element %d (x=%v) is %v, want %v", iters, pass, i, x, out[i], want)
+				}
+			}
+		}
+	}
+	seedCPUMemos.Lock()
+	assert.Len(t, seedCPUMemos.by, maxSeedCPUMemos, "memos for the first iteration counts only")
+	seedCPUMemos.Unlock()
+}
+
 func TestModulesWithoutAGPU(t *testing.T) {
 	var m Modules
 	_, err := m.Function(nil, Seed)
