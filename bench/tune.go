@@ -27,9 +27,9 @@ type TuneOptions struct {
 	// Repeat is the runs of the chosen candidate, the fastest kept (0: 1).
 	Repeat int
 	// Output is the job's first output and Verify, when not nil, checks it
-	// after the chosen candidate's first run, which runs on slots no run
-	// has used and into an Output filled with NaN, so that Verify checks
-	// what that run wrote, not what a probe left. With Repeat 1 that run
+	// after the chosen candidate's first run, which runs on its new
+	// pipeline's slots and into an Output filled with NaN, so that Verify
+	// checks what that run wrote, not what a probe left. With Repeat 1 that run
 	// is also the one timed, and pays for the fill (package ntstore).
 	Output []float32
 	Verify func(out []float32) error
@@ -94,9 +94,11 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 	for r := 0; r < o.Repeat; r++ {
 		check := o.Verify != nil && r == 0
 		if check {
-			// The first run is the one checked: on slots no run has used
-			// (a run that left stale results in reused slots would pass
-			// a later check), into an output no probe's results are left
+			// The first run is the one checked: on the new pipeline's
+			// slots (a run that left stale results in slots an earlier
+			// run of it filled would pass a later check; its device
+			// memory may still hold bytes a probe left, as Run's may hold
+			// the warm-up's), into an output no probe's results are left
 			// in. The fill comes before the progress line, which
 			// TestTuneOnSim relies on. The runs after it go back to back,
 			// as Pipeline.Run is used, without the fill's cost to the run
