@@ -155,9 +155,11 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 	for r := 0; r < o.Repeat; r++ {
 		if o.Rehearse && r == 0 {
 			// The first pipelined run is checked as a timed run is, on a
-			// poisoned output and on slots no run has used: a run that
-			// left stale results in the staging slots, which the
-			// rehearsals fill, is caught here. A warm-up follows it: a
+			// poisoned output and on staging slots no run has used: a run
+			// that left stale results in the staging slots, which the
+			// rehearsals fill, is caught here. The device's output slots
+			// are not fresh: the warm-up's kernels wrote the job's results
+			// for the chunks that last used them. A warm-up follows it: a
 			// timed run right after a check was slow (RunOptions.Rehearse).
 			if err := warm(); err != nil {
 				return fail(err)

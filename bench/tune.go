@@ -61,17 +61,13 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 	if b == nil {
 		return nil, &Error{Op: "Tune", Err: errors.New("nil backend")}
 	}
-	if o.Warm < 0 {
-		return nil, &Error{Op: "Tune", Err: fmt.Errorf("warm-up of %v: want 0 or more", o.Warm)}
+	if err := checkWarm(o.Warm); err != nil {
+		return nil, &Error{Op: "Tune", Err: err}
 	}
 	o.Repeat = max(1, o.Repeat)
-	if o.Warm > 0 {
-		say(o.Progress, "warming up the GPU before the probes…")
-		if err := warmBackend(ctx, b, o.Config, o.Job, o.Warm); err != nil {
-			return nil, &Error{Op: "Tune", Err: fmt.Errorf("warming up before the probes: %w", err)}
-		}
+	if err := warmForProbes(ctx, b, o.Config, o.Job, o.Warm, o.Progress); err != nil {
+		return nil, &Error{Op: "Tune", Err: err}
 	}
-	say(o.Progress, "probing the stage costs…")
 	m, err := pipeline.Probe(ctx, b, o.Config, o.Job)
 	if err != nil {
 		return nil, &Error{Op: "Tune", Err: err}

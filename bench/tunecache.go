@@ -130,8 +130,8 @@ func ChooseChunkWith(ctx context.Context, b pipeline.Backend, cfg pipeline.Confi
 // chooseChunk is ChooseChunkWith, its errors naming op.
 func chooseChunk(op string, ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, cache *TuneCache, key string, o ChooseOptions) (AutoChunk, error) {
 	fail := func(err error) (AutoChunk, error) { return AutoChunk{}, &Error{Op: op, Err: err} }
-	if o.Warm < 0 {
-		return fail(fmt.Errorf("warm-up of %v: want 0 or more", o.Warm))
+	if err := checkWarm(o.Warm); err != nil {
+		return fail(err)
 	}
 	if ch, ok := cache.Lookup(key, job.N); ok {
 		return AutoChunk{Choice: ch, Cached: true, CachePath: cache.Path}, nil
@@ -139,13 +139,9 @@ func chooseChunk(op string, ctx context.Context, b pipeline.Backend, cfg pipelin
 	if b == nil {
 		return fail(errors.New("nil backend"))
 	}
-	if o.Warm > 0 {
-		say(o.Progress, "warming up the GPU before the probes…")
-		if err := warmBackend(ctx, b, cfg, job, o.Warm); err != nil {
-			return fail(fmt.Errorf("warming up before the probes: %w", err))
-		}
+	if err := warmForProbes(ctx, b, cfg, job, o.Warm, o.Progress); err != nil {
+		return fail(err)
 	}
-	say(o.Progress, "probing the stage costs…")
 	m, err := pipeline.Probe(ctx, b, cfg, job)
 	if err != nil {
 		return fail(err)
@@ -159,6 +155,29 @@ func chooseChunk(op string, ctx context.Context, b pipeline.Backend, cfg pipelin
 		_ = cache.Store(key, res.Choice)
 	}
 	return res, nil
+}
+
+// checkWarm refuses a negative warm-up (ChooseOptions.Warm,
+// TuneOptions.Warm).
+func checkWarm(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("warm-up of %v: want 0 or more", d)
+	}
+	return nil
+}
+
+// warmForProbes warms b up for d (warmBackend) when d is positive, then
+// says the probes come next: what ChooseChunkWith and Tune do before
+// pipeline.Probe.
+func warmForProbes(ctx context.Context, b pipeline.Backend, cfg pipeline.Config, job pipeline.Job, d time.Duration, progress func(string)) error {
+	if d > 0 {
+		say(progress, "warming up the GPU before the probes…")
+		if err := warmBackend(ctx, b, cfg, job, d); err != nil {
+			return fmt.Errorf("warming up before the probes: %w", err)
+		}
+	}
+	say(progress, "probing the stage costs…")
+	return nil
 }
 
 // warmBackend runs pipeline.Group.Warm for d on a group of b alone, of
