@@ -148,17 +148,25 @@ type seedMemo struct {
 }
 
 func (m *seedMemo) get(x float32, iters int) float64 {
-	k := x*32768 + 32768
-	if k >= 0 && k < 1<<16 && k == float32(int32(k)) {
-		i := int32(k)
-		if float32(i-32768)/32768 == x {
-			if !m.valid[i] {
-				m.vals[i], m.valid[i] = SeedReference(x, iters), true
-			}
-			return m.vals[i]
+	if i, ok := standardIndex(x); ok {
+		if !m.valid[i] {
+			m.vals[i], m.valid[i] = SeedReference(x, iters), true
 		}
+		return m.vals[i]
 	}
 	return SeedReference(x, iters)
+}
+
+// standardIndex is k when x is the standard input's value (k-32768)/32768
+// (PatternValue), bit for bit, so that a memo of a function of x keyed by
+// k gives what the function gives.
+func standardIndex(x float32) (int32, bool) {
+	k := x*32768 + 32768
+	if k < 0 || k >= 1<<16 || k != float32(int32(k)) {
+		return 0, false
+	}
+	i := int32(k)
+	return i, math.Float32bits(float32(i-32768)/32768) == math.Float32bits(x)
 }
 
 // parallel splits [0, n) into contiguous ranges of at least 16K
@@ -200,19 +208,16 @@ func seedCPU(x float32, iters int) float32 {
 type seedCPUMemo [1 << 16]atomic.Uint64
 
 func (m *seedCPUMemo) get(x float32, iters int) float32 {
-	k := x*32768 + 32768
-	if k >= 0 && k < 1<<16 && k == float32(int32(k)) {
-		i := int32(k)
-		if math.Float32bits(float32(i-32768)/32768) == math.Float32bits(x) {
-			if e := m[i].Load(); e>>32 == 1 {
-				return math.Float32frombits(uint32(e))
-			}
-			v := seedCPU(x, iters)
-			m[i].Store(1<<32 | uint64(math.Float32bits(v)))
-			return v
-		}
+	i, ok := standardIndex(x)
+	if !ok {
+		return seedCPU(x, iters)
 	}
-	return seedCPU(x, iters)
+	if e := m[i].Load(); e>>32 == 1 {
+		return math.Float32frombits(uint32(e))
+	}
+	v := seedCPU(x, iters)
+	m[i].Store(1<<32 | uint64(math.Float32bits(v)))
+	return v
 }
 
 // seedCPUMemos holds a seedCPUMemo (512 KiB) for each of the first
