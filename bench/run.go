@@ -43,7 +43,8 @@ type RunOptions struct {
 	Config pipeline.Config
 	Job    pipeline.Job
 	// Output is the job's first output, filled with NaN right before each
-	// run that is checked (after its warm-up and rehearsal); Verify,
+	// run that is checked (after its warm-up and rehearsal), as are the
+	// device slots (pipeline.Group.PoisonSlots); Verify,
 	// when not nil, checks it after each (nil: nothing is verified).
 	Output []float32
 	Verify func(out []float32) error
@@ -132,6 +133,20 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 		res.Verified++
 		return nil
 	}
+	// poisonAll fills the output and the group's device slots with NaN
+	// before each pipelined run that is checked, and before the same runs
+	// when nothing is verified, so that they are timed alike. The slots
+	// keep the last run's results: where each chunk has a slot of its
+	// own (no more chunks than slots), a run that skipped a chunk's copy
+	// in or launch would copy out the right answer from the rehearsal
+	// or the warm-up before it (pipeline.Pipeline.PoisonSlots).
+	poisonAll := func() error {
+		poison(o.Output)
+		if err := p.PoisonSlots(); err != nil {
+			return fmt.Errorf("poisoning the device slots: %w", err)
+		}
+		return nil
+	}
 	var baseline time.Duration
 	if !o.NoBaseline {
 		if err := warm(); err != nil {
@@ -155,16 +170,17 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 	for r := 0; r < o.Repeat; r++ {
 		if o.Rehearse && r == 0 {
 			// The first pipelined run is checked as a timed run is, on a
-			// poisoned output and on staging slots no run has used: a run
-			// that left stale results in the staging slots, which the
-			// rehearsals fill, is caught here. The device's output slots
-			// are not fresh: the warm-up's kernels wrote the job's results
-			// for the chunks that last used them. A warm-up follows it: a
-			// timed run right after a check was slow (RunOptions.Rehearse).
+			// poisoned output and poisoned device slots (poisonAll), and
+			// on staging slots no run has used: a run that left stale
+			// results in the staging slots, which the rehearsals fill, is
+			// caught here. A warm-up follows it: a timed run right after a
+			// check was slow (RunOptions.Rehearse).
 			if err := warm(); err != nil {
 				return fail(err)
 			}
-			poison(o.Output)
+			if err := poisonAll(); err != nil {
+				return fail(err)
+			}
 			say(o.Progress, "first pipelined run (untimed)…")
 			if _, err := p.Run(ctx, o.Job); err != nil {
 				return fail(fmt.Errorf("first pipelined run: %w", err))
@@ -184,8 +200,11 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 		}
 		// Right before the timed run, after the warm-up and the
 		// rehearsals: an element that the timed run does not write to
-		// the output fails Verify.
-		poison(o.Output)
+		// the output fails Verify, and so does one of a chunk whose copy
+		// in or launch it skipped (poisonAll).
+		if err := poisonAll(); err != nil {
+			return fail(err)
+		}
 		say(o.Progress, "pipeline run %d of %d…", r+1, o.Repeat)
 		rep, err := p.Run(ctx, o.Job)
 		if err != nil {

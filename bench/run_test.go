@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/purecuda/overlap/pipeline"
@@ -142,4 +143,37 @@ func TestRunRehearsesAndPoisons(t *testing.T) {
 	opts.Progress = nil
 	_, err = Run(context.Background(), []pipeline.Backend{b}, opts)
 	assert.EqualError(t, err, "bench: Run: first pipelined run (untimed) gave wrong results: element 3 is wrong")
+}
+
+// TestRunPoisonsDeviceSlots guards the device half of Run's poison: in a
+// job of as many chunks as slots, each chunk has a slot of its own, so
+// the rehearsal leaves every chunk's result in the device slots. A timed
+// run whose launches write nothing (the kernel here stops computing after
+// the first pipelined run and the rehearsal) would copy those out and
+// pass the check; with the slots filled with NaN before it, it fails.
+func TestRunPoisonsDeviceSlots(t *testing.T) {
+	b := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
+	seed, err := kernels.Seed.Pipeline(nil, 10)
+	require.NoError(t, err)
+	const chunk, slots = 8 << 10, 4
+	d, err := newSeedData(b, seed, chunk*slots, false)
+	require.NoError(t, err)
+	defer d.close()
+	lazy := *seed
+	var launches atomic.Int64
+	lazy.CPU = func(c pipeline.HostChunk) {
+		if launches.Add(1) <= 2*slots { // the first pipelined run and the rehearsal
+			seed.CPU(c)
+		}
+	}
+	d.job.Kernel = &lazy
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, slots, 2, pipeline.HostRegistered
+	verify := func(out []float32) error { return kernels.Seed.Verify([][]float32{d.in}, out, 10) }
+	_, err = Run(context.Background(), []pipeline.Backend{b}, RunOptions{Config: cfg, Job: d.job, Output: d.out, Verify: verify,
+		NoBaseline: true, Rehearse: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "bench: Run: pipeline run 1 gave wrong results: ")
+	assert.Equal(t, int64(3*slots), launches.Load(), "three runs of a launch per chunk")
+	assert.Equal(t, 2*2, b.Count("fill"), "the input's and the output's slots, before each of the two checked runs")
 }

@@ -124,7 +124,7 @@ func (r *RunSummary) WriteTable(w io.Writer) error {
 		t.Printf("each timed part ran right after %.0f ms of untimed work on the GPU, which an idle GPU needs to raise its clocks\n", r.WarmUpMs)
 	}
 	if r.Rehearsed {
-		t.Printf("each pipelined run came right after an untimed run of the job; the output was filled with NaN before every checked run\n")
+		t.Printf("each pipelined run came right after an untimed run of the job; the output and the device slots were filled with NaN before every checked run\n")
 	}
 	for _, row := range r.Rows {
 		if row.Efficiency > 1 {

@@ -91,15 +91,19 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 		check := o.Verify != nil && r == 0
 		if check {
 			// The first run is the one checked: on the new pipeline's
-			// slots (a run that left stale results in slots an earlier
-			// run of it filled would pass a later check; its device
-			// memory may still hold bytes a probe left, as Run's may hold
-			// the warm-up's), into an output no probe's results are left
-			// in. The fill comes before the progress line, which
-			// TestTuneOnSim relies on. The runs after it go back to back,
-			// as Pipeline.Run is used, without the fill's cost to the run
-			// right after it (package ntstore says what it is).
+			// staging slots (a run that left stale results in slots an
+			// earlier run of it filled would pass a later check), on
+			// device slots filled with NaN (their memory may hold what
+			// a probe of the same shape left, Pipeline.PoisonSlots), into
+			// an output no probe's results are left in. The fills come
+			// before the progress line, which TestTuneOnSim relies on.
+			// The runs after it go back to back, as Pipeline.Run is used,
+			// without the fill's cost to the run right after it (package
+			// ntstore says what it is).
 			poison(o.Output)
+			if err := p.PoisonSlots(); err != nil {
+				return nil, &Error{Op: "Tune", Err: fmt.Errorf("poisoning the device slots: %w", err)}
+			}
 		}
 		say(o.Progress, "run %d of %d of the chosen candidate…", r+1, o.Repeat)
 		rep, err := p.Run(ctx, o.Job)

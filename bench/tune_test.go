@@ -40,7 +40,8 @@ func TestTuneOnSim(t *testing.T) {
 	// With a warm-up and progress: the warm-up comes first and runs work
 	// on the device, and the output is all NaN before the chosen
 	// candidate's first run, the one Verify checks, so that Verify sees
-	// what that run wrote and not a probe's output.
+	// what that run wrote and not a probe's output; so are its device
+	// slots.
 	launches := func(o TuneOptions) int {
 		before := b.Count("launch")
 		_, err := Tune(context.Background(), b, o)
@@ -60,7 +61,9 @@ func TestTuneOnSim(t *testing.T) {
 			poisoned++
 		}
 	}
+	fills := b.Count("fill")
 	assert.Greater(t, launches(o), cold, "the warm-up launches kernels")
+	assert.Equal(t, 2, b.Count("fill")-fills, "the chosen candidate's input and output slots filled with NaN before its checked run (Pipeline.PoisonSlots)")
 	assert.Equal(t, []string{"warming up the GPU before the probes…", "probing the stage costs…",
 		"run 1 of 2 of the chosen candidate…", "verifying run 1…", "run 2 of 2 of the chosen candidate…"}, msgs)
 	assert.Equal(t, 1, poisoned)

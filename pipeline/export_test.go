@@ -20,3 +20,13 @@ func GroupPipeline(g *Group, d int) *Pipeline { return g.pipes[d] }
 
 // TimeRun exposes timeRun, the tuner's timing of a candidate, to the tests.
 var TimeRun = timeRun
+
+// SlotBuffers is every device buffer of p's slots: the inputs', the
+// outputs' and the scratch buffers, as PoisonSlots fills them.
+func SlotBuffers(p *Pipeline) []DeviceMem {
+	bufs := append(append([]DeviceMem(nil), p.dinAll...), p.doutAll...)
+	for _, slot := range p.scratch {
+		bufs = append(bufs, slot...)
+	}
+	return bufs
+}

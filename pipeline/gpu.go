@@ -399,6 +399,19 @@ func (i *gpuIssuer) launchSteps(s Stream, k *Kernel, c Chunk) error {
 	return nil
 }
 
+// Fill32 queues the fill on s (cuMemsetD32Async), for PoisonSlots.
+func (i *gpuIssuer) Fill32(s Stream, dst DeviceMem, off, n int, word uint32) error {
+	st, err := gpuStreamOf(s)
+	if err != nil {
+		return err
+	}
+	d, err := gpuDeviceOf(dst)
+	if err != nil {
+		return err
+	}
+	return st.Memset32(d.DeviceBuffer, off, n, word)
+}
+
 func (i *gpuIssuer) Record(e Event, s Stream) error {
 	ev, err := gpuEventOf(e)
 	if err != nil {

@@ -321,7 +321,7 @@ func TestNilAndZeroArguments(t *testing.T) {
 	// Everything exported is covered, but for the GPU backend's own
 	// stream, event, device buffer and issuer, which need a driver: the
 	// fake-driver test covers them.
-	needDriver := []string{"gpuEvent.Elapsed", "gpuIssuer.CopyToDevice", "gpuIssuer.CopyToHost", "gpuIssuer.Launch",
+	needDriver := []string{"gpuEvent.Elapsed", "gpuIssuer.CopyToDevice", "gpuIssuer.CopyToHost", "gpuIssuer.Fill32", "gpuIssuer.Launch",
 		"gpuIssuer.Record", "gpuIssuer.Release", "gpuIssuer.Synchronize", "gpuIssuer.Wait"}
 	// The simulator's timer heap, and Batches' reader and writer, never
 	// leave the package.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
@@ -149,6 +150,47 @@ func (i *simIssuer) copy(st pipeline.Stream, toDevice bool, dev pipeline.DeviceM
 				}})
 			})
 		})
+	}})
+}
+
+// Fill32 queues setting n bytes of dst from off to word, repeated, on st
+// (pipeline.DeviceFiller, for PoisonSlots): a write that the hazard
+// detector sees, issued at a launch's host cost and taking no device
+// time, since the profile has no term for it and it only ever comes
+// between runs.
+func (i *simIssuer) Fill32(st pipeline.Stream, dst pipeline.DeviceMem, off, n int, word uint32) error {
+	ss, err := i.stream(st)
+	if err != nil {
+		return err
+	}
+	d, err := simDevOf(dst)
+	if err != nil {
+		return err
+	}
+	if d.sim != i.sim {
+		return fmt.Errorf("sim: fill of %s, which is not this simulated device's memory", d.name())
+	}
+	if n < 0 || off < 0 || n > d.size-off || off%4 != 0 || n%4 != 0 {
+		return fmt.Errorf("sim: fill of %d bytes at %d in %s of %d: want whole 4-byte words that fit", n, off, d.name(), d.size)
+	}
+	h := i.sim.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := i.issueAs("fill", "launch", ss, false); err != nil {
+		return err
+	}
+	what := fmt.Sprintf("fill on stream %d", ss.idx)
+	span := memSpan{mem: d.id, name: d.name(), lo: off, hi: off + n, write: true}
+	return ss.enqueue(i.a, &simOp{run: func(vc vclock, idx int, finish func()) {
+		h.touch(idx, vc, what, []memSpan{span})
+		if !h.timingOnly {
+			h.dataMu.Lock()
+			for j := off; j < off+n; j += 4 {
+				binary.LittleEndian.PutUint32(d.data[j:], word)
+			}
+			h.dataMu.Unlock()
+		}
+		finish()
 	}})
 }
 

@@ -1,0 +1,134 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
+	"github.com/purecuda/overlap/ptx/kernels"
+)
+
+// lazySim is a kernel that writes nothing: on the simulator, a launch
+// that was skipped. It asks for one scratch word per element, so that
+// PoisonSlots has scratch buffers to fill.
+func lazySim() *pipeline.Kernel {
+	return &pipeline.Kernel{Name: "lazy", CPU: func(pipeline.HostChunk) {}, Scratch: []int{4}}
+}
+
+// checkPoisonSlots runs seed over a job whose chunks each have a slot of
+// their own, then lazy (a kernel that writes nothing) twice: before
+// PoisonSlots it copies out seed's results, which a check would pass;
+// after it, NaN of PoisonWord's bits in every element. Every slot
+// buffer holds PoisonWord in every word after it, and a seed run after
+// that is right again.
+func checkPoisonSlots(t *testing.T, b pipeline.Backend, seed, lazy *pipeline.Kernel) {
+	const chunk, slots, iters = 4096, 4, 100
+	n := chunk*slots - 5 // the last chunk short
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, slots, 2, pipeline.HostRegistered
+	p, err := pipeline.New(b, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 7)
+	job := func(k *pipeline.Kernel) pipeline.Job {
+		return pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	}
+	sentinel := math.Float32frombits(0x7fc0beef)
+	fill := func() {
+		for i := range out {
+			out[i] = sentinel
+		}
+	}
+	_, err = p.Run(context.Background(), job(seed))
+	require.NoError(t, err)
+	require.NoError(t, verifySeed(in, out, iters))
+
+	fill()
+	_, err = p.Run(context.Background(), job(lazy))
+	require.NoError(t, err)
+	require.NoError(t, verifySeed(in, out, iters), "a launch that writes nothing copies out the last run's results: what PoisonSlots is for")
+
+	require.NoError(t, p.PoisonSlots())
+	for i, d := range pipeline.SlotBuffers(p) {
+		got := make([]byte, d.Len())
+		require.NoError(t, b.CopyToHostSync(got, d, 0))
+		for j := 0; j+4 <= len(got); j += 4 {
+			if w := binary.LittleEndian.Uint32(got[j:]); w != pipeline.PoisonWord {
+				t.Fatalf("slot buffer %d of %d, byte %d: %#x, want PoisonWord", i, len(pipeline.SlotBuffers(p)), j, w)
+			}
+		}
+	}
+	assert.Len(t, pipeline.SlotBuffers(p), 2+slots, "an input, an output, and the lazy kernel's scratch in each slot")
+
+	fill()
+	_, err = p.Run(context.Background(), job(lazy))
+	require.NoError(t, err)
+	for i, v := range out {
+		if math.Float32bits(v) != pipeline.PoisonWord {
+			t.Fatalf("out[%d] = %#x after PoisonSlots and a launch that writes nothing, want PoisonWord", i, math.Float32bits(v))
+		}
+	}
+	fill()
+	_, err = p.Run(context.Background(), job(seed))
+	require.NoError(t, err)
+	require.NoError(t, verifySeed(in, out, iters), "a real run after PoisonSlots")
+}
+
+// TestPoisonSlots guards Pipeline.PoisonSlots on the simulator, with the
+// hazard detector watching the fill against the runs around it, and the
+// refusals: a closed pipeline, a nil one.
+func TestPoisonSlots(t *testing.T) {
+	dev := sim.New(3, 0)
+	checkPoisonSlots(t, dev, seedKernel(nil, 100), lazySim())
+	assert.Empty(t, dev.Hazards())
+	assert.Equal(t, 6, dev.Count("fill"), "one fill a buffer: the input's and the output's (all slots in one each), and the 4 slots' scratch")
+
+	p, err := pipeline.New(dev, pipeline.Float32Config(1, 1))
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+	assert.ErrorIs(t, p.PoisonSlots(), pipeline.ErrClosed)
+	var nilP *pipeline.Pipeline
+	assert.EqualError(t, nilP.PoisonSlots(), "pipeline: PoisonSlots: nil *Pipeline")
+}
+
+// TestGroupPoisonSlots guards Group.PoisonSlots: every device's slots
+// are filled, hazard-free, and a device's failure is named.
+func TestGroupPoisonSlots(t *testing.T) {
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = 1024, 3, 2
+	g, sims := simGroup(t, sim.HostOptions{}, cfg, false, false)
+	n := 6 * 1024
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 1)
+	_, err := g.Run(context.Background(), pipeline.Job{N: n, Kernel: seedKernel(nil, 5), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}})
+	require.NoError(t, err)
+	require.NoError(t, g.PoisonSlots())
+	for d, s := range sims {
+		for _, m := range pipeline.SlotBuffers(pipeline.GroupPipeline(g, d)) {
+			got := make([]float32, m.Len()/4)
+			require.NoError(t, s.CopyToHostSync(driver.Bytes(got), m, 0))
+			for j, v := range got {
+				require.Equal(t, pipeline.PoisonWord, math.Float32bits(v), "device %d, word %d", d, j)
+			}
+		}
+		assert.Empty(t, s.Hazards(), "device %d", d)
+	}
+	boom := errors.New("boom")
+	sims[1].FailAt("fill", sims[1].Count("fill")+1, boom)
+	err = g.PoisonSlots()
+	require.ErrorIs(t, err, boom)
+	var de *pipeline.DeviceError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, 1, de.Device)
+	require.NoError(t, g.Close())
+	assert.ErrorIs(t, g.PoisonSlots(), pipeline.ErrClosed)
+}
