@@ -1,0 +1,247 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/gputest"
+	"github.com/purecuda/overlap/loader"
+	"github.com/purecuda/overlap/nvrtc"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
+	"github.com/purecuda/overlap/ptx"
+	"github.com/purecuda/overlap/ptx/kernels"
+)
+
+// seedStampSource is the seed kernel with a stamp of the GPU's
+// %globaltimer (ns) at the start of each block and at its end, the
+// earliest start and the latest end of the chunk's blocks kept in
+// stamp[0] and stamp[1]: one atomic per block at each end, which costs
+// the kernel nothing measurable beside 100 sines per element.
+const seedStampSource = `
+extern "C" __global__ void seed_stamp(float* __restrict__ out, const float* __restrict__ in,
+                                      unsigned int n, int iters, unsigned long long* stamp) {
+    unsigned long long t;
+    if (threadIdx.x == 0) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        atomicMin(&stamp[0], t);
+    }
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float x = in[i];
+        float v = x * 0.5f + x * x * 0.1f;
+        for (int k = 0; k < iters; ++k) {
+            v += sinf(v * 0.01f);
+        }
+        out[i] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        atomicMax(&stamp[1], t);
+    }
+}
+`
+
+// insideRun is what one run of the README job took: on the host
+// (Elapsed), and on the GPU, each chunk's kernel from its first block's
+// start to its last block's end.
+type insideRun struct {
+	elapsed       time.Duration
+	start, finish []time.Duration // per chunk, from the first kernel's start
+}
+
+// span is the first kernel's start to the last kernel's end.
+func (r insideRun) span() time.Duration { return slices.Max(r.finish) }
+
+// BenchmarkGPUReadmeJobInside splits the README job's time (4M elements
+// of seed at 100 iterations, 256K chunks, 6 slots, 4 compute streams,
+// registered memory) into what the host measures and what the kernels
+// span on the GPU, without the events that --trace records around every
+// stage (which made the job 0.74 ms instead of 0.51): the kernel stamps
+// each chunk's first block start and last block end with %globaltimer.
+// Each timed run comes as overlap run's do (500 ms of Group.Warm, an
+// untimed run, the output and the slots poisoned); then 20 runs back to
+// back. The simulator's picture of the same job (its spans, Config.Timing)
+// is printed beside it. It needs NVRTC, to compile the stamped kernel.
+// Run with -test.benchtime 1x. What is left of the host's time, the fill
+// before the first kernel and the drain after the last, cannot be split
+// this way: on the H200 %globaltimer ran 80-110 µs apart from the host's
+// clock, by a different amount in each process (bench/RESULTS.md, "The
+// README job inside").
+func BenchmarkGPUReadmeJobInside(b *testing.B) {
+	ctx := gputest.Context(b)
+	if err := nvrtc.Load(); errors.Is(err, loader.ErrNoLibrary) {
+		b.Skip("skipping: no NVRTC library (set OVERLAP_NVRTC_LIBRARY): " + err.Error())
+	}
+	res, err := nvrtc.Compile(seedStampSource, "seed_stamp.cu", nvrtc.Options{Arch: "compute_90"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prog, err := ptx.Load(ctx, "seed_stamp.ptx", res.PTX, "seed_stamp", driver.ModuleOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prog.Close()
+	const n, chunk, iters, timed, backToBack = 4 << 20, 256 << 10, 100, 5, 20
+	chunks := n / chunk
+	runs := timed + backToBack + 1 // the last for warm-ups and rehearsals
+	stamps, err := ctx.Alloc(runs * chunks * 16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stamps.Close()
+	init := make([]byte, stamps.Len())
+	for i := 0; i < len(init); i += 16 {
+		binary.LittleEndian.PutUint64(init[i:], math.MaxUint64)
+	}
+	if err := stamps.CopyFromHost(0, init); err != nil {
+		b.Fatal(err)
+	}
+	cur := runs - 1
+	k := kernels.Elementwise("seed", pipeline.FunctionOn(ctx, prog.Function))
+	k.Args = func(a *driver.Args, c pipeline.Chunk) {
+		a.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Uint32(uint32(c.N)).Int32(iters)
+		a.Pointer(stamps.Ptr() + driver.DevicePtr(16*(cur*chunks+c.Index)))
+	}
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Host = chunk, pipeline.HostRegistered
+	g, err := pipeline.NewGroup([]pipeline.Backend{pipeline.GPU(ctx)}, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 0)
+	job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	bg := context.Background()
+	elapsed := make([]time.Duration, runs-1)
+	run := func(r int) {
+		cur = r
+		rep, err := g.Run(bg, job)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r < runs-1 {
+			elapsed[r] = rep.Elapsed
+		}
+		cur = runs - 1
+	}
+	run(runs - 1) // registers the slices
+	for r := 0; r < timed; r++ {
+		if err := g.Warm(bg, job, 500*time.Millisecond); err != nil {
+			b.Fatal(err)
+		}
+		run(runs - 1)
+		poison(out)
+		if err := g.PoisonSlots(); err != nil {
+			b.Fatal(err)
+		}
+		run(r)
+		if err := kernels.Seed.Verify([][]float32{in}, out, iters); err != nil {
+			b.Fatalf("timed run %d: %v", r, err)
+		}
+	}
+	for r := timed; r < runs-1; r++ {
+		run(r)
+	}
+	got := make([]byte, stamps.Len())
+	if err := stamps.CopyToHost(got, 0); err != nil {
+		b.Fatal(err)
+	}
+	gpu := make([]insideRun, runs-1)
+	for r := range gpu {
+		ir := insideRun{elapsed: elapsed[r]}
+		base := uint64(math.MaxUint64)
+		for c := range chunks {
+			base = min(base, binary.LittleEndian.Uint64(got[16*(r*chunks+c):]))
+		}
+		for c := range chunks {
+			o := 16 * (r*chunks + c)
+			ir.start = append(ir.start, time.Duration(binary.LittleEndian.Uint64(got[o:])-base))
+			ir.finish = append(ir.finish, time.Duration(binary.LittleEndian.Uint64(got[o+8:])-base))
+		}
+		gpu[r] = ir
+	}
+	simRun := simulateReadmeJob(b, n, chunk, iters)
+	b.Logf("the README job, %d chunks: host time, the kernels' span on the GPU (first start to last end), the rest (fill and drain), and each chunk's kernel start,end in µs from the first start", chunks)
+	show := func(what string, r insideRun) {
+		line := ""
+		for c := range r.start {
+			line += " " + usText(r.start[c]) + "," + usText(r.finish[c])
+		}
+		b.Logf("%-16s host %s  span %s  rest %s |%s", what, usText(r.elapsed), usText(r.span()), usText(r.elapsed-r.span()), line)
+	}
+	show("simulator", simRun)
+	for r, ir := range gpu {
+		what := fmt.Sprintf("timed %d", r+1)
+		if r >= timed {
+			what = "back to back"
+		}
+		show(what, ir)
+	}
+	med := func(f func(insideRun) time.Duration, rs []insideRun) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = float64(f(r))
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(med(func(r insideRun) time.Duration { return r.elapsed }, gpu[:timed]), "timed-host-ns")
+	b.ReportMetric(med(insideRun.span, gpu[:timed]), "timed-span-ns")
+	b.ReportMetric(med(func(r insideRun) time.Duration { return r.elapsed }, gpu[timed:]), "b2b-host-ns")
+	b.ReportMetric(med(insideRun.span, gpu[timed:]), "b2b-span-ns")
+	b.ReportMetric(float64(simRun.elapsed), "sim-host-ns")
+	b.ReportMetric(float64(simRun.span()), "sim-span-ns")
+}
+
+// usText formats d in µs with one decimal.
+func usText(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/1e3) }
+
+// simulateReadmeJob runs the README job on the built-in profile with
+// Config.Timing and returns its compute spans as insideRun does.
+func simulateReadmeJob(b testing.TB, n, chunk, iters int) insideRun {
+	dev := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
+	k, err := kernels.Seed.Pipeline(nil, float64(iters))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Host, cfg.Timing = chunk, pipeline.HostRegistered, true
+	p, err := pipeline.New(dev, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 0)
+	job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	var rep *pipeline.Report
+	for range 2 {
+		if rep, err = p.Run(context.Background(), job); err != nil {
+			b.Fatal(err)
+		}
+	}
+	chunks := (n + chunk - 1) / chunk
+	r := insideRun{elapsed: rep.Elapsed, start: make([]time.Duration, chunks), finish: make([]time.Duration, chunks)}
+	first := time.Duration(math.MaxInt64)
+	for _, s := range rep.Spans {
+		if s.Stage == pipeline.StageCompute {
+			first = min(first, s.Start)
+		}
+	}
+	for _, s := range rep.Spans {
+		if s.Stage == pipeline.StageCompute {
+			r.start[s.Chunk], r.finish[s.Chunk] = s.Start-first, s.End-first
+		}
+	}
+	return r
+}
