@@ -61,22 +61,23 @@ type insideRun struct {
 // span is the first kernel's start to the last kernel's end.
 func (r insideRun) span() time.Duration { return slices.Max(r.finish) }
 
-// BenchmarkGPUReadmeJobInside splits the README job's time (4M elements
-// of seed at 100 iterations, 256K chunks, 6 slots, 4 compute streams,
-// registered memory) into what the host measures and what the kernels
-// span on the GPU, without the events that --trace records around every
-// stage (which made the job 0.74 ms instead of 0.51): the kernel stamps
-// each chunk's first block start and last block end with %globaltimer.
-// Each timed run comes as overlap run's do (500 ms of Group.Warm, an
-// untimed run, the output and the slots poisoned); then 20 runs back to
-// back. The simulator's picture of the same job (its spans, Config.Timing)
-// is printed beside it. It needs NVRTC, to compile the stamped kernel.
-// Run with -test.benchtime 1x. What is left of the host's time, the fill
+// BenchmarkGPUWholeJobInside splits a whole job's time (seed at 100
+// iterations over registered memory, on the pipeline's default slots and
+// streams; among the shapes, the README's: 4M elements in 256K chunks)
+// into what the host measures and what the kernels span on the GPU,
+// without the events that --trace records around every stage (which made
+// the README job 0.74 ms instead of 0.51): the kernel stamps each chunk's
+// first block start and last block end with %globaltimer. Each timed run
+// comes as overlap run's do (500 ms of Group.Warm, an untimed run, the
+// output and the slots poisoned); then 20 runs back to back. The
+// simulator's picture of the same job (its spans, Config.Timing, and its
+// host time without them) is printed beside it. It needs NVRTC, to compile the stamped kernel. Run
+// with -test.benchtime 1x. What is left of the host's time, the fill
 // before the first kernel and the drain after the last, cannot be split
 // this way: on the H200 %globaltimer ran 80-110 µs apart from the host's
 // clock, by a different amount in each process (bench/RESULTS.md, "The
 // README job inside").
-func BenchmarkGPUReadmeJobInside(b *testing.B) {
+func BenchmarkGPUWholeJobInside(b *testing.B) {
 	ctx := gputest.Context(b)
 	if err := nvrtc.Load(); errors.Is(err, loader.ErrNoLibrary) {
 		b.Skip("skipping: no NVRTC library (set OVERLAP_NVRTC_LIBRARY): " + err.Error())
@@ -90,8 +91,19 @@ func BenchmarkGPUReadmeJobInside(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer prog.Close()
-	const n, chunk, iters, timed, backToBack = 4 << 20, 256 << 10, 100, 5, 20
-	chunks := n / chunk
+	for _, sh := range [][2]int{{1 << 10, 1 << 10}, {256 << 10, 256 << 10}, {1 << 20, 1 << 20}, {1 << 20, 256 << 10},
+		{4 << 20, 256 << 10}, {4 << 20, 1 << 20}, {16 << 20, 256 << 10}} {
+		b.Run(fmt.Sprintf("n=%dK/chunk=%dK", sh[0]>>10, sh[1]>>10), func(b *testing.B) {
+			benchInside(b, ctx, prog.Function, sh[0], sh[1])
+		})
+	}
+}
+
+// benchInside is BenchmarkGPUWholeJobInside for n elements in chunks of
+// chunk, with fn the stamped kernel on ctx.
+func benchInside(b *testing.B, ctx *driver.Context, fn *driver.Function, n, chunk int) {
+	const iters, timed, backToBack = 100, 5, 20
+	chunks := (n + chunk - 1) / chunk
 	runs := timed + backToBack + 1 // the last for warm-ups and rehearsals
 	stamps, err := ctx.Alloc(runs * chunks * 16)
 	if err != nil {
@@ -106,7 +118,7 @@ func BenchmarkGPUReadmeJobInside(b *testing.B) {
 		b.Fatal(err)
 	}
 	cur := runs - 1
-	k := kernels.Elementwise("seed", pipeline.FunctionOn(ctx, prog.Function))
+	k := kernels.Elementwise("seed", pipeline.FunctionOn(ctx, fn))
 	k.Args = func(a *driver.Args, c pipeline.Chunk) {
 		a.Pointer(c.Outputs[0]).Pointer(c.Inputs[0]).Uint32(uint32(c.N)).Int32(iters)
 		a.Pointer(stamps.Ptr() + driver.DevicePtr(16*(cur*chunks+c.Index)))
@@ -170,11 +182,11 @@ func BenchmarkGPUReadmeJobInside(b *testing.B) {
 		}
 		gpu[r] = ir
 	}
-	simRun := simulateReadmeJob(b, n, chunk, iters)
-	b.Logf("the README job, %d chunks: host time, the kernels' span on the GPU (first start to last end), the rest (fill and drain), and each chunk's kernel start,end in µs from the first start", chunks)
+	simRun := simulateJob(b, n, chunk, iters)
+	b.Logf("%d chunks: host time, the kernels' span on the GPU (first start to last end), the rest (fill and drain), and each chunk's kernel start,end in µs from the first start", chunks)
 	show := func(what string, r insideRun) {
-		line := ""
-		for c := range r.start {
+		line := "" // the first 16 chunks' stamps
+		for c := range r.start[:min(len(r.start), 16)] {
 			line += " " + usText(r.start[c]) + "," + usText(r.finish[c])
 		}
 		b.Logf("%-16s host %s  span %s  rest %s |%s", what, usText(r.elapsed), usText(r.span()), usText(r.elapsed-r.span()), line)
@@ -199,6 +211,10 @@ func BenchmarkGPUReadmeJobInside(b *testing.B) {
 	b.ReportMetric(med(insideRun.span, gpu[:timed]), "timed-span-ns")
 	b.ReportMetric(med(func(r insideRun) time.Duration { return r.elapsed }, gpu[timed:]), "b2b-host-ns")
 	b.ReportMetric(med(insideRun.span, gpu[timed:]), "b2b-span-ns")
+	rest := func(r insideRun) time.Duration { return r.elapsed - r.span() }
+	b.ReportMetric(med(rest, gpu[:timed]), "timed-rest-ns")
+	b.ReportMetric(med(rest, gpu[timed:]), "b2b-rest-ns")
+	b.ReportMetric(float64(rest(simRun)), "sim-rest-ns")
 	b.ReportMetric(float64(simRun.elapsed), "sim-host-ns")
 	b.ReportMetric(float64(simRun.span()), "sim-span-ns")
 }
@@ -206,32 +222,38 @@ func BenchmarkGPUReadmeJobInside(b *testing.B) {
 // usText formats d in µs with one decimal.
 func usText(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/1e3) }
 
-// simulateReadmeJob runs the README job on the built-in profile with
-// Config.Timing and returns its compute spans as insideRun does.
-func simulateReadmeJob(b testing.TB, n, chunk, iters int) insideRun {
-	dev := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
+// simulateJob runs the job on the built-in profile and returns what
+// insideRun holds: the host's time of a run without Config.Timing (whose
+// events cost a simulated one-chunk job of 256K elements 18 µs), and the
+// compute spans of one with it.
+func simulateJob(b testing.TB, n, chunk, iters int) insideRun {
 	k, err := kernels.Seed.Pipeline(nil, float64(iters))
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := pipeline.Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Host, cfg.Timing = chunk, pipeline.HostRegistered, true
-	p, err := pipeline.New(dev, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 0)
 	job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
-	var rep *pipeline.Report
-	for range 2 {
-		if rep, err = p.Run(context.Background(), job); err != nil {
+	second := func(timing bool) *pipeline.Report {
+		dev := sim.NewHost(sim.HostOptions{Seed: 1}).NewDevice(sim.BuiltinProfile())
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Host, cfg.Timing = chunk, pipeline.HostRegistered, timing
+		p, err := pipeline.New(dev, cfg)
+		if err != nil {
 			b.Fatal(err)
 		}
+		defer p.Close()
+		var rep *pipeline.Report
+		for range 2 { // the first registers the slices
+			if rep, err = p.Run(context.Background(), job); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return rep
 	}
+	rep := second(true)
 	chunks := (n + chunk - 1) / chunk
-	r := insideRun{elapsed: rep.Elapsed, start: make([]time.Duration, chunks), finish: make([]time.Duration, chunks)}
+	r := insideRun{elapsed: second(false).Elapsed, start: make([]time.Duration, chunks), finish: make([]time.Duration, chunks)}
 	first := time.Duration(math.MaxInt64)
 	for _, s := range rep.Spans {
 		if s.Stage == pipeline.StageCompute {
