@@ -26,6 +26,10 @@ import (
 // stamp[0] and stamp[1]: one atomic per block at each end, which costs
 // the kernel nothing measurable beside 100 sines per element.
 const seedStampSource = `
+extern "C" __global__ void clock_stamp(unsigned long long* t) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(*t));
+}
+
 extern "C" __global__ void seed_stamp(float* __restrict__ out, const float* __restrict__ in,
                                       unsigned int n, int iters, unsigned long long* stamp) {
     unsigned long long t;
@@ -56,6 +60,10 @@ extern "C" __global__ void seed_stamp(float* __restrict__ out, const float* __re
 type insideRun struct {
 	elapsed       time.Duration
 	start, finish []time.Duration // per chunk, from the first kernel's start
+	// fill is the run's start to the first kernel's start, and drain the
+	// last kernel's end to the run's end, on the host's clock (clockOffset
+	// says how closely).
+	fill, drain time.Duration
 }
 
 // span is the first kernel's start to the last kernel's end.
@@ -91,17 +99,24 @@ func BenchmarkGPUWholeJobInside(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer prog.Close()
+	clk, err := ptx.Load(ctx, "seed_stamp.ptx", res.PTX, "clock_stamp", driver.ModuleOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer clk.Close()
+	logOffset(b, "at the start", clockOffset(b, ctx, clk.Function, 200))
 	for _, sh := range [][2]int{{1 << 10, 1 << 10}, {256 << 10, 256 << 10}, {1 << 20, 1 << 20}, {1 << 20, 256 << 10},
 		{4 << 20, 256 << 10}, {4 << 20, 1 << 20}, {16 << 20, 256 << 10}} {
 		b.Run(fmt.Sprintf("n=%dK/chunk=%dK", sh[0]>>10, sh[1]>>10), func(b *testing.B) {
-			benchInside(b, ctx, prog.Function, sh[0], sh[1])
+			benchInside(b, ctx, prog.Function, clk.Function, sh[0], sh[1])
 		})
 	}
+	logOffset(b, "at the end", clockOffset(b, ctx, clk.Function, 200))
 }
 
 // benchInside is BenchmarkGPUWholeJobInside for n elements in chunks of
 // chunk, with fn the stamped kernel on ctx.
-func benchInside(b *testing.B, ctx *driver.Context, fn *driver.Function, n, chunk int) {
+func benchInside(b *testing.B, ctx *driver.Context, fn, clk *driver.Function, n, chunk int) {
 	const iters, timed, backToBack = 100, 5, 20
 	chunks := (n + chunk - 1) / chunk
 	runs := timed + backToBack + 1 // the last for warm-ups and rehearsals
@@ -135,14 +150,19 @@ func benchInside(b *testing.B, ctx *driver.Context, fn *driver.Function, n, chun
 	job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	bg := context.Background()
 	elapsed := make([]time.Duration, runs-1)
+	hostAt := make([][2]int64, runs-1) // the host's clock (Unix ns) before and after each run
+	offs := make([]offset, runs-1)     // the clocks' offset, bounded right after each run
 	run := func(r int) {
 		cur = r
+		t0 := time.Now().UnixNano()
 		rep, err := g.Run(bg, job)
+		t1 := time.Now().UnixNano()
 		if err != nil {
 			b.Fatal(err)
 		}
 		if r < runs-1 {
-			elapsed[r] = rep.Elapsed
+			elapsed[r], hostAt[r] = rep.Elapsed, [2]int64{t0, t1}
+			offs[r] = clockOffset(b, ctx, clk, 20)
 		}
 		cur = runs - 1
 	}
@@ -180,6 +200,11 @@ func benchInside(b *testing.B, ctx *driver.Context, fn *driver.Function, n, chun
 			ir.start = append(ir.start, time.Duration(binary.LittleEndian.Uint64(got[o:])-base))
 			ir.finish = append(ir.finish, time.Duration(binary.LittleEndian.Uint64(got[o+8:])-base))
 		}
+		// On the host's clock, the first kernel's start less the run's
+		// start, and the run's end less the last kernel's end.
+		mid := (offs[r].lo + offs[r].hi) / 2
+		ir.fill = time.Duration(int64(base) - mid - hostAt[r][0])
+		ir.drain = time.Duration(hostAt[r][1] - (int64(base) + int64(ir.span()) - mid))
 		gpu[r] = ir
 	}
 	simRun := simulateJob(b, n, chunk, iters)
@@ -189,7 +214,7 @@ func benchInside(b *testing.B, ctx *driver.Context, fn *driver.Function, n, chun
 		for c := range r.start[:min(len(r.start), 16)] {
 			line += " " + usText(r.start[c]) + "," + usText(r.finish[c])
 		}
-		b.Logf("%-16s host %s  span %s  rest %s |%s", what, usText(r.elapsed), usText(r.span()), usText(r.elapsed-r.span()), line)
+		b.Logf("%-16s host %s  span %s  rest %s  fill %s drain %s |%s", what, usText(r.elapsed), usText(r.span()), usText(r.elapsed-r.span()), usText(r.fill), usText(r.drain), line)
 	}
 	show("simulator", simRun)
 	for r, ir := range gpu {
@@ -215,6 +240,12 @@ func benchInside(b *testing.B, ctx *driver.Context, fn *driver.Function, n, chun
 	b.ReportMetric(med(rest, gpu[:timed]), "timed-rest-ns")
 	b.ReportMetric(med(rest, gpu[timed:]), "b2b-rest-ns")
 	b.ReportMetric(float64(rest(simRun)), "sim-rest-ns")
+	b.ReportMetric(med(func(r insideRun) time.Duration { return r.fill }, gpu[:timed]), "timed-fill-ns")
+	b.ReportMetric(med(func(r insideRun) time.Duration { return r.drain }, gpu[:timed]), "timed-drain-ns")
+	b.ReportMetric(med(func(r insideRun) time.Duration { return r.fill }, gpu[timed:]), "b2b-fill-ns")
+	b.ReportMetric(med(func(r insideRun) time.Duration { return r.drain }, gpu[timed:]), "b2b-drain-ns")
+	b.ReportMetric(float64(simRun.fill), "sim-fill-ns")
+	b.ReportMetric(float64(simRun.drain), "sim-drain-ns")
 	b.ReportMetric(float64(simRun.elapsed), "sim-host-ns")
 	b.ReportMetric(float64(simRun.span()), "sim-span-ns")
 }
@@ -254,16 +285,72 @@ func simulateJob(b testing.TB, n, chunk, iters int) insideRun {
 	rep := second(true)
 	chunks := (n + chunk - 1) / chunk
 	r := insideRun{elapsed: second(false).Elapsed, start: make([]time.Duration, chunks), finish: make([]time.Duration, chunks)}
-	first := time.Duration(math.MaxInt64)
+	first, last := time.Duration(math.MaxInt64), time.Duration(0)
 	for _, s := range rep.Spans {
 		if s.Stage == pipeline.StageCompute {
-			first = min(first, s.Start)
+			first, last = min(first, s.Start), max(last, s.End)
 		}
 	}
+	// The spans count from the run's start; the drain is against the run
+	// with the timing events, whose host time they are on.
+	r.fill, r.drain = first, rep.Elapsed-last
 	for _, s := range rep.Spans {
 		if s.Stage == pipeline.StageCompute {
 			r.start[s.Chunk], r.finish[s.Chunk] = s.Start-first, s.End-first
 		}
 	}
 	return r
+}
+
+// offset is where %globaltimer stands against the host's clock: gt =
+// host + δ with lo ≤ δ ≤ hi, in ns.
+type offset struct{ lo, hi int64 }
+
+// clockOffset bounds δ with reads one-thread kernels (clk) that read
+// %globaltimer, each between two readings of the host's clock: the
+// kernel ran after the first and before the second, so δ is at least
+// gt - after and at most gt - before. The bounds are as far apart as the
+// fastest launch and return, a few µs. The two clocks drift apart (on
+// the H200 by about 200 µs in 25 s), so each run takes its own, right
+// after it.
+func clockOffset(b *testing.B, ctx *driver.Context, clk *driver.Function, reads int) offset {
+	buf, err := ctx.Alloc(8 * reads)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer buf.Close()
+	s, err := ctx.NewStream(driver.StreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	host := make([][2]int64, reads)
+	args := driver.NewArgs()
+	for i := range reads {
+		args.Reset()
+		args.Pointer(buf.Ptr() + driver.DevicePtr(8*i))
+		host[i][0] = time.Now().UnixNano()
+		if err := clk.Launch(s, driver.GridFor(1, 1), args); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Synchronize(); err != nil {
+			b.Fatal(err)
+		}
+		host[i][1] = time.Now().UnixNano()
+	}
+	got := make([]byte, 8*reads)
+	if err := buf.CopyToHost(got, 0); err != nil {
+		b.Fatal(err)
+	}
+	o := offset{lo: math.MinInt64, hi: math.MaxInt64}
+	for i := range reads {
+		gt := int64(binary.LittleEndian.Uint64(got[8*i:]))
+		o.lo, o.hi = max(o.lo, gt-host[i][1]), min(o.hi, gt-host[i][0])
+	}
+	return o
+}
+
+// logOffset prints o, said when.
+func logOffset(b *testing.B, when string, o offset) {
+	b.Logf("%%globaltimer - the host's clock %s: %.1f to %.1f µs", when, float64(o.lo)/1e3, float64(o.hi)/1e3)
 }
