@@ -291,9 +291,10 @@ func simulateJob(b testing.TB, n, chunk, iters int) insideRun {
 			first, last = min(first, s.Start), max(last, s.End)
 		}
 	}
-	// The spans count from the run's start; the drain is against the run
-	// with the timing events, whose host time they are on.
-	r.fill, r.drain = first, rep.Elapsed-last
+	// The spans count from the run's origin (Report.Origin), after the
+	// run's fixed cost; fill and drain are on the clock of the run with
+	// the timing events.
+	r.fill, r.drain = rep.Origin+first, rep.Elapsed-(rep.Origin+last)
 	for _, s := range rep.Spans {
 		if s.Stage == pipeline.StageCompute {
 			r.start[s.Chunk], r.finish[s.Chunk] = s.Start-first, s.End-first

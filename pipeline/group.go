@@ -439,6 +439,9 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 		rep.Devices = append(rep.Devices, DeviceReport{Device: d, Backend: g.pipes[d].b.Name(), Chunks: pl.issued, Busy: busy[d]})
 		if len(g.pipes) == 1 {
 			rep.Spans = pl.report.Spans // as a Pipeline reports them
+			if lead.cfg.Timing {
+				rep.Origin = pl.origin - start
+			}
 			break
 		}
 		// Each device's spans are against its own origin event; they are

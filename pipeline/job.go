@@ -188,6 +188,12 @@ type Report struct {
 	// Spans holds every stage of every chunk when Config.Timing is on; a
 	// group's lanes are named for their device ("device 1 H2D").
 	Spans []Span
+	// Origin is where the spans' origin lies on the run's clock, from its
+	// start: a span's Start+Origin is on the clock of Elapsed (to within
+	// the origin event's synchronisation, a µs or two on a GPU). It is 0
+	// without Config.Timing, and for a group of several devices, whose
+	// spans are on the run's clock already.
+	Origin time.Duration
 	// Devices says what each device of a group did (Group.Run).
 	Devices []DeviceReport
 	// Upload is the time this run spent uploading its kernel's

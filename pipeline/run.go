@@ -316,6 +316,9 @@ func (p *Pipeline) run(ctx context.Context, job Job, rep *Report) (bool, error) 
 		return false, err
 	}
 	rep.Elapsed = p.now() - start
+	if p.cfg.Timing {
+		rep.Origin = pl.origin - start
+	}
 	return true, nil
 }
 
