@@ -195,6 +195,7 @@ func TestFlagsThatFailedLate(t *testing.T) {
 		{[]string{"run", "--sim", "--device", "7"}, "overlap run: --device cannot be used with --sim: the simulator is one CPU device"},
 		{[]string{"tune", "--sim", "--device", "1"}, "overlap tune: --device cannot be used with --sim: the simulator is one CPU device"},
 		{[]string{"tune", "--sim", "--warm", "1ms"}, "overlap tune: --warm needs a GPU: the simulator's profile describes a warm device"},
+		{[]string{"tune", "--warm", "2m"}, "overlap tune: --warm 2m0s: at most 1m0s (overlap run warms up before each of its --repeat+2 timed parts)"},
 		{[]string{"bench", "--sim", "--device", "7"}, "overlap bench: --device cannot be used with --sim: the simulator is one CPU device"},
 		{[]string{"bench", "--sim", "--csv", dir}, "overlap bench: --csv " + dir + ": is a directory"},
 		{[]string{"run", "--kernel", "saxpy", "--iters", "5"}, "overlap run: --iters is the seed kernel's; saxpy takes no iterations"},

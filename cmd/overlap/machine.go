@@ -123,7 +123,7 @@ func (m *machine) check(fs *flag.FlagSet, fallback, needGPU bool) error {
 		}
 	}
 	if err := refuse([]refusal{
-		{m.warm > maxWarm, fmt.Sprintf("--warm %v: at most %v (a run warms up before each of its --repeat+2 timed parts)", m.warm, maxWarm)},
+		{m.warm > maxWarm, fmt.Sprintf("--warm %v: at most %v (overlap run warms up before each of its --repeat+2 timed parts)", m.warm, maxWarm)},
 		{m.sim && m.warm > 0 && isSet(fs, "warm"), "--warm needs a GPU: the simulator's profile describes a warm device"},
 		{m.sim && isSet(fs, "wait"), "--wait needs a GPU: the simulator has no host thread waiting on a driver"},
 		{m.device < 0, fmt.Sprintf("--device %d: must not be negative", m.device)},

@@ -210,7 +210,7 @@ func TestRunawayWorkIsRefused(t *testing.T) {
 		{[]string{"stream", "--in", "-", "--out", out, "--iters", "2000000000", "--chunk", "1M"},
 			"overlap stream: --iters 2000000000 over one chunk of 1048576 elements is 2.1e15 kernel iterations per pass; a run takes at most 1e14 per pass (about 100 s on an NVIDIA H200): lower --iters or --chunk"},
 		{[]string{"run", "--gpu", "--warm", "1h"},
-			"overlap run: --warm 1h0m0s: at most 1m0s (a run warms up before each of its --repeat+2 timed parts)"},
+			"overlap run: --warm 1h0m0s: at most 1m0s (overlap run warms up before each of its --repeat+2 timed parts)"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			start := time.Now()
