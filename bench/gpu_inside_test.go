@@ -77,14 +77,18 @@ func (r insideRun) span() time.Duration { return slices.Max(r.finish) }
 // the README job 0.74 ms instead of 0.51): the kernel stamps each chunk's
 // first block start and last block end with %globaltimer. Each timed run
 // comes as overlap run's do (500 ms of Group.Warm, an untimed run, the
-// output and the slots poisoned); then 20 runs back to back. The
-// simulator's picture of the same job (its spans, Config.Timing, and its
-// host time without them) is printed beside it. It needs NVRTC, to compile the stamped kernel. Run
-// with -test.benchtime 1x. What is left of the host's time, the fill
-// before the first kernel and the drain after the last, cannot be split
-// this way: on the H200 %globaltimer ran 80-110 µs apart from the host's
-// clock, by a different amount in each process (bench/RESULTS.md, "The
-// README job inside").
+// output and the slots poisoned); then 20 runs one after the other, each
+// followed by clockOffset's 20 one-thread kernels (so not quite back to
+// back). The rest of the host's time is split into the fill before the
+// first kernel and the drain after the last on the host's clock, which
+// clockOffset bounds %globaltimer against right after each run, since the
+// two drift apart; the host's clock is read around the call to Group.Run,
+// so fill and drain include the call's own work outside Report.Elapsed
+// (1-3 µs on the H200, bench/RESULTS.md, "The host's part of the README
+// job"). The simulator's picture of the same job (its spans, Config.Timing,
+// with Report.Origin, and its host time without them) is printed beside
+// it. It needs NVRTC, to compile the stamped kernel. Run with
+// -test.benchtime 1x.
 func BenchmarkGPUWholeJobInside(b *testing.B) {
 	ctx := gputest.Context(b)
 	if err := nvrtc.Load(); errors.Is(err, loader.ErrNoLibrary) {

@@ -70,7 +70,8 @@
 // # Several GPUs
 //
 // A [Group] runs one job over several devices of a host: each device has
-// a pipeline of its own and an issuing goroutine, and all of them take
+// a pipeline of its own and an issuing goroutine (a group of one device
+// issues from the caller's, as a Pipeline does), and all of them take
 // chunks from one shared queue as their slots free up, so a slower or
 // busier device runs fewer chunks and the result is the one a single
 // device gives. Go memory is registered once, portable, for every device;
@@ -121,7 +122,8 @@
 // driver.BindOptions): faster, but a call that blocks in the driver holds
 // up the garbage collector's stop-the-world; runs of several chunks and
 // every wait keep the safe path. A Group runs one job at a time too, each
-// device's issuing on a goroutine of its own. A streaming run adds reader
+// device's issuing on a goroutine of its own, but for a group of one
+// device, which issues from the caller's goroutine. A streaming run adds reader
 // and writer goroutines for its run only; it returns after every Read and
 // Write it started has returned.
 //

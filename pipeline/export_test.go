@@ -30,3 +30,14 @@ func SlotBuffers(p *Pipeline) []DeviceMem {
 	}
 	return bufs
 }
+
+// StagingSlots is every pinned staging slot of p, inputs' and outputs'.
+func StagingSlots(p *Pipeline) []PinnedMem {
+	var out []PinnedMem
+	for _, slots := range [2][][]PinnedMem{p.sin, p.sout} {
+		for _, slot := range slots {
+			out = append(out, slot...)
+		}
+	}
+	return out
+}

@@ -22,5 +22,5 @@ func TestGPUPoisonSlots(t *testing.T) {
 	t.Cleanup(func() { prog.Close() })
 	lazy := kernels.Elementwise("lazy", pipeline.FunctionOn(ctx, prog.Function))
 	lazy.Scratch = []int{4}
-	checkPoisonSlots(t, pipeline.GPU(ctx), seedKernel(gpuKernels(t, ctx), 100), lazy)
+	checkPoisonSlots(t, pipeline.GPU(ctx), seedKernel(gpuKernels(t, ctx), 100), lazy, pipeline.ScheduleAuto, pipeline.HostRegistered)
 }

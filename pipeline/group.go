@@ -16,7 +16,8 @@ import (
 
 // Group runs one job over several devices of a host: each device has a
 // pipeline of its own (streams, events, device slots and staging slots,
-// and an issuing goroutine), and every device takes its next chunk from
+// and an issuing goroutine, but for a group of one device, which issues
+// from the caller's), and every device takes its next chunk from
 // one shared queue, so that a slower or busier device runs fewer chunks
 // and the job ends when its last chunk does. Outputs land at each chunk's
 // offset, so the result is the one a single device computes.
@@ -399,12 +400,24 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 	defer stop()
 	errs := make([]error, len(g.pipes))
 	busy := make([]time.Duration, len(g.pipes))
+	// failed is the first device whose run failed other than by the
+	// caller's ctx ending; the others stop for it, and their errors (the
+	// cancellation of runCtx) are not the run's. An error that merely
+	// wraps a context error (a backend's, a kernel's) is a failure like
+	// any other: it is the run's error, not a stop.
+	var failedMu sync.Mutex
+	failed := -1
 	g.eachDevice(func(d int) {
 		p, pl := g.pipes[d], plans[d]
 		if len(g.pipes) > 1 {
 			pl.queue = queue // one device runs its chunks in order, as a Pipeline
 		}
 		if errs[d] = p.execute(runCtx, pl); errs[d] != nil {
+			failedMu.Lock()
+			if failed < 0 && !(ctx.Err() != nil && errors.Is(errs[d], ctx.Err())) {
+				failed = d
+			}
+			failedMu.Unlock()
 			stop() // the other devices stop taking chunks
 		}
 		busy[d] = p.now() - start
@@ -412,16 +425,15 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 
 	rep := &Report{Backend: g.name(), Mode: plans[0].mode, N: job.N, ChunkElems: lead.cfg.ChunkElems, Chunks: plans[0].chunks, Register: plans[0].report.Register,
 		Schedule: plans[0].report.Schedule, Upload: upload, Notes: g.notes(job.Kernel)}
-	// The first failure that is not the others stopping for it.
+	// The first failure, not the others stopping for it.
 	var first error
+	if failed >= 0 {
+		first = g.deviceErr(failed, errs[failed])
+	}
 	for d, p := range g.pipes {
 		if p.closed && g.broken == nil {
 			// Draining failed: the device's context is broken.
 			g.broken = errs[d]
-		}
-		stopped := errors.Is(errs[d], context.Canceled) || errors.Is(errs[d], context.DeadlineExceeded)
-		if errs[d] != nil && first == nil && !stopped {
-			first = g.deviceErr(d, errs[d])
 		}
 	}
 	if g.broken != nil {

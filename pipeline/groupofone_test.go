@@ -61,3 +61,29 @@ func TestGroupOfOneIssuesOnCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupRunErrorWrappingAContextError guards Group.Run's choice of the
+// run's error: a device's failure whose error wraps a context error (here
+// a launch that fails with context.DeadlineExceeded while the caller's
+// context is live) is the run's error, for a group of one as for a
+// Pipeline, and for a group of two; Group.Run used to take it for a
+// device stopping and return a report over wrong output.
+func TestGroupRunErrorWrappingAContextError(t *testing.T) {
+	for _, devices := range []int{1, 2} {
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems = 4096
+		g, sims := simGroup(t, sim.HostOptions{}, cfg, make([]bool, devices)...)
+		const n = 8 * 4096
+		in, out := make([]float32, n), make([]float32, n)
+		kernels.FillPattern(in, 2)
+		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 5), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+		sims[devices-1].FailAt("launch", 2, context.DeadlineExceeded)
+		rep, err := g.Run(context.Background(), job)
+		require.Error(t, err, "%d device(s)", devices)
+		assert.Nil(t, rep)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		var de *pipeline.DeviceError
+		require.ErrorAs(t, err, &de, "%d device(s)", devices)
+		assert.Equal(t, devices-1, de.Device)
+	}
+}

@@ -1,34 +1,40 @@
 package pipeline
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
 )
 
-// PoisonWord is the 32-bit word that PoisonSlots fills device slots with:
-// the float32 quiet NaN's bits, which no kernel's verified result is.
+// PoisonWord is the 32-bit word that PoisonSlots fills slots with: the
+// bits of a float32 quiet NaN, which no float32 check passes. For outputs
+// of other types it is an ordinary value (as a float64 pair, a finite
+// 2^1021), which a check catches only where the right answer differs.
 const PoisonWord uint32 = 0x7fc00000
 
 // DeviceFiller is an Issuer that fills device memory in a stream's order:
-// the GPU's (cuMemsetD32Async) and the simulator's. PoisonSlots needs
-// one; an Issuer that is not one makes it fail with
-// errors.ErrUnsupported.
+// the GPU's (cuMemsetD32Async) and the simulator's. PoisonSlots uses one
+// where the backend's issuer is one, and blocking copies of a host buffer
+// (Backend.CopyToDeviceSync) where it is not.
 type DeviceFiller interface {
 	// Fill32 queues setting n bytes of dst from off to word, repeated;
 	// off and n are multiples of 4.
 	Fill32(s Stream, dst DeviceMem, off, n int, word uint32) error
 }
 
-// PoisonSlots fills the device memory of every slot (each input's and
-// output's, and the kernels' scratch buffers) with [PoisonWord] and
-// returns when that is done. It is for runs that are checked: a slot
-// keeps what the last chunk that used it left there, so a run whose
-// chunks each have a slot of their own (no more chunks than slots) finds
-// the results of the run before in them, and a run that skipped a copy
-// in or a launch for such a chunk would copy out the right answer.
-// After PoisonSlots it copies out NaN, which no check passes. A run's
-// own use of its slots is unchanged: each chunk's copy in and kernel
-// overwrite what it reads.
+// PoisonSlots fills every slot with [PoisonWord] and returns when that is
+// done: the device memory of each input's and output's slots and of the
+// kernels' scratch buffers, and, after a run that staged, the pinned
+// staging slots. It is for runs
+// that are checked: a slot keeps what the last chunk that used it left
+// there, so a run whose chunks each have a slot of their own (no more
+// chunks than slots) finds the results of the run before in them, and a
+// run that skipped a copy or a launch for such a chunk would copy out the
+// right answer. After PoisonSlots it copies out NaN, which no check of
+// float32 results passes. A run's own use of its slots is unchanged:
+// each chunk's copies and kernel overwrite what it reads.
+//
+// A failure to wait for the fills closes the pipeline, as a run's failed
+// drain does: the device may still be writing its memory.
 func (p *Pipeline) PoisonSlots() error {
 	if err := p.usable("PoisonSlots"); err != nil {
 		return err
@@ -44,7 +50,8 @@ func (p *Pipeline) PoisonSlots() error {
 }
 
 // PoisonSlots is Pipeline.PoisonSlots on every device of the group, at
-// once. An error names the device.
+// once. An error names the device; a device whose wait failed closes the
+// group, as a run's failed drain does.
 func (g *Group) PoisonSlots() error {
 	if err := g.usable("PoisonSlots"); err != nil {
 		return err
@@ -59,41 +66,124 @@ func (g *Group) PoisonSlots() error {
 	defer lead.runEnd()
 	errs := make([]error, len(g.pipes))
 	g.eachDevice(func(d int) { errs[d] = g.pipes[d].poisonSlots() })
-	for d, err := range errs {
-		if err != nil {
-			return g.deviceErr(d, err)
+	var first error
+	for d, p := range g.pipes {
+		if p.closed && g.broken == nil {
+			g.broken = errs[d]
+		}
+		if errs[d] != nil && first == nil {
+			first = g.deviceErr(d, errs[d])
 		}
 	}
-	return nil
+	if g.broken != nil {
+		g.closed = true
+		g.release()
+	}
+	return first
 }
 
-// poisonSlots fills every slot buffer with PoisonWord on the H2D stream,
-// which orders it before the next run's first copy in, and waits for
-// it. p.mu held (or the group's), in a tracked run on a HostTracker.
-func (p *Pipeline) poisonSlots() (err error) {
-	iss, err := p.b.Issuer()
-	if err != nil {
-		return fmt.Errorf("pipeline: PoisonSlots: %w", err)
-	}
-	defer iss.Release()
-	f, ok := iss.(DeviceFiller)
-	if !ok {
-		return fmt.Errorf("pipeline: PoisonSlots: the %s backend's issuer cannot fill device memory: %w", p.b.Name(), errors.ErrUnsupported)
+// poisonSlots fills the staging slots on the host, then every device slot
+// buffer on the H2D stream, and waits for that stream even after a failed
+// fill: the wait is what orders the fills before the next run, whose
+// copies may go on other streams (the in-stream schedule, a job of one
+// chunk). p.mu held (or the group's), in a tracked run on a HostTracker.
+func (p *Pipeline) poisonSlots() error {
+	fail := func(err error) error { return fmt.Errorf("pipeline: PoisonSlots: %w", err) }
+	if err := p.poisonStaging(); err != nil {
+		return fail(err)
 	}
 	bufs := append(append([]DeviceMem(nil), p.dinAll...), p.doutAll...)
 	for _, slot := range p.scratch {
 		bufs = append(bufs, slot...)
 	}
+	iss, err := p.b.Issuer()
+	if err != nil {
+		return fail(err)
+	}
+	defer iss.Release()
+	f, ok := iss.(DeviceFiller)
+	if !ok {
+		if err := p.poisonByCopies(bufs); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+	var fillErr error
 	for _, d := range bufs {
 		// The input and output slots are whole words (slotStride aligns
 		// each slot's part); a scratch buffer whose size is not a
 		// multiple of 4 keeps its last 1-3 bytes.
-		if err := f.Fill32(p.h2d, d, 0, d.Len()&^3, PoisonWord); err != nil {
-			return fmt.Errorf("pipeline: PoisonSlots: %w", err)
+		if fillErr = f.Fill32(p.h2d, d, 0, d.Len()&^3, PoisonWord); fillErr != nil {
+			break
 		}
 	}
 	if err := iss.Synchronize(p.h2d); err != nil {
-		return fmt.Errorf("pipeline: PoisonSlots: %w", err)
+		p.broken, p.closed = err, true
+		p.release()
+		return fail(fmt.Errorf("%w; the pipeline closed itself", err))
+	}
+	if fillErr != nil {
+		return fail(fillErr)
 	}
 	return nil
+}
+
+// poisonByCopies fills bufs with PoisonWord by blocking copies of a host
+// buffer, a MiB at a time, for a backend whose issuer cannot fill. The
+// pipeline is idle: its last run drained.
+func (p *Pipeline) poisonByCopies(bufs []DeviceMem) error {
+	var piece []byte
+	for _, d := range bufs {
+		n := d.Len() &^ 3
+		if piece == nil && n > 0 {
+			piece = make([]byte, min(1<<20, n))
+			fillWords(piece)
+		}
+		for off := 0; off < n; off += len(piece) {
+			if err := p.b.CopyToDeviceSync(d, off, piece[:min(len(piece), n-off)]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// poisonStaging fills the pinned staging slots with PoisonWord on the
+// host (through HostAccess on a HostAccessor, whose detector sees it)
+// when the last run staged: a staged run that skipped a chunk's copy out
+// would otherwise stage out what that run left in the slot. After a run
+// that did not stage, the slots are left as they are, so that the runs
+// that do not stage (registered memory after auto mode's first run) are
+// not preceded by a host fill of slots they do not use; a staged run
+// after such a run could find an older staged run's chunks in them.
+func (p *Pipeline) poisonStaging() error {
+	if !p.stagedLast {
+		return nil
+	}
+	ha, tracked := p.b.(HostAccessor)
+	for _, slots := range [2][][]PinnedMem{p.sin, p.sout} {
+		for _, slot := range slots {
+			for _, m := range slot {
+				n := len(m.Bytes())
+				if !tracked {
+					fillWords(m.Bytes())
+					continue
+				}
+				if _, err := ha.HostAccess(m, 0, n, true, "PoisonSlots's fill of a staging slot", func(b []byte) (int, error) {
+					fillWords(b)
+					return len(b), nil
+				}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fillWords sets every whole 4-byte word of b to PoisonWord.
+func fillWords(b []byte) {
+	for j := 0; j+4 <= len(b); j += 4 {
+		binary.LittleEndian.PutUint32(b[j:], PoisonWord)
+	}
 }

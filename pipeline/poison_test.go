@@ -29,11 +29,11 @@ func lazySim() *pipeline.Kernel {
 // after it, NaN of PoisonWord's bits in every element. Every slot
 // buffer holds PoisonWord in every word after it, and a seed run after
 // that is right again.
-func checkPoisonSlots(t *testing.T, b pipeline.Backend, seed, lazy *pipeline.Kernel) {
+func checkPoisonSlots(t *testing.T, b pipeline.Backend, seed, lazy *pipeline.Kernel, schedule pipeline.Schedule, host pipeline.HostMode) {
 	const chunk, slots, iters = 4096, 4, 100
 	n := chunk*slots - 5 // the last chunk short
 	cfg := pipeline.Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, slots, 2, pipeline.HostRegistered
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = chunk, slots, 2, host, schedule
 	p, err := pipeline.New(b, cfg)
 	require.NoError(t, err)
 	defer p.Close()
@@ -68,6 +68,18 @@ func checkPoisonSlots(t *testing.T, b pipeline.Backend, seed, lazy *pipeline.Ker
 		}
 	}
 	assert.Len(t, pipeline.SlotBuffers(p), 2+slots, "an input, an output, and the lazy kernel's scratch in each slot")
+	staging := pipeline.StagingSlots(p)
+	if host == pipeline.HostStaged {
+		assert.Len(t, staging, 2*slots, "an input and an output staging slot in each slot")
+	}
+	for i, m := range staging {
+		got := m.Bytes()
+		for j := 0; j+4 <= len(got); j += 4 {
+			if w := binary.LittleEndian.Uint32(got[j:]); w != pipeline.PoisonWord {
+				t.Fatalf("staging slot %d, byte %d: %#x, want PoisonWord", i, j, w)
+			}
+		}
+	}
 
 	fill()
 	_, err = p.Run(context.Background(), job(lazy))
@@ -87,10 +99,18 @@ func checkPoisonSlots(t *testing.T, b pipeline.Backend, seed, lazy *pipeline.Ker
 // hazard detector watching the fill against the runs around it, and the
 // refusals: a closed pipeline, a nil one.
 func TestPoisonSlots(t *testing.T) {
+	for _, c := range []struct {
+		schedule pipeline.Schedule
+		host     pipeline.HostMode
+	}{{pipeline.ScheduleEvents, pipeline.HostRegistered}, {pipeline.ScheduleInStream, pipeline.HostRegistered}, {pipeline.ScheduleEvents, pipeline.HostStaged}} {
+		t.Run(c.schedule.String()+"/"+c.host.String(), func(t *testing.T) {
+			dev := sim.New(3, 0)
+			checkPoisonSlots(t, dev, seedKernel(nil, 100), lazySim(), c.schedule, c.host)
+			assert.Empty(t, dev.Hazards(), "the fills are ordered before the runs after them, on every stream")
+			assert.Equal(t, 6, dev.Count("fill"), "one fill a buffer: the input's and the output's (all slots in one each), and the 4 slots' scratch")
+		})
+	}
 	dev := sim.New(3, 0)
-	checkPoisonSlots(t, dev, seedKernel(nil, 100), lazySim())
-	assert.Empty(t, dev.Hazards())
-	assert.Equal(t, 6, dev.Count("fill"), "one fill a buffer: the input's and the output's (all slots in one each), and the 4 slots' scratch")
 
 	p, err := pipeline.New(dev, pipeline.Float32Config(1, 1))
 	require.NoError(t, err)
@@ -131,4 +151,57 @@ func TestGroupPoisonSlots(t *testing.T) {
 	assert.Equal(t, 1, de.Device)
 	require.NoError(t, g.Close())
 	assert.ErrorIs(t, g.PoisonSlots(), pipeline.ErrClosed)
+}
+
+// TestPoisonSlotsOrdersTheNextRun guards the wait at the end of
+// PoisonSlots, which alone orders its fills (on the H2D stream) before
+// the next run's copies in the in-stream schedule (on the compute
+// streams): a run right after it, with nothing between them, is
+// hazard-free and right, also after a fill that failed partway.
+func TestPoisonSlotsOrdersTheNextRun(t *testing.T) {
+	for _, failAt := range []int{0, 2} {
+		dev := sim.New(5, 0)
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Schedule, cfg.Host = 4096, 6, 3, pipeline.ScheduleInStream, pipeline.HostRegistered
+		p, err := pipeline.New(dev, cfg)
+		require.NoError(t, err)
+		n := 6 * 4096
+		in, out := make([]float32, n), make([]float32, n)
+		kernels.FillPattern(in, 3)
+		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 7), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+		_, err = p.Run(context.Background(), job)
+		require.NoError(t, err)
+		boom := errors.New("boom")
+		if failAt > 0 {
+			dev.FailAt("fill", dev.Count("fill")+failAt, boom)
+			require.ErrorIs(t, p.PoisonSlots(), boom)
+		} else {
+			require.NoError(t, p.PoisonSlots())
+		}
+		rep, err := p.Run(context.Background(), job)
+		require.NoError(t, err)
+		assert.Equal(t, pipeline.ScheduleInStream, rep.Schedule)
+		require.NoError(t, verifySeed(in, out, 7))
+		assert.Empty(t, dev.Hazards(), "a failed fill at %d", failAt)
+		require.NoError(t, p.Close())
+	}
+}
+
+// noFillSim is the simulator behind an issuer that is not a
+// DeviceFiller: a backend of someone else's making.
+type noFillSim struct{ *sim.Sim }
+
+func (b noFillSim) Issuer() (pipeline.Issuer, error) {
+	iss, err := b.Sim.Issuer()
+	return struct{ pipeline.Issuer }{iss}, err
+}
+
+// TestPoisonSlotsByCopies guards PoisonSlots on a backend whose issuer
+// cannot fill: blocking copies of PoisonWord fill every slot, no fill is
+// issued, and a lazy launch after it copies out NaN.
+func TestPoisonSlotsByCopies(t *testing.T) {
+	dev := sim.New(4, 0)
+	checkPoisonSlots(t, noFillSim{dev}, seedKernel(nil, 100), lazySim(), pipeline.ScheduleAuto, pipeline.HostRegistered)
+	assert.Zero(t, dev.Count("fill"))
+	assert.Empty(t, dev.Hazards())
 }
