@@ -140,13 +140,7 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 	// own (no more chunks than slots), a run that skipped a chunk's copy
 	// in or launch would copy out the right answer from the rehearsal
 	// or the warm-up before it (pipeline.Pipeline.PoisonSlots).
-	poisonAll := func() error {
-		poison(o.Output)
-		if err := p.PoisonSlots(); err != nil {
-			return fmt.Errorf("poisoning the device slots: %w", err)
-		}
-		return nil
-	}
+	poisonAll := func() error { return poisonRun(o.Output, p) }
 	var baseline time.Duration
 	if !o.NoBaseline {
 		if err := warm(); err != nil {
@@ -270,6 +264,17 @@ func Run(ctx context.Context, backends []pipeline.Backend, o RunOptions) (*RunRe
 // against 0.50–0.53 ms with one (bench/RESULTS.md, "Verified rehearsals,
 // and a poison on every CPU"). 512 MiB take about 30 ms.
 func poison(out []float32) { ntstore.Fill(out, float32(math.NaN())) }
+
+// poisonRun fills out (poison) and the slots of p, a Pipeline or a Group
+// (PoisonSlots), with NaN before a run that is checked: what Run and Tune
+// do.
+func poisonRun(out []float32, p interface{ PoisonSlots() error }) error {
+	poison(out)
+	if err := p.PoisonSlots(); err != nil {
+		return fmt.Errorf("poisoning the device slots: %w", err)
+	}
+	return nil
+}
 
 // JobBytes is the host data a job of n elements in cfg moves: every
 // input and output once.

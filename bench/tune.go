@@ -100,9 +100,8 @@ func Tune(ctx context.Context, b pipeline.Backend, o TuneOptions) (*TuneResult, 
 			// The runs after it go back to back, as Pipeline.Run is used,
 			// without the fill's cost to the run right after it (package
 			// ntstore says what it is).
-			poison(o.Output)
-			if err := p.PoisonSlots(); err != nil {
-				return nil, &Error{Op: "Tune", Err: fmt.Errorf("poisoning the device slots: %w", err)}
+			if err := poisonRun(o.Output, p); err != nil {
+				return nil, &Error{Op: "Tune", Err: err}
 			}
 		}
 		say(o.Progress, "run %d of %d of the chosen candidate…", r+1, o.Repeat)
