@@ -216,13 +216,13 @@ type Pipeline struct {
 	dinAll, doutAll []DeviceMem
 	sin             [][]PinnedMem // [slot][input]; by New for auto and staged modes, else on the first staged run
 	sout            [][]PinnedMem // [slot][output]
+	h2dDone         []Event
+	compDone        []Event
+	d2hDone         []Event
+	timers          []Event // timing events, grown on demand
 	// stagedLast says that the last run staged through sin or sout,
 	// whose slots then hold its chunks (PoisonSlots). p.mu held.
 	stagedLast bool
-	h2dDone    []Event
-	compDone   []Event
-	d2hDone    []Event
-	timers     []Event // timing events, grown on demand
 	// chunk describes the chunk being launched; issue reuses its slices
 	// from run to run. p.mu held.
 	chunk Chunk
