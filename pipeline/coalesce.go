@@ -112,7 +112,7 @@ func (p *Pipeline) copiesFor(pl *plan, sched Schedule) int {
 func (p *Pipeline) issueGrouped(pl *plan, rs *runState, iss Issuer, tm *timing) (int, error) {
 	S, G := p.cfg.Slots, pl.copies
 	for g0 := 0; g0 < pl.chunks; g0 += G {
-		if rs.stopping() {
+		if rs.ended() {
 			return g0, nil
 		}
 		gn := min(G, pl.chunks-g0)

@@ -50,9 +50,15 @@ func returnsWithin(d time.Duration, what string, fn func()) {
 
 // cancelMidRun cancels runs of r's job once the devices have issued
 // after launches, for each of several points, and checks that each run
-// returns ctx's error (nobody's DeviceError) and issued less than the
-// whole job, that no goroutine is left behind, and that the group's
-// next run is exact. chunks is the job's chunk count.
+// returns ctx's error (nobody's DeviceError), that once cancel has
+// returned each device launches at most the one chunk it may have been
+// issuing, that no goroutine is left behind, and that the group's next
+// run is exact. chunks is the job's chunk count.
+//
+// The bound is on the launches after cancel returned, not on the whole
+// job: on a busy host the goroutine that cancels may run long after it
+// saw its count, and the devices may have issued every chunk by then
+// (CI's run of 7f614f9: "64" is not less than "64").
 func cancelMidRun(t *testing.T, r groupRaces, chunks int, after []int) {
 	before := runtime.NumGoroutine()
 	job, check := r.newJob()
@@ -60,11 +66,13 @@ func cancelMidRun(t *testing.T, r groupRaces, chunks int, after []int) {
 		t.Run(fmt.Sprintf("after %d launches", k), func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			start := r.launches()
+			atCancel := make(chan int, 1) // launches once cancel had returned
 			go func() {
 				for r.launches()-start < k {
 					time.Sleep(50 * time.Microsecond)
 				}
 				cancel()
+				atCancel <- r.launches() - start
 			}()
 			var err error
 			returnsWithin(30*time.Second, "Group.Run after its cancellation", func() { _, err = r.g.Run(ctx, job) })
@@ -75,7 +83,10 @@ func cancelMidRun(t *testing.T, r groupRaces, chunks int, after []int) {
 			require.ErrorIs(t, err, context.Canceled)
 			var de *pipeline.DeviceError
 			assert.False(t, errors.As(err, &de), "a cancellation is nobody's fault: %v", err)
-			assert.Less(t, r.launches()-start, chunks, "the devices stopped taking chunks")
+			issued, cancelled := r.launches()-start, <-atCancel
+			assert.LessOrEqual(t, issued, chunks)
+			assert.LessOrEqual(t, issued-cancelled, r.g.Devices(),
+				"the devices took chunks after the cancellation: %d launches once cancel had returned, %d in all", cancelled, issued)
 
 			_, err = r.g.Run(context.Background(), job)
 			require.NoError(t, err, "the next run")

@@ -345,6 +345,24 @@ type runState struct {
 	hostSpans  []Span
 	hostOrigin time.Duration
 	clock      func() time.Duration
+	// ctx is a watched run's context, nil otherwise: the goroutines that
+	// take chunks look at it themselves (ended), since the watch that
+	// stops the run on it runs on a goroutine of its own and, on a busy
+	// host, may start only after the rest of the job was issued.
+	ctx context.Context
+}
+
+// ended reports whether the run has stopped, stopping it first when its
+// context has ended: once the caller's cancel has returned, no device of
+// the run takes another chunk.
+func (r *runState) ended() bool {
+	if r.ctx != nil {
+		if err := r.ctx.Err(); err != nil {
+			r.fail(err)
+			return true
+		}
+	}
+	return r.stopping()
 }
 
 func newRunState(p *Pipeline) *runState {
@@ -369,7 +387,7 @@ func (p *Pipeline) runStateFor(watched bool) *runState {
 		rs.clock = p.now
 	}
 	rs.init(p.b, 0)
-	rs.err = nil
+	rs.err, rs.ctx = nil, nil
 	rs.staged, rs.h2dIssued, rs.d2hIssued, rs.unstaged = 0, 0, 0, 0
 	rs.chunkOf = rs.chunkOf[:0]
 	rs.hostSpans = rs.hostSpans[:0]
@@ -454,6 +472,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	watch := ctx.Done() != nil // else it is never cancelled while it runs
 	rs := p.runStateFor(watch)
 	if watch {
+		rs.ctx = ctx
 		stopWatch := context.AfterFunc(ctx, func() { rs.fail(ctx.Err()) })
 		defer stopWatch()
 	}
@@ -646,7 +665,7 @@ func (p *Pipeline) drain() error {
 func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedIn, stagedOut bool) (int, error) {
 	S := p.cfg.Slots
 	for i := 0; ; i++ {
-		if rs.stopping() {
+		if rs.ended() {
 			return i, nil
 		}
 		if pl.queue == nil && i >= pl.chunks {
@@ -857,7 +876,7 @@ func (p *Pipeline) stageIn(pl *plan, rs *runState) {
 				return
 			}
 		}
-		if rs.stopping() {
+		if rs.ended() {
 			return
 		}
 		c := rs.take(pl, i)
