@@ -220,9 +220,10 @@ type Pipeline struct {
 	compDone        []Event
 	d2hDone         []Event
 	timers          []Event // timing events, grown on demand
-	// stagedLast says that the last run staged through sin or sout,
-	// whose slots then hold its chunks (PoisonSlots). p.mu held.
-	stagedLast bool
+	// stagingDirty says that sin and sout may hold something other than
+	// PoisonWord: they were allocated, or a run, StageTimes or a stream
+	// staged through them, since PoisonSlots last filled them. p.mu held.
+	stagingDirty bool
 	// chunk describes the chunk being launched; issue reuses its slices
 	// from run to run. p.mu held.
 	chunk Chunk
@@ -368,8 +369,13 @@ func slotsOf(all []DeviceMem, sizes []int, cfg Config) [][]slotBuf {
 	return slots
 }
 
+// allocStaging allocates the pinned staging slots unless they are, and
+// marks them as written (stagingDirty): every caller is about to stage
+// through them, or has just made them, and new pinned memory holds no
+// poison either.
 func (p *Pipeline) allocStaging() error {
 	if p.sin != nil {
+		p.stagingDirty = true
 		return nil
 	}
 	alloc := func(sizes []int) ([]PinnedMem, error) {
@@ -399,6 +405,7 @@ func (p *Pipeline) allocStaging() error {
 		return err
 	}
 	p.sin, p.sout = sin, sout
+	p.stagingDirty = true
 	return nil
 }
 

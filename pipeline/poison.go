@@ -23,8 +23,8 @@ type DeviceFiller interface {
 
 // PoisonSlots fills every slot with [PoisonWord] and returns when that is
 // done: the device memory of each input's and output's slots and of the
-// kernels' scratch buffers, and, after a run that staged, the pinned
-// staging slots. It is for runs
+// kernels' scratch buffers, and the pinned staging slots unless nothing
+// has staged through them since it last filled them. It is for runs
 // that are checked: a slot keeps what the last chunk that used it left
 // there, so a run whose chunks each have a slot of their own (no more
 // chunks than slots) finds the results of the run before in them, and a
@@ -150,14 +150,14 @@ func (p *Pipeline) poisonByCopies(bufs []DeviceMem) error {
 
 // poisonStaging fills the pinned staging slots with PoisonWord on the
 // host (through HostAccess on a HostAccessor, whose detector sees it)
-// when the last run staged: a staged run that skipped a chunk's copy out
-// would otherwise stage out what that run left in the slot. After a run
-// that did not stage, the slots are left as they are, so that the runs
-// that do not stage (registered memory after auto mode's first run) are
-// not preceded by a host fill of slots they do not use; a staged run
-// after such a run could find an older staged run's chunks in them.
+// when anything may have written them since it last did (stagingDirty):
+// a staged run that skipped a chunk's copy out would otherwise stage out
+// what an earlier run left in the slot. Runs that do not stage
+// (registered memory after auto mode's first run) leave the slots
+// poisoned, so that they are not preceded by a host fill of slots they do
+// not use.
 func (p *Pipeline) poisonStaging() error {
-	if !p.stagedLast {
+	if !p.stagingDirty {
 		return nil
 	}
 	ha, tracked := p.b.(HostAccessor)
@@ -178,6 +178,7 @@ func (p *Pipeline) poisonStaging() error {
 			}
 		}
 	}
+	p.stagingDirty = false
 	return nil
 }
 

@@ -120,6 +120,51 @@ func TestPoisonSlots(t *testing.T) {
 	assert.EqualError(t, nilP.PoisonSlots(), "pipeline: PoisonSlots: nil *Pipeline")
 }
 
+// TestPoisonSlotsAfterARunThatDidNotStage: a staged run after PoisonSlots
+// leaves its chunks in the staging slots, and a registered run after it
+// does not touch them; PoisonSlots after the registered run still fills
+// them, since a staged run after it would otherwise find the first run's
+// chunks there. It filled only the slots of a last run that staged,
+// before.
+func TestPoisonSlotsAfterARunThatDidNotStage(t *testing.T) {
+	const chunk, slots = 1024, 3
+	dev := sim.New(5, 0)
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, slots, 2, pipeline.HostStaged
+	p, err := pipeline.New(dev, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	n := slots * chunk
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 2)
+	job := pipeline.Job{N: n, Kernel: seedKernel(nil, 3), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	for range 2 { // a fill between, after which the next run must count
+		require.NoError(t, p.PoisonSlots())
+		rep, err := p.Run(context.Background(), job)
+		require.NoError(t, err)
+		require.Equal(t, pipeline.HostStaged, rep.Mode)
+	}
+	job.Host = pipeline.HostRegistered
+	rep, err := p.Run(context.Background(), job)
+	require.NoError(t, err)
+	require.Equal(t, pipeline.HostRegistered, rep.Mode, "the second run does not stage")
+	require.NoError(t, p.Unregister(driver.Bytes(in)))
+	require.NoError(t, p.Unregister(driver.Bytes(out)))
+
+	require.NoError(t, p.PoisonSlots())
+	staging := pipeline.StagingSlots(p)
+	require.Len(t, staging, 2*slots)
+	for i, m := range staging {
+		got := m.Bytes()
+		for j := 0; j+4 <= len(got); j += 4 {
+			if w := binary.LittleEndian.Uint32(got[j:]); w != pipeline.PoisonWord {
+				t.Fatalf("staging slot %d, byte %d: %#x after a staged run and a registered one, want PoisonWord", i, j, w)
+			}
+		}
+	}
+	assert.Empty(t, dev.Hazards())
+}
+
 // TestGroupPoisonSlots guards Group.PoisonSlots: every device's slots
 // are filled, hazard-free, and a device's failure is named.
 func TestGroupPoisonSlots(t *testing.T) {

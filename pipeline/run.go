@@ -458,7 +458,6 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	for _, s := range pl.outs {
 		stagedOut = stagedOut || s.staged()
 	}
-	p.stagedLast = stagedIn || stagedOut
 	// A job of one chunk with nothing staged and nothing timed goes on
 	// one stream (executeSingle).
 	if pl.chunks == 1 && pl.queue == nil && !stagedIn && !stagedOut && !p.cfg.Timing && !p.skipWAR {
