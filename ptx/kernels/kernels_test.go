@@ -288,6 +288,32 @@ func TestSeedCPUMemoIsExact(t *testing.T) {
 	seedCPUMemos.Unlock()
 }
 
+// TestSeedCPUShortSlices: SeedCPU computes min(len(out), len(in))
+// elements and leaves the rest of a longer out alone, on slices long
+// enough to split over goroutines; a short in panicked on one of them.
+func TestSeedCPUShortSlices(t *testing.T) {
+	const n = 1 << 16
+	in := make([]float32, n)
+	FillPattern(in, 4)
+	out := make([]float32, 2*n)
+	sentinel := float32(-12345)
+	for i := range out {
+		out[i] = sentinel
+	}
+	SeedCPU(out, in, 5)
+	for i := range out {
+		want := sentinel
+		if i < n {
+			want = seedCPU(in[i], 5)
+		}
+		require.Equal(t, math.Float32bits(want), math.Float32bits(out[i]), "element %d", i)
+	}
+	short := make([]float32, 10)
+	SeedCPU(short, in, 5)
+	assert.Equal(t, seedCPU(in[9], 5), short[9])
+	SeedCPU(nil, in, 5)
+}
+
 func TestModulesWithoutAGPU(t *testing.T) {
 	var m Modules
 	_, err := m.Function(nil, Seed)

@@ -179,9 +179,15 @@ func parallel(n int, fn func(lo, hi int)) { parallelfor.For(n, 1<<14, fn) }
 // count and kept (seedCPUMemos), as seedMemo keeps the reference's: a
 // simulated run of the README's 4M elements at 100 iterations evaluated
 // 400M sines on the CPU, in every run.
+//
+// It computes min(len(out), len(in)) elements, as copy copies: a short
+// in used to panic on a goroutine of its own, which no caller could
+// recover.
 func SeedCPU(out, in []float32, iters int) {
+	n := min(len(out), len(in))
+	out, in = out[:n], in[:n]
 	memo := seedCPUMemoFor(iters)
-	parallel(len(out), func(lo, hi int) {
+	parallel(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			if memo != nil {
 				out[i] = memo.get(in[i], iters)
