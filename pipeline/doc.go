@@ -127,6 +127,16 @@
 // and writer goroutines for its run only; it returns after every Read and
 // Write it started has returned.
 //
+// A panic in the caller's code that a run calls while it issues (a
+// kernel's or a step's Args, on the simulator its CPU) reaches the
+// caller's goroutine, from Pipeline.Run and StageTimes and from
+// Group.Run, once the run's goroutines have stopped and what it had
+// queued has drained: a caller may recover it and run again. A group's
+// other devices stop taking chunks. A streaming run does not settle so:
+// a panic in its Read or Write, or in a kernel's Args on several
+// devices, is on a goroutine of the run's and ends the program, and on
+// one device it leaves the run's readers and writers behind.
+//
 // On a [HostTracker] backend every goroutine of a run (the caller of Run,
 // the staging goroutines, a group's issuing goroutines, a streaming run's
 // readers, writers and workers) is announced to the backend when it

@@ -274,7 +274,7 @@ func (g *Group) ready(k *Kernel) (time.Duration, error) {
 	errs := make([]error, len(g.pipes))
 	each := func(d int) { took[d], errs[d] = g.pipes[d].ready(k) }
 	if upload {
-		g.eachDevice(each)
+		g.eachDevice(each, nil)
 	} else {
 		for d := range g.pipes {
 			each(d)
@@ -327,17 +327,42 @@ func (g *Group) validate(job Job) error {
 // README's job 13.6-15.4 µs at the median on the H200, against 2.1-3.3
 // µs now, over the same job through a Pipeline (bench/RESULTS.md, "Seven
 // whole jobs inside, and a group of one on the caller's goroutine").
-func (g *Group) eachDevice(fn func(d int)) {
+//
+// A panic in fn (the caller's code that a run calls, such as a kernel's
+// Args) calls stop, where it is not nil, so that the other devices stop
+// taking chunks, and goes on on the caller's goroutine once every device
+// has returned, where the caller can recover it; on a goroutine of its own
+// it would end the program.
+func (g *Group) eachDevice(fn func(d int), stop func()) {
 	if len(g.pipes) == 1 {
 		fn(0)
 		return
 	}
 	rs := &handoff{}
 	rs.init(g.pipes[0].b, 0)
+	var panicMu sync.Mutex
+	var panicked []any // the first device's panic value, if any
 	for d := range g.pipes {
-		rs.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() { fn(d) })
+		rs.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() {
+			defer func() {
+				if v := recover(); v != nil {
+					panicMu.Lock()
+					if panicked == nil {
+						panicked = []any{v}
+					}
+					panicMu.Unlock()
+					if stop != nil {
+						stop()
+					}
+				}
+			}()
+			fn(d)
+		})
 	}
 	rs.join()
+	if panicked != nil {
+		panic(panicked[0])
+	}
 }
 
 // Run processes job over every device of the group and returns when every
@@ -421,7 +446,7 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 			stop() // the other devices stop taking chunks
 		}
 		busy[d] = p.now() - start
-	})
+	}, stop)
 
 	rep := &Report{Backend: g.name(), Mode: plans[0].mode, N: job.N, ChunkElems: lead.cfg.ChunkElems, Chunks: plans[0].chunks, Register: plans[0].report.Register,
 		Schedule: plans[0].report.Schedule, Upload: upload, Notes: g.notes(job.Kernel)}

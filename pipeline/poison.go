@@ -65,7 +65,7 @@ func (g *Group) PoisonSlots() error {
 	lead.runBegin()
 	defer lead.runEnd()
 	errs := make([]error, len(g.pipes))
-	g.eachDevice(func(d int) { errs[d] = g.pipes[d].poisonSlots() })
+	g.eachDevice(func(d int) { errs[d] = g.pipes[d].poisonSlots() }, nil)
 	var first error
 	for d, p := range g.pipes {
 		if p.closed && g.broken == nil {

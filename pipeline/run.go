@@ -491,6 +491,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	if stagedOut {
 		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
+	defer p.settleOnPanic(rs)
 
 	var issued int
 	var issueErr error
@@ -568,6 +569,7 @@ func (p *Pipeline) executeSingle(ctx context.Context, pl *plan) error {
 		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
 	defer iss.Release()
+	defer p.settleOnPanic(nil)
 	pl.issued = 1
 	issueErr := p.issueSingle(pl, iss)
 	// Drain even after a failed issue: what was queued must finish before
@@ -631,6 +633,33 @@ func (p *Pipeline) drainFailed(err error) error {
 	p.closed = true
 	p.release()
 	return &StageError{Chunk: -1, Stage: StageDrain, Err: fmt.Errorf("%w; the pipeline closed itself", err)}
+}
+
+// errPanicked stops the goroutines of a run whose issuing goroutine is
+// panicking (settleOnPanic); nobody sees it as a run's error.
+var errPanicked = errors.New("pipeline: the issuing goroutine panicked")
+
+// settleOnPanic is deferred by each way of issuing a run, which calls
+// the caller's code on the issuing goroutine (a kernel's Args and, on the
+// simulator, its CPU). When that code panics, it stops the run's
+// goroutines (rs; nil where there are none), waits for them, and drains
+// what was queued, closing the pipeline as a failed drain does, before
+// the panic goes on: a caller who recovers it finds no goroutine left
+// waiting on a handoff that will never come, and no copy still writing
+// memory that the caller owns or the next run's slots.
+func (p *Pipeline) settleOnPanic(rs *runState) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if rs != nil {
+		rs.fail(errPanicked)
+		rs.join()
+	}
+	if err := p.drain(); err != nil {
+		p.drainFailed(err)
+	}
+	panic(v)
 }
 
 // drain waits for every stream and returns the first failure (a faulted

@@ -112,6 +112,7 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 		return st, err
 	}
 	defer done()
+	defer p.settleOnPanic(nil)
 	for _, stage := range pl.stages(false) {
 		if *st.at(stage), err = p.timeStage(ctx, pl, iss, stage, 0, pl.chunks); err != nil {
 			return st, err

@@ -1,0 +1,114 @@
+package pipeline_test
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
+	"github.com/purecuda/overlap/ptx/kernels"
+)
+
+// panickyKernel is seed (3 iterations) whose Args panics on the chunk of
+// index at while armed is set: the caller's code failing in the middle of
+// a run.
+func panickyKernel(at int, armed *atomic.Bool) *pipeline.Kernel {
+	k := *seedKernel(nil, 3)
+	args := k.Args
+	k.Args = func(a *driver.Args, c pipeline.Chunk) {
+		if armed.Load() && c.Index == at {
+			panic("boom in Args")
+		}
+		args(a, c)
+	}
+	return &k
+}
+
+// panicsWith runs fn and returns what it panicked with (nil if it did not).
+func panicsWith(fn func()) (v any) {
+	defer func() { v = recover() }()
+	fn()
+	return nil
+}
+
+// settlesAfterPanic checks what a caller who recovered a panic from a run
+// of runner must find: no goroutine of the run left behind (they waited
+// for a handoff forever), no hazard on the simulator (the run's copies
+// drained before the next run's), and a next run that succeeds, with
+// exact output where run writes it (computes).
+func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) error, n int, computes bool) {
+	t.Helper()
+	var armed atomic.Bool
+	in, out := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(in, 6)
+	job := pipeline.Job{N: n, Kernel: panickyKernel(min(3, n/1024-1), &armed), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	require.NoError(t, run(job), "a rehearsal, which registers the job's memory")
+	before := runtime.NumGoroutine()
+	armed.Store(true)
+	assert.Equal(t, "boom in Args", panicsWith(func() { _ = run(job) }), "the panic reaches the caller")
+	armed.Store(false)
+	for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind by the run that panicked")
+	clear(out)
+	require.NoError(t, run(job), "the run after the panic")
+	if computes {
+		require.NoError(t, verifySeed(in, out, 3))
+	}
+	for d, s := range sims {
+		assert.Empty(t, s.Hazards(), "device %d", d)
+	}
+}
+
+// TestPanicInArgsSettles: a kernel's Args that panics mid-run, in every
+// way of issuing (events staged and registered, in-stream, a job of one
+// chunk, StageTimes), in a group of one device and in a group of two,
+// reaches the caller's goroutine, where it can be recovered, and leaves
+// the run's goroutines stopped and its copies drained. A group of two
+// panicked on a device's goroutine, which ended the program; a Pipeline
+// left its stage goroutines waiting and its copies in flight.
+func TestPanicInArgsSettles(t *testing.T) {
+	const chunk = 1024
+	for _, c := range []struct {
+		name     string
+		host     pipeline.HostMode
+		schedule pipeline.Schedule
+		n        int
+	}{
+		{"events/staged", pipeline.HostStaged, pipeline.ScheduleEvents, 16 * chunk},
+		{"events/registered", pipeline.HostRegistered, pipeline.ScheduleEvents, 16 * chunk},
+		{"in-stream/registered", pipeline.HostRegistered, pipeline.ScheduleInStream, 16 * chunk},
+		{"one chunk/registered", pipeline.HostRegistered, pipeline.ScheduleAuto, chunk},
+	} {
+		cfg := pipeline.Float32Config(1, 1)
+		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = chunk, 4, 2, c.host, c.schedule
+		t.Run("pipeline/"+c.name, func(t *testing.T) {
+			dev := sim.New(7, 2*time.Microsecond)
+			p, err := pipeline.New(dev, cfg)
+			require.NoError(t, err)
+			settlesAfterPanic(t, []*sim.Sim{dev}, func(job pipeline.Job) error { _, err := p.Run(context.Background(), job); return err }, c.n, true)
+			require.NoError(t, p.Close())
+		})
+		t.Run("stage times/"+c.name, func(t *testing.T) {
+			dev := sim.New(7, 2*time.Microsecond)
+			p, err := pipeline.New(dev, cfg)
+			require.NoError(t, err)
+			settlesAfterPanic(t, []*sim.Sim{dev}, func(job pipeline.Job) error { _, err := p.StageTimes(context.Background(), job); return err }, c.n, false)
+			require.NoError(t, p.Close())
+		})
+		for _, devices := range []int{1, 2} {
+			t.Run("group of "+string(rune('0'+devices))+"/"+c.name, func(t *testing.T) {
+				g, sims := simGroup(t, sim.HostOptions{Seed: 7, Jitter: 2 * time.Microsecond}, cfg, make([]bool, devices)...)
+				settlesAfterPanic(t, sims, func(job pipeline.Job) error { _, err := g.Run(context.Background(), job); return err }, c.n, true)
+			})
+		}
+	}
+}
