@@ -396,10 +396,15 @@ func printBench(w io.Writer, rows []bench.SweepRow, backend string, o *benchOpti
 func humanElems(n int) string { return bench.Elems(n) }
 
 // reference builds the CUDA C++ reference programs for dev
-// (bench.BuildReferenceFor); remove deletes them.
+// (bench.BuildReferenceFor); remove deletes them, as does the grace exit
+// of a command a signal stopped (atGraceExit).
 func reference(ctx context.Context, dev driver.Device, prog *progress) (ref *bench.Reference, remove func(), err error) {
 	prog.say("building the CUDA C++ reference…")
-	return bench.BuildReferenceFor(ctx, dev)
+	ref, remove, err = bench.BuildReferenceFor(ctx, dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ref, atGraceExit(remove), nil
 }
 
 // runScaling measures the seed job over 1 to k devices for each size and

@@ -52,8 +52,22 @@ func executeInferMemory(ctx context.Context, o *inferOptions, m *model.Model, st
 		labelInferResult(o, e, res)
 		return res, nil, nil
 	}
+	dir := o.referenceDir
+	if dir == "" {
+		// The twin's folder is made here rather than by bench, so that the
+		// grace exit of a stopped command removes it too (atGraceExit).
+		tmp, err := os.MkdirTemp("", "overlap-infer-reference-")
+		if err != nil {
+			return nil, nil, err
+		}
+		defer atGraceExit(func() { os.RemoveAll(tmp) })()
+		dir = tmp
+	}
 	ref, err := bench.InferReference(ctx, e.backends, k, m, bench.InferReferenceOptions{InferOptions: opts,
-		Python: o.python, ModelFile: o.model, Dir: o.referenceDir, TwinOnCPU: o.run.sim})
+		Python: o.python, ModelFile: o.model, Dir: dir, TwinOnCPU: o.run.sim})
+	if ref != nil && o.referenceDir == "" {
+		ref.Dir = "" // removed: no files are kept
+	}
 	if ref != nil {
 		labelInferResult(o, e, ref.Ours)
 	}

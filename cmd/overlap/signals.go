@@ -88,6 +88,7 @@ func signalContext(cmd string, stderr io.Writer) (ctx context.Context, stop func
 			}
 			se := &signalError{sig: sig}
 			fmt.Fprintf(stderr, "%s; still busy %g s after the signal, so overlap exits without waiting for the work in flight\n", signalLine(cmd, se), graceFor.Seconds())
+			runGraceCleanups()
 			os.Exit(se.exitCode())
 		case <-done:
 		}
@@ -102,6 +103,48 @@ func signalContext(cmd string, stderr io.Writer) (ctx context.Context, stop func
 			close(done)
 			cancel(nil)
 		})
+	}
+}
+
+// graceCleanups are what the grace exit (signalContext) runs before the
+// process exits without returning: the removal of each temporary folder
+// a command made, which its deferred calls would have run.
+var graceCleanups struct {
+	sync.Mutex
+	next int
+	fns  map[int]func()
+}
+
+// atGraceExit registers fn to run should the grace exit end the process,
+// and returns the command's own call of it: it unregisters fn and runs
+// it, once, however often it is called.
+func atGraceExit(fn func()) (run func()) {
+	graceCleanups.Lock()
+	if graceCleanups.fns == nil {
+		graceCleanups.fns = map[int]func(){}
+	}
+	key := graceCleanups.next
+	graceCleanups.next++
+	graceCleanups.fns[key] = fn
+	graceCleanups.Unlock()
+	return func() {
+		graceCleanups.Lock()
+		f, ok := graceCleanups.fns[key]
+		delete(graceCleanups.fns, key)
+		graceCleanups.Unlock()
+		if ok {
+			f()
+		}
+	}
+}
+
+// runGraceCleanups runs what atGraceExit registered and the commands have
+// not run themselves; it keeps the lock, so that none starts now.
+func runGraceCleanups() {
+	graceCleanups.Lock()
+	for key, f := range graceCleanups.fns {
+		delete(graceCleanups.fns, key)
+		f()
 	}
 }
 

@@ -14,6 +14,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestAtGraceExitRunsOnce: the command's own call of a cleanup runs it
+// once however often it is made, and unregisters it, so that the grace
+// exit does not run it again (that exit is tested in a child process, by
+// TestSignals' "work that does not stop").
+func TestAtGraceExitRunsOnce(t *testing.T) {
+	runs := 0
+	run := atGraceExit(func() { runs++ })
+	run()
+	run()
+	assert.Equal(t, 1, runs)
+	graceCleanups.Lock()
+	defer graceCleanups.Unlock()
+	assert.Empty(t, graceCleanups.fns, "unregistered")
+}
+
 // TestSignalContextStopEndsTheGrace: a command that returns within its
 // grace after a signal, and calls stop, is not ended by the grace: this
 // process (the test itself) takes the signal, stops in time, and lives on

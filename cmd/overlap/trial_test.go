@@ -33,6 +33,10 @@ const childArgsEnv = "OVERLAP_CLI_TEST_ARGS"
 // childGraceEnv sets a child's drainGrace (time.ParseDuration).
 const childGraceEnv = "OVERLAP_CLI_TEST_DRAIN_GRACE"
 
+// childTempEnv names a folder that a child registers for removal by the
+// grace exit (atGraceExit), as a command registers its temporary ones.
+const childTempEnv = "OVERLAP_CLI_TEST_GRACE_TEMP"
+
 func TestMain(m *testing.M) {
 	if a := os.Getenv(childArgsEnv); a != "" {
 		// A child waits for the work in flight as long as it takes, as
@@ -45,6 +49,9 @@ func TestMain(m *testing.M) {
 				fmt.Fprintln(os.Stderr, "bad", childGraceEnv, err)
 				os.Exit(3)
 			}
+		}
+		if dir := os.Getenv(childTempEnv); dir != "" {
+			atGraceExit(func() { os.RemoveAll(dir) })
 		}
 		var args []string
 		if err := json.Unmarshal([]byte(a), &args); err != nil {
@@ -357,9 +364,12 @@ func TestSignals(t *testing.T) {
 	// elements took 144 s to end the process: the simulator computes a
 	// launch's kernel on the CPU, and that cannot be interrupted. Here a
 	// launch takes half an hour on two cores; past its grace the process exits, and says
-	// why.
+	// why. It removes the temporary folders registered for it first (the
+	// reference programs' build left theirs).
 	t.Run("work that does not stop", func(t *testing.T) {
-		cmd, _, stderr := cliChild(t, []string{childGraceEnv + "=1s"}, "run", "--sim", "--elems", "1M", "--iters", "190000", "--repeat", "1")
+		temp := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(temp, "built"), []byte("x"), 0o644))
+		cmd, _, stderr := cliChild(t, []string{childGraceEnv + "=1s", childTempEnv + "=" + temp}, "run", "--sim", "--elems", "1M", "--iters", "190000", "--repeat", "1")
 		require.NoError(t, cmd.Start())
 		time.Sleep(time.Second)
 		start := time.Now()
@@ -378,6 +388,7 @@ func TestSignals(t *testing.T) {
 		assert.Equal(t, 143, ee.ExitCode(), "stderr %q", stderr.String())
 		assert.GreaterOrEqual(t, time.Since(start), time.Second, "the grace is given")
 		assert.Equal(t, "overlap run: terminated (SIGTERM); still busy 1 s after the signal, so overlap exits without waiting for the work in flight\n", stderr.String())
+		assert.NoDirExists(t, temp, "the grace exit removes the temporary folders registered for it")
 	})
 }
 
