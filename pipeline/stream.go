@@ -252,6 +252,7 @@ type streamRun struct {
 	devs   []*Pipeline // every device's
 	ring   int         // host slots: len(devs)·Slots
 	devErr func(d int, err error) error
+	ctx    context.Context // the run's, set by execute
 	job    StreamJob
 	ins    []*streamIn
 	outs   []*streamOut
@@ -539,6 +540,7 @@ func newStreamRun(devs []*Pipeline, job StreamJob) *streamRun {
 // the files' offsets, then the last progress report.
 func (r *streamRun) execute(ctx context.Context) error {
 	r.preallocate()
+	r.ctx = ctx
 	stopWatch := context.AfterFunc(ctx, func() { r.fail(ctx.Err()) })
 	defer stopWatch()
 
@@ -768,6 +770,13 @@ func (r *streamRun) readLoop() {
 					return
 				}
 			}
+		}
+		if err := r.ctx.Err(); err != nil {
+			// The watch that stops the run runs on a goroutine of its
+			// own, which on a busy host may start late: no chunk is read
+			// once cancel has returned.
+			r.fail(err)
+			return
 		}
 		r.mu.Lock()
 		if r.stop || r.total >= 0 {
