@@ -91,23 +91,7 @@ func (r insideRun) span() time.Duration { return slices.Max(r.finish) }
 // -test.benchtime 1x.
 func BenchmarkGPUWholeJobInside(b *testing.B) {
 	ctx := gputest.Context(b)
-	if err := nvrtc.Load(); errors.Is(err, loader.ErrNoLibrary) {
-		b.Skip("skipping: no NVRTC library (set OVERLAP_NVRTC_LIBRARY): " + err.Error())
-	}
-	res, err := nvrtc.Compile(seedStampSource, "seed_stamp.cu", nvrtc.Options{Arch: "compute_90"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	prog, err := ptx.Load(ctx, "seed_stamp.ptx", res.PTX, "seed_stamp", driver.ModuleOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer prog.Close()
-	clk, err := ptx.Load(ctx, "seed_stamp.ptx", res.PTX, "clock_stamp", driver.ModuleOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer clk.Close()
+	prog, clk := stampKernels(b, ctx)
 	logOffset(b, "at the start", clockOffset(b, ctx, clk.Function, 200))
 	for _, sh := range [][2]int{{1 << 10, 1 << 10}, {256 << 10, 256 << 10}, {1 << 20, 1 << 20}, {1 << 20, 256 << 10},
 		{4 << 20, 256 << 10}, {4 << 20, 1 << 20}, {16 << 20, 256 << 10}} {
@@ -116,6 +100,31 @@ func BenchmarkGPUWholeJobInside(b *testing.B) {
 		})
 	}
 	logOffset(b, "at the end", clockOffset(b, ctx, clk.Function, 200))
+}
+
+// stampKernels compiles seedStampSource with NVRTC and loads its two
+// kernels on ctx, unloaded when b ends; b skips without NVRTC.
+func stampKernels(b *testing.B, ctx *driver.Context) (seed, clock *ptx.Program) {
+	if err := nvrtc.Load(); errors.Is(err, loader.ErrNoLibrary) {
+		b.Skip("skipping: no NVRTC library (set OVERLAP_NVRTC_LIBRARY): " + err.Error())
+	}
+	res, err := nvrtc.Compile(seedStampSource, "seed_stamp.cu", nvrtc.Options{Arch: "compute_90"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"seed_stamp", "clock_stamp"} {
+		prog, err := ptx.Load(ctx, "seed_stamp.ptx", res.PTX, name, driver.ModuleOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { prog.Close() })
+		if seed == nil {
+			seed = prog
+		} else {
+			clock = prog
+		}
+	}
+	return seed, clock
 }
 
 // benchInside is BenchmarkGPUWholeJobInside for n elements in chunks of
