@@ -129,9 +129,9 @@
 //
 // A panic in the caller's code that a run calls while it issues (a
 // kernel's or a step's Args, on the simulator its CPU) reaches the
-// caller's goroutine, from Pipeline.Run and StageTimes and from
-// Group.Run, once the run's goroutines have stopped and what it had
-// queued has drained: a caller may recover it and run again. A group's
+// caller's goroutine, from Run and StageTimes of a Pipeline and of a
+// Group, once the run's goroutines have stopped and what it had queued
+// has drained: a caller may recover it and run again. A group's
 // other devices stop taking chunks. A streaming run does not settle so:
 // a panic in its Read or Write, or in a kernel's Args on several
 // devices, is on a goroutine of the run's and ends the program, and on

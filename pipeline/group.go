@@ -340,28 +340,51 @@ func (g *Group) eachDevice(fn func(d int), stop func()) {
 	}
 	rs := &handoff{}
 	rs.init(g.pipes[0].b, 0)
-	var panicMu sync.Mutex
-	var panicked []any // the first device's panic value, if any
+	var caught firstPanic
 	for d := range g.pipes {
 		rs.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() {
-			defer func() {
-				if v := recover(); v != nil {
-					panicMu.Lock()
-					if panicked == nil {
-						panicked = []any{v}
-					}
-					panicMu.Unlock()
-					if stop != nil {
-						stop()
-					}
-				}
-			}()
+			defer caught.catch(stop)
 			fn(d)
 		})
 	}
 	rs.join()
-	if panicked != nil {
-		panic(panicked[0])
+	caught.rethrow()
+}
+
+// firstPanic keeps the first panic of several goroutines, for the
+// goroutine that joins them to go on with, where its caller can recover
+// it: on a goroutine of their own it would end the program.
+type firstPanic struct {
+	mu sync.Mutex
+	v  []any // the first panic's value, once there is one
+}
+
+// catch is deferred by each goroutine: it recovers the goroutine's panic,
+// keeps it if it is the first, and calls then (where not nil), so that
+// the others stop.
+func (f *firstPanic) catch(then func()) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	f.mu.Lock()
+	if f.v == nil {
+		f.v = []any{v}
+	}
+	f.mu.Unlock()
+	if then != nil {
+		then()
+	}
+}
+
+// rethrow panics with the first panic kept, if any; call it once every
+// goroutine has ended.
+func (f *firstPanic) rethrow() {
+	f.mu.Lock()
+	v := f.v
+	f.mu.Unlock()
+	if v != nil {
+		panic(v[0])
 	}
 }
 
@@ -424,6 +447,9 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 	}
 	defer stop()
 	errs := make([]error, len(g.pipes))
+	// Also on the way out of a panic, which settling may have closed a
+	// device's pipeline on (settleOnPanic); a no-op after the call below.
+	defer g.closeBroken(errs)
 	busy := make([]time.Duration, len(g.pipes))
 	// failed is the first device whose run failed other than by the
 	// caller's ctx ending; the others stop for it, and their errors (the
@@ -455,16 +481,7 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 	if failed >= 0 {
 		first = g.deviceErr(failed, errs[failed])
 	}
-	for d, p := range g.pipes {
-		if p.closed && g.broken == nil {
-			// Draining failed: the device's context is broken.
-			g.broken = errs[d]
-		}
-	}
-	if g.broken != nil {
-		g.closed = true
-		g.release()
-	}
+	g.closeBroken(errs)
 	if err := ctx.Err(); err != nil && first == nil {
 		return nil, err
 	}
@@ -547,16 +564,27 @@ func (g *Group) RunStream(ctx context.Context, job StreamJob) (*StreamReport, er
 	err = r.execute(ctx)
 	rep := r.report(start)
 	rep.Backend, rep.Upload, rep.Notes = g.name(), upload, g.notes(job.Kernel)
-	for _, p := range g.pipes {
+	g.closeBroken(nil)
+	return rep, err
+}
+
+// closeBroken closes the group once a device's pipeline has closed itself
+// (its drain failed: the device's context is broken), keeping that
+// device's error (errs[d] where set, else the pipeline's own) to say why.
+// g.mu held.
+func (g *Group) closeBroken(errs []error) {
+	for d, p := range g.pipes {
 		if p.closed && g.broken == nil {
-			g.broken = p.broken // draining failed: the device's context is broken
+			g.broken = p.broken
+			if d < len(errs) && errs[d] != nil {
+				g.broken = errs[d]
+			}
 		}
 	}
-	if g.broken != nil {
+	if g.broken != nil && !g.closed {
 		g.closed = true
 		g.release()
 	}
-	return rep, err
 }
 
 // name is the group's backends, "NVIDIA H200 ×2" for two alike.
@@ -755,10 +783,12 @@ func (g *Group) timeStage(ctx context.Context, plans []*plan, st Stage, shares [
 	errs := make([]error, k*len(parts))
 	rs := &handoff{}
 	rs.init(g.pipes[0].b, 0)
+	var caught firstPanic // a kernel's Args, on the caller's goroutine after the join
 	for d := range g.pipes {
 		for j, part := range parts {
 			w := d*len(parts) + j
 			rs.spawn(fmt.Sprintf("device %d's %s goroutine", d, part), func() {
+				defer caught.catch(nil)
 				p := g.pipes[d]
 				iss, done, err := p.stageIssuer()
 				if err != nil {
@@ -771,6 +801,7 @@ func (g *Group) timeStage(ctx context.Context, plans []*plan, st Stage, shares [
 		}
 	}
 	rs.join()
+	caught.rethrow()
 	out := make([]time.Duration, k)
 	for w, err := range errs {
 		if err != nil {

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -70,7 +71,8 @@ func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) err
 
 // TestPanicInArgsSettles: a kernel's Args that panics mid-run, in every
 // way of issuing (events staged and registered, in-stream, a job of one
-// chunk, StageTimes), in a group of one device and in a group of two,
+// chunk, StageTimes), in a group of one device and in a group of two
+// (Run and StageTimes),
 // reaches the caller's goroutine, where it can be recovered, and leaves
 // the run's goroutines stopped and its copies drained. A group of two
 // panicked on a device's goroutine, which ended the program; a Pipeline
@@ -109,6 +111,35 @@ func TestPanicInArgsSettles(t *testing.T) {
 				g, sims := simGroup(t, sim.HostOptions{Seed: 7, Jitter: 2 * time.Microsecond}, cfg, make([]bool, devices)...)
 				settlesAfterPanic(t, sims, func(job pipeline.Job) error { _, err := g.Run(context.Background(), job); return err }, c.n, true)
 			})
+			t.Run("group stage times of "+string(rune('0'+devices))+"/"+c.name, func(t *testing.T) {
+				g, sims := simGroup(t, sim.HostOptions{Seed: 7, Jitter: 2 * time.Microsecond}, cfg, make([]bool, devices)...)
+				settlesAfterPanic(t, sims, func(job pipeline.Job) error { _, err := g.StageTimes(context.Background(), job); return err }, c.n, false)
+			})
 		}
 	}
+}
+
+// TestPanicWhoseDrainFailsClosesTheGroup: when the drain that settles a
+// panic fails (the device's context is broken), the device's pipeline
+// closes itself, and so must its group, whose next run is refused with
+// the failure; it went on to run on the closed pipeline.
+func TestPanicWhoseDrainFailsClosesTheGroup(t *testing.T) {
+	const chunk = 1024
+	cfg := pipeline.Float32Config(1, 1)
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = chunk, 4, 2, pipeline.HostRegistered
+	g, sims := simGroup(t, sim.HostOptions{}, cfg, false)
+	var armed atomic.Bool
+	n := 16 * chunk
+	in, out := make([]float32, n), make([]float32, n)
+	job := pipeline.Job{N: n, Kernel: panickyKernel(3, &armed), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	_, err := g.Run(context.Background(), job)
+	require.NoError(t, err)
+	boom := errors.New("injected sync fault")
+	sims[0].FailAt("sync", sims[0].Count("sync")+1, boom) // the settling drain's first wait
+	armed.Store(true)
+	assert.Equal(t, "boom in Args", panicsWith(func() { _, _ = g.Run(context.Background(), job) }))
+	armed.Store(false)
+	_, err = g.Run(context.Background(), job)
+	require.ErrorIs(t, err, pipeline.ErrClosed)
+	assert.ErrorContains(t, err, "injected sync fault")
 }

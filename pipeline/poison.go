@@ -67,18 +67,12 @@ func (g *Group) PoisonSlots() error {
 	errs := make([]error, len(g.pipes))
 	g.eachDevice(func(d int) { errs[d] = g.pipes[d].poisonSlots() }, nil)
 	var first error
-	for d, p := range g.pipes {
-		if p.closed && g.broken == nil {
-			g.broken = errs[d]
-		}
+	for d := range g.pipes {
 		if errs[d] != nil && first == nil {
 			first = g.deviceErr(d, errs[d])
 		}
 	}
-	if g.broken != nil {
-		g.closed = true
-		g.release()
-	}
+	g.closeBroken(errs)
 	return first
 }
 

@@ -112,7 +112,6 @@ func (p *Pipeline) StageTimes(ctx context.Context, job Job) (StageTimes, error) 
 		return st, err
 	}
 	defer done()
-	defer p.settleOnPanic(nil)
 	for _, stage := range pl.stages(false) {
 		if *st.at(stage), err = p.timeStage(ctx, pl, iss, stage, 0, pl.chunks); err != nil {
 			return st, err
@@ -163,6 +162,7 @@ func (p *Pipeline) stageIssuer() (Issuer, func(), error) {
 // timeStage times stage st alone over chunks first to last-1 of the
 // plan: the host issues every chunk's work and waits for it once.
 func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage, first, last int) (time.Duration, error) {
+	defer p.settleOnPanic(nil)
 	S, K := p.cfg.Slots, len(p.comp)
 	// The copies of pl.copies chunks at a time are one copy, as a run
 	// makes them (copiesFor): n covers the group from chunk c.
