@@ -143,3 +143,54 @@ func TestPanicWhoseDrainFailsClosesTheGroup(t *testing.T) {
 	require.ErrorIs(t, err, pipeline.ErrClosed)
 	assert.ErrorContains(t, err, "injected sync fault")
 }
+
+// TestPanicInCPUFaultsTheSimulatedDevice: a kernel's CPU stand-in that
+// panics is the simulator's faulting kernel. The run returns the fault,
+// which names the launch and the panic, and closes the pipeline, as a
+// GPU's faulting kernel does, with no goroutine left behind. The panic
+// used to run on through the simulated clock's locks: the run hung, or
+// the program ended on a staging goroutine.
+func TestPanicInCPUFaultsTheSimulatedDevice(t *testing.T) {
+	const chunk = 1024
+	for _, c := range []struct {
+		name     string
+		host     pipeline.HostMode
+		schedule pipeline.Schedule
+	}{
+		{"events/staged", pipeline.HostStaged, pipeline.ScheduleEvents},
+		{"events/registered", pipeline.HostRegistered, pipeline.ScheduleEvents},
+		{"in-stream/registered", pipeline.HostRegistered, pipeline.ScheduleInStream},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			dev := sim.New(8, 2*time.Microsecond)
+			cfg := pipeline.Float32Config(1, 1)
+			cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = chunk, 4, 2, c.host, c.schedule
+			p, err := pipeline.New(dev, cfg)
+			require.NoError(t, err)
+			k := *seedKernel(nil, 3)
+			cpu := k.CPU
+			k.CPU = func(hc pipeline.HostChunk) {
+				if hc.Index == 3 {
+					panic("boom in CPU")
+				}
+				cpu(hc)
+			}
+			n := 16 * chunk
+			in, out := make([]float32, n), make([]float32, n)
+			job := pipeline.Job{N: n, Kernel: &k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+			var runErr error
+			returnsWithin(30*time.Second, "Run with a panicking CPU stand-in", func() { _, runErr = p.Run(context.Background(), job) })
+			require.Error(t, runErr)
+			assert.ErrorContains(t, runErr, "kernel seed (chunk 3)")
+			assert.ErrorContains(t, runErr, "its CPU stand-in panicked: boom in CPU")
+			_, err = p.Run(context.Background(), job)
+			assert.ErrorIs(t, err, pipeline.ErrClosed, "the device faulted: the pipeline closed itself")
+			require.NoError(t, p.Close())
+			for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind")
+		})
+	}
+}

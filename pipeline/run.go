@@ -640,8 +640,8 @@ func (p *Pipeline) drainFailed(err error) error {
 var errPanicked = errors.New("pipeline: the issuing goroutine panicked")
 
 // settleOnPanic is deferred by each way of issuing a run, which calls
-// the caller's code on the issuing goroutine (a kernel's Args and, on the
-// simulator, its CPU). When that code panics, it stops the run's
+// the caller's code on the issuing goroutine (a kernel's or a step's
+// Args). When that code panics, it stops the run's
 // goroutines (rs; nil where there are none), waits for them, and drains
 // what was queued, closing the pipeline as a failed drain does, before
 // the panic goes on: a caller who recovers it finds no goroutine left

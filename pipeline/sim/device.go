@@ -31,6 +31,10 @@ type Sim struct {
 	live    map[string]int
 	mems    map[driver.DevicePtr]*simDevice
 	faults  []*fault
+	// faulted is the device's sticky fault once a kernel's CPU stand-in
+	// has panicked (runCPU): every operation after it fails with it, as
+	// every call on a CUDA context fails after a kernel's illegal address.
+	faulted error
 	counts  map[string]int
 	regs    []*simHost
 	streams []*simStream
@@ -122,9 +126,13 @@ func (s *Sim) FailAt(kind string, k int, err error) {
 	s.faults = append(s.faults, &fault{kind: kind, k: k, err: err})
 }
 
-// tick counts an operation and returns an injected fault, if any. h.mu held.
+// tick counts an operation and returns the device's sticky fault or an
+// injected one, if any. h.mu held.
 func (s *Sim) tick(kind string) error {
 	s.counts[kind]++
+	if s.faulted != nil {
+		return s.faulted
+	}
 	for _, f := range s.faults {
 		if f.kind == kind && f.k == s.counts[kind] {
 			return f.err

@@ -27,6 +27,13 @@
 // run's reads into pinned slots and writes out of them are host accesses
 // that the detector sees).
 //
+// A CPU stand-in that panics is the simulator's faulting kernel: the
+// launch completes in simulated time, and the device keeps the fault,
+// which names the launch and the panic's value, and returns it from every
+// operation after it, as a GPU's context fails every call after a kernel
+// faults. A pipeline's run on it fails with the fault, and the pipeline
+// closes itself.
+//
 // The package's files follow its parts: the host (host.go) and the
 // device (device.go), hazards (hazard.go), memory and copies
 // (memory.go), streams (stream.go), events (event.go), the issuer

@@ -414,9 +414,7 @@ func (i *simIssuer) launchStep(ss *simStream, k *pipeline.Kernel, step simStep, 
 		}
 		h.touch(idx, vc, what, spans)
 		if compute {
-			h.dataMu.Lock()
-			step.CPU(hc)
-			h.dataMu.Unlock()
+			s.runCPU(step.CPU, hc, what)
 		}
 		// The fixed part (launch and tail) overlaps other kernels, but for
 		// the profile's serial share of it; the work, and that share, have
@@ -433,6 +431,25 @@ func (i *simIssuer) launchStep(ss *simStream, k *pipeline.Kernel, step simStep, 
 			})
 		})
 	}})
+}
+
+// runCPU computes a launch's chunk on the host with its CPU stand-in, on
+// whichever goroutine moves the simulated clock, h.mu held. A panic in it
+// is the simulator's faulting kernel: it is kept as the device's sticky
+// fault (Sim.faulted), which every later operation on the device returns,
+// as a GPU's context fails every call after a kernel faults, and the
+// launch completes in simulated time. Unrecovered, it ran on through the
+// clock's locks, and the run hung or the program ended.
+func (s *Sim) runCPU(cpu func(pipeline.HostChunk), hc pipeline.HostChunk, what string) {
+	h := s.host
+	h.dataMu.Lock()
+	defer h.dataMu.Unlock()
+	defer func() {
+		if v := recover(); v != nil && s.faulted == nil {
+			s.faulted = fmt.Errorf("sim: %s: its CPU stand-in panicked: %v (the device has faulted: every operation on it fails)", what, v)
+		}
+	}()
+	cpu(hc)
 }
 
 // simBufName names a buffer a launch touches, for hazards: a parameter
