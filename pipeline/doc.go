@@ -129,13 +129,12 @@
 //
 // A panic in the caller's code that a run calls while it issues (a
 // kernel's or a step's Args) reaches the
-// caller's goroutine, from Run and StageTimes of a Pipeline and of a
-// Group, once the run's goroutines have stopped and what it had queued
-// has drained: a caller may recover it and run again. A group's
-// other devices stop taking chunks. A streaming run does not settle so:
-// a panic in its Read or Write, or in a kernel's Args on several
-// devices, is on a goroutine of the run's and ends the program, and on
-// one device it leaves the run's readers and writers behind. A CPU
+// caller's goroutine, from Run, StageTimes and RunStream of a Pipeline
+// and of a Group, once the run's goroutines have stopped and what it had
+// queued has drained: a caller may recover it and run again. A group's
+// other devices stop taking chunks. So does a panic in a streaming run's
+// Read or Write, which its workers call: the run stops and tears down as
+// a failed one does, and the panic goes on from RunStream. A CPU
 // stand-in that panics on the simulator faults its device instead (see
 // package pipeline/sim): the run fails, and the pipeline closes.
 //

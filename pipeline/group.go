@@ -561,6 +561,7 @@ func (g *Group) RunStream(ctx context.Context, job StreamJob) (*StreamReport, er
 	}
 	r := newStreamRun(g.pipes, job)
 	r.devErr = g.deviceErr
+	defer g.closeBroken(nil) // also on the way out of a panic (streamRun.execute)
 	err = r.execute(ctx)
 	rep := r.report(start)
 	rep.Backend, rep.Upload, rep.Notes = g.name(), upload, g.notes(job.Kernel)

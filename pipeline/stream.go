@@ -543,6 +543,13 @@ func (r *streamRun) execute(ctx context.Context) error {
 	r.ctx = ctx
 	stopWatch := context.AfterFunc(ctx, func() { r.fail(ctx.Err()) })
 	defer stopWatch()
+	// A panic in the caller's code (a Read or Write, a kernel's Args)
+	// stops the run, which then tears down as a failed one does, and goes
+	// on on the calling goroutine once everything is drained; on a
+	// goroutine of the run's it would end the program.
+	var caught firstPanic
+	defer caught.rethrow()
+	stopOnPanic := func() { r.fail(errPanicked) }
 
 	newQueue := func() *jobQueue {
 		q := &jobQueue{cond: sync.NewCond(&r.mu)}
@@ -581,18 +588,25 @@ func (r *streamRun) execute(ctx context.Context) error {
 			n = r.job.Writers
 		}
 		for w := 0; w < n; w++ {
-			r.spawn(fmt.Sprintf("stream worker %d.%d", i, w), func() { r.worker(q) })
+			r.spawn(fmt.Sprintf("stream worker %d.%d", i, w), func() {
+				defer caught.catch(stopOnPanic)
+				r.worker(q)
+			})
 		}
 	}
 	r.spawn("stream reads", r.readLoop)
 	r.spawn("stream writes", r.writeLoop)
 	stopProgress := r.startProgress()
 
+	issue := func(d int) {
+		defer caught.catch(stopOnPanic)
+		if err := r.issue(d); err != nil {
+			r.fail(r.deviceErr(d, err))
+		}
+	}
 	if len(r.devs) == 1 {
 		// A pipeline issues on the calling goroutine.
-		if err := r.issue(0); err != nil {
-			r.fail(r.deviceErr(0, err))
-		}
+		issue(0)
 		r.mu.Lock()
 		r.issueDone = true
 		r.markLocked(&r.issueDoneTok)
@@ -603,9 +617,7 @@ func (r *streamRun) execute(ctx context.Context) error {
 		r.mu.Unlock()
 		for d := range r.devs {
 			r.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() {
-				if err := r.issue(d); err != nil {
-					r.fail(r.deviceErr(d, err))
-				}
+				issue(d)
 				r.mu.Lock()
 				r.issuing--
 				if r.tracked() {

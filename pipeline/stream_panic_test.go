@@ -1,0 +1,93 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/pipeline"
+)
+
+// panickyReader reads r and panics on its read of index at while armed.
+type panickyReader struct {
+	r     io.Reader
+	at    int
+	reads int
+	armed *atomic.Bool
+}
+
+func (p *panickyReader) Read(b []byte) (int, error) {
+	p.reads++
+	if p.armed.Load() && p.reads == p.at {
+		panic("boom in Read")
+	}
+	return p.r.Read(b)
+}
+
+// TestStreamPanicSettles: a panic in a streaming run's Read (on a worker
+// goroutine) or in its kernel's Args (on the issuing one), through a
+// Pipeline and through a group of two devices, stops the run, which
+// tears down as a failed one does, and then reaches the caller, who can
+// recover it: no goroutine is left behind, no hazard (streamPipeline's
+// and streamGroup's cleanups), and the next stream is exact. It ended
+// the program from a worker or a device's goroutine, and on one device
+// left the readers and writers running.
+func TestStreamPanicSettles(t *testing.T) {
+	const chunk = 16
+	in, want := streamData(40 * chunk)
+	for _, where := range []string{"Read", "Args"} {
+		for _, devices := range []int{1, 2} {
+			t.Run(where+"/"+string(rune('0'+devices))+" devices", func(t *testing.T) {
+				var run func(pipeline.StreamJob) error
+				if devices == 1 {
+					p, _ := streamPipeline(t, 31, chunk, 1)
+					run = func(j pipeline.StreamJob) error { _, err := p.RunStream(context.Background(), j); return err }
+				} else {
+					cfg := pipeline.Float32Config(1, 1)
+					cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
+					g, _ := streamGroup(t, 32, cfg, false, false)
+					run = func(j pipeline.StreamJob) error { _, err := g.RunStream(context.Background(), j); return err }
+				}
+				var armed atomic.Bool
+				k := *seedKernel(nil, streamIters)
+				if where == "Args" {
+					args := k.Args
+					k.Args = func(a *driver.Args, c pipeline.Chunk) {
+						if armed.Load() && c.Index == 5 {
+							panic("boom in Args")
+						}
+						args(a, c)
+					}
+				}
+				job := func() (pipeline.StreamJob, *bytes.Buffer) {
+					var out bytes.Buffer
+					r := &panickyReader{r: plainReader{bytes.NewReader(in)}, armed: &armed}
+					if where == "Read" {
+						r.at = 7
+					}
+					return pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{&out}, Kernel: &k}, &out
+				}
+				before := runtime.NumGoroutine()
+				armed.Store(true)
+				j, _ := job()
+				assert.Equal(t, "boom in "+where, panicsWith(func() { _ = run(j) }))
+				armed.Store(false)
+				for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind")
+				j, out := job()
+				require.NoError(t, run(j), "the stream after the panic")
+				sameBytes(t, want, out.Bytes())
+			})
+		}
+	}
+}
