@@ -41,8 +41,8 @@ func panicsWith(fn func()) (v any) {
 
 // settlesAfterPanic checks what a caller who recovered a panic from a run
 // of runner must find: no goroutine of the run left behind (they waited
-// for a handoff forever), no hazard on the simulator (the run's copies
-// drained before the next run's), and a next run that succeeds, with
+// for a handoff forever), a group's other devices stopped, no hazard on
+// the simulator (the run's copies drained before the next run's), and a next run that succeeds, with
 // exact output where run writes it (computes).
 func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) error, n int, computes bool) {
 	t.Helper()
@@ -52,9 +52,22 @@ func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) err
 	job := pipeline.Job{N: n, Kernel: panickyKernel(min(3, n/1024-1), &armed), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	require.NoError(t, run(job), "a rehearsal, which registers the job's memory")
 	before := runtime.NumGoroutine()
+	launches := func() int {
+		total := 0
+		for _, s := range sims {
+			total += s.Count("launch")
+		}
+		return total
+	}
+	start := launches()
 	armed.Store(true)
 	assert.Equal(t, "boom in Args", panicsWith(func() { _ = run(job) }), "the panic reaches the caller")
 	armed.Store(false)
+	if chunks := n / 1024; len(sims) > 1 && computes && chunks >= 16 {
+		// The other devices stopped taking chunks: 4-6 of 16 launches
+		// here, and 14-15 when they go on to the end of the queue.
+		assert.Less(t, launches()-start, chunks/2, "the other devices stop taking chunks")
+	}
 	for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -353,8 +353,9 @@ type runState struct {
 }
 
 // ended reports whether the run has stopped, stopping it first when its
-// context has ended: once the caller's cancel has returned, no device of
-// the run takes another chunk.
+// context has ended: once the caller's cancel has returned, each device of
+// the run launches at most the chunk (or the coalesced group of chunks)
+// it was issuing.
 func (r *runState) ended() bool {
 	if r.ctx != nil {
 		if err := r.ctx.Err(); err != nil {
@@ -720,6 +721,9 @@ func (p *Pipeline) issue(pl *plan, rs *runState, iss Issuer, tm *timing, stagedI
 				// waits.
 				if err := p.roomFor(rs, pl, i); err != nil {
 					return i, err
+				}
+				if rs.ended() { // the host may have waited long for room
+					return i, nil
 				}
 			}
 			c = rs.take(pl, i)
