@@ -69,7 +69,7 @@ func BuildReference(ctx context.Context, dir, arch string) (*Reference, error) {
 		if b.lib != "" {
 			args = append(args, b.lib)
 		}
-		out, err := exec.CommandContext(ctx, nvcc, args...).CombinedOutput()
+		out, err := command(ctx, nvcc, args...).CombinedOutput()
 		if err != nil {
 			return nil, fmt.Errorf("bench: nvcc %s: %v\n%s", b.src, err, out)
 		}
@@ -97,7 +97,7 @@ func (r *Reference) RunPipeline(ctx context.Context, n, iters, slots, reps int, 
 	for _, c := range chunks {
 		args = append(args, strconv.Itoa(c))
 	}
-	out, err := exec.CommandContext(ctx, r.Pipeline, args...).CombinedOutput()
+	out, err := command(ctx, r.Pipeline, args...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("bench: reference pipeline: %v\n%s", err, out)
 	}
@@ -151,7 +151,7 @@ type RefMultiDevice struct {
 func (r *Reference) RunMulti(ctx context.Context, n, iters, slots, reps, chunk, compute, devices int) (RefMulti, error) {
 	args := []string{strconv.Itoa(n), strconv.Itoa(iters), strconv.Itoa(slots), strconv.Itoa(reps),
 		strconv.Itoa(chunk), strconv.Itoa(compute), strconv.Itoa(devices)}
-	out, err := exec.CommandContext(ctx, r.Multi, args...).CombinedOutput()
+	out, err := command(ctx, r.Multi, args...).CombinedOutput()
 	if err != nil {
 		return RefMulti{}, fmt.Errorf("bench: multi-GPU reference: %v\n%s", err, out)
 	}
@@ -209,7 +209,7 @@ func (r *Reference) RunSmallJobs(ctx context.Context, wait string, iters int, se
 		return strings.Join(s, ",")
 	}
 	args := []string{strconv.Itoa(iters), strconv.FormatFloat(seconds, 'f', -1, 64), wait, strconv.Itoa(maxJobs), list(sizes), list(workers)}
-	out, err := exec.CommandContext(ctx, r.SmallJobs, args...).CombinedOutput()
+	out, err := command(ctx, r.SmallJobs, args...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("bench: small-jobs reference: %v\n%s", err, out)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -121,7 +120,7 @@ func runTwin(ctx context.Context, m *model.Model, o TorchOptions) (*TorchResult,
 	if o.CPU {
 		args = append(args, "--device", "cpu")
 	}
-	cmd := exec.CommandContext(ctx, python, args...)
+	cmd := command(ctx, python, args...)
 	cmd.Stdin = bytes.NewReader(MLPTorchScript())
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -396,15 +397,25 @@ func printBench(w io.Writer, rows []bench.SweepRow, backend string, o *benchOpti
 func humanElems(n int) string { return bench.Elems(n) }
 
 // reference builds the CUDA C++ reference programs for dev
-// (bench.BuildReferenceFor); remove deletes them, as does the grace exit
-// of a command a signal stopped (atGraceExit).
+// in a temporary folder (bench.BuildReference); remove deletes it, as
+// does the grace exit of a command a signal stopped (atGraceExit), during
+// the build too.
 func reference(ctx context.Context, dev driver.Device, prog *progress) (ref *bench.Reference, remove func(), err error) {
-	prog.say("building the CUDA C++ reference…")
-	ref, remove, err = bench.BuildReferenceFor(ctx, dev)
+	arch, err := bench.ReferenceArch(dev)
 	if err != nil {
 		return nil, nil, err
 	}
-	return ref, atGraceExit(remove), nil
+	dir, err := os.MkdirTemp("", "overlap-reference-")
+	if err != nil {
+		return nil, nil, err
+	}
+	remove = atGraceExit(func() { os.RemoveAll(dir) })
+	prog.say("building the CUDA C++ reference…")
+	if ref, err = bench.BuildReference(ctx, dir, arch); err != nil {
+		remove()
+		return nil, nil, err
+	}
+	return ref, remove, nil
 }
 
 // runScaling measures the seed job over 1 to k devices for each size and
