@@ -139,14 +139,28 @@ func atGraceExit(fn func()) (run func()) {
 }
 
 // runGraceCleanups runs what atGraceExit registered and the commands have
-// not run themselves; it keeps the lock, so that none starts now.
+// not run themselves, for at most graceCleanupLimit: the process is
+// exiting because it is stuck, and a removal that hangs too (a folder on
+// a dead network mount) must not keep it alive. It keeps the lock, so
+// that no cleanup is registered or run by its command after it.
 func runGraceCleanups() {
 	graceCleanups.Lock()
-	for key, f := range graceCleanups.fns {
-		delete(graceCleanups.fns, key)
-		f()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for key, f := range graceCleanups.fns {
+			delete(graceCleanups.fns, key)
+			f()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(graceCleanupLimit):
 	}
 }
+
+// graceCleanupLimit bounds runGraceCleanups.
+const graceCleanupLimit = 2 * time.Second
 
 // stoppedBy returns err as a *signalError when ctx ended on a signal, and
 // err as it is otherwise: a command that a signal stopped says so, not
