@@ -32,6 +32,17 @@ func panickyKernel(at int, armed *atomic.Bool) *pipeline.Kernel {
 	return &k
 }
 
+// noGoroutinesLeft waits up to 3 s for the goroutines to be back to
+// before, which their count was before the run, and fails the test, with
+// what, if they are not.
+func noGoroutinesLeft(t *testing.T, before int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before, what)
+}
+
 // panicsWith runs fn and returns what it panicked with (nil if it did not).
 func panicsWith(fn func()) (v any) {
 	defer func() { v = recover() }()
@@ -68,10 +79,7 @@ func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) err
 		// here, and 14-15 when they go on to the end of the queue.
 		assert.Less(t, launches()-start, chunks/2, "the other devices stop taking chunks")
 	}
-	for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind by the run that panicked")
+	noGoroutinesLeft(t, before, "goroutines left behind by the run that panicked")
 	clear(out)
 	require.NoError(t, run(job), "the run after the panic")
 	if computes {
@@ -200,10 +208,7 @@ func TestPanicInCPUFaultsTheSimulatedDevice(t *testing.T) {
 			_, err = p.Run(context.Background(), job)
 			assert.ErrorIs(t, err, pipeline.ErrClosed, "the device faulted: the pipeline closed itself")
 			require.NoError(t, p.Close())
-			for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-			}
-			assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind")
+			noGoroutinesLeft(t, before, "goroutines left behind")
 		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,10 +79,7 @@ func TestStreamPanicSettles(t *testing.T) {
 				j, _ := job()
 				assert.Equal(t, "boom in "+where, panicsWith(func() { _ = run(j) }))
 				armed.Store(false)
-				for deadline := time.Now().Add(3 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
-					time.Sleep(5 * time.Millisecond)
-				}
-				assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind")
+				noGoroutinesLeft(t, before, "goroutines left behind")
 				j, out := job()
 				require.NoError(t, run(j), "the stream after the panic")
 				sameBytes(t, want, out.Bytes())
