@@ -462,6 +462,7 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 		p, pl := g.pipes[d], plans[d]
 		if len(g.pipes) > 1 {
 			pl.queue = queue // one device runs its chunks in order, as a Pipeline
+			pl.stopGroup = stop
 		}
 		if errs[d] = p.execute(runCtx, pl); errs[d] != nil {
 			failedMu.Lock()

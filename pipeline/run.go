@@ -20,6 +20,10 @@ type plan struct {
 	// takes its next chunk from it instead of running chunk i as its i-th
 	// (see Group).
 	queue *chunkQueue
+	// stopGroup, on a device of a group of several, stops the group's
+	// other devices: settleOnPanic calls it first, so that they stop
+	// taking chunks while this one drains.
+	stopGroup func()
 	// issued is how many chunks the device issued.
 	issued int
 	// copies is how many chunks one copy moves (copiesFor; 0 or 1: one).
@@ -492,7 +496,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	if stagedOut {
 		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
-	defer p.settleOnPanic(rs)
+	defer p.settleOnPanic(rs, pl.stopGroup)
 
 	var issued int
 	var issueErr error
@@ -570,7 +574,7 @@ func (p *Pipeline) executeSingle(ctx context.Context, pl *plan) error {
 		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
 	defer iss.Release()
-	defer p.settleOnPanic(nil)
+	defer p.settleOnPanic(nil, nil)
 	pl.issued = 1
 	issueErr := p.issueSingle(pl, iss)
 	// Drain even after a failed issue: what was queued must finish before
@@ -647,11 +651,15 @@ var errPanicked = errors.New("pipeline: the issuing goroutine panicked")
 // what was queued, closing the pipeline as a failed drain does, before
 // the panic goes on: a caller who recovers it finds no goroutine left
 // waiting on a handoff that will never come, and no copy still writing
-// memory that the caller owns or the next run's slots.
-func (p *Pipeline) settleOnPanic(rs *runState) {
+// memory that the caller owns or the next run's slots. stopGroup, where
+// not nil, comes first: a group's other devices stop taking chunks.
+func (p *Pipeline) settleOnPanic(rs *runState, stopGroup func()) {
 	v := recover()
 	if v == nil {
 		return
+	}
+	if stopGroup != nil {
+		stopGroup()
 	}
 	if rs != nil {
 		rs.fail(errPanicked)

@@ -108,7 +108,7 @@ func (p *Pipeline) executeInStream(ctx context.Context, pl *plan) error {
 		return err
 	}
 	defer iss.Release()
-	defer p.settleOnPanic(nil)
+	defer p.settleOnPanic(nil, pl.stopGroup)
 	issued, issueErr := p.issueInStream(ctx, pl, iss, timers)
 	pl.issued = issued
 	// Drain even after a failed issue: what was queued must finish before

@@ -162,7 +162,7 @@ func (p *Pipeline) stageIssuer() (Issuer, func(), error) {
 // timeStage times stage st alone over chunks first to last-1 of the
 // plan: the host issues every chunk's work and waits for it once.
 func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage, first, last int) (time.Duration, error) {
-	defer p.settleOnPanic(nil)
+	defer p.settleOnPanic(nil, nil)
 	S, K := p.cfg.Slots, len(p.comp)
 	// The copies of pl.copies chunks at a time are one copy, as a run
 	// makes them (copiesFor): n covers the group from chunk c.
