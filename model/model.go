@@ -1,7 +1,7 @@
 package model
 
 import (
-	"bytes"
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -535,15 +535,51 @@ func (m *Model) Write(w io.Writer) error {
 }
 
 // WriteFile writes the model to path as a safetensors file; see Write.
+// It streams the file, so that it needs little memory beside the model's
+// own (it built the whole file in memory, two to three times the
+// parameters' size, first), and removes what it wrote, a regular file,
+// when it fails.
 func (m *Model) WriteFile(path string) error {
-	var b bytes.Buffer
-	if err := m.Write(&b); err != nil {
+	if err := m.Check(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = m.Write(w)
+	if err == nil {
+		if err = w.Flush(); err != nil {
+			err = fmt.Errorf("model: writing %s: %w", path, err)
+		}
+	}
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("model: %w", cerr)
+	}
+	if err != nil {
+		// A regular file only: the path may be a device (/dev/full).
+		if st, serr := os.Lstat(path); serr == nil && st.Mode().IsRegular() {
+			os.Remove(path)
+		}
+		return err
+	}
 	return nil
+}
+
+// ParamBytesOf is the size of the parameters (float32 weights and biases)
+// of the model that Random would make for widths, without making it; 0
+// for widths Random refuses.
+func ParamBytesOf(widths []int) int64 {
+	var n int64
+	for i := 0; i+1 < len(widths); i++ {
+		in, out := int64(widths[i]), int64(widths[i+1])
+		if in <= 0 || out <= 0 || in > 1<<20 || out > 1<<20 {
+			return 0
+		}
+		n += 4 * (in*out + out)
+	}
+	return n
 }
 
 func humanBytes(b int64) string { return units.Bytes(b) }

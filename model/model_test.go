@@ -187,6 +187,24 @@ func TestActivationChoice(t *testing.T) {
 	assert.EqualError(t, err, "model: unknown activation Activation(7)")
 }
 
+// TestWriteFileFails: a write that fails (a full device) returns the
+// error and leaves nothing behind: a regular file it made is removed, and
+// a device is not. ParamBytesOf sizes what Random would make.
+func TestWriteFileFails(t *testing.T) {
+	m, err := Random([]int{1024, 1024}, ReLU, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4*(1024*1024+1024)), ParamBytesOf([]int{1024, 1024}))
+	assert.Equal(t, m.ParamBytes(), ParamBytesOf([]int{1024, 1024}))
+	assert.Zero(t, ParamBytesOf([]int{1024, 0}))
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("skipping the full device: no /dev/full")
+	}
+	err = m.WriteFile("/dev/full")
+	assert.ErrorContains(t, err, "no space left on device")
+	_, err = os.Stat("/dev/full")
+	assert.NoError(t, err, "the device is still there")
+}
+
 // TestRandomRoundTrip: a random model written and read back is the same
 // model, with its activation in the metadata.
 func TestRandomRoundTrip(t *testing.T) {

@@ -159,6 +159,13 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 		if o.widths == nil {
 			return errors.New("--gen-model needs --widths, such as --widths 768,256,16")
 		}
+		// The model is made in memory before it is written: a make of
+		// more than the host has ends the process (Go's "out of memory").
+		if need := model.ParamBytesOf(o.widths); need > 0 {
+			if avail, ok := availableMemory(); ok && need > avail {
+				return usageError{fmt.Errorf("--widths %s: the model's parameters need %s of host memory, more than the %s available; use smaller widths", widthsText(o.widths), humanBytes(need), humanBytes(avail))}
+			}
+		}
 		return checkWritable("gen-model", o.genModel)
 	case isSet(fs, "widths") || isSet(fs, "seed"):
 		return errors.New("--widths and --seed go with --gen-model FILE")
@@ -170,6 +177,9 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 		}
 		if o.rows == 0 {
 			return errors.New("--gen-input needs --rows N")
+		}
+		if sameFile(o.genInput, o.model) {
+			return fmt.Errorf("--gen-input %s is the model file %s: writing it would erase the model", o.genInput, o.model)
 		}
 		return checkWritable("gen-input", o.genInput)
 	}
@@ -363,3 +373,12 @@ func inferEnv(o *inferOptions, m *model.Model) (*env, *pipeline.Kernel, error) {
 // activationFlag names package bench's Activation option by its flag,
 // where an infer table says where the activation came from.
 func activationFlag(string) string { return "--activation" }
+
+// widthsText is ws as --widths takes it: 768,256,16.
+func widthsText(ws []int) string {
+	s := make([]string, len(ws))
+	for i, w := range ws {
+		s[i] = strconv.Itoa(w)
+	}
+	return strings.Join(s, ",")
+}

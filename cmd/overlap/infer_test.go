@@ -48,6 +48,23 @@ func tinyModel(t *testing.T, dir string, extra ...string) string {
 	return path
 }
 
+// TestGenModelTooLarge: --gen-model with widths whose parameters the
+// host cannot hold is refused up front; the trial's --widths
+// 100000,100000 (40 GB) ended in Go's "fatal error: runtime: out of
+// memory" and 113 lines of stacks.
+func TestGenModelTooLarge(t *testing.T) {
+	if _, ok := availableMemory(); !ok {
+		t.Skip("skipping: this host does not say how much memory is available")
+	}
+	out := filepath.Join(t.TempDir(), "g.safetensors")
+	code, stdout, errOut := runCLI("infer", "--gen-model", out, "--widths", "1048576,1048576")
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, errOut, "overlap infer: --widths 1048576,1048576: the model's parameters need 4096.0 GiB of host memory, more than the ")
+	assert.Contains(t, errOut, " available; use smaller widths\n")
+	assert.NoFileExists(t, out)
+}
+
 func TestInferGenModel(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.safetensors")
@@ -142,6 +159,7 @@ func TestInferBadFlags(t *testing.T) {
 		{[]string{"--gen-model", filepath.Join(dir, "g"), "--widths", "8,2", "--rows", "4"}, "overlap infer: --rows does not apply to --gen-model, which only writes a model"},
 		{[]string{"--gen-model", filepath.Join(dir, "no", "g"), "--widths", "8,2"}, "overlap infer: --gen-model " + filepath.Join(dir, "no", "g") + ": no such directory " + filepath.Join(dir, "no")},
 		{[]string{"--model", m, "--gen-input", filepath.Join(dir, "gi")}, "overlap infer: --gen-input needs --rows N"},
+		{[]string{"--model", m, "--gen-input", m, "--rows", "10"}, "overlap infer: --gen-input " + m + " is the model file " + m + ": writing it would erase the model"},
 		{[]string{"--model", m, "--gen-input", filepath.Join(dir, "gi"), "--rows", "4", "--sim"}, "overlap infer: --sim does not apply to --gen-input, which only writes rows"},
 		{[]string{"--model", filepath.Join(dir, "none"), "--rows", "5", "--sim"}, "overlap infer: --model " + filepath.Join(dir, "none") + ": no such file or directory"},
 		{[]string{"--model", chain, "--rows", "5", "--sim"}, `overlap infer: --model: ` + chain + `: the layers' widths do not chain: "0.weight" is [16 8] (16 outputs), but "2.weight", the next layer, is [4 12] (12 inputs)`},
