@@ -34,20 +34,24 @@ func WritePattern(w io.Writer, n, offset int) error {
 
 // WritePatternAt writes what WritePattern does at the start of w, a
 // file, in blocks that one goroutine per CPU fills and writes at their
-// offsets. Its error is a *[Error].
+// offsets. The first write that fails stops them all, and is the error,
+// a *[Error] (each goroutine's, joined, said a full disk's error once a
+// goroutine).
 func WritePatternAt(w io.WriterAt, n, offset int) error {
 	if w == nil {
 		return &Error{Op: "WritePatternAt", Err: errors.New("nil writer")}
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make([]error, runtime.GOMAXPROCS(0))
-	for g := range errs {
+	var mu sync.Mutex
+	var first error
+	var failed atomic.Bool
+	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			buf := make([]float32, patternBlock)
-			for {
+			for !failed.Load() {
 				lo := int(next.Add(patternBlock)) - patternBlock
 				if lo >= n {
 					return
@@ -57,15 +61,20 @@ func WritePatternAt(w io.WriterAt, n, offset int) error {
 					b[i] = kernels.PatternValue(offset + lo + i)
 				}
 				if _, err := w.WriteAt(driver.Bytes(b), int64(lo)*4); err != nil {
-					errs[g] = err
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					failed.Store(true)
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return &Error{Op: "WritePatternAt", Err: err}
+	if first != nil {
+		return &Error{Op: "WritePatternAt", Err: first}
 	}
 	return nil
 }

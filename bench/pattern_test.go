@@ -41,6 +41,9 @@ func TestWritePattern(t *testing.T) {
 
 	assert.EqualError(t, WritePattern(failWriter{}, 3, 0), "bench: WritePattern: disk full")
 	assert.EqualError(t, WritePatternAt(failWriter{}, 3, 0), "bench: WritePatternAt: disk full")
+	// Many blocks, one goroutine a CPU: the first failure, once (each
+	// goroutine's error was joined, one line a goroutine).
+	assert.EqualError(t, WritePatternAt(failWriter{}, 64*patternBlock, 0), "bench: WritePatternAt: disk full")
 	assert.EqualError(t, WritePatternAt(nil, 3, 0), "bench: WritePatternAt: nil writer")
 	assert.NoError(t, WritePattern(failWriter{}, 0, 0), "nothing to write")
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/purecuda/overlap/bench"
+	"github.com/purecuda/overlap/internal/procfs"
 )
 
 // genCmd is overlap gen: it writes an input file for streaming runs,
@@ -41,23 +44,81 @@ func runGen(fs *flag.FlagSet, o *genOptions, stdout, stderr io.Writer) int {
 		{o.out == "", "--out FILE is required (- for stdout)"},
 		{o.offset < 0, fmt.Sprintf("--offset %d: must not be negative", o.offset)},
 	})
+	if err == nil && o.out != "-" {
+		err = checkWritable("out", o.out)
+		if err == nil {
+			err = checkFreeSpace(o.out, int64(o.size))
+		}
+	}
 	if err != nil {
 		return reportError("gen", usageError{err}, stderr)
 	}
+	ctx, stop := signalContext("gen", stderr)
+	defer stop()
 	// In order to stdout (bench.WritePattern); to a file with one
-	// goroutine per CPU (bench.WritePatternAt).
+	// goroutine per CPU (bench.WritePatternAt). Each write looks at ctx
+	// first, so that a signal stops the writing.
 	if o.out == "-" {
-		if err = benchError(bench.WritePattern(stdout, o.size/4, o.offset)); err != nil {
+		if err = benchError(bench.WritePattern(ctxWriter{ctx, stdout}, o.size/4, o.offset)); err != nil {
 			err = fmt.Errorf("writing stdout: %w", err)
 		}
 	} else {
 		var f *os.File
 		if f, err = os.Create(o.out); err == nil {
-			err = cmp.Or(benchError(bench.WritePatternAt(f, o.size/4, o.offset)), f.Close())
+			err = cmp.Or(benchError(bench.WritePatternAt(ctxWriterAt{ctx, f}, o.size/4, o.offset)), f.Close())
+			if st, serr := os.Lstat(o.out); err != nil && serr == nil && st.Mode().IsRegular() {
+				// A part of the pattern is no input anyone wants: the
+				// file goes, a regular one (not /dev/null, say).
+				os.Remove(o.out)
+			}
 		}
 	}
+	stop()
 	if err != nil {
-		return reportError("gen", err, stderr)
+		return reportError("gen", stoppedBy(ctx, err), stderr)
 	}
 	return exitOK
+}
+
+// checkFreeSpace refuses a file of size bytes at path where the file
+// system that would hold it has less room (less what the file, if it is
+// there, holds already), as far as it says.
+func checkFreeSpace(path string, size int64) error {
+	free, ok := procfs.FreeSpace(filepath.Dir(path))
+	if !ok {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		free += st.Size() // truncated first
+	}
+	if size > free {
+		return fmt.Errorf("--size %d (%s): more than the %s free on the file system of %s", size, humanBytes(size), humanBytes(free), filepath.Dir(path))
+	}
+	return nil
+}
+
+// ctxWriter and ctxWriterAt write to w until ctx ends, and then fail with
+// its error.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
+type ctxWriterAt struct {
+	ctx context.Context
+	w   io.WriterAt
+}
+
+func (c ctxWriterAt) WriteAt(p []byte, off int64) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.WriteAt(p, off)
 }

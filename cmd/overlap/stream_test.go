@@ -11,6 +11,7 @@ import (
 
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
+	"github.com/purecuda/overlap/internal/procfs"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,27 @@ func TestGenBadFlags(t *testing.T) {
 		assert.Equal(t, exitUsage, code, tc.want)
 		assert.Equal(t, tc.want+"\n", errOut)
 	}
+}
+
+// TestGenRefusesMoreThanTheDisk: gen refuses a file larger than the room
+// on its file system, before writing anything; the trial's gen --size
+// 100G filled the disk and left a 64.8 GB partial file.
+func TestGenRefusesMoreThanTheDisk(t *testing.T) {
+	dir := t.TempDir()
+	free, ok := procfs.FreeSpace(dir)
+	if !ok {
+		t.Skip("skipping: this host does not say how much room its file systems have")
+	}
+	if free >= 1<<40 {
+		t.Skipf("skipping: %d bytes free, more than the largest --size", free)
+	}
+	out := filepath.Join(dir, "huge.f32")
+	code, stdout, errOut := runCLI("gen", "--size", "1024G", "--out", out)
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, errOut, "overlap gen: --size 1099511627776 (1024.0 GiB): more than the ")
+	assert.Contains(t, errOut, " free on the file system of "+dir+"\n")
+	assert.NoFileExists(t, out)
 }
 
 // TestRunStreamFileToFile generates a file, streams it through the seed

@@ -360,6 +360,24 @@ func TestSignals(t *testing.T) {
 		assert.Equal(t, "overlap run: interrupted (SIGINT)\n", stderr.String())
 		assert.NotContains(t, stdout.String(), "MODE")
 	})
+	// gen had no signal handling: Ctrl-C ended it with no line, and left
+	// the part it had written. It stops, says so, and removes the part.
+	t.Run("gen", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "big.f32")
+		cmd, _, stderr := cliChild(t, nil, "gen", "--size", "1G", "--out", out)
+		require.NoError(t, cmd.Start())
+		time.Sleep(300 * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		err := cmd.Wait()
+		if err == nil {
+			t.Skip("gen wrote 1 GiB before the signal")
+		}
+		var ee *exec.ExitError
+		require.True(t, errors.As(err, &ee), "exit: %v; stderr %q", err, stderr.String())
+		assert.Equal(t, 130, ee.ExitCode())
+		assert.Equal(t, "overlap gen: interrupted (SIGINT)\n", stderr.String())
+		assert.NoFileExists(t, out, "the part written is removed")
+	})
 	// SIGTERM during the simulator's synchronous baseline over 128M
 	// elements took 144 s to end the process: the simulator computes a
 	// launch's kernel on the CPU, and that cannot be interrupted. Here a

@@ -30,3 +30,18 @@ func TestAvailableMemory(t *testing.T) {
 	assert.True(t, ok)
 	assert.Positive(t, avail)
 }
+
+// TestFreeSpace: the file system of a temporary folder has some room, and
+// a path that does not exist has no answer.
+func TestFreeSpace(t *testing.T) {
+	free, ok := FreeSpace(t.TempDir())
+	if !ok {
+		t.Fatal("no free space for a temporary folder")
+	}
+	if free <= 0 {
+		t.Fatalf("free space %d", free)
+	}
+	if _, ok := FreeSpace("/no/such/folder/for/overlap"); ok {
+		t.Fatal("free space for a path that does not exist")
+	}
+}
