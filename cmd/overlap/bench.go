@@ -129,8 +129,8 @@ func benchBody(name string, check func() error, run func(ctx context.Context, st
 		defer stop()
 		err := run(ctx, stdout, stderr)
 		stop()
-		if err != nil {
-			return reportError(name, stoppedBy(ctx, err), stderr)
+		if err := stoppedBy(ctx, err); err != nil {
+			return reportError(name, err, stderr)
 		}
 		return exitOK
 	})

@@ -74,8 +74,8 @@ func runGen(fs *flag.FlagSet, o *genOptions, stdout, stderr io.Writer) int {
 		}
 	}
 	stop()
-	if err != nil {
-		return reportError("gen", stoppedBy(ctx, err), stderr)
+	if err := stoppedBy(ctx, err); err != nil {
+		return reportError("gen", err, stderr)
 	}
 	return exitOK
 }

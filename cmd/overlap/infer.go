@@ -304,8 +304,8 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 		}
 	}
 	stop()
-	if err != nil {
-		return reportError("infer", stoppedBy(ctx, err), stderr)
+	if err := stoppedBy(ctx, err); err != nil {
+		return reportError("infer", err, stderr)
 	}
 	return exitOK
 }

@@ -29,8 +29,8 @@ func runRun(o *runOptions, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := execute(ctx, o, stdout, stderr)
 	stop()
-	if err != nil {
-		return reportError("run", stoppedBy(ctx, err), stderr)
+	if err := stoppedBy(ctx, err); err != nil {
+		return reportError("run", err, stderr)
 	}
 	switch {
 	case o.jsonOut:

@@ -14,6 +14,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestStoppedByWithoutAnError: a command whose work returned no error
+// after a signal ended its context exits as stopped (the trial's bench
+// small-jobs, whose last step checks every element without looking at
+// the context, printed its table and exited 0 after SIGTERM); a context
+// that stop ended, or none, changes nothing.
+func TestStoppedByWithoutAnError(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(&signalError{sig: syscall.SIGTERM})
+	err := stoppedBy(ctx, nil)
+	var se *signalError
+	require.True(t, errors.As(err, &se), "got %v", err)
+	assert.Equal(t, 143, se.exitCode())
+	var stderr bytes.Buffer
+	assert.Equal(t, 143, reportError("bench small-jobs", err, &stderr))
+	assert.Equal(t, "overlap bench small-jobs: terminated (SIGTERM)\n", stderr.String())
+
+	stopped, stop := context.WithCancelCause(context.Background())
+	stop(nil) // what signalContext's stop does
+	assert.NoError(t, stoppedBy(stopped, nil))
+	assert.NoError(t, stoppedBy(context.Background(), nil))
+}
+
 // TestAtGraceExitRunsOnce: the command's own call of a cleanup runs it
 // once however often it is made, and unregisters it, so that the grace
 // exit does not run it again (that exit is tested in a child process, by

@@ -51,8 +51,8 @@ func runTune(o *runOptions, stdout, stderr io.Writer) int {
 	defer stop()
 	err := tune(ctx, o, stdout, stderr)
 	stop()
-	if err != nil {
-		return reportError("tune", stoppedBy(ctx, err), stderr)
+	if err := stoppedBy(ctx, err); err != nil {
+		return reportError("tune", err, stderr)
 	}
 	return exitOK
 }
