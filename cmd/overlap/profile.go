@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/purecuda/overlap/pipeline/sim"
@@ -61,14 +60,10 @@ func profileFlags(fs *flag.FlagSet) (*profileOptions, func() error) {
 		case o.repeat < 1 || o.repeat > 100:
 			return fmt.Errorf("--repeat %d: want 1 to 100", o.repeat)
 		}
-		if o.out != "" {
-			f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE, 0o644)
-			if err != nil {
-				return fmt.Errorf("--out: %v", err)
-			}
-			f.Close()
-		}
-		return nil
+		// --out must not be --profile's file (the trial's wrote over
+		// it), and is checked without being made: it was created empty
+		// here, and an interrupted run left it so.
+		return checkOutputFiles([]namedFile{{"out", o.out}}, []namedFile{{"profile", o.truth}})
 	}
 }
 

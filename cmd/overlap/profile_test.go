@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -53,14 +54,28 @@ func TestProfileFlags(t *testing.T) {
 		{[]string{"--profile", "x.json"}, "overlap profile: --profile needs --sim: a GPU measures its own times\n"},
 		{[]string{"--elems", "1K"}, "overlap profile: --elems 1024: want 64K to 4294967295\n"},
 		{[]string{"--repeat", "0"}, "overlap profile: --repeat 0: want 1 to 100\n"},
-		{[]string{"--out", "/nonexistent/dir/p.json"}, "overlap profile: --out: open /nonexistent/dir/p.json: no such file or directory\n"},
+		{[]string{"--out", "/nonexistent/dir/p.json"}, "overlap profile: --out /nonexistent/dir/p.json: no such directory /nonexistent/dir\n"},
 		{[]string{"extra"}, "overlap profile: unexpected argument \"extra\"\n"},
 	} {
 		code, _, stderr := runCLI(append([]string{"profile"}, tc.args...)...)
 		assert.Equal(t, exitUsage, code, tc.args)
 		assert.Equal(t, tc.want, stderr, tc.args)
 	}
-	code, _, stderr := runCLI("run", "--profile", "p.json")
+	// --out naming --profile's file is refused: the trial's run wrote the
+	// measured profile over it.
+	dir := t.TempDir()
+	truth := filepath.Join(dir, "p.json")
+	require.NoError(t, sim.BuiltinProfile().Write(truth))
+	before, err := os.ReadFile(truth)
+	require.NoError(t, err)
+	code, _, stderr := runCLI("profile", "--sim", "--profile", truth, "--out", truth)
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap profile: --out "+truth+" is the input "+truth+" (the same file): it would be overwritten\n", stderr)
+	after, err := os.ReadFile(truth)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+
+	code, _, stderr = runCLI("run", "--profile", "p.json")
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap run: --profile needs --sim: a GPU measures its own times\n", stderr)
 	code, _, stderr = runCLI("run", "--sim", "--profile", "/nonexistent.json", "--elems", "1K")
