@@ -190,6 +190,9 @@ func TestFlagsThatFailedLate(t *testing.T) {
 		{[]string{"run", "--sim", "--trace", filepath.Join(dir, "no", "such", "t.json")},
 			"overlap run: --trace " + filepath.Join(dir, "no", "such", "t.json") + ": no such directory " + filepath.Join(dir, "no", "such")},
 		{[]string{"run", "--sim", "--svg", dir}, "overlap run: --svg " + dir + ": is a directory"},
+		// The trial's --trace - wrote a file called -.
+		{[]string{"run", "--sim", "--trace", "-"}, "overlap run: --trace -: give a file name (this output does not go to stdout, which carries the report; ./- names a file called -)"},
+		{[]string{"bench", "--sim", "--svg", "-"}, "overlap bench: --svg -: give a file name (this output does not go to stdout, which carries the report; ./- names a file called -)"},
 		{[]string{"run", "--sim", "--elems", "1G", "--chunk", "1K", "--svg", existing},
 			"overlap run: --trace and --svg time every chunk, at most 65536; --elems 1073741824 in chunks of 1024 makes 1048576: use a larger --chunk"},
 		{[]string{"run", "--sim", "--device", "7"}, "overlap run: --device cannot be used with --sim: the simulator is one CPU device"},

@@ -40,11 +40,16 @@ func statInput(flag, path string) (os.FileInfo, error) {
 }
 
 // checkOutputFiles refuses an output that is one of the inputs, or that
-// another output names too, then any output that cannot be written.
+// another output names too, then any output that cannot be written. None
+// of these outputs goes to stdout, which carries the report: "-" (which
+// means stdout elsewhere) is refused, not made a file of that name.
 func checkOutputFiles(outs, ins []namedFile) error {
 	for i, o := range outs {
 		if o.path == "" {
 			continue
+		}
+		if o.path == "-" {
+			return fmt.Errorf("--%s -: give a file name (this output does not go to stdout, which carries the report; ./- names a file called -)", o.flag)
 		}
 		for _, in := range ins {
 			if in.path != "" && sameFile(o.path, in.path) {
