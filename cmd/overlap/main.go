@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/purecuda/overlap/loader"
@@ -62,7 +63,25 @@ var helpCmd = &command{
 }
 
 func main() {
+	limitHeapToAvailable()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// limitHeapToAvailable sets the Go runtime's soft memory limit to 90% of
+// the memory the host has available as overlap starts, unless GOMEMLIMIT
+// says otherwise: near it the collector works harder instead of letting
+// the heap grow to twice what is live (GOGC's default). A simulated run
+// of 1G elements, about 16 GB live, grew to 21 GB on a host with 22.7 GB
+// available, and swapped: it ended 17 s after its stop signal instead
+// of 5 (the trial). The limit is soft: a run that needs more than it
+// still gets it, more slowly.
+func limitHeapToAvailable() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if avail, ok := availableMemory(); ok && avail > 0 {
+		debug.SetMemoryLimit(avail / 10 * 9)
+	}
 }
 
 // run dispatches a command line and returns the exit code.

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -74,4 +76,19 @@ func TestSignalContextStopEndsTheGrace(t *testing.T) {
 	stop() // idempotent
 	time.Sleep(5 * drainGrace)
 	assert.Empty(t, stderr.String(), "the grace said nothing")
+}
+
+// TestLimitHeapToAvailable: the soft memory limit is 90% of what the
+// host has available, where it says and GOMEMLIMIT does not.
+func TestLimitHeapToAvailable(t *testing.T) {
+	avail, ok := availableMemory()
+	if !ok || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("skipping: no available memory known, or GOMEMLIMIT set")
+	}
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	limitHeapToAvailable()
+	got := debug.SetMemoryLimit(-1)
+	// Available memory moves as the tests run: within 1%.
+	assert.InEpsilon(t, float64(avail)*0.9, float64(got), 0.01)
 }
