@@ -162,6 +162,15 @@ func addConfigFlags(fs *flag.FlagSet, o *benchOptions, l *benchLists) {
 	fs.IntVar(&o.computeStreams, "compute-streams", 1, "streams for kernels (1 matches the C++ reference's design)")
 }
 
+// addScalingConfigFlags registers bench scaling's configuration flags:
+// one value each, the pipeline's defaults unset (the sweep's lists,
+// whose defaults its help showed, were refused).
+func addScalingConfigFlags(fs *flag.FlagSet, o *benchOptions, l *benchLists) {
+	l.chunks = fs.String("chunks", "", "one chunk `size` for every row (unset: the pipeline's default for each size)")
+	l.slots = fs.String("slots", "", "one slot `count` (unset: the pipeline's default, the compute streams + 2)")
+	fs.IntVar(&o.computeStreams, "compute-streams", 0, fmt.Sprintf("streams for kernels (unset: the pipeline's default, %d)", pipeline.DefaultComputeStreams))
+}
+
 // benchFlags registers overlap bench's flags (the sweep) on fs.
 func benchFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
 	o := &benchOptions{}
@@ -191,7 +200,7 @@ func scalingFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
 	var m machine
 	l := addBenchFlags(fs, o, "128M", "elements per input, a comma-separated list of sizes (a row for each); sizes take K, M, G; 4M with --sim unless set",
 		"the seed kernel's iterations", "runs per configuration (the best counts)")
-	addConfigFlags(fs, o, l)
+	addScalingConfigFlags(fs, o, l)
 	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ multi-GPU reference pipeline (needs nvcc)")
 	m.addMachineFlags(fs, flagSim|flagDevices, map[string]string{
 		"sim":     "run on the CPU simulator instead of GPUs",
@@ -264,11 +273,17 @@ func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists
 	if o.iters, err = parseList("iters", *l.iters, nonNeg); err != nil {
 		return err
 	}
-	if o.chunks, err = parseList("chunks", *l.chunks, parseSize); err != nil {
-		return err
+	// Scaling's configuration flags are empty unless set (its defaults
+	// are the pipeline's).
+	if !scaling || o.set["chunks"] {
+		if o.chunks, err = parseList("chunks", *l.chunks, parseSize); err != nil {
+			return err
+		}
 	}
-	if o.slot, err = parseList("slots", *l.slots, nonNeg); err != nil {
-		return err
+	if !scaling || o.set["slots"] {
+		if o.slot, err = parseList("slots", *l.slots, nonNeg); err != nil {
+			return err
+		}
 	}
 	if l.hosts != nil {
 		for _, h := range strings.Split(*l.hosts, ",") {
@@ -294,7 +309,7 @@ func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists
 	switch {
 	case o.repeat == 0:
 		return errors.New("--repeat 0: want 1 to 1000")
-	case o.computeStreams == 0:
+	case o.computeStreams == 0 && (!scaling || o.set["compute-streams"]):
 		return errors.New("--compute-streams 0: want 1 to 64")
 	}
 	if err := bench.CheckSweep(sweep, o.sim); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purecuda/overlap/pipeline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,6 +22,19 @@ import (
 // with their defaults, each default once, on stdout, and exits 0. Issue 10:
 // "ptx describe -h" said "no such file", "devices -h" printed a bare
 // "Usage of devices:", and "run -h" showed defaults twice.
+// TestScalingHelpShowsItsDefaults: bench scaling's help shows the
+// configuration it runs unset, the pipeline's, and no list it refuses;
+// the trial's showed the sweep's (default "2,3") and then refused it
+// with "give one value".
+func TestScalingHelpShowsItsDefaults(t *testing.T) {
+	code, out, _ := runCLI("bench", "scaling", "-h")
+	assert.Equal(t, exitOK, code)
+	assert.NotContains(t, out, `(default "2,3")`)
+	assert.NotContains(t, out, `(default "1M,4M,16M,32M")`)
+	assert.Contains(t, out, "one slot count (unset: the pipeline's default, the compute streams + 2)")
+	assert.Contains(t, out, fmt.Sprintf("streams for kernels (unset: the pipeline's default, %d)", pipeline.DefaultComputeStreams))
+}
+
 func TestHelp(t *testing.T) {
 	cases := []struct {
 		args  []string
