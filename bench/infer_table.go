@@ -271,7 +271,7 @@ func (r *InferStreamResult) WriteTable(w io.Writer, optionName func(field string
 	var b bytes.Buffer
 	label := ""
 	if r.Simulated {
-		label = " [simulated: CPU simulator, not a GPU; rates are not GPU rates]"
+		label = simulatedStream
 	}
 	fmt.Fprintf(&b, "overlap infer: MLP %s in %s on %s, streaming %s → %s%s\n",
 		modelLine(r.Model, r.From, len(r.Widths)-1, optionName), r.Precision, r.Backend, r.Input, r.Output, label)

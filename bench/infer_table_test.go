@@ -154,7 +154,7 @@ above 100%: the read stage alone took longer than the whole run; the host's rate
 note: a note
 every one of the rows matched
 `},
-		{"stream sim", func(b *strings.Builder) error { return sm["sim"].WriteTable(b, flagName) }, `overlap infer: MLP 4→8→2 (the file names no activation: relu by default) in fp32 on the CPU simulator, streaming - → - [simulated: CPU simulator, not a GPU; rates are not GPU rates]
+		{"stream sim", func(b *strings.Builder) error { return sm["sim"].WriteTable(b, flagName) }, `overlap infer: MLP 4→8→2 (the file names no activation: relu by default) in fp32 on the CPU simulator, streaming - → - [simulated: every time is the simulator's clock, reads and writes too; no GPU or disk rate]
 10 rows (160 B in, 80 B out); chunk 1024 rows, 3 slots
 
                  TIME       ROWS/s       GB/s
@@ -163,7 +163,7 @@ read          0.00 ms                     0.0  (while reading the input)
 write         0.00 ms                     0.0  (while writing the output)
 
 peak RSS (VmHWM) not available on this system; pinned slots 48.0 KiB (after an untimed warm-up over 2·slots chunks of zeros a device)
-not verified: stdin or stdout cannot be read back [simulated: CPU simulator, not a GPU; rates are not GPU rates]
+not verified: stdin or stdout cannot be read back [simulated: every time is the simulator's clock, reads and writes too; no GPU or disk rate]
 `},
 		{"stream unmeasured", func(b *strings.Builder) error { return sm["unmeasured"].WriteTable(b, flagName) }, `overlap infer: MLP 4→8 in tf32 on NVIDIA H200 (GPU 0), streaming in.f32 → /dev/null
 10 rows (160 B in, 320 B out); chunk 1024 rows, 3 slots

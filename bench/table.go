@@ -286,6 +286,13 @@ func (r *SmallJobsResult) WriteTable(w io.Writer, o SmallJobsOptions, field func
 	return t.Err
 }
 
+// simulatedStream labels a streaming run's table on the simulator: the
+// stages' times, the host's reads and writes among them, are on its
+// virtual clock (a reader that stalls for a second takes none of it).
+// "rates are not GPU rates" let the reads and writes, in a column named
+// MEASURED, pass for the host's (the trial).
+const simulatedStream = " [simulated: every time is the simulator's clock, reads and writes too; no GPU or disk rate]"
+
 // WriteTable writes r as overlap stream's table: the job, a row a stage
 // with the one that bounds the run marked, the streaming run, and the
 // bound measured beside it where there is one.
@@ -296,7 +303,7 @@ func (r *StreamResult) WriteTable(w io.Writer) error {
 	t := &textWriter{W: w}
 	label := ""
 	if r.Simulated {
-		label = " [simulated: CPU simulator, not a GPU; rates are not GPU rates]"
+		label = simulatedStream
 	}
 	kernel := r.Kernel
 	if r.Iters > 0 {
