@@ -154,9 +154,17 @@ func (e *OptionalError) Brief() string {
 		names = e.Library.Windows
 	}
 	s := fmt.Sprintf("%s (%s) not found (tried %d path(s)", e.Library.Name, strings.Join(names, ", "), len(e.Attempts))
-	if missing < len(e.Attempts) {
+	switch {
+	case missing < len(e.Attempts):
 		s += "; " + strings.Join(odd, "; ")
-	} else {
+	case len(e.Attempts) <= 3:
+		// A few paths, as the environment variable names one: say which.
+		var paths []string
+		for _, a := range e.Attempts {
+			paths = append(paths, a.Path)
+		}
+		s += "; none exists: " + strings.Join(paths, ", ")
+	default:
 		s += "; none exists"
 	}
 	if e.Library.EnvVar != "" {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/purecuda/overlap/internal/fakecuda"
@@ -32,7 +33,8 @@ func TestCLIOnFakeDriver(t *testing.T) {
 // TestRunCUWithoutNVRTC runs overlap run --cu on the fake driver with
 // NVRTC pointed at a file that is not there: the run fails before any
 // context opens, in one line that names the --cu file and the library
-// path it tried.
+// path it tried (without the override, the trial's took 38 lines, one a
+// path).
 func TestRunCUWithoutNVRTC(t *testing.T) {
 	f := fakecuda.Run(t)
 	if f == nil {
@@ -45,4 +47,5 @@ func TestRunCUWithoutNVRTC(t *testing.T) {
 	assert.Contains(t, errOut, "overlap run: --cu ../../nvrtc/testdata/scale.cu: ")
 	assert.Contains(t, errOut, "/nonexistent/libnvrtc.so.13")
 	assert.Contains(t, errOut, "set OVERLAP_NVRTC_LIBRARY")
+	assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
 }

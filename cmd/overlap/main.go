@@ -153,7 +153,14 @@ func reportError(cmd string, err error, stderr io.Writer) int {
 	case errors.Is(err, loader.ErrNoDriver):
 		fmt.Fprintln(stderr, noDriverLine(err)+"; use --sim to run on the CPU simulator")
 	default:
-		fmt.Fprintf(stderr, "overlap %s: %v\n", cmd, err)
+		msg := err.Error()
+		var oe *loader.OptionalError
+		if errors.As(err, &oe) {
+			// One line: the optional library's every path tried, one a
+			// line (38 lines for NVRTC), is for the library's callers.
+			msg = strings.Replace(msg, oe.Error(), oe.Brief(), 1)
+		}
+		fmt.Fprintf(stderr, "overlap %s: %s\n", cmd, msg)
 	}
 	return exitFail
 }
