@@ -130,6 +130,11 @@ func runTwin(ctx context.Context, m *model.Model, o TorchOptions) (*TorchResult,
 			return nil, ctx.Err()
 		}
 		tail := strings.TrimSpace(errOut.String())
+		if strings.Contains(tail, "No module named 'torch'") {
+			// The one failure a new user meets: say what to do, not the
+			// traceback.
+			return nil, fmt.Errorf("the PyTorch twin needs torch, which %s cannot import: install PyTorch for it, or name a Python that has it (--python in overlap infer)", python)
+		}
 		if len(tail) > twinTail {
 			tail = "…" + tail[len(tail)-twinTail:]
 		}

@@ -183,12 +183,20 @@ func TestInferReferenceFailures(t *testing.T) {
 	assert.Equal(t, "overlap infer: the PyTorch twin ran a model of widths [8 16 5], not [8 16 4]\n", errOut)
 
 	twin.write(t, twin.y, twin.m.Widths())
-	t.Setenv("FAKE_TWIN_FAIL", "ModuleNotFoundError: No module named 'torch'")
+	t.Setenv("FAKE_TWIN_FAIL", "RuntimeError: CUDA error: out of memory")
 	code, out, errOut = runCLI("infer", "--model", mp, "--rows", "3000", "--reference", "--sim", "--chunk", "512", "--repeat", "1", "--reference-dir", filepath.Join(dir, "r"))
 	assert.Equal(t, exitFail, code)
 	assert.Empty(t, out)
 	assert.Equal(t, "overlap infer: the PyTorch twin (python3 - --model-file "+mp+" --activation relu --rows 3000 --precision fp32 --chunk-rows 512 --passes 1 --save-dir "+filepath.Join(dir, "r")+
-		" --json "+filepath.Join(dir, "r", "torch.json")+" --device cpu < mlp_torch.py) failed: exit status 1: ModuleNotFoundError: No module named 'torch'\n", errOut)
+		" --json "+filepath.Join(dir, "r", "torch.json")+" --device cpu < mlp_torch.py) failed: exit status 1: RuntimeError: CUDA error: out of memory\n", errOut)
+
+	// A Python without torch, which the trial met first, gets what to do
+	// rather than the traceback.
+	t.Setenv("FAKE_TWIN_FAIL", "Traceback (most recent call last):\n  File \"<stdin>\", line 12, in <module>\nModuleNotFoundError: No module named 'torch'")
+	code, out, errOut = runCLI("infer", "--model", mp, "--rows", "3000", "--reference", "--sim", "--chunk", "512", "--repeat", "1")
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "overlap infer: the PyTorch twin needs torch, which python3 cannot import: install PyTorch for it, or name a Python that has it (--python in overlap infer)\n", errOut)
 
 	t.Setenv("PATH", t.TempDir())
 	code, _, errOut = runCLI("infer", "--model", mp, "--rows", "3000", "--reference", "--sim")
