@@ -373,13 +373,15 @@ func (r *TuneResult) WriteTable(w io.Writer, o TuneTable) error {
 	label := simLabel(o.Simulated)
 	t.Printf("overlap tune: %s on %s, %d elements, host memory %s%s\n", o.Workload, o.Backend, o.Elems, o.Host, label)
 	t.Printf("per-chunk stage costs (fixed + per element), fitted to probes: %s\n\n", ModelText(r.Model))
-	t.Printf("%10s %6s %8s %11s\n", "CHUNK", "SLOTS", "STREAMS", "PREDICTED")
+	// The schedule tells apart candidates of the same chunk, slots and
+	// streams (the trial saw 131072 4 4 twice).
+	t.Printf("%10s %6s %8s %10s %11s\n", "CHUNK", "SLOTS", "STREAMS", "SCHEDULE", "PREDICTED")
 	for i, c := range r.Candidates[:min(8, len(r.Candidates))] {
 		mark := ""
 		if i == 0 {
 			mark = "  <- chosen"
 		}
-		t.Printf("%10d %6d %8d %8.2f ms%s\n", c.ChunkElems, c.Slots, c.ComputeStreams, ms(c.Predicted), mark)
+		t.Printf("%10d %6d %8d %10s %8.2f ms%s\n", c.ChunkElems, c.Slots, c.ComputeStreams, c.Schedule, ms(c.Predicted), mark)
 	}
 	best := r.Candidates[0]
 	checked := "not verified: no CPU reference for a user's kernel"
@@ -412,8 +414,14 @@ func predictionText(measured, predicted time.Duration) string {
 // cost and cost per element, and the least time a chunk takes.
 func ModelText(m pipeline.Model) string {
 	r := func(d time.Duration) time.Duration { return d.Round(time.Microsecond / 10) }
-	s := fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem, at least %v a chunk",
-		r(m.H2D.Fixed), m.H2D.PerElem, r(m.Compute.Fixed), m.Compute.PerElem, r(m.D2H.Fixed), m.D2H.PerElem, r(m.PerChunk))
+	floor := fmt.Sprintf("at least %v a chunk", r(m.PerChunk))
+	if m.PerChunk <= 0 {
+		// A job too small for more than one probe chunk size fits no
+		// floor ("at least 0s a chunk" read as a measurement).
+		floor = "no per-chunk floor fitted (the job is too small to probe one)"
+	}
+	s := fmt.Sprintf("H2D %v+%.3f ns/elem, compute %v+%.3f ns/elem, D2H %v+%.3f ns/elem, %s",
+		r(m.H2D.Fixed), m.H2D.PerElem, r(m.Compute.Fixed), m.Compute.PerElem, r(m.D2H.Fixed), m.D2H.PerElem, floor)
 	if m.PerChunkInStream > 0 {
 		s += fmt.Sprintf(" (in-stream %v)", r(m.PerChunkInStream))
 	}

@@ -248,7 +248,8 @@ func fixtureTune() (*TuneResult, pipeline.Model) {
 		D2H: pipeline.StageCost{Fixed: 11 * time.Microsecond, PerElem: 0.0555}, PerChunk: 25 * time.Microsecond, PerChunkInStream: 8760 * time.Nanosecond}
 	r := &TuneResult{Model: m, Measured: 1100 * time.Microsecond, Verified: true}
 	for i := 0; i < 10; i++ {
-		r.Candidates = append(r.Candidates, pipeline.Choice{ChunkElems: 64 << 10 << (i % 5), Slots: 2 + i%3, ComputeStreams: 1 + i%2, Predicted: time.Duration(1000+100*i) * time.Microsecond})
+		r.Candidates = append(r.Candidates, pipeline.Choice{ChunkElems: 64 << 10 << (i % 5), Slots: 2 + i%3, ComputeStreams: 1 + i%2,
+			Schedule: [...]pipeline.Schedule{pipeline.ScheduleEvents, pipeline.ScheduleInStream}[i/3%2], Predicted: time.Duration(1000+100*i) * time.Microsecond})
 	}
 	return r, m
 }
@@ -259,4 +260,15 @@ func fixtureDevices() []DeviceInfo {
 			Located: true, NUMANode: 0, LocalCPUs: []int{0, 1, 2, 3, 8}},
 		{Ordinal: 1, Name: "NVIDIA GeForce RTX 4090 with a long name", Major: 8, Minor: 9, Memory: 24 << 30, Multiprocessors: 128, CopyEngines: 2, PCIBusID: "0000:9a:00.0", NUMANode: -1},
 	}
+}
+
+// TestModelTextWithoutAFloor: a model with no per-chunk floor fitted (a
+// job too small to probe one) says so; the trial's tune --elems 1K said
+// "at least 0s a chunk".
+func TestModelTextWithoutAFloor(t *testing.T) {
+	_, m := fixtureTune()
+	m.PerChunk, m.PerChunkInStream = 0, 0
+	s := ModelText(m)
+	assert.Contains(t, s, "no per-chunk floor fitted (the job is too small to probe one)")
+	assert.NotContains(t, s, "at least 0s")
 }
