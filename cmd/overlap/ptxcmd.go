@@ -42,7 +42,12 @@ func runPTXDescribe(fs *flag.FlagSet, jsonOut *bool, stdout, stderr io.Writer) i
 			return exitUsage
 		}
 	}
-	if len(rest) != 1 {
+	switch {
+	case len(rest) > 1:
+		// Name what is extra, as the other commands do.
+		fmt.Fprintf(stderr, "overlap ptx: unexpected argument %q: describe reads one FILE\n", rest[1])
+		return exitUsage
+	case len(rest) == 0:
 		fmt.Fprintf(stderr, "overlap ptx: usage: %s\n", ptxUsage)
 		return exitUsage
 	}

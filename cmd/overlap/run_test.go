@@ -329,6 +329,9 @@ entry double_it (line 6), 3 parameter(s):
 	code, _, errOut = runCLI("ptx", "explain", "x")
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap ptx: usage: overlap ptx describe [--json] FILE\n", errOut)
+	code, _, errOut = runCLI("ptx", "describe", "a.ptx", "b.ptx")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap ptx: unexpected argument \"b.ptx\": describe reads one FILE\n", errOut)
 }
 
 // TestRunSimDefaultJob guards issue 11: --sim without --elems runs a
