@@ -155,7 +155,7 @@ func TestWriteSweepFiles(t *testing.T) {
 	require.NoError(t, WriteSweepFiles(rows, true, csvPath, svgPath))
 	got, err := os.ReadFile(csvPath)
 	require.NoError(t, err)
-	assert.Equal(t, "iters,host,chunk_elems,slots,ms,gb_per_s,bound_ms,efficiency,cpp_ms,go_over_cpp,simulated\n1,pinned,1024,2,1.5000,0.000,0.0000,0.0000,0.0000,0.0000,true\n", string(got))
+	assert.Equal(t, "iters,host,chunk_elems,slots,ms,gb_per_s,bound_ms,efficiency,cpp_ms,go_over_cpp,simulated\n1,pinned,1024,2,1.5000,0.000,0.0000,0.0000,,,true\n", string(got))
 	svg, err := os.ReadFile(svgPath)
 	require.NoError(t, err)
 	assert.Equal(t, SweepSVG(rows, true), string(svg))

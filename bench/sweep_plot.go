@@ -13,14 +13,19 @@ import (
 // The sweep's files: its rows as CSV and a plot of them as SVG.
 
 // WriteSweepCSV writes rows to w as CSV, a header line first, each row
-// marked simulated or not.
+// marked simulated or not. A row without the C++ reference leaves its
+// two columns empty (0.0000 read as a measured time).
 func WriteSweepCSV(w io.Writer, rows []SweepRow, simulated bool) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"iters", "host", "chunk_elems", "slots", "ms", "gb_per_s", "bound_ms", "efficiency", "cpp_ms", "go_over_cpp", "simulated"})
 	for _, r := range rows {
+		cpp, ratio := "", ""
+		if r.CppMs > 0 {
+			cpp, ratio = fmt.Sprintf("%.4f", r.CppMs), fmt.Sprintf("%.4f", r.Ratio)
+		}
 		cw.Write([]string{strconv.Itoa(r.Iters), r.Host, strconv.Itoa(r.Chunk), strconv.Itoa(r.Slots),
 			fmt.Sprintf("%.4f", r.Ms), fmt.Sprintf("%.3f", r.GBps), fmt.Sprintf("%.4f", r.BoundMs),
-			fmt.Sprintf("%.4f", r.Efficiency), fmt.Sprintf("%.4f", r.CppMs), fmt.Sprintf("%.4f", r.Ratio), strconv.FormatBool(simulated)})
+			fmt.Sprintf("%.4f", r.Efficiency), cpp, ratio, strconv.FormatBool(simulated)})
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {

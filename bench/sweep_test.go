@@ -49,7 +49,7 @@ func TestSweepOnSim(t *testing.T) {
 	require.Len(t, lines, 9)
 	assert.Equal(t, "iters,host,chunk_elems,slots,ms,gb_per_s,bound_ms,efficiency,cpp_ms,go_over_cpp,simulated", lines[0])
 	assert.True(t, strings.HasPrefix(lines[1], "10,pinned,16384,2,"), lines[1])
-	assert.True(t, strings.HasSuffix(lines[1], ",0.0000,0.0000,true"), lines[1])
+	assert.True(t, strings.HasSuffix(lines[1], ",,,true"), "no C++ reference: its columns empty: %s", lines[1])
 
 	svg := SweepSVG(rows, true)
 	assert.Contains(t, svg, "seed, 10 iterations, host pinned: time against chunk size [simulated]")
