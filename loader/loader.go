@@ -71,6 +71,11 @@ func (e *OpenError) Brief() string {
 	}
 	s := fmt.Sprintf("no NVIDIA driver found (tried %d path(s)", len(e.Attempts))
 	if missing == len(e.Attempts) {
+		if v := os.Getenv(EnvVar); v != "" && len(e.Attempts) == 1 && e.Attempts[0].Path == v {
+			// The variable is set, and names nothing: say so, rather than
+			// to set it.
+			return s + "; " + EnvVar + " names " + v + ", which does not exist)"
+		}
 		return s + "; none exists; set " + EnvVar + " to the driver library's path)"
 	}
 	return s + "; " + strings.Join(odd, "; ") + ")"

@@ -273,4 +273,9 @@ func TestOpenErrorTexts(t *testing.T) {
 	none := &OpenError{Attempts: e.Attempts[:1]}
 	assert.Equal(t, "no NVIDIA driver found (tried 1 path(s); none exists; set OVERLAP_CUDA_LIBRARY to the driver library's path)", none.Brief())
 	assert.NotContains(t, none.Brief(), "\n")
+	// Set, and naming nothing: it says so, rather than to set it.
+	t.Setenv(EnvVar, "/nonexistent/libcuda.so.1")
+	named := &OpenError{Attempts: []Attempt{{Path: "/nonexistent/libcuda.so.1", Err: errors.New("/nonexistent/libcuda.so.1: cannot open shared object file: No such file or directory")}}}
+	assert.Equal(t, "no NVIDIA driver found (tried 1 path(s); OVERLAP_CUDA_LIBRARY names /nonexistent/libcuda.so.1, which does not exist)", named.Brief())
+	assert.Equal(t, "no NVIDIA driver found (tried 1 path(s); none exists; set OVERLAP_CUDA_LIBRARY to the driver library's path)", none.Brief(), "another path than the variable's")
 }

@@ -420,9 +420,12 @@ func TestNoDriverRunsTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping in -short: runs the simulator in child processes")
 	}
-	noDriver := []string{"OVERLAP_CUDA_LIBRARY=" + filepath.Join(t.TempDir(), "no", "libcuda.so.1")}
+	missing := filepath.Join(t.TempDir(), "no", "libcuda.so.1")
+	noDriver := []string{"OVERLAP_CUDA_LIBRARY=" + missing}
 	job := []string{"--elems", "64K", "--chunk", "16K", "--iters", "1", "--repeat", "1"}
-	const first = "overlap run: no NVIDIA driver found (tried 1 path(s); none exists; set OVERLAP_CUDA_LIBRARY to the driver library's path): running on the CPU simulator instead (--gpu makes this an error)\n"
+	// The variable names a file that is not there: the line says so (the
+	// trial's said to set it, when it was set).
+	first := "overlap run: no NVIDIA driver found (tried 1 path(s); OVERLAP_CUDA_LIBRARY names " + missing + ", which does not exist): running on the CPU simulator instead (--gpu makes this an error)\n"
 
 	cmd, stdout, stderr := cliChild(t, noDriver, append([]string{"run"}, job...)...)
 	require.NoError(t, cmd.Run(), stderr.String())
@@ -450,7 +453,7 @@ func TestNoDriverRunsTheSimulator(t *testing.T) {
 		require.True(t, errors.As(err, &ee), "%v: exit %v", gpu, err)
 		assert.Equal(t, exitFail, ee.ExitCode(), gpu)
 		assert.Empty(t, stdout.String())
-		assert.Equal(t, "overlap: no NVIDIA driver found (tried 1 path(s); none exists; set OVERLAP_CUDA_LIBRARY to the driver library's path); use --sim to run on the CPU simulator\n", stderr.String(), gpu)
+		assert.Equal(t, "overlap: no NVIDIA driver found (tried 1 path(s); OVERLAP_CUDA_LIBRARY names "+missing+", which does not exist); use --sim to run on the CPU simulator\n", stderr.String(), gpu)
 	}
 
 	cmd, stdout, stderr = cliChild(t, noDriver, append([]string{"run", "--sim"}, job...)...)
