@@ -156,15 +156,27 @@ func WriteSweepTable(w io.Writer, rows []SweepRow, o SweepTable) error {
 		t.Printf("%6d %-11s %10d %5d %7.2f ms %8.1f %7.2f ms %5.1f%% %10s %7s\n",
 			r.Iters, r.Host, r.Chunk, r.Slots, r.Ms, r.GBps, r.BoundMs, 100*r.Efficiency, cpp, ratio)
 	}
-	if len(rows) > 0 {
-		best := rows[0]
-		for _, r := range rows {
-			if r.Ms < best.Ms {
-				best = r
-			}
+	// The best of each iteration count: each count is another job, whose
+	// times are not to be compared (the fewest iterations were always
+	// "best" of several).
+	var order []int
+	best := map[int]SweepRow{}
+	for _, r := range rows {
+		b, ok := best[r.Iters]
+		if !ok {
+			order = append(order, r.Iters)
 		}
-		t.Printf("\nbest: chunk %d, %d slots, host %s, iters %d: %.2f ms (%.1f%% of the stage bound)%s\n",
-			best.Chunk, best.Slots, best.Host, best.Iters, best.Ms, 100*best.Efficiency, label)
+		if !ok || r.Ms < b.Ms {
+			best[r.Iters] = r
+		}
+	}
+	if len(order) > 0 {
+		t.Printf("\n")
+	}
+	for _, iters := range order {
+		b := best[iters]
+		t.Printf("best: chunk %d, %d slots, host %s, iters %d: %.2f ms (%.1f%% of the stage bound)%s\n",
+			b.Chunk, b.Slots, b.Host, b.Iters, b.Ms, 100*b.Efficiency, label)
 	}
 	return t.Err
 }

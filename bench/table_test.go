@@ -272,3 +272,18 @@ func TestModelTextWithoutAFloor(t *testing.T) {
 	assert.Contains(t, s, "no per-chunk floor fitted (the job is too small to probe one)")
 	assert.NotContains(t, s, "at least 0s")
 }
+
+// TestSweepTableBestPerIters: the best line is per iteration count, each
+// another job; the trial's sweep over two counts named the fewer
+// iterations best, which is no comparison.
+func TestSweepTableBestPerIters(t *testing.T) {
+	rows := []SweepRow{
+		{Iters: 10, Host: "pinned", Chunk: 1 << 20, Slots: 2, Ms: 2.0, Efficiency: 0.9},
+		{Iters: 10, Host: "pinned", Chunk: 1 << 21, Slots: 3, Ms: 1.5, Efficiency: 0.95},
+		{Iters: 100, Host: "pinned", Chunk: 1 << 20, Slots: 2, Ms: 9.0, Efficiency: 0.97},
+		{Iters: 100, Host: "pinned", Chunk: 1 << 21, Slots: 3, Ms: 9.5, Efficiency: 0.92},
+	}
+	var b bytes.Buffer
+	require.NoError(t, WriteSweepTable(&b, rows, SweepTable{Backend: "NVIDIA H200", Elems: 1 << 24}))
+	assert.Contains(t, b.String(), "\nbest: chunk 2097152, 3 slots, host pinned, iters 10: 1.50 ms (95.0% of the stage bound)\nbest: chunk 1048576, 2 slots, host pinned, iters 100: 9.00 ms (97.0% of the stage bound)\n")
+}
