@@ -10,5 +10,5 @@ func FreeSpace(path string) (int64, bool) {
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, false
 	}
-	return int64(st.Bavail) * st.Bsize, true
+	return int64(st.Bavail) * int64(st.Bsize), true
 }
