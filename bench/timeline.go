@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -123,9 +124,15 @@ func WriteTimelineSVG(w io.Writer, spans []pipeline.Span, title string) error {
 			x(s.Start), y, w, laneH-8, stageColors[s.Stage], s.Stage, s.Chunk, ms(s.Start), ms(s.End))
 	}
 	axisY := top + laneH*len(ls) + 20
+	// Enough decimals that the ten ticks differ: a run of 0.3 ms read
+	// "0.0 ms 0.0 ms 0.1 ms…" at one.
+	decimals := 1
+	for step := ms(end) / 10; decimals < 4 && step > 0 && step < math.Pow(10, float64(-decimals)); {
+		decimals++
+	}
 	for i := 0; i <= 10; i++ {
 		t := end * time.Duration(i) / 10
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.1f ms</text>`+"\n", x(t), axisY, ms(t))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.*f ms</text>`+"\n", x(t), axisY, decimals, ms(t))
 	}
 	lx := left
 	for _, st := range []pipeline.Stage{pipeline.StageIn, pipeline.StageH2D, pipeline.StageCompute, pipeline.StageD2H, pipeline.StageOut} {

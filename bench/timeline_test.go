@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -46,4 +47,18 @@ func TestTimeline(t *testing.T) {
 	assert.Equal(t, 3, strings.Count(s, `class="lane"`))
 	assert.Equal(t, 3, strings.Count(s, "<title>"))
 	assert.Contains(t, s, ">4.0 ms</text>", "the axis ends at the last span")
+
+	// A short run's ticks differ from one another (the trial's read
+	// "0.0 ms 0.0 ms 0.0 ms"): 0.3 ms in tenths of 0.03 ms.
+	short := []pipeline.Span{{Lane: "H2D", Stage: pipeline.StageH2D, Start: 0, End: 300 * time.Microsecond}}
+	svg.Reset()
+	require.NoError(t, WriteTimelineSVG(&svg, short, "short"))
+	ticks := regexp.MustCompile(`>([0-9.]+) ms</text>`).FindAllStringSubmatch(svg.String(), -1)
+	require.Len(t, ticks, 11)
+	seen := map[string]bool{}
+	for _, m := range ticks {
+		assert.False(t, seen[m[1]], "tick %s ms twice", m[1])
+		seen[m[1]] = true
+	}
+	assert.Equal(t, "0.03", ticks[1][1])
 }
