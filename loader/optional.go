@@ -157,6 +157,9 @@ func (e *OptionalError) Brief() string {
 	switch {
 	case missing < len(e.Attempts):
 		s += "; " + strings.Join(odd, "; ")
+	case e.Library.EnvVar != "" && len(e.Attempts) == 1 && os.Getenv(e.Library.EnvVar) == e.Attempts[0].Path:
+		// The variable names nothing: say so, rather than to set it.
+		return s + "; " + e.Library.EnvVar + " names " + e.Attempts[0].Path + ", which does not exist)"
 	case len(e.Attempts) <= 3:
 		// A few paths, as the environment variable names one: say which.
 		var paths []string

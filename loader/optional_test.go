@@ -110,8 +110,11 @@ func TestOptionalAbsent(t *testing.T) {
 	assert.True(t, strings.HasPrefix(msg, "loader: NVRTC not found; tried 1 path(s):\n\t"+missing+": "), msg)
 	assert.True(t, strings.HasSuffix(msg, "\nset OVERLAP_NVRTC_LIBRARY to the library's path"), msg)
 	if runtime.GOOS == "linux" {
-		// The one path tried is named: the override's.
-		assert.Equal(t, "NVRTC (libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so) not found (tried 1 path(s); none exists: "+missing+"; set OVERLAP_NVRTC_LIBRARY to its path)", oe.Brief())
+		// The one path tried is the override's: the variable names nothing.
+		assert.Equal(t, "NVRTC (libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so) not found (tried 1 path(s); OVERLAP_NVRTC_LIBRARY names "+missing+", which does not exist)", oe.Brief())
+		// A few other paths are named, and the variable suggested.
+		few := &OptionalError{Library: NVRTC, Attempts: []Attempt{{Path: "/a/libnvrtc.so", Err: errors.New("/a/libnvrtc.so: cannot open shared object file: No such file or directory")}}}
+		assert.Equal(t, "NVRTC (libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so) not found (tried 1 path(s); none exists: /a/libnvrtc.so; set OVERLAP_NVRTC_LIBRARY to its path)", few.Brief())
 	}
 
 	// Without the override: the places tried are each named. Only those

@@ -543,7 +543,7 @@ func (m *Model) WriteFile(path string) error {
 	if err := m.Check(); err != nil {
 		return err
 	}
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644) // os.WriteFile's mode, as before
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}

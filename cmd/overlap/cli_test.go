@@ -22,19 +22,6 @@ import (
 // with their defaults, each default once, on stdout, and exits 0. Issue 10:
 // "ptx describe -h" said "no such file", "devices -h" printed a bare
 // "Usage of devices:", and "run -h" showed defaults twice.
-// TestScalingHelpShowsItsDefaults: bench scaling's help shows the
-// configuration it runs unset, the pipeline's, and no list it refuses;
-// the trial's showed the sweep's (default "2,3") and then refused it
-// with "give one value".
-func TestScalingHelpShowsItsDefaults(t *testing.T) {
-	code, out, _ := runCLI("bench", "scaling", "-h")
-	assert.Equal(t, exitOK, code)
-	assert.NotContains(t, out, `(default "2,3")`)
-	assert.NotContains(t, out, `(default "1M,4M,16M,32M")`)
-	assert.Contains(t, out, "one slot count (unset: the pipeline's default, the compute streams + 2)")
-	assert.Contains(t, out, fmt.Sprintf("streams for kernels (unset: the pipeline's default, %d)", pipeline.DefaultComputeStreams))
-}
-
 func TestHelp(t *testing.T) {
 	cases := []struct {
 		args  []string
@@ -78,6 +65,19 @@ func TestHelp(t *testing.T) {
 	assert.Contains(t, out, "(default 100)")
 	assert.Contains(t, out, `(default "seed")`)
 	assert.NotContains(t, out, "(100)")
+}
+
+// TestScalingHelpShowsItsDefaults: bench scaling's help shows the
+// configuration it runs unset, the pipeline's, and no list it refuses;
+// the trial's showed the sweep's (default "2,3") and then refused it
+// with "give one value".
+func TestScalingHelpShowsItsDefaults(t *testing.T) {
+	code, out, _ := runCLI("bench", "scaling", "-h")
+	assert.Equal(t, exitOK, code)
+	assert.NotContains(t, out, `(default "2,3")`)
+	assert.NotContains(t, out, `(default "1M,4M,16M,32M")`)
+	assert.Contains(t, out, "one slot count (unset: the pipeline's default, the compute streams + 2)")
+	assert.Contains(t, out, fmt.Sprintf("streams for kernels (unset: the pipeline's default, %d)", pipeline.DefaultComputeStreams))
 }
 
 // TestHelpIsTheCommandList: overlap help lists every command, and a

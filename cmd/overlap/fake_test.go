@@ -46,6 +46,6 @@ func TestRunCUWithoutNVRTC(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Contains(t, errOut, "overlap run: --cu ../../nvrtc/testdata/scale.cu: ")
 	assert.Contains(t, errOut, "/nonexistent/libnvrtc.so.13")
-	assert.Contains(t, errOut, "set OVERLAP_NVRTC_LIBRARY")
+	assert.Contains(t, errOut, "OVERLAP_NVRTC_LIBRARY names /nonexistent/libnvrtc.so.13, which does not exist")
 	assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
 }

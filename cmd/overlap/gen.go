@@ -80,19 +80,30 @@ func runGen(fs *flag.FlagSet, o *genOptions, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// freeSpace is procfs.FreeSpace, which a test replaces.
+var freeSpace = procfs.FreeSpace
+
 // checkFreeSpace refuses a file of size bytes at path where the file
-// system that would hold it has less room (less what the file, if it is
-// there, holds already), as far as it says.
+// system that would hold it has less room, as far as it says: a new
+// file's folder's, or an existing regular file's own (through a link, its
+// target's), its present size counted as room, since it is truncated
+// first. Anything else (/dev/null, a FIFO) takes what it takes.
 func checkFreeSpace(path string, size int64) error {
-	free, ok := procfs.FreeSpace(filepath.Dir(path))
+	where := filepath.Dir(path)
+	var have int64
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return nil
+	case err == nil:
+		where, have = path, st.Size()
+	}
+	free, ok := freeSpace(where)
 	if !ok {
 		return nil
 	}
-	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
-		free += st.Size() // truncated first
-	}
-	if size > free {
-		return fmt.Errorf("--size %d (%s): more than the %s free on the file system of %s", size, humanBytes(size), humanBytes(free), filepath.Dir(path))
+	if free += have; size > free {
+		return fmt.Errorf("--size %d (%s): more than the %s free on the file system of %s", size, humanBytes(size), humanBytes(free), where)
 	}
 	return nil
 }

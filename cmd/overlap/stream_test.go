@@ -11,7 +11,6 @@ import (
 
 	"github.com/purecuda/overlap/bench"
 	"github.com/purecuda/overlap/driver"
-	"github.com/purecuda/overlap/internal/procfs"
 	"github.com/purecuda/overlap/ptx/kernels"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,23 +67,39 @@ func TestGenBadFlags(t *testing.T) {
 
 // TestGenRefusesMoreThanTheDisk: gen refuses a file larger than the room
 // on its file system, before writing anything; the trial's gen --size
-// 100G filled the disk and left a 64.8 GB partial file.
+// 100G filled the disk and left a 64.8 GB partial file. An existing file's
+// size counts as room (it is truncated first), on its own file system;
+// /dev/null takes anything. The room is a stand-in's, 1 MiB, so that the
+// test does not depend on the disk it runs on.
 func TestGenRefusesMoreThanTheDisk(t *testing.T) {
+	defer func(f func(string) (int64, bool)) { freeSpace = f }(freeSpace)
+	var asked []string
+	freeSpace = func(path string) (int64, bool) { asked = append(asked, path); return 1 << 20, true }
 	dir := t.TempDir()
-	free, ok := procfs.FreeSpace(dir)
-	if !ok {
-		t.Skip("skipping: this host does not say how much room its file systems have")
-	}
-	if free >= 1<<40 {
-		t.Skipf("skipping: %d bytes free, more than the largest --size", free)
-	}
 	out := filepath.Join(dir, "huge.f32")
-	code, stdout, errOut := runCLI("gen", "--size", "1024G", "--out", out)
+	code, stdout, errOut := runCLI("gen", "--size", "2M", "--out", out)
 	assert.Equal(t, exitUsage, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, errOut, "overlap gen: --size 1099511627776 (1024.0 GiB): more than the ")
-	assert.Contains(t, errOut, " free on the file system of "+dir+"\n")
+	assert.Equal(t, "overlap gen: --size 2097152 (2.0 MiB): more than the 1.0 MiB free on the file system of "+dir+"\n", errOut)
 	assert.NoFileExists(t, out)
+	assert.Equal(t, []string{dir}, asked, "a new file: its folder's file system")
+
+	// 1.5 MiB there already: 2.5 MiB of room for it.
+	require.NoError(t, os.WriteFile(out, make([]byte, 3<<19), 0o644))
+	asked = nil
+	code, _, errOut = runCLI("gen", "--size", "2M", "--out", out)
+	assert.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, []string{out}, asked, "an existing file: its own file system")
+	st, err := os.Stat(out)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2<<20), st.Size())
+
+	if _, err := os.Stat("/dev/null"); err == nil {
+		asked = nil
+		code, _, errOut = runCLI("gen", "--size", "2M", "--out", "/dev/null")
+		assert.Equal(t, exitOK, code, errOut)
+		assert.Empty(t, asked, "a device takes what it takes")
+	}
 }
 
 // TestRunStreamFileToFile generates a file, streams it through the seed
