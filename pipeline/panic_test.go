@@ -97,6 +97,27 @@ func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) err
 	}
 }
 
+// panicChunk is the panic tests' chunk, in elements.
+const panicChunk = 1024
+
+// panicWay is a way of issuing that the panic tests run through: a host
+// mode and schedule, over n elements.
+type panicWay struct {
+	name     string
+	host     pipeline.HostMode
+	schedule pipeline.Schedule
+	n        int
+}
+
+// panicWays are the ways of issuing a job of 16 chunks.
+func panicWays() []panicWay {
+	return []panicWay{
+		{"events/staged", pipeline.HostStaged, pipeline.ScheduleEvents, 16 * panicChunk},
+		{"events/registered", pipeline.HostRegistered, pipeline.ScheduleEvents, 16 * panicChunk},
+		{"in-stream/registered", pipeline.HostRegistered, pipeline.ScheduleInStream, 16 * panicChunk},
+	}
+}
+
 // TestPanicInArgsSettles: a kernel's Args that panics mid-run, in every
 // way of issuing (events staged and registered, in-stream, a job of one
 // chunk, StageTimes), in a group of one device and in a group of two
@@ -106,18 +127,8 @@ func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) err
 // panicked on a device's goroutine, which ended the program; a Pipeline
 // left its stage goroutines waiting and its copies in flight.
 func TestPanicInArgsSettles(t *testing.T) {
-	const chunk = 1024
-	for _, c := range []struct {
-		name     string
-		host     pipeline.HostMode
-		schedule pipeline.Schedule
-		n        int
-	}{
-		{"events/staged", pipeline.HostStaged, pipeline.ScheduleEvents, 16 * chunk},
-		{"events/registered", pipeline.HostRegistered, pipeline.ScheduleEvents, 16 * chunk},
-		{"in-stream/registered", pipeline.HostRegistered, pipeline.ScheduleInStream, 16 * chunk},
-		{"one chunk/registered", pipeline.HostRegistered, pipeline.ScheduleAuto, chunk},
-	} {
+	const chunk = panicChunk
+	for _, c := range append(panicWays(), panicWay{"one chunk/registered", pipeline.HostRegistered, pipeline.ScheduleAuto, chunk}) {
 		cfg := pipeline.Float32Config(1, 1)
 		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = chunk, 4, 2, c.host, c.schedule
 		t.Run("pipeline/"+c.name, func(t *testing.T) {
@@ -179,16 +190,8 @@ func TestPanicWhoseDrainFailsClosesTheGroup(t *testing.T) {
 // used to run on through the simulated clock's locks: the run hung, or
 // the program ended on a staging goroutine.
 func TestPanicInCPUFaultsTheSimulatedDevice(t *testing.T) {
-	const chunk = 1024
-	for _, c := range []struct {
-		name     string
-		host     pipeline.HostMode
-		schedule pipeline.Schedule
-	}{
-		{"events/staged", pipeline.HostStaged, pipeline.ScheduleEvents},
-		{"events/registered", pipeline.HostRegistered, pipeline.ScheduleEvents},
-		{"in-stream/registered", pipeline.HostRegistered, pipeline.ScheduleInStream},
-	} {
+	const chunk = panicChunk
+	for _, c := range panicWays() {
 		t.Run(c.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
 			dev := sim.New(8, 2*time.Microsecond)
@@ -204,7 +207,7 @@ func TestPanicInCPUFaultsTheSimulatedDevice(t *testing.T) {
 				}
 				cpu(hc)
 			}
-			n := 16 * chunk
+			n := c.n
 			in, out := make([]float32, n), make([]float32, n)
 			job := pipeline.Job{N: n, Kernel: &k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 			var runErr error
