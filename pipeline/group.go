@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -343,8 +344,7 @@ func (g *Group) eachDevice(fn func(d int), stop func()) {
 	var caught firstPanic
 	for d := range g.pipes {
 		rs.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() {
-			defer caught.catch(stop)
-			fn(d)
+			caught.guard(func() { fn(d) }, stop)
 		})
 	}
 	rs.join()
@@ -353,18 +353,34 @@ func (g *Group) eachDevice(fn func(d int), stop func()) {
 
 // firstPanic keeps the first panic of several goroutines, for the
 // goroutine that joins them to go on with, where its caller can recover
-// it: on a goroutine of their own it would end the program.
+// it: on a goroutine of their own it would end the program. A goroutine
+// that the caller's code ended with runtime.Goexit (a test's t.FailNow in
+// a kernel's Args) counts as one: the joining goroutine then ends the
+// same way, as it would have had the code run on it.
 type firstPanic struct {
 	mu sync.Mutex
-	v  []any // the first panic's value, once there is one
+	v  []any // the first panic's value (nil for a Goexit), once there is one
 }
 
-// catch is deferred by each goroutine: it recovers the goroutine's panic,
+// guard runs fn, as the whole of a goroutine of the run's, and keeps
+// its panic or its Goexit (catch).
+func (f *firstPanic) guard(fn func(), then func()) {
+	returned := false
+	defer f.catch(&returned, then)
+	fn()
+	returned = true
+}
+
+// catch is deferred by a goroutine: it recovers the goroutine's panic,
 // keeps it if it is the first, and calls then (where not nil), so that
-// the others stop.
-func (f *firstPanic) catch(then func()) {
+// the others stop. returned, where not nil, is set by the goroutine once
+// its work returned; still false with nothing to recover, the goroutine
+// is ending through runtime.Goexit, which is kept too. The caller's own
+// goroutine passes nil: its Goexit goes on by itself, and is not for
+// rethrow to repeat.
+func (f *firstPanic) catch(returned *bool, then func()) {
 	v := recover()
-	if v == nil {
+	if v == nil && (returned == nil || *returned) {
 		return
 	}
 	f.mu.Lock()
@@ -377,13 +393,18 @@ func (f *firstPanic) catch(then func()) {
 	}
 }
 
-// rethrow panics with the first panic kept, if any; call it once every
-// goroutine has ended.
+// rethrow panics with the first panic kept, or ends the goroutine with
+// runtime.Goexit where that came first; call it once every goroutine has
+// ended.
 func (f *firstPanic) rethrow() {
 	f.mu.Lock()
 	v := f.v
 	f.mu.Unlock()
-	if v != nil {
+	switch {
+	case v == nil:
+	case v[0] == nil:
+		runtime.Goexit()
+	default:
 		panic(v[0])
 	}
 }
@@ -790,15 +811,16 @@ func (g *Group) timeStage(ctx context.Context, plans []*plan, st Stage, shares [
 		for j, part := range parts {
 			w := d*len(parts) + j
 			rs.spawn(fmt.Sprintf("device %d's %s goroutine", d, part), func() {
-				defer caught.catch(nil)
-				p := g.pipes[d]
-				iss, done, err := p.stageIssuer()
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				defer done()
-				times[w], errs[w] = p.timeStage(ctx, plans[d], iss, part, first[d], first[d]+shares[d])
+				caught.guard(func() {
+					p := g.pipes[d]
+					iss, done, err := p.stageIssuer()
+					if err != nil {
+						errs[w] = err
+						return
+					}
+					defer done()
+					times[w], errs[w] = p.timeStage(ctx, plans[d], iss, part, first[d], first[d]+shares[d])
+				}, nil)
 			})
 		}
 	}

@@ -289,17 +289,22 @@ func (h *handoff) spawn(name string, fn func()) {
 		if tr != nil {
 			tr.t.HostStart(g)
 		}
+		// Deferred, so that a goroutine that fn ends with runtime.Goexit
+		// (a kernel's Args calling a test's t.FailNow) still counts out,
+		// and join does not wait for it forever.
+		defer func() {
+			h.mu.Lock()
+			if tr != nil {
+				tr.exit = tr.t.HostMerge(tr.exit, tr.t.HostPublish())
+			}
+			h.exited++
+			h.signal()
+			h.mu.Unlock()
+			if tr != nil {
+				tr.t.HostExit()
+			}
+		}()
 		fn()
-		h.mu.Lock()
-		if tr != nil {
-			tr.exit = tr.t.HostMerge(tr.exit, tr.t.HostPublish())
-		}
-		h.exited++
-		h.signal()
-		h.mu.Unlock()
-		if tr != nil {
-			tr.t.HostExit()
-		}
 	}()
 }
 

@@ -19,8 +19,9 @@ import (
 
 // panickyKernel is seed (3 iterations) whose Args panics on the chunk of
 // index at while armed is set, calling before first where it is not nil:
-// the caller's code failing in the middle of a run.
-func panickyKernel(at int, armed *atomic.Bool, before func()) *pipeline.Kernel {
+// the caller's code failing in the middle of a run. With goexit it ends
+// its goroutine with runtime.Goexit instead, as a test's t.FailNow does.
+func panickyKernel(at int, armed *atomic.Bool, before func(), goexit bool) *pipeline.Kernel {
 	k := *seedKernel(nil, 3)
 	args := k.Args
 	k.Args = func(a *driver.Args, c pipeline.Chunk) {
@@ -28,12 +29,52 @@ func panickyKernel(at int, armed *atomic.Bool, before func()) *pipeline.Kernel {
 			if before != nil {
 				before()
 			}
+			if goexit {
+				runtime.Goexit()
+			}
 			panic("boom in Args")
 		}
 		args(a, c)
 	}
 	return &k
 }
+
+// goexited is what endingOf returns for a function that ended its
+// goroutine with runtime.Goexit.
+const goexited = "runtime.Goexit"
+
+// endingOf runs fn on a goroutine of its own and says how it ended: nil
+// when it returned, what it panicked with, goexited, or stillRunning
+// after 10 s (a run whose join waits forever).
+func endingOf(fn func()) any {
+	ending := make(chan any, 1)
+	go func() {
+		returned, recovered := false, false
+		defer func() {
+			if !returned && !recovered {
+				ending <- goexited
+			}
+		}()
+		defer func() {
+			if v := recover(); v != nil {
+				recovered = true
+				ending <- v
+			}
+		}()
+		fn()
+		returned = true
+		ending <- nil
+	}()
+	select {
+	case v := <-ending:
+		return v
+	case <-time.After(10 * time.Second):
+		return stillRunning
+	}
+}
+
+// stillRunning is what endingOf returns for a function that did not end.
+const stillRunning = "still running after 10 s"
 
 // noGoroutinesLeft waits up to 3 s for the goroutines to be back to
 // before, which their count was before the run, and fails the test, with
@@ -58,7 +99,9 @@ func panicsWith(fn func()) (v any) {
 // for a handoff forever), a group's other devices stopped, no hazard on
 // the simulator (the run's copies drained before the next run's), and a next run that succeeds, with
 // exact output where run writes it (computes).
-func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) error, n int, computes bool) {
+// With goexit the caller's code ends the goroutine with runtime.Goexit
+// instead of panicking, and so must the run's caller.
+func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) error, n int, computes, goexit bool) {
 	t.Helper()
 	var armed atomic.Bool
 	launches := func() int {
@@ -71,12 +114,16 @@ func settlesAfterPanic(t *testing.T, sims []*sim.Sim, run func(pipeline.Job) err
 	var atPanic atomic.Int64 // the launches when Args panicked
 	in, out := make([]float32, n), make([]float32, n)
 	kernels.FillPattern(in, 6)
-	k := panickyKernel(min(3, n/1024-1), &armed, func() { atPanic.Store(int64(launches())) })
+	k := panickyKernel(min(3, n/1024-1), &armed, func() { atPanic.Store(int64(launches())) }, goexit)
 	job := pipeline.Job{N: n, Kernel: k, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	require.NoError(t, run(job), "a rehearsal, which registers the job's memory")
 	before := runtime.NumGoroutine()
 	armed.Store(true)
-	assert.Equal(t, "boom in Args", panicsWith(func() { _ = run(job) }), "the panic reaches the caller")
+	want := any("boom in Args")
+	if goexit {
+		want = goexited
+	}
+	assert.Equal(t, want, endingOf(func() { _ = run(job) }), "the panic or the Goexit reaches the caller")
 	armed.Store(false)
 	if computes && len(sims) > 1 {
 		// Each other device launches at most the chunk it was issuing:
@@ -125,35 +172,45 @@ func panicWays() []panicWay {
 // reaches the caller's goroutine, where it can be recovered, and leaves
 // the run's goroutines stopped and its copies drained. A group of two
 // panicked on a device's goroutine, which ended the program; a Pipeline
-// left its stage goroutines waiting and its copies in flight.
+// left its stage goroutines waiting and its copies in flight. An Args
+// that calls runtime.Goexit (t.FailNow) settles the same way and ends
+// the caller's goroutine: recover cannot see it, so it left the same
+// goroutines behind, and on a device's goroutine the group's join waited
+// for it forever.
 func TestPanicInArgsSettles(t *testing.T) {
 	const chunk = panicChunk
-	for _, c := range append(panicWays(), panicWay{"one chunk/registered", pipeline.HostRegistered, pipeline.ScheduleAuto, chunk}) {
-		cfg := pipeline.Float32Config(1, 1)
-		cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = chunk, 4, 2, c.host, c.schedule
-		t.Run("pipeline/"+c.name, func(t *testing.T) {
-			dev := sim.New(7, 2*time.Microsecond)
-			p, err := pipeline.New(dev, cfg)
-			require.NoError(t, err)
-			settlesAfterPanic(t, []*sim.Sim{dev}, func(job pipeline.Job) error { _, err := p.Run(context.Background(), job); return err }, c.n, true)
-			require.NoError(t, p.Close())
-		})
-		t.Run("stage times/"+c.name, func(t *testing.T) {
-			dev := sim.New(7, 2*time.Microsecond)
-			p, err := pipeline.New(dev, cfg)
-			require.NoError(t, err)
-			settlesAfterPanic(t, []*sim.Sim{dev}, func(job pipeline.Job) error { _, err := p.StageTimes(context.Background(), job); return err }, c.n, false)
-			require.NoError(t, p.Close())
-		})
-		for _, devices := range []int{1, 2} {
-			t.Run("group of "+string(rune('0'+devices))+"/"+c.name, func(t *testing.T) {
-				g, sims := simGroup(t, sim.HostOptions{Seed: 7, Jitter: 2 * time.Microsecond}, cfg, make([]bool, devices)...)
-				settlesAfterPanic(t, sims, func(job pipeline.Job) error { _, err := g.Run(context.Background(), job); return err }, c.n, true)
+	for _, goexit := range []bool{false, true} {
+		ending := "panic/"
+		if goexit {
+			ending = "goexit/"
+		}
+		for _, c := range append(panicWays(), panicWay{"one chunk/registered", pipeline.HostRegistered, pipeline.ScheduleAuto, chunk}) {
+			cfg := pipeline.Float32Config(1, 1)
+			cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Schedule = chunk, 4, 2, c.host, c.schedule
+			t.Run(ending+"pipeline/"+c.name, func(t *testing.T) {
+				dev := sim.New(7, 2*time.Microsecond)
+				p, err := pipeline.New(dev, cfg)
+				require.NoError(t, err)
+				settlesAfterPanic(t, []*sim.Sim{dev}, func(job pipeline.Job) error { _, err := p.Run(context.Background(), job); return err }, c.n, true, goexit)
+				require.NoError(t, p.Close())
 			})
-			t.Run("group stage times of "+string(rune('0'+devices))+"/"+c.name, func(t *testing.T) {
-				g, sims := simGroup(t, sim.HostOptions{Seed: 7, Jitter: 2 * time.Microsecond}, cfg, make([]bool, devices)...)
-				settlesAfterPanic(t, sims, func(job pipeline.Job) error { _, err := g.StageTimes(context.Background(), job); return err }, c.n, false)
+			t.Run(ending+"stage times/"+c.name, func(t *testing.T) {
+				dev := sim.New(7, 2*time.Microsecond)
+				p, err := pipeline.New(dev, cfg)
+				require.NoError(t, err)
+				settlesAfterPanic(t, []*sim.Sim{dev}, func(job pipeline.Job) error { _, err := p.StageTimes(context.Background(), job); return err }, c.n, false, goexit)
+				require.NoError(t, p.Close())
 			})
+			for _, devices := range []int{1, 2} {
+				t.Run(ending+"group of "+string(rune('0'+devices))+"/"+c.name, func(t *testing.T) {
+					g, sims := simGroup(t, sim.HostOptions{Seed: 7, Jitter: 2 * time.Microsecond}, cfg, make([]bool, devices)...)
+					settlesAfterPanic(t, sims, func(job pipeline.Job) error { _, err := g.Run(context.Background(), job); return err }, c.n, true, goexit)
+				})
+				t.Run(ending+"group stage times of "+string(rune('0'+devices))+"/"+c.name, func(t *testing.T) {
+					g, sims := simGroup(t, sim.HostOptions{Seed: 7, Jitter: 2 * time.Microsecond}, cfg, make([]bool, devices)...)
+					settlesAfterPanic(t, sims, func(job pipeline.Job) error { _, err := g.StageTimes(context.Background(), job); return err }, c.n, false, goexit)
+				})
+			}
 		}
 	}
 }
@@ -170,7 +227,7 @@ func TestPanicWhoseDrainFailsClosesTheGroup(t *testing.T) {
 	var armed atomic.Bool
 	n := 16 * chunk
 	in, out := make([]float32, n), make([]float32, n)
-	job := pipeline.Job{N: n, Kernel: panickyKernel(3, &armed, nil), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	job := pipeline.Job{N: n, Kernel: panickyKernel(3, &armed, nil, false), Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
 	_, err := g.Run(context.Background(), job)
 	require.NoError(t, err)
 	boom := errors.New("injected sync fault")

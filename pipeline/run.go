@@ -496,7 +496,8 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	if stagedOut {
 		rs.spawn("stage-out goroutine", func() { p.stageOut(pl, rs) })
 	}
-	defer p.settleOnPanic(rs, pl.stopGroup)
+	issuing := true
+	defer p.settleOnPanic(rs, pl.stopGroup, &issuing)
 
 	var issued int
 	var issueErr error
@@ -505,6 +506,7 @@ func (p *Pipeline) execute(ctx context.Context, pl *plan) (runErr error) {
 	} else {
 		issued, issueErr = p.issue(pl, rs, iss, timers, stagedIn, stagedOut)
 	}
+	issuing = false
 	pl.issued = issued
 	if issueErr != nil {
 		rs.fail(issueErr)
@@ -574,9 +576,11 @@ func (p *Pipeline) executeSingle(ctx context.Context, pl *plan) error {
 		return &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
 	defer iss.Release()
-	defer p.settleOnPanic(nil, nil)
+	issuing := true
+	defer p.settleOnPanic(nil, nil, &issuing)
 	pl.issued = 1
 	issueErr := p.issueSingle(pl, iss)
+	issuing = false
 	// Drain even after a failed issue: what was queued must finish before
 	// the slots are used again.
 	if err := iss.Synchronize(p.comp[0]); err != nil {
@@ -646,16 +650,19 @@ var errPanicked = errors.New("pipeline: the issuing goroutine panicked")
 
 // settleOnPanic is deferred by each way of issuing a run, which calls
 // the caller's code on the issuing goroutine (a kernel's or a step's
-// Args). When that code panics, it stops the run's
-// goroutines (rs; nil where there are none), waits for them, and drains
-// what was queued, closing the pipeline as a failed drain does, before
-// the panic goes on: a caller who recovers it finds no goroutine left
-// waiting on a handoff that will never come, and no copy still writing
-// memory that the caller owns or the next run's slots. stopGroup, where
-// not nil, comes first: a group's other devices stop taking chunks.
-func (p *Pipeline) settleOnPanic(rs *runState, stopGroup func()) {
+// Args). When that code panics, or ends the goroutine with
+// runtime.Goexit (a test's t.FailNow) while *issuing is still set, it
+// stops the run's goroutines (rs; nil where there are none), waits for
+// them, and drains what was queued, closing the pipeline as a failed
+// drain does, before the panic or the Goexit goes on: a caller who
+// recovers it finds no goroutine left waiting on a handoff that will
+// never come, and no copy still writing memory that the caller owns or
+// the next run's slots. stopGroup, where not nil, comes first: a
+// group's other devices stop taking chunks. The caller clears *issuing
+// once the issue has returned, so that a normal return settles nothing.
+func (p *Pipeline) settleOnPanic(rs *runState, stopGroup func(), issuing *bool) {
 	v := recover()
-	if v == nil {
+	if v == nil && !*issuing {
 		return
 	}
 	if stopGroup != nil {
@@ -668,7 +675,10 @@ func (p *Pipeline) settleOnPanic(rs *runState, stopGroup func()) {
 	if err := p.drain(); err != nil {
 		p.drainFailed(err)
 	}
-	panic(v)
+	if v != nil {
+		panic(v)
+	}
+	// A Goexit (recover returns nil for it) goes on by itself.
 }
 
 // drain waits for every stream and returns the first failure (a faulted

@@ -108,8 +108,10 @@ func (p *Pipeline) executeInStream(ctx context.Context, pl *plan) error {
 		return err
 	}
 	defer iss.Release()
-	defer p.settleOnPanic(nil, pl.stopGroup)
+	issuing := true
+	defer p.settleOnPanic(nil, pl.stopGroup, &issuing)
 	issued, issueErr := p.issueInStream(ctx, pl, iss, timers)
+	issuing = false
 	pl.issued = issued
 	// Drain even after a failed issue: what was queued must finish before
 	// the slots are used again. The timing origin is on the H2D stream.

@@ -160,9 +160,19 @@ func (p *Pipeline) stageIssuer() (Issuer, func(), error) {
 }
 
 // timeStage times stage st alone over chunks first to last-1 of the
-// plan: the host issues every chunk's work and waits for it once.
+// plan: the host issues every chunk's work and waits for it once. It
+// calls the kernel's Args, so it settles as a run does when they panic
+// or end the goroutine (settleOnPanic).
 func (p *Pipeline) timeStage(ctx context.Context, pl *plan, iss Issuer, st Stage, first, last int) (time.Duration, error) {
-	defer p.settleOnPanic(nil, nil)
+	issuing := true
+	defer p.settleOnPanic(nil, nil, &issuing)
+	took, err := p.timeStageIssuing(ctx, pl, iss, st, first, last)
+	issuing = false
+	return took, err
+}
+
+// timeStageIssuing is timeStage without the settling.
+func (p *Pipeline) timeStageIssuing(ctx context.Context, pl *plan, iss Issuer, st Stage, first, last int) (time.Duration, error) {
 	S, K := p.cfg.Slots, len(p.comp)
 	// The copies of pl.copies chunks at a time are one copy, as a run
 	// makes them (copiesFor): n covers the group from chunk c.

@@ -534,6 +534,20 @@ func newStreamRun(devs []*Pipeline, job StreamJob) *streamRun {
 	return r
 }
 
+// settleGoexit is what a streaming run on one device does when the
+// caller's code ended the calling goroutine, which issues, with
+// runtime.Goexit: it stops the run, waits for its goroutines and drains
+// the device, so that nothing of the run's is left running or writing
+// memory once the goroutine is gone.
+func (r *streamRun) settleGoexit(stopProgress func()) {
+	r.fail(errPanicked)
+	r.joinAll()
+	for _, q := range r.devs {
+		_ = q.drain() // nobody is left to see a failure
+	}
+	stopProgress()
+}
+
 // execute starts the readers and writers, issues on the calling goroutine
 // (a group's devices on goroutines of their own), and tears everything
 // down in order: coordinators, then workers, then the device drain, then
@@ -589,8 +603,7 @@ func (r *streamRun) execute(ctx context.Context) error {
 		}
 		for w := 0; w < n; w++ {
 			r.spawn(fmt.Sprintf("stream worker %d.%d", i, w), func() {
-				defer caught.catch(stopOnPanic)
-				r.worker(q)
+				caught.guard(func() { r.worker(q) }, stopOnPanic)
 			})
 		}
 	}
@@ -599,14 +612,25 @@ func (r *streamRun) execute(ctx context.Context) error {
 	stopProgress := r.startProgress()
 
 	issue := func(d int) {
-		defer caught.catch(stopOnPanic)
 		if err := r.issue(d); err != nil {
 			r.fail(r.deviceErr(d, err))
 		}
 	}
 	if len(r.devs) == 1 {
-		// A pipeline issues on the calling goroutine.
-		issue(0)
+		// A pipeline issues on the calling goroutine. Should the caller's
+		// code end it with runtime.Goexit, which nothing can recover, the
+		// run stops and drains on the way out.
+		issued := false
+		defer func() {
+			if !issued {
+				r.settleGoexit(stopProgress)
+			}
+		}()
+		func() {
+			defer caught.catch(nil, stopOnPanic)
+			issue(0)
+		}()
+		issued = true
 		r.mu.Lock()
 		r.issueDone = true
 		r.markLocked(&r.issueDoneTok)
@@ -617,15 +641,18 @@ func (r *streamRun) execute(ctx context.Context) error {
 		r.mu.Unlock()
 		for d := range r.devs {
 			r.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() {
-				issue(d)
-				r.mu.Lock()
-				r.issuing--
-				if r.tracked() {
-					r.issueDoneTok = r.merge(r.issueDoneTok, r.stamp())
-				}
-				r.issueDone = r.issuing == 0
-				r.signal()
-				r.mu.Unlock()
+				// Deferred, so that a device that a Goexit ended counts out.
+				defer func() {
+					r.mu.Lock()
+					r.issuing--
+					if r.tracked() {
+						r.issueDoneTok = r.merge(r.issueDoneTok, r.stamp())
+					}
+					r.issueDone = r.issuing == 0
+					r.signal()
+					r.mu.Unlock()
+				}()
+				caught.guard(func() { issue(d) }, stopOnPanic)
 			})
 		}
 		r.mu.Lock()

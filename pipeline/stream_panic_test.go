@@ -15,17 +15,22 @@ import (
 	"github.com/purecuda/overlap/pipeline"
 )
 
-// panickyReader reads r and panics on its read of index at while armed.
+// panickyReader reads r and panics on its read of index at while armed,
+// or with goexit ends its goroutine with runtime.Goexit.
 type panickyReader struct {
-	r     io.Reader
-	at    int
-	reads int
-	armed *atomic.Bool
+	r      io.Reader
+	at     int
+	reads  int
+	armed  *atomic.Bool
+	goexit bool
 }
 
 func (p *panickyReader) Read(b []byte) (int, error) {
 	p.reads++
 	if p.armed.Load() && p.reads == p.at {
+		if p.goexit {
+			runtime.Goexit()
+		}
 		panic("boom in Read")
 	}
 	return p.r.Read(b)
@@ -38,52 +43,67 @@ func (p *panickyReader) Read(b []byte) (int, error) {
 // recover it: no goroutine is left behind, no hazard (streamPipeline's
 // and streamGroup's cleanups), and the next stream is exact. It ended
 // the program from a worker or a device's goroutine, and on one device
-// left the readers and writers running.
+// left the readers and writers running. A runtime.Goexit there (a test's
+// t.FailNow) settles the same way and ends the caller's goroutine; it
+// left the run's goroutines behind, or its join waiting forever.
 func TestStreamPanicSettles(t *testing.T) {
 	const chunk = 16
 	in, want := streamData(40 * chunk)
-	for _, where := range []string{"Read", "Args"} {
-		for _, devices := range []int{1, 2} {
-			t.Run(where+"/"+string(rune('0'+devices))+" devices", func(t *testing.T) {
-				var run func(pipeline.StreamJob) error
-				if devices == 1 {
-					p, _ := streamPipeline(t, 31, chunk, 1)
-					run = func(j pipeline.StreamJob) error { _, err := p.RunStream(context.Background(), j); return err }
-				} else {
-					cfg := pipeline.Float32Config(1, 1)
-					cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
-					g, _ := streamGroup(t, 32, cfg, false, false)
-					run = func(j pipeline.StreamJob) error { _, err := g.RunStream(context.Background(), j); return err }
+	for _, goexit := range []bool{false, true} {
+		for _, where := range []string{"Read", "Args"} {
+			for _, devices := range []int{1, 2} {
+				ending := "panic/"
+				if goexit {
+					ending = "goexit/"
 				}
-				var armed atomic.Bool
-				k := *seedKernel(nil, streamIters)
-				if where == "Args" {
-					args := k.Args
-					k.Args = func(a *driver.Args, c pipeline.Chunk) {
-						if armed.Load() && c.Index == 5 {
-							panic("boom in Args")
+				t.Run(ending+where+"/"+string(rune('0'+devices))+" devices", func(t *testing.T) {
+					var run func(pipeline.StreamJob) error
+					if devices == 1 {
+						p, _ := streamPipeline(t, 31, chunk, 1)
+						run = func(j pipeline.StreamJob) error { _, err := p.RunStream(context.Background(), j); return err }
+					} else {
+						cfg := pipeline.Float32Config(1, 1)
+						cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
+						g, _ := streamGroup(t, 32, cfg, false, false)
+						run = func(j pipeline.StreamJob) error { _, err := g.RunStream(context.Background(), j); return err }
+					}
+					var armed atomic.Bool
+					k := *seedKernel(nil, streamIters)
+					if where == "Args" {
+						args := k.Args
+						k.Args = func(a *driver.Args, c pipeline.Chunk) {
+							if armed.Load() && c.Index == 5 {
+								if goexit {
+									runtime.Goexit()
+								}
+								panic("boom in Args")
+							}
+							args(a, c)
 						}
-						args(a, c)
 					}
-				}
-				job := func() (pipeline.StreamJob, *bytes.Buffer) {
-					var out bytes.Buffer
-					r := &panickyReader{r: plainReader{bytes.NewReader(in)}, armed: &armed}
-					if where == "Read" {
-						r.at = 7
+					job := func() (pipeline.StreamJob, *bytes.Buffer) {
+						var out bytes.Buffer
+						r := &panickyReader{r: plainReader{bytes.NewReader(in)}, armed: &armed, goexit: goexit}
+						if where == "Read" {
+							r.at = 7
+						}
+						return pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{&out}, Kernel: &k}, &out
 					}
-					return pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{&out}, Kernel: &k}, &out
-				}
-				before := runtime.NumGoroutine()
-				armed.Store(true)
-				j, _ := job()
-				assert.Equal(t, "boom in "+where, panicsWith(func() { _ = run(j) }))
-				armed.Store(false)
-				noGoroutinesLeft(t, before, "goroutines left behind")
-				j, out := job()
-				require.NoError(t, run(j), "the stream after the panic")
-				sameBytes(t, want, out.Bytes())
-			})
+					before := runtime.NumGoroutine()
+					armed.Store(true)
+					j, _ := job()
+					wantEnding := any("boom in " + where)
+					if goexit {
+						wantEnding = goexited
+					}
+					assert.Equal(t, wantEnding, endingOf(func() { _ = run(j) }))
+					armed.Store(false)
+					noGoroutinesLeft(t, before, "goroutines left behind")
+					j, out := job()
+					require.NoError(t, run(j), "the stream after the panic")
+					sameBytes(t, want, out.Bytes())
+				})
+			}
 		}
 	}
 }
