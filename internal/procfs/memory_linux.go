@@ -41,8 +41,8 @@ func cgroupRoom() (int64, bool) {
 		return 0, false
 	}
 	best, found := int64(0), false
-	consider := func(limit, usage string) {
-		if room, ok := roomUnder(limit, usage); ok && (!found || room < best) {
+	consider := func(limit, usage string, inactiveFile int64) {
+		if room, ok := roomUnder(limit, usage, inactiveFile); ok && (!found || room < best) {
 			best, found = room, true
 		}
 	}
@@ -55,24 +55,28 @@ func cgroupRoom() (int64, bool) {
 		case parts[0] == "0" && parts[1] == "": // cgroup v2
 			for dir := parts[2]; ; dir = path.Dir(dir) {
 				base := path.Join("/sys/fs/cgroup", dir)
-				consider(readTrim(path.Join(base, "memory.max")), readTrim(path.Join(base, "memory.current")))
+				consider(readTrim(path.Join(base, "memory.max")), readTrim(path.Join(base, "memory.current")), statValue(readTrim(path.Join(base, "memory.stat")), "inactive_file"))
 				if dir == "/" || dir == "." {
 					break
 				}
 			}
 		case strings.Contains(","+parts[1]+",", ",memory,"): // cgroup v1
 			for _, base := range []string{path.Join("/sys/fs/cgroup/memory", parts[2]), "/sys/fs/cgroup/memory"} {
-				consider(readTrim(path.Join(base, "memory.limit_in_bytes")), readTrim(path.Join(base, "memory.usage_in_bytes")))
+				consider(readTrim(path.Join(base, "memory.limit_in_bytes")), readTrim(path.Join(base, "memory.usage_in_bytes")), statValue(readTrim(path.Join(base, "memory.stat")), "total_inactive_file"))
 			}
 		}
 	}
 	return best, found
 }
 
-// roomUnder is limit − usage, both in bytes as a cgroup file writes them;
-// false for "max", no limit, or anything unreadable. cgroup v1 writes a
-// page-rounded maximum int64 for no limit.
-func roomUnder(limit, usage string) (int64, bool) {
+// roomUnder is limit − (usage − inactiveFile), limit and usage in bytes
+// as a cgroup file writes them; false for "max", no limit, or anything
+// unreadable. cgroup v1 writes a page-rounded maximum int64 for no limit.
+// A cgroup's usage counts its page cache, so that after a large write it
+// reads as nearly full; the inactive part of that cache (memory.stat's
+// inactive_file) is what the kernel reclaims first, and counts as room,
+// as MemAvailable counts it for the whole machine.
+func roomUnder(limit, usage string, inactiveFile int64) (int64, bool) {
 	l, err := strconv.ParseInt(limit, 10, 64)
 	if err != nil || l <= 0 || l >= 1<<62 {
 		return 0, false
@@ -81,7 +85,24 @@ func roomUnder(limit, usage string) (int64, bool) {
 	if err != nil || u < 0 {
 		return 0, false
 	}
-	return max(0, l-u), true
+	return max(0, l-(u-min(u, max(0, inactiveFile)))), true
+}
+
+// statValue is the value of key in a cgroup's memory.stat (lines of a
+// key and a number of bytes); 0 where it is absent or unreadable.
+func statValue(stat, key string) int64 {
+	for _, line := range strings.Split(stat, "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if !ok || k != key {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 0 {
+			return 0
+		}
+		return n
+	}
+	return 0
 }
 
 func readTrim(file string) string {
