@@ -443,9 +443,9 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if upload > 0 {
-		start = lead.now()
-	}
+	// The run's time leaves the upload out, and only that: the run's own
+	// fixed cost, which a simulator charges as the run begins, stays in.
+	start += upload
 	defer func() {
 		if err := lead.evict(); err != nil && g.broken == nil {
 			g.broken = err
@@ -578,9 +578,9 @@ func (g *Group) RunStream(ctx context.Context, job StreamJob) (*StreamReport, er
 	if err != nil {
 		return nil, err
 	}
-	if upload > 0 {
-		start = lead.now()
-	}
+	// The run's time leaves the upload out, and only that: the run's own
+	// fixed cost, which a simulator charges as the run begins, stays in.
+	start += upload
 	r := newStreamRun(g.pipes, job)
 	r.devErr = g.deviceErr
 	defer g.closeBroken(nil) // also on the way out of a panic (streamRun.execute)

@@ -292,9 +292,9 @@ func (p *Pipeline) run(ctx context.Context, job Job, rep *Report) (bool, error) 
 	if err != nil {
 		return false, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
-	if upload > 0 {
-		start = p.now()
-	}
+	// The run's time leaves the upload out, and only that: the run's own
+	// fixed cost, which a simulator charges as the run begins, stays in.
+	start += upload
 	pl := &p.runPlan
 	if err := p.resolveInto(pl, job, rep); err != nil {
 		pl.forget()

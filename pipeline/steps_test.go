@@ -631,3 +631,51 @@ func TestStepsKernelNotKeptAlive(t *testing.T) {
 	}
 	assert.Equal(t, int32(2), freed.Load(), "the kernel and its parameters' memory were freed")
 }
+
+// TestUploadLeftOutOfElapsed: a run that uploads its kernel's parameters
+// reports the upload in Upload and leaves it out of Elapsed, and nothing
+// more: on a simulator without jitter its Elapsed is the next run's,
+// whose parameters are resident, through a Pipeline, a Group and a
+// stream. The restart after the upload dropped the run's fixed cost
+// (Profile.RunNs, 8 µs), which the simulator charges as the run begins.
+func TestUploadLeftOutOfElapsed(t *testing.T) {
+	const chunk, n = 16, 40
+	in, _ := rowsData(n, rowW, rowB)
+	dev := sim.New(1, 0)
+	hin, err := dev.AllocPinned(4 * len(in))
+	require.NoError(t, err)
+	defer hin.Close()
+	copy(hin.Bytes(), driver.Bytes(in))
+	hout, err := dev.AllocPinned(4 * n)
+	require.NoError(t, err)
+	defer hout.Close()
+	job := func(k *pipeline.Kernel) pipeline.Job {
+		return pipeline.Job{N: n, Kernel: k, Host: pipeline.HostPinned, Inputs: []pipeline.Buffer{pipeline.Pinned(hin)}, Outputs: []pipeline.Buffer{pipeline.Pinned(hout)}}
+	}
+	twice := func(what string, run func(pipeline.Job) (*pipeline.Report, error)) {
+		k := rowsKernel("rows", rowW, rowB)
+		first, err := run(job(k))
+		require.NoError(t, err, what)
+		second, err := run(job(k))
+		require.NoError(t, err, what)
+		require.Positive(t, first.Upload, what)
+		require.Zero(t, second.Upload, what)
+		assert.InDelta(t, second.Elapsed.Seconds()*1e6, first.Elapsed.Seconds()*1e6, 0.5, "%s: Elapsed in µs of the run that uploaded and of the next", what)
+	}
+	p, err := pipeline.New(dev, rowsConfig(chunk))
+	require.NoError(t, err)
+	defer p.Close()
+	twice("pipeline", func(j pipeline.Job) (*pipeline.Report, error) { return p.Run(context.Background(), j) })
+	g, err := pipeline.NewGroup([]pipeline.Backend{dev}, rowsConfig(chunk))
+	require.NoError(t, err)
+	defer g.Close()
+	twice("group", func(j pipeline.Job) (*pipeline.Report, error) { return g.Run(context.Background(), j) })
+	twice("stream", func(j pipeline.Job) (*pipeline.Report, error) {
+		var out bytes.Buffer
+		rep, err := p.RunStream(context.Background(), pipeline.StreamJob{Kernel: j.Kernel, Inputs: []io.Reader{bytes.NewReader(driver.Bytes(in))}, Outputs: []io.Writer{&out}})
+		if err != nil {
+			return nil, err
+		}
+		return &pipeline.Report{Elapsed: rep.Elapsed, Upload: rep.Upload}, nil
+	})
+}
