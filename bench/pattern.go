@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"io"
 	"runtime"
@@ -18,10 +19,17 @@ const patternBlock = 1 << 20
 // WritePattern writes n little-endian float32 elements of overlap's
 // standard input pattern (kernels.PatternValue), from pattern index
 // offset, to w in order: an input file for a streaming run, as overlap
-// gen writes it. Its error is a *[Error].
-func WritePattern(w io.Writer, n, offset int) error {
+// gen writes it. It looks at ctx (nil: never ends) before each block of
+// 4 MiB, and stops with its error once it ends. Its error is a *[Error].
+func WritePattern(ctx context.Context, w io.Writer, n, offset int) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	buf := make([]float32, min(n, patternBlock))
 	for done := 0; done < n; {
+		if err := ctx.Err(); err != nil {
+			return &Error{Op: "WritePattern", Err: err}
+		}
 		b := buf[:min(len(buf), n-done)]
 		kernels.FillPattern(b, offset+done)
 		if _, err := w.Write(driver.Bytes(b)); err != nil {
@@ -36,10 +44,15 @@ func WritePattern(w io.Writer, n, offset int) error {
 // file, in blocks that one goroutine per CPU fills and writes at their
 // offsets. The first write that fails stops them all, and is the error,
 // a *[Error] (each goroutine's, joined, said a full disk's error once a
-// goroutine).
-func WritePatternAt(w io.WriterAt, n, offset int) error {
+// goroutine); so does ctx's end (nil: never ends), which each goroutine
+// looks at before each block. What was written stays: the caller decides
+// whether a part of the pattern is worth keeping.
+func WritePatternAt(ctx context.Context, w io.WriterAt, n, offset int) error {
 	if w == nil {
 		return &Error{Op: "WritePatternAt", Err: errors.New("nil writer")}
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -60,7 +73,11 @@ func WritePatternAt(w io.WriterAt, n, offset int) error {
 				for i := range b {
 					b[i] = kernels.PatternValue(offset + lo + i)
 				}
-				if _, err := w.WriteAt(driver.Bytes(b), int64(lo)*4); err != nil {
+				err := ctx.Err()
+				if err == nil {
+					_, err = w.WriteAt(driver.Bytes(b), int64(lo)*4)
+				}
+				if err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err

@@ -2,9 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/purecuda/overlap/driver"
@@ -28,22 +31,57 @@ func TestWritePattern(t *testing.T) {
 		want[i] = kernels.PatternValue(offset + i)
 	}
 	var b bytes.Buffer
-	require.NoError(t, WritePattern(&b, n, offset))
+	require.NoError(t, WritePattern(nil, &b, n, offset))
 	assert.True(t, bytes.Equal(driver.Bytes(want), b.Bytes()), "in order")
 	path := filepath.Join(t.TempDir(), "in.f32")
 	f, err := os.Create(path)
 	require.NoError(t, err)
-	require.NoError(t, WritePatternAt(f, n, offset))
+	require.NoError(t, WritePatternAt(nil, f, n, offset))
 	require.NoError(t, f.Close())
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(driver.Bytes(want), got), "at offsets")
 
-	assert.EqualError(t, WritePattern(failWriter{}, 3, 0), "bench: WritePattern: disk full")
-	assert.EqualError(t, WritePatternAt(failWriter{}, 3, 0), "bench: WritePatternAt: disk full")
+	assert.EqualError(t, WritePattern(nil, failWriter{}, 3, 0), "bench: WritePattern: disk full")
+	assert.EqualError(t, WritePatternAt(nil, failWriter{}, 3, 0), "bench: WritePatternAt: disk full")
 	// Many blocks, one goroutine a CPU: the first failure, once (each
 	// goroutine's error was joined, one line a goroutine).
-	assert.EqualError(t, WritePatternAt(failWriter{}, 64*patternBlock, 0), "bench: WritePatternAt: disk full")
-	assert.EqualError(t, WritePatternAt(nil, 3, 0), "bench: WritePatternAt: nil writer")
-	assert.NoError(t, WritePattern(failWriter{}, 0, 0), "nothing to write")
+	assert.EqualError(t, WritePatternAt(nil, failWriter{}, 64*patternBlock, 0), "bench: WritePatternAt: disk full")
+	assert.EqualError(t, WritePatternAt(nil, nil, 3, 0), "bench: WritePatternAt: nil writer")
+	assert.NoError(t, WritePattern(nil, failWriter{}, 0, 0), "nothing to write")
+}
+
+// countingWriterAt counts its writes and cancels a context at the one of
+// index at: a signal arriving while gen writes.
+type countingWriterAt struct {
+	mu     sync.Mutex
+	writes int
+	at     int
+	cancel context.CancelFunc
+}
+
+func (c *countingWriterAt) WriteAt(p []byte, _ int64) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	if c.writes == c.at {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// TestWritePatternStopsWithItsContext: once the context ends, no block is
+// written past the ones already under way (at most one a goroutine), and
+// the error is the context's; an ended context writes nothing.
+func TestWritePatternStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &countingWriterAt{at: 3, cancel: cancel}
+	err := WritePatternAt(ctx, w, 64*patternBlock, 0)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.EqualError(t, err, "bench: WritePatternAt: context canceled")
+	assert.LessOrEqual(t, w.writes, 3+runtime.GOMAXPROCS(0)-1, "blocks written after the cancel: only those already past their look at ctx")
+	var b bytes.Buffer
+	err = WritePattern(ctx, &b, 3*patternBlock, 0)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, b.Len(), "an ended context writes nothing")
 }

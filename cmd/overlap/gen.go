@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -56,16 +55,16 @@ func runGen(fs *flag.FlagSet, o *genOptions, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext("gen", stderr)
 	defer stop()
 	// In order to stdout (bench.WritePattern); to a file with one
-	// goroutine per CPU (bench.WritePatternAt). Each write looks at ctx
-	// first, so that a signal stops the writing.
+	// goroutine per CPU (bench.WritePatternAt). Each block's write looks
+	// at ctx first, so that a signal stops the writing.
 	if o.out == "-" {
-		if err = benchError(bench.WritePattern(ctxWriter{ctx, stdout}, o.size/4, o.offset)); err != nil {
+		if err = benchError(bench.WritePattern(ctx, stdout, o.size/4, o.offset)); err != nil {
 			err = fmt.Errorf("writing stdout: %w", err)
 		}
 	} else {
 		var f *os.File
 		if f, err = os.Create(o.out); err == nil {
-			err = cmp.Or(benchError(bench.WritePatternAt(ctxWriterAt{ctx, f}, o.size/4, o.offset)), f.Close())
+			err = cmp.Or(benchError(bench.WritePatternAt(ctx, f, o.size/4, o.offset)), f.Close())
 			if st, serr := os.Lstat(o.out); err != nil && serr == nil && st.Mode().IsRegular() {
 				// A part of the pattern is no input anyone wants: the
 				// file goes, a regular one (not /dev/null, say).
@@ -106,30 +105,4 @@ func checkFreeSpace(path string, size int64) error {
 		return fmt.Errorf("--size %d (%s): more than the %s free on the file system of %s", size, humanBytes(size), humanBytes(free), where)
 	}
 	return nil
-}
-
-// ctxWriter and ctxWriterAt write to w until ctx ends, and then fail with
-// its error.
-type ctxWriter struct {
-	ctx context.Context
-	w   io.Writer
-}
-
-func (c ctxWriter) Write(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.w.Write(p)
-}
-
-type ctxWriterAt struct {
-	ctx context.Context
-	w   io.WriterAt
-}
-
-func (c ctxWriterAt) WriteAt(p []byte, off int64) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.w.WriteAt(p, off)
 }

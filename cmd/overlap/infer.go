@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -250,7 +251,7 @@ func runInfer(o *inferOptions, stdout, stderr io.Writer) int {
 	if err == nil && o.genInput != "" {
 		var f *os.File
 		if f, err = os.Create(o.genInput); err == nil {
-			err = cmp.Or(benchError(bench.WritePatternAt(f, o.rows*m.In(), 0)), f.Close())
+			err = cmp.Or(benchError(bench.WritePatternAt(context.Background(), f, o.rows*m.In(), 0)), f.Close())
 		}
 		if err == nil && !o.quiet {
 			fmt.Fprintf(stdout, "wrote %s: %d rows of %d float32 (%s), overlap's standard pattern\n", o.genInput, o.rows, m.In(), humanBytes(int64(o.rows)*int64(m.In())*4))
