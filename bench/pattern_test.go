@@ -31,24 +31,24 @@ func TestWritePattern(t *testing.T) {
 		want[i] = kernels.PatternValue(offset + i)
 	}
 	var b bytes.Buffer
-	require.NoError(t, WritePattern(nil, &b, n, offset))
+	require.NoError(t, WritePattern(context.Background(), &b, n, offset))
 	assert.True(t, bytes.Equal(driver.Bytes(want), b.Bytes()), "in order")
 	path := filepath.Join(t.TempDir(), "in.f32")
 	f, err := os.Create(path)
 	require.NoError(t, err)
-	require.NoError(t, WritePatternAt(nil, f, n, offset))
+	require.NoError(t, WritePatternAt(context.Background(), f, n, offset))
 	require.NoError(t, f.Close())
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(driver.Bytes(want), got), "at offsets")
 
-	assert.EqualError(t, WritePattern(nil, failWriter{}, 3, 0), "bench: WritePattern: disk full")
-	assert.EqualError(t, WritePatternAt(nil, failWriter{}, 3, 0), "bench: WritePatternAt: disk full")
+	assert.EqualError(t, WritePattern(context.Background(), failWriter{}, 3, 0), "bench: WritePattern: disk full")
+	assert.EqualError(t, WritePatternAt(context.Background(), failWriter{}, 3, 0), "bench: WritePatternAt: disk full")
 	// Many blocks, one goroutine a CPU: the first failure, once (each
 	// goroutine's error was joined, one line a goroutine).
-	assert.EqualError(t, WritePatternAt(nil, failWriter{}, 64*patternBlock, 0), "bench: WritePatternAt: disk full")
-	assert.EqualError(t, WritePatternAt(nil, nil, 3, 0), "bench: WritePatternAt: nil writer")
-	assert.NoError(t, WritePattern(nil, failWriter{}, 0, 0), "nothing to write")
+	assert.EqualError(t, WritePatternAt(context.Background(), failWriter{}, 64*patternBlock, 0), "bench: WritePatternAt: disk full")
+	assert.EqualError(t, WritePatternAt(context.Background(), nil, 3, 0), "bench: WritePatternAt: nil writer")
+	assert.NoError(t, WritePattern(context.Background(), failWriter{}, 0, 0), "nothing to write")
 }
 
 // countingWriterAt counts its writes and cancels a context at the one of
