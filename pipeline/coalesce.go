@@ -9,20 +9,33 @@ package pipeline
 // neighbouring slots are one copy, and so are their D2H copies: the
 // kernels still run one a chunk.
 
-// coalesceBytes is what a copy should move at least for the gap between
-// copies to cost little: a 1 MiB copy takes about 19 µs at 55 GB/s.
+// coalesceBytes is the size from which a chunk's copies move on their
+// own: a 1 MiB copy takes about 19 µs at 55 GB/s, and the gap between
+// copies costs little beside it.
 const coalesceBytes = 1 << 20
 
+// coalesceTarget is what a coalesced copy of smaller chunks moves at
+// least. 1 MiB was the first target; on the H200, 128M elements in
+// 64K-element chunks (pinned, 4 compute streams) then took 18.0–21.8 ms
+// in groups of four chunks on 24 slots, 16.2–19.1 ms in groups of eight
+// on 48 slots, and 14.3–17.5 ms in groups of sixteen, 4 MiB, on 48 slots,
+// the three in turn in two processes, against a 13.6 ms bound
+// (bench/RESULTS.md, "64K-element chunks: larger coalesced copies"):
+// copies in both directions at once, at 64K chunks, took about what the
+// kernels take, and larger ones leave a margin.
+const coalesceTarget = 4 << 20
+
 // copyGroup is how many chunks one copy of a run on ScheduleEvents moves:
-// the fewest that make a copy of coalesceBytes, at most a third of the
-// slots and a divisor of them, so that the ring holds at least three
-// groups, one copied in while one computes and one is copied out (with
-// two, each group's copy in waits for the other's kernels, and 64K-element
-// chunks in groups of four reached 74% of the bound on 8 slots against
-// 93% on 12: bench/RESULTS.md, "Coalesced copies"), and a group's slots
-// never wrap around the ring; 1 when a chunk's copies are large enough
-// already. The default slots give small chunks room for six groups
-// (defaultSlots): 24 slots and groups of four for 64K float32 elements.
+// 1 when a chunk's copies are coalesceBytes already, else the fewest that
+// make a copy of coalesceTarget, at most a third of the slots and a
+// divisor of them, so that the ring holds at least three groups, one
+// copied in while one computes and one is copied out (with two, each
+// group's copy in waits for the other's kernels, and 64K-element chunks
+// in groups of four reached 74% of the bound on 8 slots against 93% on
+// 12: bench/RESULTS.md, "Coalesced copies"), and a group's slots never
+// wrap around the ring. The default slots give small chunks room for
+// that (defaultSlots): 48 slots and three groups of sixteen for 64K
+// float32 elements.
 func (p *Pipeline) copyGroup() int { return copyGroupOf(p.cfg) }
 
 func copyGroupOf(cfg Config) int {
@@ -33,8 +46,11 @@ func copyGroupOf(cfg Config) int {
 		return 1
 	}
 	per := smallestCopy(cfg)
+	if per >= coalesceBytes {
+		return 1
+	}
 	g := 1
-	for c := 2; c <= cfg.Slots/3 && per*g < coalesceBytes; c++ {
+	for c := 2; c <= cfg.Slots/3 && per*g < coalesceTarget; c++ {
 		if cfg.Slots%c == 0 {
 			g = c
 		}

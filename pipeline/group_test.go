@@ -333,7 +333,7 @@ func TestGroupDefaultSlots(t *testing.T) {
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems = 64 << 10
 	one, _ := simGroup(t, sim.HostOptions{}, cfg, false)
-	assert.Equal(t, 24, one.Config().Slots, "one device")
+	assert.Equal(t, 48, one.Config().Slots, "one device")
 	two, _ := simGroup(t, sim.HostOptions{}, cfg, false, false)
 	assert.Equal(t, 6, two.Config().Slots, "two devices")
 	for d := range 2 {

@@ -36,8 +36,8 @@ type Config struct {
 	// compute stream has a kernel in flight while one slot is copied in
 	// and one copied out. The copies of chunks whose smallest copy is
 	// under 1 MiB are coalesced in groups of at most a third of the slots
-	// (CopyChunks): 12 slots give 64K float32 elements copies of 1 MiB.
-	// So for such chunks 0 means room for six groups of copies of 1 MiB,
+	// (CopyChunks): 48 slots give 64K float32 elements copies of 4 MiB.
+	// So for such chunks 0 means room for six groups of copies of 4 MiB,
 	// at most 48 slots, and never more than the 24 MiB a buffer that the
 	// default chunk's 6 float32 slots hold, where the copies can coalesce:
 	// not when Host is HostStaged, Schedule ScheduleInStream or CopyChunks
@@ -65,7 +65,7 @@ type Config struct {
 	Schedule Schedule
 	// CopyChunks is how many chunks in neighbouring slots one copy moves
 	// on ScheduleEvents (see copyGroup): 0 picks, the fewest that make a
-	// copy of 1 MiB; 1 copies each chunk on its own; more must divide
+	// copy of 4 MiB; 1 copies each chunk on its own; more must divide
 	// Slots and be at most a third of them, and needs chunks of a
 	// multiple of 256 bytes for every input and output. Runs that stage,
 	// on ScheduleInStream, or of a Group of several devices copy each
@@ -111,8 +111,9 @@ func DefaultChunkFor(n int) int {
 // defaultSlotGroups, maxDefaultSlots and maxDefaultSlotBytes shape
 // defaultSlots. On the H200, 128M elements in 64K-element chunks (pinned,
 // 4 compute streams) ran at 66% of the stage bound on 6 slots, 81% on 8,
-// 79% on 12 and 92% on 24 (bench/RESULTS.md, "64K-element chunks on the
-// default slots").
+// 79% on 12 and 92% on 24 in copies of 1 MiB (bench/RESULTS.md,
+// "64K-element chunks on the default slots"), and better on 48 in copies
+// of 4 MiB (coalesceTarget).
 const (
 	defaultSlotGroups   = 6
 	maxDefaultSlots     = 48
@@ -123,12 +124,12 @@ const (
 // ComputeStreams already defaulted): ComputeStreams+2, or, where copies
 // coalesce (ScheduleEvents or auto, not staged, CopyChunks 0, slots back
 // to back) and the smallest of a chunk's copies is under coalesceBytes,
-// enough slots for defaultSlotGroups coalesced copies of coalesceBytes
+// enough slots for defaultSlotGroups coalesced copies of coalesceTarget
 // (copyGroupOf), at most maxDefaultSlots and at most what keeps the
 // largest buffer's slots within maxDefaultSlotBytes, the default chunk's
 // 6 slots of float32. A small chunk's copies cost more in their fixed
 // overhead than in their bytes; with more slots they coalesce into
-// copies of 1 MiB with room for a group in each stage. The byte bound
+// copies of 4 MiB with room for a group in each stage. The byte bound
 // keeps a wide input with a narrow output (a 1024-byte row into 4 bytes)
 // from taking 48 slots of its wide rows.
 func defaultSlots(c Config) int {
@@ -138,7 +139,7 @@ func defaultSlots(c Config) int {
 		c.CopyChunks != 0 || c.Schedule == ScheduleInStream || c.Host == HostStaged {
 		return s
 	}
-	g := (coalesceBytes + per - 1) / per
+	g := (coalesceTarget + per - 1) / per
 	return max(s, min(defaultSlotGroups*g, maxDefaultSlots, maxDefaultSlotBytes/largestCopy(c)))
 }
 

@@ -48,7 +48,7 @@ func TestSlotsAligned(t *testing.T) {
 
 // TestDefaultSlots: Slots 0 is ComputeStreams+2, or for chunks whose
 // smallest copy is under 1 MiB in back-to-back slots, room for six
-// coalesced copies of 1 MiB, at most 48 and never fewer than
+// coalesced copies of 4 MiB, at most 48 and never fewer than
 // ComputeStreams+2; a Slots given is kept.
 func TestDefaultSlots(t *testing.T) {
 	for _, c := range []struct {
@@ -58,15 +58,15 @@ func TestDefaultSlots(t *testing.T) {
 	}{
 		{1 << 20, 0, 0, []int{4}, []int{4}, 6},      // the default chunk
 		{256 << 10, 0, 0, []int{4}, []int{4}, 6},    // copies of 1 MiB already
-		{128 << 10, 0, 0, []int{4}, []int{4}, 12},   // groups of two
-		{64 << 10, 0, 0, []int{4}, []int{4}, 24},    // groups of four
-		{64 << 10, 0, 1, []int{4}, []int{4}, 24},    // one stream
+		{128 << 10, 0, 0, []int{4}, []int{4}, 48},   // groups of eight, 4 MiB
+		{64 << 10, 0, 0, []int{4}, []int{4}, 48},    // groups of sixteen, at most 48 slots
+		{64 << 10, 0, 1, []int{4}, []int{4}, 48},    // one stream
 		{64 << 10, 0, 60, []int{4}, []int{4}, 62},   // streams+2 is more
 		{64 << 10, 0, 0, []int{8, 4}, []int{2}, 48}, // the smallest copy, 128 KiB, sets it
 		{4 << 10, 0, 0, []int{4}, []int{4}, 48},     // at most 48
 		{1000, 0, 0, []int{4}, []int{4}, 6},         // slots not back to back: no groups
 		{64 << 10, 6, 0, []int{4}, []int{4}, 6},     // given
-		{96 << 10, 0, 0, []int{4}, []int{4}, 18},    // 384 KiB: groups of three, rounded up
+		{96 << 10, 0, 0, []int{4}, []int{4}, 48},    // 384 KiB: groups of twelve, rounded up
 		{64 << 10, 0, 0, []int{32}, []int{4}, 12},   // the 2 MiB input's slots within 24 MiB
 		{64 << 10, 0, 0, []int{1024}, []int{4}, 6},  // a 64 MiB input: the byte bound
 	} {

@@ -162,7 +162,7 @@ func runFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 	addJobFlags(fs, o, &host)
 	o.addMachineFlags(fs, flagSim|flagGPU|flagDevice|flagDevices|flagProfile|flagWait|flagWarm, nil)
 	fs.Var(sizeFlag{v: &o.chunk, auto: &o.chunkAuto}, "chunk", "elements per chunk, or auto to fit a cost model to probes (default 1M; for --elems under 16M, --elems/16 and at least 128K, at most --elems)")
-	fs.IntVar(&o.slots, "slots", 0, "buffer slots, at least 2 and at least --compute-streams (default compute-streams+2; for chunks under 1 MiB on one GPU, room for six coalesced copies of 1 MiB, at most 48)")
+	fs.IntVar(&o.slots, "slots", 0, "buffer slots, at least 2 and at least --compute-streams (default compute-streams+2; for chunks under 1 MiB on one GPU, room for six coalesced copies of 4 MiB, at most 48)")
 	fs.IntVar(&o.computeStreams, "compute-streams", o.computeStreams, "streams for kernels")
 	fs.Func("schedule", "how chunks' stages are ordered: auto, events or in-stream (default auto: in-stream for at most 16 chunks and at least 2 a stream on 3 or more compute streams)", func(v string) (err error) {
 		o.schedule, err = pipeline.ParseSchedule(v)
