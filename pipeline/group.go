@@ -439,13 +439,15 @@ func (g *Group) Run(ctx context.Context, job Job) (*Report, error) {
 	}
 	// Each device's copy of the kernel's parameters, and its scratch
 	// buffers, before anything runs; not part of the run's time.
+	readyFrom := readyClock(lead, job.Kernel)
 	upload, err := g.ready(job.Kernel)
 	if err != nil {
 		return nil, err
 	}
-	// The run's time leaves the upload out, and only that: the run's own
-	// fixed cost, which a simulator charges as the run begins, stays in.
-	start += upload
+	// The readying is not part of the run's time, and only that: the
+	// run's own fixed cost, which a simulator charges as the run begins,
+	// stays in.
+	start += readyTook(lead, job.Kernel, readyFrom)
 	defer func() {
 		if err := lead.evict(); err != nil && g.broken == nil {
 			g.broken = err
@@ -574,13 +576,15 @@ func (g *Group) RunStream(ctx context.Context, job StreamJob) (*StreamReport, er
 	lead := g.pipes[0]
 	start := lead.runBegin()
 	defer lead.runEnd()
+	readyFrom := readyClock(lead, job.Kernel)
 	upload, err := g.ready(job.Kernel)
 	if err != nil {
 		return nil, err
 	}
-	// The run's time leaves the upload out, and only that: the run's own
-	// fixed cost, which a simulator charges as the run begins, stays in.
-	start += upload
+	// The readying is not part of the run's time, and only that: the
+	// run's own fixed cost, which a simulator charges as the run begins,
+	// stays in.
+	start += readyTook(lead, job.Kernel, readyFrom)
 	r := newStreamRun(g.pipes, job)
 	r.devErr = g.deviceErr
 	defer g.closeBroken(nil) // also on the way out of a panic (streamRun.execute)

@@ -182,7 +182,10 @@ type Report struct {
 	// Schedule is the schedule the run took (Config.Schedule): never
 	// ScheduleAuto in the report of a run that issued anything.
 	Schedule Schedule
-	Elapsed  time.Duration
+	// Elapsed is the run's time, less the readying of its kernel: the
+	// upload of its parameters (Upload) and the allocation of its scratch
+	// buffers (Kernel.Scratch), which a run does once per pipeline.
+	Elapsed time.Duration
 	// Register is the time this run spent registering memory.
 	Register time.Duration
 	// Spans holds every stage of every chunk when Config.Timing is on; a

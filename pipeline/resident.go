@@ -28,6 +28,24 @@ type residentParams struct {
 
 func (r *residentParams) close() error { return closeAll(r.mems) }
 
+// readyClock is the pipeline's clock before readying k for a run, where
+// there is anything to ready (parameters or scratch buffers); readyTook
+// is how long the readying took since then, which a run leaves out of
+// its time (Report.Upload). A kernel with nothing to ready reads no clock.
+func readyClock(p *Pipeline, k *Kernel) time.Duration {
+	if len(k.Params) == 0 && len(k.Scratch) == 0 {
+		return 0
+	}
+	return p.now()
+}
+
+func readyTook(p *Pipeline, k *Kernel, from time.Duration) time.Duration {
+	if len(k.Params) == 0 && len(k.Scratch) == 0 {
+		return 0
+	}
+	return p.now() - from
+}
+
 // ready makes k runnable on p's device before a run issues anything: its
 // parameters resident (uploaded now if they are not, synchronously), and
 // every slot's scratch buffers large enough. It returns the time the

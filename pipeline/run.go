@@ -288,13 +288,15 @@ func (p *Pipeline) run(ctx context.Context, job Job, rep *Report) (bool, error) 
 	}
 	// The kernel's parameters and scratch buffers, before anything runs;
 	// an upload is not part of the run's time (Report.Upload).
+	readyFrom := readyClock(p, job.Kernel)
 	upload, err := p.ready(job.Kernel)
 	if err != nil {
 		return false, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
-	// The run's time leaves the upload out, and only that: the run's own
-	// fixed cost, which a simulator charges as the run begins, stays in.
-	start += upload
+	// The readying is not part of the run's time, and only that: the
+	// run's own fixed cost, which a simulator charges as the run begins,
+	// stays in.
+	start += readyTook(p, job.Kernel, readyFrom)
 	pl := &p.runPlan
 	if err := p.resolveInto(pl, job, rep); err != nil {
 		pl.forget()

@@ -407,13 +407,15 @@ func (p *Pipeline) RunStream(ctx context.Context, job StreamJob) (*StreamReport,
 	defer p.runEnd()
 	// The kernel's parameters and scratch buffers, before anything is
 	// read; an upload is not part of Elapsed (StreamReport.Upload).
+	readyFrom := readyClock(p, job.Kernel)
 	upload, err := p.ready(job.Kernel)
 	if err != nil {
 		return nil, &StageError{Chunk: -1, Stage: StageSetup, Err: err}
 	}
-	// The run's time leaves the upload out, and only that: the run's own
-	// fixed cost, which a simulator charges as the run begins, stays in.
-	start += upload
+	// The readying is not part of the run's time, and only that: the
+	// run's own fixed cost, which a simulator charges as the run begins,
+	// stays in.
+	start += readyTook(p, job.Kernel, readyFrom)
 	r := newStreamRun([]*Pipeline{p}, job)
 	err = r.execute(ctx)
 	rep := r.report(start)
