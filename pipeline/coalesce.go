@@ -20,7 +20,7 @@ const coalesceBytes = 1 << 20
 // in groups of four chunks on 24 slots, 16.2–19.1 ms in groups of eight
 // on 48 slots, and 14.3–17.5 ms in groups of sixteen, 4 MiB, on 48 slots,
 // the three in turn in two processes, against a 13.6 ms bound
-// (bench/RESULTS.md, "64K-element chunks: larger coalesced copies"):
+// (bench/RESULTS.md, "64K-element chunks: one process, nine pipelines"):
 // copies in both directions at once, at 64K chunks, took about what the
 // kernels take, and larger ones leave a margin.
 const coalesceTarget = 4 << 20
@@ -123,7 +123,8 @@ func (p *Pipeline) copiesFor(pl *plan, sched Schedule) int {
 // Waiting for the D2H of the group a ring back (Slots/G groups, at least
 // three: copyGroup) rather than for each kernel costs no overlap, and a
 // small chunk's run is bound by its calls: a group makes 4G+5 of them
-// (5.25 a chunk in groups of four), where issue makes 10 a chunk. It
+// (4.3 a chunk in groups of sixteen, 5.25 in groups of four), where
+// issue makes 10 a chunk. It
 // returns how many chunks it issued.
 func (p *Pipeline) issueGrouped(pl *plan, rs *runState, iss Issuer, tm *timing) (int, error) {
 	S, G := p.cfg.Slots, pl.copies
