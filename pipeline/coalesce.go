@@ -124,8 +124,7 @@ func (p *Pipeline) copiesFor(pl *plan, sched Schedule) int {
 // three: copyGroup) rather than for each kernel costs no overlap, and a
 // small chunk's run is bound by its calls: a group makes 4G+5 of them
 // (4.3 a chunk in groups of sixteen, 5.25 in groups of four), where
-// issue makes 10 a chunk. It
-// returns how many chunks it issued.
+// issue makes 10 a chunk. It returns how many chunks it issued.
 func (p *Pipeline) issueGrouped(pl *plan, rs *runState, iss Issuer, tm *timing) (int, error) {
 	S, G := p.cfg.Slots, pl.copies
 	for g0 := 0; g0 < pl.chunks; g0 += G {
