@@ -16,10 +16,11 @@ const coalesceBytes = 1 << 20
 
 // coalesceTarget is what a coalesced copy of smaller chunks moves at
 // least. 1 MiB was the first target; on the H200, 128M elements in
-// 64K-element chunks (pinned, 4 compute streams) then took 18.0–21.8 ms
-// in groups of four chunks on 24 slots, 16.2–19.1 ms in groups of eight
-// on 48 slots, and 14.3–17.5 ms in groups of sixteen, 4 MiB, on 48 slots,
-// the three in turn in two processes, against a 13.6 ms bound
+// 64K-element chunks (pinned, 4 compute streams) took 18.0–21.8 ms in
+// groups of four chunks on 24 slots, 16.2–23.7 ms in groups of eight on
+// 48 slots, and 14.3–18.5 ms in groups of sixteen, 4 MiB, on 48 slots
+// (every run of three pipelines of each in turn, two processes), against
+// a 13.6 ms bound
 // (bench/RESULTS.md, "64K-element chunks: one process, nine pipelines"):
 // copies in both directions at once, at 64K chunks, took about what the
 // kernels take, and larger ones leave a margin.

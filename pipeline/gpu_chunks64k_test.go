@@ -18,7 +18,7 @@ import (
 // spread between processes": a slow process is slow in all its runs)
 // belongs to the process or to the pipeline: in one process it builds
 // the CLI's pipeline (128M elements from pinned memory, 64K chunks, the
-// default slots and streams) six times over, each with new streams and
+// default slots and streams) nine times over, each with new streams and
 // device buffers, and prints each one's runs. If the slow mode comes and
 // goes between pipelines of one process, it is the pipeline's streams
 // (their hardware queues, or the copy engines that their copies take);
@@ -81,7 +81,7 @@ func BenchmarkGPU64KPipelines(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		line := fmt.Sprintf("pipeline %d (%d slots, %d compute streams, copies of %d chunks, 0 the default):", i, slots, streams, group)
+		line := fmt.Sprintf("pipeline %d (%d slots, %d compute streams, CopyChunks %d, 0 for the default's):", i, slots, streams, group)
 		for _, d := range took {
 			line += fmt.Sprintf(" %.2f", float64(d)/1e6)
 		}

@@ -30,8 +30,10 @@ func (r *residentParams) close() error { return closeAll(r.mems) }
 
 // readyClock is the pipeline's clock before readying k for a run, where
 // there is anything to ready (parameters or scratch buffers); readyTook
-// is how long the readying took since then, which a run leaves out of
-// its time (Report.Upload). A kernel with nothing to ready reads no clock.
+// is how long the readying took since then (the upload of the kernel's
+// parameters, Report.Upload, and the allocation of its scratch buffers),
+// which a run leaves out of its time. A kernel with nothing to ready
+// reads no clock.
 func readyClock(p *Pipeline, k *Kernel) time.Duration {
 	if len(k.Params) == 0 && len(k.Scratch) == 0 {
 		return 0

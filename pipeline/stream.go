@@ -536,20 +536,6 @@ func newStreamRun(devs []*Pipeline, job StreamJob) *streamRun {
 	return r
 }
 
-// settleGoexit is what a streaming run on one device does when the
-// caller's code ended the calling goroutine, which issues, with
-// runtime.Goexit: it stops the run, waits for its goroutines and drains
-// the device, so that nothing of the run's is left running or writing
-// memory once the goroutine is gone.
-func (r *streamRun) settleGoexit(stopProgress func()) {
-	r.fail(errPanicked)
-	r.joinAll()
-	for _, q := range r.devs {
-		_ = q.drain() // nobody is left to see a failure
-	}
-	stopProgress()
-}
-
 // execute starts the readers and writers, issues on the calling goroutine
 // (a group's devices on goroutines of their own), and tears everything
 // down in order: coordinators, then workers, then the device drain, then
@@ -621,11 +607,13 @@ func (r *streamRun) execute(ctx context.Context) error {
 	if len(r.devs) == 1 {
 		// A pipeline issues on the calling goroutine. Should the caller's
 		// code end it with runtime.Goexit, which nothing can recover, the
-		// run stops and drains on the way out.
+		// run stops and tears down on the way out as a failed one does.
 		issued := false
 		defer func() {
 			if !issued {
-				r.settleGoexit(stopProgress)
+				r.fail(errPanicked)
+				r.mu.Lock()
+				_ = r.finish(ctx, stopProgress) // nobody is left to see the error
 			}
 		}()
 		func() {
@@ -643,7 +631,9 @@ func (r *streamRun) execute(ctx context.Context) error {
 		r.mu.Unlock()
 		for d := range r.devs {
 			r.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() {
-				// Deferred, so that a device that a Goexit ended counts out.
+				// Deferred, so that the count is right however the
+				// goroutine ends (the caller's wait below also ends once
+				// a panic or a Goexit has stopped the run).
 				defer func() {
 					r.mu.Lock()
 					r.issuing--
@@ -660,6 +650,15 @@ func (r *streamRun) execute(ctx context.Context) error {
 		r.mu.Lock()
 		r.waitLocked(r.cond, func() bool { return r.issueDone }, func() HostClock { return r.issueDoneTok })
 	}
+	return r.finish(ctx, stopProgress)
+}
+
+// finish is the end of execute once the issue is over, r.mu held (it
+// releases it): it waits for what was copied out to be written, stops the
+// run, joins its goroutines, drains each device, closing one whose drain
+// failed, sets the files' offsets and truncates what a failed run wrote
+// beyond its prefix, then stops the progress reports.
+func (r *streamRun) finish(ctx context.Context, stopProgress func()) error {
 	// Every chunk copied out must be written, unless the run stopped.
 	r.waitLocked(r.cond, func() bool { return r.written >= r.d2hIssued }, func() HostClock { return r.tokAt(&r.written, r.d2hIssued-1) })
 	r.stopLocked()

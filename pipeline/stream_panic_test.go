@@ -3,16 +3,20 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/purecuda/overlap/driver"
 	"github.com/purecuda/overlap/pipeline"
+	"github.com/purecuda/overlap/pipeline/sim"
 )
 
 // panickyReader reads r and panics on its read of index at while armed,
@@ -104,6 +108,65 @@ func TestStreamPanicSettles(t *testing.T) {
 					sameBytes(t, want, out.Bytes())
 				})
 			}
+		}
+	}
+}
+
+// TestStreamGoexitTearsDownAsAPanicDoes: on one device, whose kernel's
+// Args run on the caller's goroutine, a Goexit there leaves what a panic
+// there leaves: the input's offset past what the run read (it stayed at
+// 0), and a pipeline that closes itself when the settling drain fails
+// (the next run went on with the broken device).
+func TestStreamGoexitTearsDownAsAPanicDoes(t *testing.T) {
+	const chunk = 16
+	in, _ := streamData(40 * chunk)
+	boom := errors.New("injected sync fault")
+	for _, goexit := range []bool{false, true} {
+		for _, drainFails := range []bool{false, true} {
+			name := fmt.Sprintf("goexit=%v/drain fails=%v", goexit, drainFails)
+			t.Run(name, func(t *testing.T) {
+				dev := sim.New(31, 20*time.Microsecond)
+				cfg := pipeline.Float32Config(1, 1)
+				cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams = chunk, 3, 2
+				p, err := pipeline.New(dev, cfg)
+				require.NoError(t, err)
+				defer p.Close()
+				var armed atomic.Bool
+				k := *seedKernel(nil, streamIters)
+				args := k.Args
+				k.Args = func(a *driver.Args, c pipeline.Chunk) {
+					if armed.Load() && c.Index == 5 {
+						if drainFails {
+							for i := 1; i <= 20; i++ { // the settling drain's waits
+								dev.FailAt("sync", dev.Count("sync")+i, boom)
+							}
+						}
+						if goexit {
+							runtime.Goexit()
+						}
+						panic("boom in Args")
+					}
+					args(a, c)
+				}
+				r := bytes.NewReader(in)
+				var out bytes.Buffer
+				armed.Store(true)
+				endingOf(func() {
+					_, _ = p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{r}, Outputs: []io.Writer{&out}, Kernel: &k})
+				})
+				armed.Store(false)
+				if drainFails {
+					_, err := p.RunStream(context.Background(), pipeline.StreamJob{Inputs: []io.Reader{bytes.NewReader(in)}, Outputs: []io.Writer{&out}, Kernel: &k})
+					require.ErrorIs(t, err, pipeline.ErrClosed, "the next run")
+					assert.ErrorContains(t, err, "injected sync fault")
+					return
+				}
+				off, err := r.Seek(0, io.SeekCurrent)
+				require.NoError(t, err)
+				assert.Positive(t, off, "the input's offset: past the chunks that the run read")
+				assert.LessOrEqual(t, off, int64(len(in)))
+				assert.Empty(t, dev.Hazards())
+			})
 		}
 	}
 }
