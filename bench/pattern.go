@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"sync"
@@ -22,6 +23,9 @@ const patternBlock = 1 << 20
 // gen writes it. It looks at ctx (nil: never ends) before each block of
 // 4 MiB, and stops with its error once it ends. Its error is a *[Error].
 func WritePattern(ctx context.Context, w io.Writer, n, offset int) error {
+	if err := checkPatternArgs(w == nil, n, offset); err != nil {
+		return &Error{Op: "WritePattern", Err: err}
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -48,8 +52,8 @@ func WritePattern(ctx context.Context, w io.Writer, n, offset int) error {
 // looks at before each block. What was written stays: the caller decides
 // whether a part of the pattern is worth keeping.
 func WritePatternAt(ctx context.Context, w io.WriterAt, n, offset int) error {
-	if w == nil {
-		return &Error{Op: "WritePatternAt", Err: errors.New("nil writer")}
+	if err := checkPatternArgs(w == nil, n, offset); err != nil {
+		return &Error{Op: "WritePatternAt", Err: err}
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -92,6 +96,20 @@ func WritePatternAt(ctx context.Context, w io.WriterAt, n, offset int) error {
 	wg.Wait()
 	if first != nil {
 		return &Error{Op: "WritePatternAt", Err: first}
+	}
+	return nil
+}
+
+// checkPatternArgs refuses a nil writer and a negative count or offset,
+// which would otherwise panic (a nil interface's Write, a negative make).
+func checkPatternArgs(nilWriter bool, n, offset int) error {
+	switch {
+	case nilWriter:
+		return errors.New("nil writer")
+	case n < 0:
+		return fmt.Errorf("%d elements: negative", n)
+	case offset < 0:
+		return fmt.Errorf("pattern offset %d: negative", offset)
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ func TestWritePattern(t *testing.T) {
 	// goroutine's error was joined, one line a goroutine).
 	assert.EqualError(t, WritePatternAt(context.Background(), failWriter{}, 64*patternBlock, 0), "bench: WritePatternAt: disk full")
 	assert.EqualError(t, WritePatternAt(context.Background(), nil, 3, 0), "bench: WritePatternAt: nil writer")
+	assert.EqualError(t, WritePattern(context.Background(), nil, 3, 0), "bench: WritePattern: nil writer", "it panicked")
+	assert.EqualError(t, WritePattern(context.Background(), &b, -1, 0), "bench: WritePattern: -1 elements: negative", "it panicked in make")
+	assert.EqualError(t, WritePatternAt(context.Background(), failWriter{}, 3, -2), "bench: WritePatternAt: pattern offset -2: negative")
 	assert.NoError(t, WritePattern(context.Background(), failWriter{}, 0, 0), "nothing to write")
 }
 
