@@ -20,10 +20,9 @@ const coalesceBytes = 1 << 20
 // groups of four chunks on 24 slots, 16.2–23.7 ms in groups of eight on
 // 48 slots, and 14.3–18.5 ms in groups of sixteen, 4 MiB, on 48 slots
 // (every run of three pipelines of each in turn, two processes), against
-// a 13.6 ms bound
-// (bench/RESULTS.md, "64K-element chunks: one process, nine pipelines"):
-// copies in both directions at once, at 64K chunks, took about what the
-// kernels take, and larger ones leave a margin.
+// a 13.6 ms bound (bench/RESULTS.md, "64K-element chunks: one process,
+// nine pipelines"): copies in both directions at once, at 64K chunks,
+// took about what the kernels take, and larger ones leave a margin.
 const coalesceTarget = 4 << 20
 
 // copyGroup is how many chunks one copy of a run on ScheduleEvents moves:

@@ -29,24 +29,26 @@ type residentParams struct {
 func (r *residentParams) close() error { return closeAll(r.mems) }
 
 // readyClock is the pipeline's clock before readying k for a run, where
-// there is anything to ready (parameters or scratch buffers); readyTook
-// is how long the readying took since then (the upload of the kernel's
-// parameters, Report.Upload, and the allocation of its scratch buffers),
-// which a run leaves out of its time. A kernel with nothing to ready
-// reads no clock.
+// there is anything to ready (readies); readyTook is how long the
+// readying took since then (the upload of the kernel's parameters,
+// Report.Upload, and the allocation of its scratch buffers), which a run
+// leaves out of its time. A kernel with nothing to ready reads no clock.
 func readyClock(p *Pipeline, k *Kernel) time.Duration {
-	if len(k.Params) == 0 && len(k.Scratch) == 0 {
+	if !readies(k) {
 		return 0
 	}
 	return p.now()
 }
 
 func readyTook(p *Pipeline, k *Kernel, from time.Duration) time.Duration {
-	if len(k.Params) == 0 && len(k.Scratch) == 0 {
+	if !readies(k) {
 		return 0
 	}
 	return p.now() - from
 }
+
+// readies says that k has parameters or scratch buffers to ready.
+func readies(k *Kernel) bool { return len(k.Params) > 0 || len(k.Scratch) > 0 }
 
 // ready makes k runnable on p's device before a run issues anything: its
 // parameters resident (uploaded now if they are not, synchronously), and

@@ -631,20 +631,18 @@ func (r *streamRun) execute(ctx context.Context) error {
 		r.mu.Unlock()
 		for d := range r.devs {
 			r.spawn(fmt.Sprintf("device %d's issuing goroutine", d), func() {
-				// Deferred, so that the count is right however the
-				// goroutine ends (the caller's wait below also ends once
-				// a panic or a Goexit has stopped the run).
-				defer func() {
-					r.mu.Lock()
-					r.issuing--
-					if r.tracked() {
-						r.issueDoneTok = r.merge(r.issueDoneTok, r.stamp())
-					}
-					r.issueDone = r.issuing == 0
-					r.signal()
-					r.mu.Unlock()
-				}()
+				// A panic or a Goexit in issue stops the run (guard), which
+				// ends the caller's wait below whether or not this counts
+				// out.
 				caught.guard(func() { issue(d) }, stopOnPanic)
+				r.mu.Lock()
+				r.issuing--
+				if r.tracked() {
+					r.issueDoneTok = r.merge(r.issueDoneTok, r.stamp())
+				}
+				r.issueDone = r.issuing == 0
+				r.signal()
+				r.mu.Unlock()
 			})
 		}
 		r.mu.Lock()
