@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -105,11 +104,6 @@ func BenchmarkGPUCopyAlone(b *testing.B) {
 	issue := p.IssueNs["copy_registered"]
 	if issue == 0 {
 		issue = p.IssueNs["copy"]
-	}
-	median := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
 	}
 	for i, c := range cells {
 		dir, cost := "d2h", p.D2HRegistered
