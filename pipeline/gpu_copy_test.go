@@ -8,7 +8,7 @@ import (
 )
 
 func TestParallelCopy(t *testing.T) {
-	for _, n := range []int{0, 1, 255 << 10, 256 << 10, 1<<20 + 3, 9<<20 + 17} {
+	for _, n := range []int{0, 1, copyYieldBytes - 1, copyYieldBytes, copyYieldBytes + 1, 255 << 10, 256 << 10, 1<<20 + 3, 9<<20 + 17} {
 		src := make([]byte, n)
 		for i := range src {
 			src[i] = byte(i*31 + 7)
