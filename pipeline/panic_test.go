@@ -21,11 +21,25 @@ import (
 // index at while armed is set, calling before first where it is not nil:
 // the caller's code failing in the middle of a run. With goexit it ends
 // its goroutine with runtime.Goexit instead, as a test's t.FailNow does.
+// Once it has panicked, every other chunk's Args of the armed run takes
+// afterPanicArgs first: a group's other devices then launch the chunk they
+// were issuing no sooner than that after the panic, so that a bound on
+// their launches tests the group's stop and not how soon the panicking
+// goroutine, descheduled on a loaded machine, reaches it (a fresh clone's
+// make test, beside other tests, saw 4 launches after the panic where 1
+// is the bound).
 func panickyKernel(at int, armed *atomic.Bool, before func(), goexit bool) *pipeline.Kernel {
 	k := *seedKernel(nil, 3)
 	args := k.Args
+	var panicked atomic.Bool
 	k.Args = func(a *driver.Args, c pipeline.Chunk) {
+		if !armed.Load() {
+			panicked.Store(false)
+		} else if panicked.Load() {
+			time.Sleep(afterPanicArgs)
+		}
 		if armed.Load() && c.Index == at {
+			panicked.Store(true)
 			if before != nil {
 				before()
 			}
@@ -38,6 +52,10 @@ func panickyKernel(at int, armed *atomic.Bool, before func(), goexit bool) *pipe
 	}
 	return &k
 }
+
+// afterPanicArgs is how long panickyKernel's Args waits, after the panic,
+// on the other chunks of the run.
+const afterPanicArgs = 20 * time.Millisecond
 
 // goexited is what endingOf returns for a function that ended its
 // goroutine with runtime.Goexit.
