@@ -33,9 +33,7 @@ func panickyKernel(at int, armed *atomic.Bool, before func(), goexit bool) *pipe
 	args := k.Args
 	var panicked atomic.Bool
 	k.Args = func(a *driver.Args, c pipeline.Chunk) {
-		if !armed.Load() {
-			panicked.Store(false)
-		} else if panicked.Load() {
+		if armed.Load() && panicked.Load() {
 			time.Sleep(afterPanicArgs)
 		}
 		if armed.Load() && c.Index == at {
