@@ -40,8 +40,10 @@ type actor struct {
 	wake  time.Duration
 	// timeOnly: its kernels are timed, not computed (StageTimes).
 	timeOnly bool
-	// stager: a run's staging goroutine (HostStager).
+	// stager: a run's staging goroutine (HostStager); staged is the size
+	// of its last staging copy.
 	stager bool
+	staged int
 }
 
 // timer is a callback at a virtual time.

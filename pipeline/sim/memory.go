@@ -252,6 +252,7 @@ func (s *Sim) hostCopy(what string, id int, name string, data []byte, off, n int
 	finished := false
 	act := &activity{class: actMemcpy, dev: s, remaining: float64(n), solo: solo, pair: pair, bytes: n, done: func() { finished = true }}
 	if a.stager {
+		a.staged = n
 		act.inRun, act.boost = s.prof.stagingInRun(n, write), s.prof.StagingAloneBoost(n)
 	}
 	h.at(a.now, func() { h.start(act) })

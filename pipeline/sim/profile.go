@@ -279,6 +279,18 @@ type StagingInRun struct {
 	// running (1.5–2.2 at 16 and 64 MiB on the H200 host). Fitted in
 	// staged runs it came out at 1.0–1.95 (bench/RESULTS.md).
 	AloneBoost float64 `json:"alone_boost,omitempty"`
+	// IssueLagNs is how late, on average, the engine's issuing goroutine
+	// issues the copy that a staging goroutine's handoff let it issue, in
+	// a staged run whose staging copies are of Bytes bytes, beyond what
+	// the simulator's issue costs account for: woken from its wait, it
+	// needs a CPU while the run's copy goroutines hold them. On the H200
+	// host it grew with the copy size, from tens of microseconds at 4 MiB
+	// to hundreds at 64 MiB (bench/RESULTS.md, "The issuer's lateness by
+	// chunk size"). The simulator adds it to the clock of a non-staging
+	// goroutine that a staging goroutine releases, by the size of that
+	// goroutine's last copy. Zero: none, as in profiles from before it
+	// was measured.
+	IssueLagNs float64 `json:"issue_lag_ns,omitempty"`
 }
 
 //go:embed profiles/h200.json
@@ -413,7 +425,8 @@ func (p *Profile) Check() error {
 		}
 		errs = append(errs, pos(fmt.Sprintf("staging_in_run in_gbps at %d bytes", r.Bytes), r.InGBps),
 			pos(fmt.Sprintf("staging_in_run out_gbps at %d bytes", r.Bytes), r.OutGBps),
-			nonNeg(fmt.Sprintf("staging_in_run alone_boost at %d bytes", r.Bytes), r.AloneBoost))
+			nonNeg(fmt.Sprintf("staging_in_run alone_boost at %d bytes", r.Bytes), r.AloneBoost),
+			nonNeg(fmt.Sprintf("staging_in_run issue_lag_ns at %d bytes", r.Bytes), r.IssueLagNs))
 	}
 	for _, kind := range issueKinds {
 		errs = append(errs, nonNeg("issue_ns."+kind, p.IssueNs[kind]))
@@ -681,6 +694,15 @@ func (p *Profile) stagingInRun(n int, in bool) float64 {
 		}
 		return r.OutGBps
 	}, n)
+}
+
+// stagingIssueLag is StagingInRun's issue lag for staging copies of n
+// bytes; 0 without it.
+func (p *Profile) stagingIssueLag(n int) time.Duration {
+	if p == nil || len(p.StagingInRun) == 0 {
+		return 0
+	}
+	return time.Duration(bySize(p.StagingInRun, func(r StagingInRun) int { return r.Bytes }, func(r StagingInRun) float64 { return r.IssueLagNs }, n))
 }
 
 // StagingAloneBoost is how much faster a staging copy of n bytes in a

@@ -86,6 +86,7 @@ func TestStagingInRunRates(t *testing.T) {
 		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: -1}, "staging_in_run out_gbps at 4194304 bytes"},
 		{sim.StagingInRun{Bytes: 0, InGBps: 5, OutGBps: 5}, "staging_in_run has a size of 0 bytes"},
 		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: 5, AloneBoost: -1}, "staging_in_run alone_boost at 4194304 bytes is -1"},
+		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: 5, IssueLagNs: -1}, "staging_in_run issue_lag_ns at 4194304 bytes is -1"},
 	} {
 		q := sim.BuiltinProfile()
 		q.StagingInRun = []sim.StagingInRun{c.r}
@@ -273,4 +274,55 @@ func TestSimBothFixed(t *testing.T) {
 			assert.LessOrEqual(t, grew, float64(count*extra)*1.01, "%s copies: no more than once each", c.what)
 		}
 	}
+}
+
+// TestSimStagingIssueLag: with StagingInRun's IssueLagNs, the simulator
+// issues each host-to-device copy that a staging handoff lets go that much
+// later than the handoff, by the size of the staging copy, and the run
+// takes longer; without it, at the issue costs alone. On real data, every
+// element checked.
+func TestSimStagingIssueLag(t *testing.T) {
+	const chunk, chunks = 256 << 10, 10 // 1 MiB copies
+	const n = chunk * chunks
+	run := func(p *sim.Profile) (gaps []time.Duration, elapsed time.Duration) {
+		dev := sim.NewHost(sim.HostOptions{}).NewDevice(p)
+		pp, err := pipeline.New(dev, pipeline.Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 1, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: pipeline.HostStaged})
+		require.NoError(t, err)
+		defer pp.Close()
+		src, dst := make([]float32, n), make([]float32, n)
+		kernels.FillPattern(src, 0)
+		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(src)}, Outputs: []pipeline.Buffer{pipeline.Slice(dst)}}
+		rep, err := pp.Run(context.Background(), job)
+		require.NoError(t, err)
+		require.NoError(t, verifySeed(src, dst, 1))
+		staged, issued := map[int]time.Duration{}, map[int]time.Duration{}
+		for _, s := range rep.Spans {
+			switch s.Stage {
+			case pipeline.StageIn:
+				staged[s.Chunk] = s.End
+			case pipeline.StageH2D:
+				issued[s.Chunk] = s.Start
+			}
+		}
+		require.Len(t, staged, chunks)
+		require.Len(t, issued, chunks)
+		for c := 0; c < chunks; c++ {
+			gaps = append(gaps, issued[c]-staged[c])
+		}
+		return gaps, rep.Elapsed
+	}
+	p := testProfile(t)
+	// Staging slow enough to set the pace: each host-to-device copy waits
+	// for its chunk's staging, so the handoff is what lets it go.
+	p.StagingInRun = []sim.StagingInRun{{Bytes: 1 << 20, InGBps: 0.5, OutGBps: 0.5}, {Bytes: 4 << 20, InGBps: 0.5, OutGBps: 0.5, IssueLagNs: 900e3}}
+	base, baseElapsed := run(p)
+	const lag = 50 * time.Microsecond
+	p.StagingInRun[0].IssueLagNs = float64(lag)
+	lagged, laggedElapsed := run(p)
+	for c := range chunks {
+		assert.InDelta(t, float64(base[c]+lag), float64(lagged[c]), float64(2*time.Microsecond),
+			"chunk %d: issued %v after its staging, %v without the lag (the 4 MiB entry's lag is not used for 1 MiB copies)", c, lagged[c], base[c])
+	}
+	t.Logf("elapsed %v without the lag, %v with it", baseElapsed, laggedElapsed)
+	assert.Greater(t, laggedElapsed, baseElapsed+lag, "the run takes longer: at least the last chunk's lag")
 }

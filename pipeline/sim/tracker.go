@@ -112,7 +112,10 @@ func (s *Sim) HostBlock() pipeline.HostGoroutine {
 }
 
 // HostRelease lets a blocked actor run again, joined to c, and at the
-// simulation's time at least.
+// simulation's time at least. A run's staging goroutine that lets another
+// goroutine go (the issuer, waiting for a chunk staged or a slot drained)
+// lets it go its profile's issue lag later (StagingInRun's IssueLagNs):
+// on the GPU host that goroutine waits for a CPU.
 func (s *Sim) HostRelease(g pipeline.HostGoroutine, c pipeline.HostClock) {
 	if !s.usable() {
 		return
@@ -126,6 +129,9 @@ func (s *Sim) HostRelease(g pipeline.HostGoroutine, c pipeline.HostClock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	a.vc = a.vc.merge(t.vc)
+	if by := h.byGoroutine[goid()]; by != nil && by.stager && !a.stager && c != nil {
+		t.now += s.prof.stagingIssueLag(by.staged)
+	}
 	a.now = max(a.now, t.now)
 	if a.blocked && a.until == nil {
 		a.blocked = false

@@ -318,20 +318,26 @@ func TestMeasureStagingDMA(t *testing.T) {
 // the H200 host), faster alone by a boost that differs by size and from
 // the staging table's, and 3 µs a chunk besides the copies; and a
 // timing-only simulator of it.
+//
+// Its issue lags grow with the copies' size, as on the H200 host.
 func stagingTruth(n int) (*sim.Profile, *sim.Sim) {
 	truth := sim.BuiltinProfile()
 	truth.StagingInRun = nil
 	for i, chunk := range stagingRunChunks(n) {
-		truth.StagingInRun = append(truth.StagingInRun, sim.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i)), AloneBoost: 1.25 + 0.1*float64(i)})
+		truth.StagingInRun = append(truth.StagingInRun, sim.StagingInRun{Bytes: 4 * chunk, InGBps: 0.3 * (1 + float64(i)), OutGBps: 0.2 * (1 + 1.5*float64(i)), AloneBoost: 1.25 + 0.1*float64(i), IssueLagNs: truthLags[i]})
 	}
 	truth.StagingChunkNs = 3000
 	return truth, sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(truth)
 }
 
+// truthLags are stagingTruth's issue lags, by stagingRunChunks.
+var truthLags = []float64{0, 5e3, 20e3, 60e3, 150e3}
+
 // TestMeasureStagingInRun: measureStagingInRun recovers the in-run staging
 // rates that a simulated host runs on, at each chunk size, by direction
 // (the time each copy ran alone, faster by the boost, reckoned back), and
-// the staging goroutines' time per chunk besides the copies.
+// the staging goroutines' time per chunk besides the copies, and the
+// issuer's lag after a staging handoff, by size.
 func TestMeasureStagingInRun(t *testing.T) {
 	const n = 1 << 20
 	truth, sdev := stagingTruth(n)
@@ -347,8 +353,10 @@ func TestMeasureStagingInRun(t *testing.T) {
 		assert.InEpsilon(t, w.InGBps, g.InGBps, 0.01, "in, %d bytes", w.Bytes)
 		assert.InEpsilon(t, w.OutGBps, g.OutGBps, 0.01, "out, %d bytes", w.Bytes)
 		assert.InEpsilon(t, w.AloneBoost, g.AloneBoost, 0.01, "alone boost fitted to the spans, %d bytes (the staging table's: %.3f)", w.Bytes, truth.StagingTableBoost(w.Bytes))
+		assert.InDelta(t, w.IssueLagNs, g.IssueLagNs, math.Max(1e3, 0.05*w.IssueLagNs), "issue lag, %d bytes: the measured lateness less the simulator's without a lag", w.Bytes)
 	}
 	assert.Contains(t, got.Notes["staging_in_run"], "stage-in and stage-out spans")
+	assert.Contains(t, got.Notes["staging_issue_lag"], "stage-in to its H2D copy")
 	assert.ErrorContains(t, measureStagingInRun(context.Background(), sdev, seed, got, 0), "0 elements")
 	got.Staging = nil
 	assert.ErrorContains(t, measureStagingInRun(context.Background(), sdev, seed, got, n), "staging table")
@@ -400,6 +408,7 @@ func TestHostSamples(t *testing.T) {
 	for i := range p.StagingInRun {
 		p.StagingInRun[i].InGBps /= 2
 		p.StagingInRun[i].OutGBps /= 2
+		p.StagingInRun[i].IssueLagNs = 3*p.StagingInRun[i].IssueLagNs + 40e3
 	}
 	p.StagingChunkNs = 0
 	s, err := newHostSamples(p)
@@ -416,9 +425,10 @@ func TestHostSamples(t *testing.T) {
 	for i, r := range p.StagingInRun {
 		assert.InEpsilon(t, truth.StagingInRun[i].InGBps, r.InGBps, 0.01, "staging in, rate %d", i)
 		assert.InEpsilon(t, truth.StagingInRun[i].OutGBps, r.OutGBps, 0.01, "staging out, rate %d", i)
+		assert.InDelta(t, truth.StagingInRun[i].IssueLagNs, r.IssueLagNs, math.Max(1e3, 0.05*truth.StagingInRun[i].IssueLagNs), "issue lag %d", i)
 	}
 	assert.InEpsilon(t, 3000, p.StagingChunkNs, 0.03, "each round's time per chunk, against that round's rates")
-	for _, k := range []string{"issue_loops", "staging_in_run", "staging_chunk_ns"} {
+	for _, k := range []string{"issue_loops", "staging_in_run", "staging_chunk_ns", "staging_issue_lag"} {
 		assert.Contains(t, p.Notes[k], "the median of that and 2 rounds' timings", k)
 	}
 

@@ -11,7 +11,7 @@ import (
 // hostSamples are the host's speed figures of a profile that Validate
 // times again in each of its rounds: the engine's issue loops
 // (IssueLoops) and the staging copies in a staged run (StagingInRun,
-// StagingChunkNs). The
+// its issue lags included, and StagingChunkNs). The
 // host's speed on the H200 host drifts by a fifth and more within a
 // process, so a figure timed once, before the rows, can be far from the
 // speed the rows ran at; the profile takes the median of each figure over
@@ -20,6 +20,7 @@ type hostSamples struct {
 	loops   [][]float64 // ns per chunk, by loopShapes
 	in, out [][]float64 // GB/s, by StagingInRun entry
 	boost   [][]float64 // AloneBoost, by StagingInRun entry
+	lag     [][]float64 // IssueLagNs, by StagingInRun entry
 	chunkNs []float64   // StagingChunkNs
 }
 
@@ -39,6 +40,7 @@ func newHostSamples(p *sim.Profile) (*hostSamples, error) {
 		s.in = append(s.in, []float64{r.InGBps})
 		s.out = append(s.out, []float64{r.OutGBps})
 		s.boost = append(s.boost, []float64{r.AloneBoost})
+		s.lag = append(s.lag, []float64{r.IssueLagNs})
 	}
 	s.chunkNs = []float64{p.StagingChunkNs}
 	return s, nil
@@ -86,6 +88,7 @@ func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSe
 			s.in[i] = append(s.in[i], r.InGBps)
 			s.out[i] = append(s.out[i], r.OutGBps)
 			s.boost[i] = append(s.boost[i], r.AloneBoost)
+			s.lag[i] = append(s.lag[i], r.IssueLagNs)
 		}
 		s.chunkNs = append(s.chunkNs, chunkNs)
 	}
@@ -108,8 +111,10 @@ func (s *hostSamples) apply(p *sim.Profile) {
 	for i := range p.StagingInRun {
 		p.StagingInRun[i].InGBps, p.StagingInRun[i].OutGBps = median(s.in[i]), median(s.out[i])
 		p.StagingInRun[i].AloneBoost = median(s.boost[i])
+		p.StagingInRun[i].IssueLagNs = median(s.lag[i])
 	}
 	p.StagingChunkNs = median(s.chunkNs)
 	p.Notes["staging_in_run"] += then
 	p.Notes["staging_chunk_ns"] += then
+	p.Notes["staging_issue_lag"] += then
 }

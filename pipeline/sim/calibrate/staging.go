@@ -36,7 +36,8 @@ func stagingRunChunks(n int) []int {
 // stagingRunReps runs it takes each direction's bytes over the total time
 // of its spans, with the time that a span ran alone (no span of the other
 // direction beside it) counted StagingAloneBoost times, as the simulator
-// charges a run's staging copies. p's Staging table must be measured.
+// charges a run's staging copies. Each size's issue lag (IssueLagNs) is
+// fitted to the same runs (issueLags). p's Staging table must be measured.
 //
 // The staging rates of measureHost do not describe such a run: its copies
 // read Go memory too large for the host's caches into a few pinned slots
@@ -60,6 +61,7 @@ func measureStagingInRun(ctx context.Context, b pipeline.Backend, k *pipeline.Ke
 		return err
 	}
 	p.Notes["staging_chunk_ns"] = fmt.Sprintf("a staged Run of %d float32s in chunks of %d, %d slots and %d compute streams, the median of %d after an untimed one, against the simulator's prediction of it with staging_chunk_ns 0 and %v, interpolated, then one secant step", len(in), stagingRunChunks(len(in))[0], chunkSlots, kernelStreams, stagingRunReps, chunkProbe)
+	p.Notes["staging_issue_lag"] = fmt.Sprintf("in the same runs, the mean time from a chunk's stage-in to its H2D copy, over the chunks whose stage-in ended after the previous chunk's H2D and after the stage-out of the chunk %d before that, less the same mean in the run on the timing-only simulator with these rates and no lag (at least 0; a size with fewer than %d such chunks takes the previous size's lag)", stagingRunSlots, minLagChunks)
 	p.Notes["staging_in_run"] = fmt.Sprintf("the stage-in and stage-out spans of staged Runs of %d float32s of Go memory (3 slots, 1 compute stream, kernel %s), per chunk size: each direction's bytes over its spans' total time, the time a span ran with no span of the other direction beside it counted alone_boost times: fitted to the spans (a span that ran b beside the other direction and a alone moved r·b + q·a bytes, boost q/r, by least squares, the mean over the directions that determine it), or the staging table's ratio of one copy alone to each of two at once where they do not, from the median of %d runs after an untimed one", n, k.Name, stagingRunReps)
 	return nil
 }
@@ -74,43 +76,151 @@ func stagingMemory(n int) (in, out []float32) {
 }
 
 // stagingInRunRates times staged runs over in and out at each of
-// stagingRunChunks, reckoned with p's Staging table.
+// stagingRunChunks, reckoned with p's Staging table, and fits each size's
+// issue lag (issueLags).
 func stagingInRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *sim.Profile, in, out []float32) ([]sim.StagingInRun, error) {
 	var rates []sim.StagingInRun
+	var late []lateness
 	for _, chunk := range stagingRunChunks(len(in)) {
-		r, err := stagingRunRates(ctx, b, k, p, in, out, chunk)
+		r, l, err := stagingRunRates(ctx, b, k, p, in, out, chunk)
 		if err != nil {
 			return nil, fmt.Errorf("timing staging in a staged run of %d-element chunks: %w", chunk, err)
 		}
-		rates = append(rates, r)
+		rates, late = append(rates, r), append(late, l)
+	}
+	if err := issueLags(ctx, k, p, in, out, rates, late); err != nil {
+		return nil, err
 	}
 	return rates, nil
 }
 
-// stagingRunRates runs a staged job over in and out in chunks of chunk
-// elements and returns its staging rates, as measureStagingInRun says.
-func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *sim.Profile, in, out []float32, chunk int) (sim.StagingInRun, error) {
-	n := len(in)
+// minLagChunks is how many chunks of a staged run must have been issued
+// right after their staging for issueLags to fit a lag to that run.
+const minLagChunks = 3
+
+// issueLags sets the issue lag of each of rates (StagingInRun's
+// IssueLagNs) from the lateness measured in its staged run: the measured
+// mean less the mean of the same run on the timing-only simulator with
+// rates and no lag (and StagingChunkNs 0), whose issue costs account for
+// part of it; at least 0. A size whose run, measured or simulated, has
+// fewer than minLagChunks chunks to judge by takes the previous size's
+// lag, or 0.
+func issueLags(ctx context.Context, k *pipeline.Kernel, p *sim.Profile, in, out []float32, rates []sim.StagingInRun, measured []lateness) error {
+	q := p.Clone()
+	q.StagingInRun, q.StagingChunkNs = append([]sim.StagingInRun(nil), rates...), 0
+	for i := range q.StagingInRun {
+		q.StagingInRun[i].IssueLagNs = 0
+	}
+	for i := range rates {
+		simulated, err := stagedLateness(ctx, sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(q), k, in, out, rates[i].Bytes/4)
+		if err != nil {
+			return fmt.Errorf("simulating a staged run of %d-element chunks: %w", rates[i].Bytes/4, err)
+		}
+		switch {
+		case measured[i].chunks >= minLagChunks && simulated.chunks >= minLagChunks:
+			rates[i].IssueLagNs = math.Max(0, float64(measured[i].mean-simulated.mean))
+		case i > 0:
+			rates[i].IssueLagNs = rates[i-1].IssueLagNs
+		}
+	}
+	return nil
+}
+
+// lateness is how late, on average, a staged run's issuing goroutine
+// issued a chunk's host-to-device copy after the chunk's staging ended,
+// over the chunks whose staging is the last of what the copy waited for
+// (issueLateness), and how many those are.
+type lateness struct {
+	mean   time.Duration
+	chunks int
+}
+
+// issueLateness is the lateness of a staged run with the given slots, by
+// its spans: of chunk i's host-to-device copy after its stage-in ended,
+// over the chunks whose stage-in ended after chunk i−1's host-to-device
+// copy and after the stage-out of chunk i−1−slots (which the issuer waits
+// for before it issues chunk i−1's copy out), so that neither of those
+// held the copy back.
+func issueLateness(spans []pipeline.Span, slots int) lateness {
+	type key struct {
+		chunk int
+		stage pipeline.Stage
+	}
+	at := map[key]pipeline.Span{}
+	for _, s := range spans {
+		at[key{s.Chunk, s.Stage}] = s
+	}
+	var sum time.Duration
+	var l lateness
+	for k, in := range at {
+		h2d, ok := at[key{k.chunk, pipeline.StageH2D}]
+		if k.stage != pipeline.StageIn || !ok {
+			continue
+		}
+		if prev, ok := at[key{k.chunk - 1, pipeline.StageH2D}]; ok && prev.End > in.End {
+			continue
+		}
+		if drained, ok := at[key{k.chunk - 1 - slots, pipeline.StageOut}]; ok && drained.End > in.End {
+			continue
+		}
+		sum += h2d.Start - in.End
+		l.chunks++
+	}
+	if l.chunks > 0 {
+		l.mean = sum / time.Duration(l.chunks)
+	}
+	return l
+}
+
+// stagingRunSlots is the slots of measureStagingInRun's staged runs.
+const stagingRunSlots = 3
+
+// stagedRun runs a staged job of k over in and out in chunks of chunk
+// elements, stagingRunSlots slots and 1 compute stream, with
+// Config.Timing, reps times after an untimed run, and returns the median
+// run's report.
+func stagedRun(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, in, out []float32, chunk, reps int) (*pipeline.Report, error) {
 	cfg := pipeline.Float32Config(1, 1)
-	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Timing = chunk, 3, 1, pipeline.HostStaged, true
+	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Timing = chunk, stagingRunSlots, 1, pipeline.HostStaged, true
 	pp, err := pipeline.New(b, cfg)
 	if err != nil {
-		return sim.StagingInRun{}, err
+		return nil, err
 	}
 	defer pp.Close()
-	job := pipeline.Job{N: n, Kernel: k, Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
-	var reps []*pipeline.Report
-	for rep := 0; rep <= stagingRunReps; rep++ {
+	job := pipeline.Job{N: len(in), Kernel: k, Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	var runs []*pipeline.Report
+	for rep := 0; rep <= reps; rep++ {
 		r, err := pp.Run(ctx, job)
 		if err != nil {
-			return sim.StagingInRun{}, err
+			return nil, err
 		}
 		if rep > 0 {
-			reps = append(reps, r)
+			runs = append(runs, r)
 		}
 	}
-	sort.Slice(reps, func(i, j int) bool { return reps[i].Elapsed < reps[j].Elapsed })
-	mid := reps[len(reps)/2] // the median run
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Elapsed < runs[j].Elapsed })
+	return runs[len(runs)/2], nil
+}
+
+// stagedLateness is the issuer's lateness in one staged run on b after
+// an untimed one (stagedRun).
+func stagedLateness(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, in, out []float32, chunk int) (lateness, error) {
+	r, err := stagedRun(ctx, b, k, in, out, chunk, 1)
+	if err != nil {
+		return lateness{}, err
+	}
+	return issueLateness(r.Spans, stagingRunSlots), nil
+}
+
+// stagingRunRates runs a staged job over in and out in chunks of chunk
+// elements and returns its staging rates, as measureStagingInRun says,
+// and the issuer's lateness in the median run.
+func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, p *sim.Profile, in, out []float32, chunk int) (sim.StagingInRun, lateness, error) {
+	n := len(in)
+	mid, err := stagedRun(ctx, b, k, in, out, chunk, stagingRunReps)
+	if err != nil {
+		return sim.StagingInRun{}, lateness{}, err
+	}
 	var ins, outs []pipeline.Span
 	for _, s := range mid.Spans {
 		switch s.Stage {
@@ -148,10 +258,10 @@ func stagingRunRates(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel
 	inBytes, inTime := reckon(ins, outs)
 	outBytes, outTime := reckon(outs, ins)
 	if inTime <= 0 || outTime <= 0 {
-		return sim.StagingInRun{}, fmt.Errorf("the run gave no staging spans to time (in %v, out %v)", inTime, outTime)
+		return sim.StagingInRun{}, lateness{}, fmt.Errorf("the run gave no staging spans to time (in %v, out %v)", inTime, outTime)
 	}
 	rate := func(bytes int, d time.Duration) float64 { return math.Max(float64(bytes)/float64(d), 1e-6) }
-	return sim.StagingInRun{Bytes: 4 * chunk, InGBps: rate(inBytes, inTime), OutGBps: rate(outBytes, outTime), AloneBoost: boost}, nil
+	return sim.StagingInRun{Bytes: 4 * chunk, InGBps: rate(inBytes, inTime), OutGBps: rate(outBytes, outTime), AloneBoost: boost}, issueLateness(mid.Spans, stagingRunSlots), nil
 }
 
 // aloneBoost fits how much faster a staging copy goes while the other

@@ -116,7 +116,7 @@ func WriteProfile(w io.Writer, p *sim.Profile) error {
 }
 
 // WriteStagingInRun writes p's staging rates in a staged run as one
-// line, with which after "in a staged run" (such as ", the median of
+// line, with their issue lags where p has any, with which after "in a staged run" (such as ", the median of
 // the rounds'"); it writes nothing where p has none. It returns w's
 // first error.
 func WriteStagingInRun(w io.Writer, p *sim.Profile, which string) error {
@@ -127,9 +127,19 @@ func WriteStagingInRun(w io.Writer, p *sim.Profile, which string) error {
 		return nil
 	}
 	t := &textWriter{W: w}
-	t.Printf("staging copies in a staged run%s (in / out, each; alone faster by):", which)
+	lags := ""
 	for _, r := range p.StagingInRun {
-		t.Printf(" %s %.1f/%.1f GB/s x%.2f;", bytesText(int64(r.Bytes)), r.InGBps, r.OutGBps, p.StagingAloneBoost(r.Bytes))
+		if r.IssueLagNs > 0 {
+			lags = "; the issuer's lag after a handoff"
+		}
+	}
+	t.Printf("staging copies in a staged run%s (in / out, each; alone faster by%s):", which, lags)
+	for _, r := range p.StagingInRun {
+		t.Printf(" %s %.1f/%.1f GB/s x%.2f", bytesText(int64(r.Bytes)), r.InGBps, r.OutGBps, p.StagingAloneBoost(r.Bytes))
+		if lags != "" {
+			t.Printf(" +%.0f us", r.IssueLagNs/1e3)
+		}
+		t.Printf(";")
 	}
 	t.Printf(" and %.2f us a chunk besides the copies\n", p.StagingChunkNs/1e3)
 	return t.Err

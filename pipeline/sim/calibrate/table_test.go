@@ -47,6 +47,8 @@ func TestProfileText(t *testing.T) {
 	more := sim.BuiltinProfile()
 	more.StagingInRun = []sim.StagingInRun{{Bytes: 1 << 20, InGBps: 10, OutGBps: 12}, {Bytes: 64 << 20, InGBps: 20, OutGBps: 22}}
 	more.StagingChunkNs = 3400
+	lagged := more.Clone()
+	lagged.StagingInRun[1].IssueLagNs = 151.4e3
 	more.IssueLoops = []sim.IssueLoop{{Slots: 2, Streams: 1, Inputs: 0, Ns: 12000, PredictedNs: 11000}, {Slots: 6, Streams: 4, Inputs: 2, Ns: 15500, PredictedNs: 14000}}
 	more.IssueScale = 1.0832
 	for _, tc := range []struct {
@@ -56,6 +58,7 @@ func TestProfileText(t *testing.T) {
 		{"profile_builtin", func(w *bytes.Buffer) error { return WriteProfile(w, sim.BuiltinProfile()) }},
 		{"profile_more", func(w *bytes.Buffer) error { return WriteProfile(w, more) }},
 		{"validated_host", func(w *bytes.Buffer) error { return WriteValidatedHost(w, more, 0.9876) }},
+		{"staging_lagged", func(w *bytes.Buffer) error { return WriteStagingInRun(w, lagged, "") }},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			want, err := os.ReadFile(filepath.Join("testdata", "tables", tc.golden+".txt"))
