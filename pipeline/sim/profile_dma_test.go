@@ -104,17 +104,8 @@ func TestSimStagingInRun(t *testing.T) {
 	const chunk, chunks = 256 << 10, 10 // 1 MiB copies
 	const n = chunk * chunks
 	const bytes = 4 * chunk
-	run := func(p *sim.Profile) (in, out map[int]time.Duration, alone pipeline.StageTimes) {
-		dev := sim.NewHost(sim.HostOptions{}).NewDevice(p)
-		pp, err := pipeline.New(dev, pipeline.Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 1, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: pipeline.HostStaged})
-		require.NoError(t, err)
-		defer pp.Close()
-		src, dst := make([]float32, n), make([]float32, n)
-		kernels.FillPattern(src, 0)
-		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(src)}, Outputs: []pipeline.Buffer{pipeline.Slice(dst)}}
-		rep, err := pp.Run(context.Background(), job)
-		require.NoError(t, err)
-		require.NoError(t, verifySeed(src, dst, 1))
+	run := func(p *sim.Profile) (in, out map[int]time.Duration, _ pipeline.StageTimes) {
+		rep, alone := stagedSimRun(t, p, chunk, chunks, true)
 		in, out = map[int]time.Duration{}, map[int]time.Duration{}
 		for _, s := range rep.Spans {
 			switch s.Stage {
@@ -126,8 +117,6 @@ func TestSimStagingInRun(t *testing.T) {
 		}
 		require.Len(t, in, chunks)
 		require.Len(t, out, chunks)
-		alone, err = pp.StageTimes(context.Background(), job)
-		require.NoError(t, err)
 		return in, out, alone
 	}
 	p := testProfile(t)
@@ -283,18 +272,8 @@ func TestSimBothFixed(t *testing.T) {
 // element checked.
 func TestSimStagingIssueLag(t *testing.T) {
 	const chunk, chunks = 256 << 10, 10 // 1 MiB copies
-	const n = chunk * chunks
 	run := func(p *sim.Profile) (gaps []time.Duration, elapsed time.Duration) {
-		dev := sim.NewHost(sim.HostOptions{}).NewDevice(p)
-		pp, err := pipeline.New(dev, pipeline.Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 1, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: pipeline.HostStaged})
-		require.NoError(t, err)
-		defer pp.Close()
-		src, dst := make([]float32, n), make([]float32, n)
-		kernels.FillPattern(src, 0)
-		job := pipeline.Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(src)}, Outputs: []pipeline.Buffer{pipeline.Slice(dst)}}
-		rep, err := pp.Run(context.Background(), job)
-		require.NoError(t, err)
-		require.NoError(t, verifySeed(src, dst, 1))
+		rep, _ := stagedSimRun(t, p, chunk, chunks, false)
 		staged, issued := map[int]time.Duration{}, map[int]time.Duration{}
 		for _, s := range rep.Spans {
 			switch s.Stage {
@@ -325,4 +304,29 @@ func TestSimStagingIssueLag(t *testing.T) {
 	}
 	t.Logf("elapsed %v without the lag, %v with it", baseElapsed, laggedElapsed)
 	assert.Greater(t, laggedElapsed, baseElapsed+lag, "the run takes longer: at least the last chunk's lag")
+}
+
+// stagedSimRun runs a staged job of chunks chunks of chunk elements, 3
+// slots and 1 compute stream, with Config.Timing, on a simulator of p,
+// checks every element, and returns its report and, if alone, its stages
+// timed alone (StageTimes).
+func stagedSimRun(t *testing.T, p *sim.Profile, chunk, chunks int, alone bool) (*pipeline.Report, pipeline.StageTimes) {
+	t.Helper()
+	n := chunk * chunks
+	dev := sim.NewHost(sim.HostOptions{}).NewDevice(p)
+	pp, err := pipeline.New(dev, pipeline.Config{ChunkElems: chunk, Slots: 3, ComputeStreams: 1, Inputs: []int{4}, Outputs: []int{4}, Timing: true, Host: pipeline.HostStaged})
+	require.NoError(t, err)
+	defer pp.Close()
+	src, dst := make([]float32, n), make([]float32, n)
+	kernels.FillPattern(src, 0)
+	job := pipeline.Job{N: n, Kernel: seedKernel(nil, 1), Inputs: []pipeline.Buffer{pipeline.Slice(src)}, Outputs: []pipeline.Buffer{pipeline.Slice(dst)}}
+	rep, err := pp.Run(context.Background(), job)
+	require.NoError(t, err)
+	require.NoError(t, verifySeed(src, dst, 1))
+	var st pipeline.StageTimes
+	if alone {
+		st, err = pp.StageTimes(context.Background(), job)
+		require.NoError(t, err)
+	}
+	return rep, st
 }
