@@ -51,10 +51,28 @@ func (s *Sim) HostRunEnd() {
 }
 
 // hostToken is a host actor's clock at a handoff: the HostClock of the
-// simulator.
+// simulator. lag is how much later than now a goroutine other than a
+// run's staging goroutines may go after joining it: a staging goroutine's
+// handoff carries its profile's issue lag (StagingInRun's IssueLagNs, by
+// the size of its last copy), on the GPU host the time its woken issuer
+// waits for a CPU. The token carries it, so that the joiner goes that
+// late whether it blocked for the handoff or came to it after.
 type hostToken struct {
 	now time.Duration
 	vc  vclock
+	lag time.Duration
+}
+
+// issuable is when a goroutine other than a staging goroutine may go
+// after joining t.
+func (t hostToken) issuable() time.Duration { return t.now + t.lag }
+
+// joinedBy is when a goes after joining t.
+func (t hostToken) joinedBy(a *actor) time.Duration {
+	if a.stager {
+		return max(a.now, t.now)
+	}
+	return max(a.now, t.issuable())
 }
 
 // tokenOf is c as a token; nil and foreign clocks order nothing.
@@ -73,13 +91,18 @@ func (s *Sim) HostPublish() pipeline.HostClock {
 	defer h.mu.Unlock()
 	a := h.self()
 	a.vc = a.vc.tick(a.idx)
-	return hostToken{now: a.now, vc: a.vc.clone()}
+	t := hostToken{now: a.now, vc: a.vc.clone()}
+	if a.stager && a.staged > 0 {
+		t.lag = s.prof.stagingIssueLag(a.staged)
+	}
+	return t
 }
 
 // HostMerge is a clock ordered after both a and b.
 func (s *Sim) HostMerge(a, b pipeline.HostClock) pipeline.HostClock {
 	ta, tb := tokenOf(a), tokenOf(b)
-	return hostToken{now: max(ta.now, tb.now), vc: ta.vc.clone().merge(tb.vc)}
+	now := max(ta.now, tb.now)
+	return hostToken{now: now, vc: ta.vc.clone().merge(tb.vc), lag: max(ta.issuable(), tb.issuable()) - now}
 }
 
 // HostJoin orders the caller after a clock.
@@ -93,7 +116,7 @@ func (s *Sim) HostJoin(c pipeline.HostClock) {
 	defer h.mu.Unlock()
 	a := h.self()
 	a.vc = a.vc.merge(t.vc)
-	a.now = max(a.now, t.now)
+	a.now = t.joinedBy(a)
 }
 
 // HostBlock marks the caller as waiting on the engine's own handoff, so
@@ -112,10 +135,8 @@ func (s *Sim) HostBlock() pipeline.HostGoroutine {
 }
 
 // HostRelease lets a blocked actor run again, joined to c, and at the
-// simulation's time at least. A run's staging goroutine that lets another
-// goroutine go (the issuer, waiting for a chunk staged or a slot drained)
-// lets it go its profile's issue lag later (StagingInRun's IssueLagNs):
-// on the GPU host that goroutine waits for a CPU.
+// simulation's time at least; a staging goroutine's clock lets others go
+// its issue lag later (hostToken).
 func (s *Sim) HostRelease(g pipeline.HostGoroutine, c pipeline.HostClock) {
 	if !s.usable() {
 		return
@@ -129,10 +150,7 @@ func (s *Sim) HostRelease(g pipeline.HostGoroutine, c pipeline.HostClock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	a.vc = a.vc.merge(t.vc)
-	if by := h.byGoroutine[goid()]; by != nil && by.stager && !a.stager && c != nil {
-		t.now += s.prof.stagingIssueLag(by.staged)
-	}
-	a.now = max(a.now, t.now)
+	a.now = t.joinedBy(a)
 	if a.blocked && a.until == nil {
 		a.blocked = false
 		a.now = max(a.now, h.now)

@@ -63,7 +63,7 @@ func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSe
 	q.IssueScale = loopScale(q.IssueLoops)
 	var chunkNs float64
 	if len(s.in) > 0 {
-		rates, err := stagingInRunRates(ctx, b, k, p, in, out)
+		rates, err := stagingInRunRates(ctx, b, k, q, in, out)
 		if err != nil {
 			return err
 		}

@@ -177,8 +177,9 @@ const stagingRunSlots = 3
 
 // stagedRun runs a staged job of k over in and out in chunks of chunk
 // elements, stagingRunSlots slots and 1 compute stream, with
-// Config.Timing, reps times after an untimed run, and returns the median
-// run's report.
+// Config.Timing, reps times after an untimed run (once, and no untimed
+// run, for reps 0: the timing-only simulator's runs repeat exactly), and
+// returns the median run's report.
 func stagedRun(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, in, out []float32, chunk, reps int) (*pipeline.Report, error) {
 	cfg := pipeline.Float32Config(1, 1)
 	cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host, cfg.Timing = chunk, stagingRunSlots, 1, pipeline.HostStaged, true
@@ -194,18 +195,21 @@ func stagedRun(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, in, 
 		if err != nil {
 			return nil, err
 		}
-		if rep > 0 {
+		if rep > 0 || reps <= 0 {
 			runs = append(runs, r)
+		}
+		if reps <= 0 {
+			break
 		}
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Elapsed < runs[j].Elapsed })
 	return runs[len(runs)/2], nil
 }
 
-// stagedLateness is the issuer's lateness in one staged run on b after
-// an untimed one (stagedRun).
+// stagedLateness is the issuer's lateness in one staged run on the
+// timing-only simulator b (stagedRun).
 func stagedLateness(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, in, out []float32, chunk int) (lateness, error) {
-	r, err := stagedRun(ctx, b, k, in, out, chunk, 1)
+	r, err := stagedRun(ctx, b, k, in, out, chunk, 0)
 	if err != nil {
 		return lateness{}, err
 	}

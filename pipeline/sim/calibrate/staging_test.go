@@ -47,3 +47,25 @@ func TestIssueLagsCarried(t *testing.T) {
 	assert.Less(t, rates[1].IssueLagNs, float64(time.Millisecond))
 	assert.Equal(t, rates[1].IssueLagNs, rates[2].IssueLagNs, "too few chunks: the previous size's")
 }
+
+// TestStagedLatenessRepeatable: the simulator's lateness, with issue lags,
+// is the same in every run: the lag follows the clocks, not whether the
+// issuer came to a handoff before or after it in real time.
+func TestStagedLatenessRepeatable(t *testing.T) {
+	const n = 1 << 20
+	_, sdev := stagingTruth(n)
+	in, out := stagingMemory(n)
+	seed := kernelSet{}.kernel(kernels.Seed, 0)
+	var first lateness
+	for run := range 6 {
+		l, err := stagedLateness(context.Background(), sdev, seed, in, out, n/64)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, l.chunks, minLagChunks)
+		if run == 0 {
+			first = l
+			assert.Greater(t, l.mean, time.Duration(truthLags[2]), "the lag at this size, and the issue costs")
+			continue
+		}
+		assert.Equal(t, first, l, "run %d", run)
+	}
+}
