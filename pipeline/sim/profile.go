@@ -286,10 +286,10 @@ type StagingInRun struct {
 	// needs a CPU while the run's copy goroutines hold them. On the H200
 	// host it grew with the copy size, from tens of microseconds at 4 MiB
 	// to hundreds at 64 MiB (bench/RESULTS.md, "The issuer's lateness by
-	// chunk size"). The simulator adds it to the clock of a non-staging
-	// goroutine that a staging goroutine releases, by the size of that
-	// goroutine's last copy. Zero: none, as in profiles from before it
-	// was measured.
+	// chunk size"). A staging goroutine's handoff carries it, by the
+	// size of that goroutine's last copy, and a non-staging goroutine
+	// that joins the handoff goes no earlier than the handoff plus it.
+	// Zero: none, as in profiles from before it was measured.
 	IssueLagNs float64 `json:"issue_lag_ns,omitempty"`
 }
 
