@@ -189,17 +189,18 @@ func stagedRun(ctx context.Context, b pipeline.Backend, k *pipeline.Kernel, in, 
 	}
 	defer pp.Close()
 	job := pipeline.Job{N: len(in), Kernel: k, Host: pipeline.HostStaged, Inputs: []pipeline.Buffer{pipeline.Slice(in)}, Outputs: []pipeline.Buffer{pipeline.Slice(out)}}
+	untimed := 1
+	if reps <= 0 {
+		untimed, reps = 0, 1
+	}
 	var runs []*pipeline.Report
-	for rep := 0; rep <= reps; rep++ {
+	for rep := range untimed + reps {
 		r, err := pp.Run(ctx, job)
 		if err != nil {
 			return nil, err
 		}
-		if rep > 0 || reps <= 0 {
+		if rep >= untimed {
 			runs = append(runs, r)
-		}
-		if reps <= 0 {
-			break
 		}
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Elapsed < runs[j].Elapsed })

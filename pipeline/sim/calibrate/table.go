@@ -116,9 +116,9 @@ func WriteProfile(w io.Writer, p *sim.Profile) error {
 }
 
 // WriteStagingInRun writes p's staging rates in a staged run as one
-// line, with their issue lags where p has any, with which after "in a staged run" (such as ", the median of
-// the rounds'"); it writes nothing where p has none. It returns w's
-// first error.
+// line, with which after "in a staged run" (such as ", the median of
+// the rounds'"), and each size's issue lag where any is set; it writes
+// nothing where p has no rates. It returns w's first error.
 func WriteStagingInRun(w io.Writer, p *sim.Profile, which string) error {
 	if p == nil {
 		return errors.New("calibrate: WriteStagingInRun: no profile")
