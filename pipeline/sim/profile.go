@@ -293,6 +293,12 @@ type StagingInRun struct {
 	IssueLagNs float64 `json:"issue_lag_ns,omitempty"`
 }
 
+// maxIssueLagNs bounds StagingInRun's IssueLagNs: the lags measured on the
+// H200 host are hundreds of microseconds at most, and a lag beyond a
+// second is a damaged profile, whose virtual times would otherwise run
+// past what a time.Duration holds.
+const maxIssueLagNs = 1e9
+
 //go:embed profiles/h200.json
 var builtinH200 []byte
 
@@ -427,6 +433,9 @@ func (p *Profile) Check() error {
 			pos(fmt.Sprintf("staging_in_run out_gbps at %d bytes", r.Bytes), r.OutGBps),
 			nonNeg(fmt.Sprintf("staging_in_run alone_boost at %d bytes", r.Bytes), r.AloneBoost),
 			nonNeg(fmt.Sprintf("staging_in_run issue_lag_ns at %d bytes", r.Bytes), r.IssueLagNs))
+		if r.IssueLagNs > maxIssueLagNs {
+			errs = append(errs, fmt.Errorf("pipeline: profile: staging_in_run issue_lag_ns at %d bytes is %v; at most %v (1 s)", r.Bytes, r.IssueLagNs, float64(maxIssueLagNs)))
+		}
 	}
 	for _, kind := range issueKinds {
 		errs = append(errs, nonNeg("issue_ns."+kind, p.IssueNs[kind]))

@@ -87,6 +87,7 @@ func TestStagingInRunRates(t *testing.T) {
 		{sim.StagingInRun{Bytes: 0, InGBps: 5, OutGBps: 5}, "staging_in_run has a size of 0 bytes"},
 		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: 5, AloneBoost: -1}, "staging_in_run alone_boost at 4194304 bytes is -1"},
 		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: 5, IssueLagNs: -1}, "staging_in_run issue_lag_ns at 4194304 bytes is -1"},
+		{sim.StagingInRun{Bytes: 4 << 20, InGBps: 5, OutGBps: 5, IssueLagNs: 2e9}, "staging_in_run issue_lag_ns at 4194304 bytes is 2e+09; at most 1e+09 (1 s)"},
 	} {
 		q := sim.BuiltinProfile()
 		q.StagingInRun = []sim.StagingInRun{c.r}
