@@ -15,7 +15,8 @@ import (
 // host's speed on the H200 host drifts by a fifth and more within a
 // process, so a figure timed once, before the rows, can be far from the
 // speed the rows ran at; the profile takes the median of each figure over
-// the same rounds in which each row takes its median.
+// the same rounds in which each row takes its median, and leaves out its
+// own figure, timed before the first round.
 type hostSamples struct {
 	loops   [][]float64 // ns per chunk, by loopShapes
 	in, out [][]float64 // GB/s, by StagingInRun entry
@@ -24,7 +25,8 @@ type hostSamples struct {
 	chunkNs []float64   // StagingChunkNs
 }
 
-// newHostSamples starts the samples with p's own figures.
+// newHostSamples starts no samples for p's figures, once it has checked
+// that p's issue loops are the shapes that a round times.
 func newHostSamples(p *sim.Profile) (*hostSamples, error) {
 	if len(p.IssueLoops) != len(loopShapes) {
 		return nil, fmt.Errorf("the profile has %d issue loops, not %d", len(p.IssueLoops), len(loopShapes))
@@ -34,15 +36,10 @@ func newHostSamples(p *sim.Profile) (*hostSamples, error) {
 		if sh := loopShapes[i]; l.Slots != sh[0] || l.Streams != sh[1] || max(l.Inputs, 1) != sh[2] {
 			return nil, fmt.Errorf("the profile's issue loop %d has %d slots, %d streams and %d inputs, not %v", i, l.Slots, l.Streams, max(l.Inputs, 1), sh)
 		}
-		s.loops = append(s.loops, []float64{l.Ns})
 	}
-	for _, r := range p.StagingInRun {
-		s.in = append(s.in, []float64{r.InGBps})
-		s.out = append(s.out, []float64{r.OutGBps})
-		s.boost = append(s.boost, []float64{r.AloneBoost})
-		s.lag = append(s.lag, []float64{r.IssueLagNs})
-	}
-	s.chunkNs = []float64{p.StagingChunkNs}
+	n := len(p.StagingInRun)
+	s.loops = make([][]float64, len(p.IssueLoops))
+	s.in, s.out, s.boost, s.lag = make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n)
 	return s, nil
 }
 
@@ -62,7 +59,7 @@ func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSe
 	}
 	q.IssueScale = loopScale(q.IssueLoops)
 	var chunkNs float64
-	if len(s.in) > 0 {
+	if len(p.StagingInRun) > 0 {
 		rates, err := stagingInRunRates(ctx, b, k, q, in, out)
 		if err != nil {
 			return err
@@ -83,7 +80,7 @@ func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSe
 	for i, l := range q.IssueLoops {
 		s.loops[i] = append(s.loops[i], l.Ns)
 	}
-	if len(s.in) > 0 {
+	if len(p.StagingInRun) > 0 {
 		for i, r := range q.StagingInRun {
 			s.in[i] = append(s.in[i], r.InGBps)
 			s.out[i] = append(s.out[i], r.OutGBps)
@@ -96,14 +93,21 @@ func (s *hostSamples) round(ctx context.Context, b pipeline.Backend, ks kernelSe
 }
 
 // apply sets p's figures to the medians of their samples, and IssueScale
-// from the loops, and says so in p's notes.
+// from the loops, and says so in p's notes; with no round timed it leaves
+// p as it is.
 func (s *hostSamples) apply(p *sim.Profile) {
+	rounds := len(s.loops[0])
+	if rounds == 0 {
+		return
+	}
 	for i := range p.IssueLoops {
 		p.IssueLoops[i].Ns = median(s.loops[i])
 	}
 	p.IssueScale = loopScale(p.IssueLoops)
-	rounds := len(s.loops[0]) - 1
-	then := fmt.Sprintf("; then, in --validate, the median of that and %d rounds' timings", rounds)
+	then := fmt.Sprintf("; then, in --validate, replaced by the median of %d rounds' timings", rounds)
+	if rounds == 1 {
+		then = "; then, in --validate, replaced by its one round's timing"
+	}
 	p.Notes["issue_loops"] += then
 	if len(p.StagingInRun) == 0 {
 		return

@@ -154,7 +154,7 @@ func WriteValidatedHost(w io.Writer, p *sim.Profile, scaleBefore float64) error 
 		return errors.New("calibrate: WriteValidatedHost: no profile")
 	}
 	t := &textWriter{W: w}
-	t.Printf("host: the engine's issue loop per chunk, the median of the profile's and the rounds':")
+	t.Printf("host: the engine's issue loop per chunk, the median of the rounds':")
 	for _, l := range p.IssueLoops {
 		t.Printf(" %d slots %d streams %d input(s) %.2f us;", l.Slots, l.Streams, max(l.Inputs, 1), l.Ns/1e3)
 	}
@@ -162,5 +162,5 @@ func WriteValidatedHost(w io.Writer, p *sim.Profile, scaleBefore float64) error 
 	if t.Err != nil {
 		return t.Err
 	}
-	return WriteStagingInRun(w, p, ", the median of the profile's and the rounds'")
+	return WriteStagingInRun(w, p, ", the median of the rounds'")
 }
