@@ -385,6 +385,51 @@ func TestMeasureKernelSerial(t *testing.T) {
 	}
 }
 
+// TestHostSamplesMedian: over several rounds each host figure is the
+// median of the rounds' timings, so that one round's outlier, on either
+// side, moves none of them, and the notes count the rounds.
+func TestHostSamplesMedian(t *testing.T) {
+	truth, _ := stagingTruth(1 << 20)
+	p := truth.Clone()
+	p.IssueLoops = nil
+	for _, sh := range loopShapes {
+		p.IssueLoops = append(p.IssueLoops, sim.IssueLoop{Slots: sh[0], Streams: sh[1], Inputs: sh[2], Ns: 99e3, PredictedNs: 10e3})
+	}
+	s, err := newHostSamples(p)
+	require.NoError(t, err)
+	// Three rounds, by hand: in each figure's samples an outlier far on
+	// one side, so that the median is neither the first, the last nor the
+	// mean.
+	for round := range 3 {
+		for i := range s.loops {
+			s.loops[i] = append(s.loops[i], []float64{40e3, 12e3, 11e3}[round])
+		}
+		for i, r := range truth.StagingInRun {
+			s.in[i] = append(s.in[i], []float64{r.InGBps * 4, r.InGBps * 1.1, r.InGBps}[round])
+			s.out[i] = append(s.out[i], []float64{r.OutGBps * 1.1, r.OutGBps, r.OutGBps / 4}[round])
+			s.boost[i] = append(s.boost[i], []float64{r.AloneBoost * 4, r.AloneBoost * 1.1, r.AloneBoost}[round])
+			s.lag[i] = append(s.lag[i], []float64{r.IssueLagNs + 9e6, r.IssueLagNs + 1e3, r.IssueLagNs}[round])
+		}
+		s.chunkNs = append(s.chunkNs, []float64{9e6, 3e3, 1e3}[round])
+	}
+	s.apply(p)
+	for i, l := range p.IssueLoops {
+		assert.Equal(t, 12e3, l.Ns, "loop %d: the median of 40, 12 and 11 µs", i)
+	}
+	assert.InEpsilon(t, 1.2, p.IssueScale, 1e-9, "the scale from the medians")
+	for i, r := range p.StagingInRun {
+		w := truth.StagingInRun[i]
+		assert.InEpsilon(t, w.InGBps*1.1, r.InGBps, 1e-9, "staging in, rate %d", i)
+		assert.InEpsilon(t, w.OutGBps, r.OutGBps, 1e-9, "staging out, rate %d", i)
+		assert.InEpsilon(t, w.AloneBoost*1.1, r.AloneBoost, 1e-9, "boost %d", i)
+		assert.Equal(t, w.IssueLagNs+1e3, r.IssueLagNs, "issue lag %d", i)
+	}
+	assert.Equal(t, 3e3, p.StagingChunkNs)
+	for _, k := range []string{"issue_loops", "staging_in_run", "staging_chunk_ns", "staging_issue_lag"} {
+		assert.Contains(t, p.Notes[k], "replaced by the median of 3 rounds' timings", k)
+	}
+}
+
 // TestHostSamples: --validate's rounds time the profile's host figures
 // again, and the profile takes the median of each over the rounds alone:
 // a slow spell when the profile was measured is left out, the
