@@ -48,6 +48,27 @@ func TestIssueLagsCarried(t *testing.T) {
 	assert.Equal(t, rates[1].IssueLagNs, rates[2].IssueLagNs, "too few chunks: the previous size's")
 }
 
+// TestIssueLagsSimulatedTooFew: a size whose measured run has chunks
+// enough to judge by, but whose run on the simulator has too few, takes
+// the previous size's lag too: its measured mean, less nothing simulated,
+// would count the issue costs as lag.
+func TestIssueLagsSimulatedTooFew(t *testing.T) {
+	const n = 1 << 16
+	in, out := make([]float32, n), make([]float32, n)
+	p := sim.BuiltinProfile()
+	rates := []sim.StagingInRun{{Bytes: 4 * n / 16, InGBps: 1, OutGBps: 1}, {Bytes: 4 * n / 2, InGBps: 1, OutGBps: 1}}
+	seed := kernelSet{}.kernel(kernels.Seed, 0)
+	q := p.Clone()
+	q.StagingInRun = append([]sim.StagingInRun(nil), rates...)
+	two, err := stagedLateness(context.Background(), sim.NewHost(sim.HostOptions{TimingOnly: true}).NewDevice(q), seed, in, out, n/2)
+	require.NoError(t, err)
+	require.Less(t, two.chunks, minLagChunks, "the premise: a run of two chunks has too few on the simulator")
+	measured := []lateness{{mean: time.Millisecond, chunks: 20}, {mean: time.Hour, chunks: 20}}
+	require.NoError(t, issueLags(context.Background(), seed, p, in, out, rates, measured))
+	assert.Greater(t, rates[0].IssueLagNs, float64(500*time.Microsecond), "a millisecond measured, less the simulator's issue costs")
+	assert.Equal(t, rates[0].IssueLagNs, rates[1].IssueLagNs, "too few chunks simulated: the previous size's lag, not an hour's")
+}
+
 // TestStagedLatenessRepeatable: the simulator's lateness, with issue lags,
 // is the same in every run, to within staleNs: the lag follows the clocks,
 // not whether the issuer came to a handoff before or after it in real
