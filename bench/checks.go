@@ -89,6 +89,8 @@ func CheckScaling(o ScalingOptions) error {
 	switch {
 	case o.Slots < o.ComputeStreams:
 		return optionErr("{Slots} %d: fewer than the %d compute streams", o.Slots, o.ComputeStreams)
+	case o.ChunkElems < 0:
+		return optionErr("{ChunkElems} %d: must not be negative", o.ChunkElems)
 	case o.Iters < 0:
 		return optionErr("{Iters} %d: must not be negative", o.Iters)
 	}

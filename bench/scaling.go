@@ -19,13 +19,15 @@ import (
 // ScalingRow is one line of the scaling table: a job size and host mode
 // on the first Devices devices.
 type ScalingRow struct {
-	Elems   int     `json:"elems"`
-	Host    string  `json:"host"`
-	Devices int     `json:"devices"`
-	Ms      float64 `json:"ms"`
-	GBps    float64 `json:"gb_per_s"`
-	BoundMs float64 `json:"bound_ms"`
-	Slowest string  `json:"slowest"`
+	Elems int `json:"elems"`
+	// ChunkElems is the chunk the row ran in (ScalingOptions.ChunkFor).
+	ChunkElems int     `json:"chunk_elems"`
+	Host       string  `json:"host"`
+	Devices    int     `json:"devices"`
+	Ms         float64 `json:"ms"`
+	GBps       float64 `json:"gb_per_s"`
+	BoundMs    float64 `json:"bound_ms"`
+	Slowest    string  `json:"slowest"`
 	// Efficiency is the group's stage bound over its time.
 	Efficiency float64 `json:"efficiency"`
 	// Speedup is the one-device time of the same size and host mode over
@@ -52,10 +54,13 @@ type ScalingOptions struct {
 	Sizes []int
 	// Iters is the seed kernel's iterations.
 	Iters int
-	// ChunkElems is each chunk's elements (0: pipeline.DefaultChunkElems;
-	// at most the job's), ComputeStreams the kernels' streams (0:
+	// ChunkElems is each chunk's elements, at most the job's (0: for each
+	// size, pipeline.DefaultChunkFor, the chunk that overlap run takes for
+	// a job of that size: one chunk of 1M for a 1M job would leave every
+	// device but one idle); ComputeStreams the kernels' streams (0:
 	// pipeline.DefaultComputeStreams) and Slots the buffer slots (0:
-	// ComputeStreams+2), the same for every row.
+	// ComputeStreams+2), the same for every row, so that a size's rows
+	// differ only in their device count.
 	ChunkElems, Slots, ComputeStreams int
 	// Repeat is the runs of each configuration, the fastest kept (0: 1).
 	Repeat int
@@ -73,9 +78,6 @@ type ScalingOptions struct {
 // WithDefaults is o with its zero fields' defaults filled in, as
 // [Scaling] runs it.
 func (o ScalingOptions) WithDefaults() ScalingOptions {
-	if o.ChunkElems == 0 {
-		o.ChunkElems = pipeline.DefaultChunkElems
-	}
 	if o.ComputeStreams == 0 {
 		o.ComputeStreams = pipeline.DefaultComputeStreams
 	}
@@ -84,6 +86,15 @@ func (o ScalingOptions) WithDefaults() ScalingOptions {
 	}
 	o.Repeat = max(1, o.Repeat)
 	return o
+}
+
+// ChunkFor is the chunk that a job of n elements runs in: ChunkElems,
+// at most n, or where it is 0, pipeline.DefaultChunkFor(n).
+func (o ScalingOptions) ChunkFor(n int) int {
+	if o.ChunkElems == 0 {
+		return pipeline.DefaultChunkFor(n)
+	}
+	return min(o.ChunkElems, n)
 }
 
 // Scaling measures the seed job over the first 1 to len(backends)
@@ -111,7 +122,7 @@ func Scaling(ctx context.Context, backends []pipeline.Backend, o ScalingOptions)
 		for _, n := range o.Sizes {
 			for dev := 1; dev <= k; dev++ {
 				say(o.Progress, "C++ reference: %s elements on %d GPU(s)…", Elems(n), dev)
-				m, err := o.Reference.RunMulti(ctx, n, o.Iters, o.Slots, o.Repeat, o.ChunkElems, o.ComputeStreams, dev)
+				m, err := o.Reference.RunMulti(ctx, n, o.Iters, o.Slots, o.Repeat, o.ChunkFor(n), o.ComputeStreams, dev)
 				if err != nil {
 					return nil, &Error{Op: "Scaling", Err: err}
 				}
@@ -137,13 +148,13 @@ func Scaling(ctx context.Context, backends []pipeline.Backend, o ScalingOptions)
 			for dev := 1; dev <= k; dev++ {
 				say(o.Progress, "%s elements, %s, %d device(s)…", Elems(n), host, dev)
 				cfg := pipeline.Float32Config(1, 1)
-				cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = min(o.ChunkElems, n), o.Slots, o.ComputeStreams, host
+				cfg.ChunkElems, cfg.Slots, cfg.ComputeStreams, cfg.Host = o.ChunkFor(n), o.Slots, o.ComputeStreams, host
 				row, err := scaleOne(ctx, backends[:dev], cfg, w, o.Iters, o.Repeat)
 				if err != nil {
 					w.close()
 					return nil, &Error{Op: "Scaling", Err: fmt.Errorf("%s elements, %s, %d device(s): %w", Elems(n), host, dev, err)}
 				}
-				row.Elems, row.Devices = n, dev
+				row.Elems, row.Devices, row.ChunkElems = n, dev, cfg.ChunkElems
 				if row.Host == "" {
 					row.Host = host.String()
 				}

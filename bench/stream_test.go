@@ -114,10 +114,39 @@ func TestScalingOnSim(t *testing.T) {
 	}
 	assert.Equal(t, "64K elements, pinned, 1 device(s)…", msgs[0])
 
+	for _, r := range rows {
+		assert.Equal(t, 16<<10, r.ChunkElems, "the chunk asked for")
+	}
+
 	_, err = Scaling(context.Background(), nil, ScalingOptions{})
 	assert.EqualError(t, err, "bench: Scaling: no backend")
 	_, err = Scaling(context.Background(), simDevices(1), ScalingOptions{Slots: 2, ComputeStreams: 4})
 	assert.EqualError(t, err, "bench: Scaling: Slots 2: fewer than the 4 compute streams")
+}
+
+// TestScalingDefaultChunks: with no ChunkElems, each size runs in the
+// chunk that overlap run takes for it (pipeline.DefaultChunkFor), so a
+// small job still has chunks for every device; the trial's 1M job ran as
+// one chunk of 1M, and its second device took none.
+func TestScalingDefaultChunks(t *testing.T) {
+	rows, err := Scaling(context.Background(), simDevices(2), ScalingOptions{Sizes: []int{256 << 10, 3 << 20}, Iters: 1})
+	require.NoError(t, err)
+	require.Len(t, rows, 12)
+	for _, r := range rows {
+		want := pipeline.DefaultChunkFor(r.Elems)
+		assert.Equal(t, want, r.ChunkElems, "%d elements", r.Elems)
+		total := 0
+		for _, c := range r.Chunks {
+			total += c
+			if r.Devices == 2 && r.Elems/want >= 8*r.Devices { // a queue of two chunks may go to one device
+				assert.Positive(t, c, "%d elements: every device takes chunks", r.Elems)
+			}
+		}
+		assert.Equal(t, (r.Elems+want-1)/want, total, "%d elements", r.Elems)
+	}
+	assert.Equal(t, 128<<10, pipeline.DefaultChunkFor(256<<10), "the test's premise: a job of two chunks")
+	_, err = Scaling(context.Background(), simDevices(1), ScalingOptions{ChunkElems: -1})
+	assert.EqualError(t, err, "bench: Scaling: ChunkElems -1: must not be negative")
 }
 
 // testModel is a small random MLP and its kernel for the simulator.

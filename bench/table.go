@@ -194,9 +194,9 @@ type ScalingTable struct {
 }
 
 // WriteScalingTable writes rows, a [Scaling]'s, as overlap bench
-// scaling's table: a row a size, host mode and device count with its
-// speedup over one device and the C++ reference where one ran, a note
-// for each row that beat its bound, and what the bound is.
+// scaling's table: a row a size, host mode and device count, with its
+// chunk and speedup over one device and the C++ reference where one ran,
+// a note for each row that beat its bound, and what the bound is.
 func WriteScalingTable(w io.Writer, rows []ScalingRow, o ScalingTable) error {
 	t := &textWriter{W: w}
 	s := o.Options
@@ -204,18 +204,22 @@ func WriteScalingTable(w io.Writer, rows []ScalingRow, o ScalingTable) error {
 	if o.Simulated {
 		label = fmt.Sprintf(" [simulated: H200 profile, the %d devices sharing a %d GB/s host link]", len(o.Ordinals), SimLinkGBps)
 	}
-	t.Printf("overlap bench scaling: seed kernel (%d iterations) on %s, GPUs %v; chunk %d, %d slots, %d compute streams%s\n\n",
-		s.Iters, o.Backend, o.Ordinals, s.ChunkElems, s.Slots, s.ComputeStreams, label)
-	t.Printf("%6s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
-		"ELEMS", "HOST", "GPUS", "TIME", "GB/s", "BOUND", "SLOWEST", "EFF", "SPEEDUP", "CHUNKS", "C++", "GO/C++")
+	chunk := fmt.Sprintf("chunk %d", s.ChunkElems)
+	if s.ChunkElems == 0 {
+		chunk = "each size in overlap run's chunk for it (CHUNK)"
+	}
+	t.Printf("overlap bench scaling: seed kernel (%d iterations) on %s, GPUs %v; %s, %d slots, %d compute streams%s\n\n",
+		s.Iters, o.Backend, o.Ordinals, chunk, s.Slots, s.ComputeStreams, label)
+	t.Printf("%6s %6s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
+		"ELEMS", "CHUNK", "HOST", "GPUS", "TIME", "GB/s", "BOUND", "SLOWEST", "EFF", "SPEEDUP", "CHUNKS", "C++", "GO/C++")
 	for _, r := range rows {
 		cpp, ratio := cppColumns(r.CppMs, r.Ratio)
 		chunks := make([]string, len(r.Chunks))
 		for i, c := range r.Chunks {
 			chunks[i] = fmt.Sprint(c)
 		}
-		t.Printf("%6s %-19s %4d %7.2f ms %8.1f %7.2f ms %-12s %5.1f%% %7.2fx %-13s %10s %7s\n",
-			Elems(r.Elems), r.Host, r.Devices, r.Ms, r.GBps, r.BoundMs, r.Slowest, 100*r.Efficiency, r.Speedup, strings.Join(chunks, "/"), cpp, ratio)
+		t.Printf("%6s %6s %-19s %4d %7.2f ms %8.1f %7.2f ms %-12s %5.1f%% %7.2fx %-13s %10s %7s\n",
+			Elems(r.Elems), Elems(r.ChunkElems), r.Host, r.Devices, r.Ms, r.GBps, r.BoundMs, r.Slowest, 100*r.Efficiency, r.Speedup, strings.Join(chunks, "/"), cpp, ratio)
 	}
 	for _, r := range rows {
 		if r.Efficiency > 1 {

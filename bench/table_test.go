@@ -17,7 +17,8 @@ import (
 // the CLI, so a change to one is a change to the CLI's output.
 
 // TestTables writes each fixture with its writer and compares the text
-// with its golden file.
+// with its golden file; OVERLAP_UPDATE_GOLDEN=1 rewrites the golden files
+// first (review their diff: it is the CLI's output changing).
 func TestTables(t *testing.T) {
 	tr, m := fixtureTune()
 	trGPU, _ := fixtureTune()
@@ -46,6 +47,11 @@ func TestTables(t *testing.T) {
 		{"scaling_gpu", func(w *bytes.Buffer) error {
 			return WriteScalingTable(w, fixtureScaling()[:1], ScalingTable{Options: fixtureScalingOptions(), Backend: "simulator", Ordinals: []int{3}})
 		}},
+		{"scaling_default_chunks", func(w *bytes.Buffer) error {
+			o := fixtureScalingOptions()
+			o.ChunkElems = 0 // each size's own, as overlap run takes it
+			return WriteScalingTable(w, fixtureScaling(), ScalingTable{Options: o, Backend: "NVIDIA H200 ×2", Ordinals: []int{0, 1}})
+		}},
 		{"smalljobs_cpp", func(w *bytes.Buffer) error {
 			r := &SmallJobsResult{Backend: "NVIDIA H200", Rows: fixtureSmallJobs()}
 			o := SmallJobsOptions{Sim: true, Iters: 100, Seconds: 0.5, DirectCalls: true, Reference: &Reference{}}
@@ -70,10 +76,14 @@ func TestTables(t *testing.T) {
 		{"devices", func(w *bytes.Buffer) error { return WriteDevicesTable(w, fixtureDevices()) }},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
-			want, err := os.ReadFile(filepath.Join("testdata", "tables", tc.golden+".txt"))
-			require.NoError(t, err)
+			path := filepath.Join("testdata", "tables", tc.golden+".txt")
 			var b bytes.Buffer
 			require.NoError(t, tc.write(&b))
+			if os.Getenv("OVERLAP_UPDATE_GOLDEN") == "1" {
+				require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err)
 			assert.Equal(t, string(want), b.String())
 		})
 	}
@@ -201,9 +211,9 @@ func fixtureSweep() []SweepRow {
 
 func fixtureScaling() []ScalingRow {
 	return []ScalingRow{
-		{Elems: 1 << 20, Host: "pinned", Devices: 1, Ms: 2, GBps: 4.2, BoundMs: 1.8, Slowest: "H2D", Efficiency: 0.9, Speedup: 1, Chunks: []int{4}, CppMs: 2.1, Ratio: 0.952},
-		{Elems: 1 << 20, Host: "auto (registered)", Devices: 2, Ms: 0.9, GBps: 9.3, BoundMs: 0.95, Slowest: "D2H", Efficiency: 0.95 / 0.9, Speedup: 2.22, Chunks: []int{2, 3}},
-		{Elems: 3000, Host: "registered", Devices: 2, Ms: 0.1, GBps: 0.2, BoundMs: 0.05, Slowest: "compute", Efficiency: 0.5, Speedup: 1.5, Chunks: []int{1, 1}},
+		{Elems: 1 << 20, ChunkElems: 1 << 18, Host: "pinned", Devices: 1, Ms: 2, GBps: 4.2, BoundMs: 1.8, Slowest: "H2D", Efficiency: 0.9, Speedup: 1, Chunks: []int{4}, CppMs: 2.1, Ratio: 0.952},
+		{Elems: 1 << 20, ChunkElems: 1 << 18, Host: "auto (registered)", Devices: 2, Ms: 0.9, GBps: 9.3, BoundMs: 0.95, Slowest: "D2H", Efficiency: 0.95 / 0.9, Speedup: 2.22, Chunks: []int{2, 3}},
+		{Elems: 3000, ChunkElems: 3000, Host: "registered", Devices: 2, Ms: 0.1, GBps: 0.2, BoundMs: 0.05, Slowest: "compute", Efficiency: 0.5, Speedup: 1.5, Chunks: []int{1, 1}},
 	}
 }
 

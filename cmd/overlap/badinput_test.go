@@ -108,6 +108,10 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap run --elems 5G`", cli("run", "--elems", "5G")},
 		{"CLI", "`overlap run --elems 1M --chunk 2M`", cli("run", "--elems", "1M", "--chunk", "2M")},
 		{"CLI", "`overlap run --chunk 0`", cli("run", "--chunk", "0")},
+		{"CLI", "`overlap run --device abc`", cli("run", "--device", "abc")},
+		{"CLI", "`overlap run --no-baseline=maybe`", cli("run", "--no-baseline=maybe")},
+		{"CLI", "`overlap bench small-jobs --workers 1,abc`", cli("bench", "small-jobs", "--workers", "1,abc")},
+		{"CLI", "`overlap run --chunk auto --slots 8`", cli("run", "--chunk", "auto", "--slots", "8")},
 		{"CLI", "`overlap run --slots 1`", cli("run", "--slots", "1")},
 		{"CLI", "`overlap run --slots 0`", cli("run", "--slots", "0")},
 		{"CLI", "`overlap run --slots 2 --compute-streams 3`", cli("run", "--slots", "2", "--compute-streams", "3")},
@@ -153,6 +157,8 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap stream --in same.f32 --out hard.f32`, a hard link to the input", cliTmp(tmp, "stream", "--sim", "--in", same, "--out", filepath.Join(tmp, "hard.f32"))},
 		{"CLI", "`overlap infer --model m --in same.f32 --out ./same.f32`, the input under another name", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", same, "--out", tmp+"/./same.f32")},
 		{"CLI", "`overlap infer --model m --in a.f32 --out m`, the model file", cliTmp(tmp, "infer", "--sim", "--model", same, "--in", other, "--out", tmp+"/./same.f32")},
+		{"CLI", "`overlap infer --model m --in - --out b.f32 --verify`", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", "-", "--out", filepath.Join(tmp, "b.f32"), "--verify")},
+		{"CLI", "`overlap infer --model m --in a.f32 --out - --verify`", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", other, "--out", "-", "--verify")},
 		{"CLI", "`overlap stream --in a.f32 --out - > a.f32`, stdout the input", func(t *testing.T) (string, int) {
 			f, err := os.OpenFile(same, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {

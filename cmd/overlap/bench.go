@@ -163,11 +163,12 @@ func addConfigFlags(fs *flag.FlagSet, o *benchOptions, l *benchLists) {
 }
 
 // addScalingConfigFlags registers bench scaling's configuration flags:
-// one value each, the pipeline's defaults unset (the sweep's lists,
-// whose defaults its help showed, were refused).
+// one value each, unset the chunk that overlap run takes for each size
+// and the slots and streams of a group of several devices (the sweep's
+// lists, whose defaults its help showed, were refused).
 func addScalingConfigFlags(fs *flag.FlagSet, o *benchOptions, l *benchLists) {
-	l.chunks = fs.String("chunks", "", "one chunk `size` for every row (unset: the pipeline's default for each size)")
-	l.slots = fs.String("slots", "", "one slot `count` (unset: the pipeline's default, the compute streams + 2)")
+	l.chunks = fs.String("chunks", "", "one chunk `size` for every row (unset: for each size, the chunk overlap run takes for it)")
+	l.slots = fs.String("slots", "", "one slot `count` (unset: the compute streams + 2 on every device count, the pipeline's default for several devices)")
 	fs.IntVar(&o.computeStreams, "compute-streams", 0, fmt.Sprintf("streams for kernels (unset: the pipeline's default, %d)", pipeline.DefaultComputeStreams))
 }
 
@@ -476,8 +477,12 @@ func runScaling(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) 
 	}
 	prog.done()
 	if o.jsonOut {
-		writeJSON(stdout, map[string]any{"simulated": o.sim, "backend": e.deviceNames(), "devices": e.ordinals,
-			"iters": opts.Iters, "chunk_elems": opts.ChunkElems, "slots": opts.Slots, "compute_streams": opts.ComputeStreams, "results": rows})
+		out := map[string]any{"simulated": o.sim, "backend": e.deviceNames(), "devices": e.ordinals,
+			"iters": opts.Iters, "slots": opts.Slots, "compute_streams": opts.ComputeStreams, "results": rows}
+		if opts.ChunkElems > 0 { // else each row's own, in its chunk_elems
+			out["chunk_elems"] = opts.ChunkElems
+		}
+		writeJSON(stdout, out)
 		return nil
 	}
 	if o.sim && !o.set["elems"] {

@@ -174,7 +174,7 @@ func (c *command) parse(fs *flag.FlagSet, args []string, stdout io.Writer) error
 	case errors.Is(err, flag.ErrHelp):
 		c.help(stdout)
 	case err != nil:
-		err = c.otherFlag(err)
+		err = c.plainParseError(err)
 	}
 	return err
 }
@@ -188,12 +188,23 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-// otherFlag turns the flag package's "flag provided but not defined" for
-// a flag that a related command defines into which command takes it; any
-// other error is returned as it is.
-func (c *command) otherFlag(err error) error {
+// plainParseError turns the flag package's "flag provided but not defined"
+// into which related command takes the flag where one does, and into
+// the flag as the docs spell it, with where the command's flags are
+// listed, where none does; and its "parse error" for a number into the
+// flag and the value. Any other error is returned as it is.
+func (c *command) plainParseError(err error) error {
 	const undefined = "flag provided but not defined: -"
 	msg := err.Error()
+	// The flag package's words for a number it could not read: `invalid
+	// value "abc" for flag -device: parse error`.
+	var value, flagName string
+	if _, scanErr := fmt.Sscanf(msg, "invalid value %q for flag -%s", &value, &flagName); scanErr == nil && strings.HasSuffix(msg, ": parse error") {
+		return fmt.Errorf("--%s %q: not a number", strings.TrimSuffix(flagName, ":"), value)
+	}
+	if _, scanErr := fmt.Sscanf(msg, "invalid boolean value %q for -%s", &value, &flagName); scanErr == nil && strings.HasSuffix(msg, ": parse error") {
+		return fmt.Errorf("--%s=%s: want true or false", strings.TrimSuffix(flagName, ":"), value)
+	}
 	if !strings.HasPrefix(msg, undefined) {
 		return err
 	}
@@ -212,7 +223,7 @@ func (c *command) otherFlag(err error) error {
 			return fmt.Errorf("--%s is a flag of overlap %s, not of overlap %s (overlap %s -h lists its flags)", name, k.path(), c.path(), c.path())
 		}
 	}
-	return err
+	return fmt.Errorf("--%s: no such flag (overlap %s -h lists its flags)", name, c.path())
 }
 
 // usage is the usage line, or for a group its subcommands' joined.

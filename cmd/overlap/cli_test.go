@@ -68,7 +68,7 @@ func TestHelp(t *testing.T) {
 }
 
 // TestScalingHelpShowsItsDefaults: bench scaling's help shows the
-// configuration it runs unset, the pipeline's, and no list it refuses;
+// configuration it runs unset, and no list it refuses;
 // the trial's showed the sweep's (default "2,3") and then refused it
 // with "give one value".
 func TestScalingHelpShowsItsDefaults(t *testing.T) {
@@ -76,7 +76,8 @@ func TestScalingHelpShowsItsDefaults(t *testing.T) {
 	assert.Equal(t, exitOK, code)
 	assert.NotContains(t, out, `(default "2,3")`)
 	assert.NotContains(t, out, `(default "1M,4M,16M,32M")`)
-	assert.Contains(t, out, "one slot count (unset: the pipeline's default, the compute streams + 2)")
+	assert.Contains(t, out, "one slot count (unset: the compute streams + 2 on every device count, the pipeline's default for several devices)")
+	assert.Contains(t, out, "one chunk size for every row (unset: for each size, the chunk overlap run takes for it)")
 	assert.Contains(t, out, fmt.Sprintf("streams for kernels (unset: the pipeline's default, %d)", pipeline.DefaultComputeStreams))
 }
 
@@ -105,7 +106,7 @@ func TestHelpIsTheCommandList(t *testing.T) {
 	}
 	code, _, errOut = runCLI("bench", "small-jobs", "--bogus")
 	assert.Equal(t, exitUsage, code)
-	assert.Equal(t, "overlap bench small-jobs: flag provided but not defined: -bogus\n", errOut)
+	assert.Equal(t, "overlap bench small-jobs: --bogus: no such flag (overlap bench small-jobs -h lists its flags)\n", errOut)
 }
 
 // TestRenamedCommands: the modes that flags chose are commands now, and

@@ -50,6 +50,16 @@ func simSmallerNote(elems int) string {
 	return fmt.Sprintf("simulated: %s elements, not the GPU default of 128M, because the CPU computes and verifies every element (--elems changes it)", humanElems(elems))
 }
 
+// parseCount reads a whole number such as a goroutine count; the checks
+// of its range are the caller's.
+func parseCount(s string) (int, error) {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a whole number", s)
+	}
+	return v, nil
+}
+
 // parseSize reads a positive element count such as 134217728, 128M, 64K
 // or 1G (binary multiples).
 func parseSize(s string) (int, error) {
@@ -161,7 +171,7 @@ func runFlags(fs *flag.FlagSet) (o *runOptions, check func() error) {
 	host := "auto"
 	addJobFlags(fs, o, &host)
 	o.addMachineFlags(fs, flagSim|flagGPU|flagDevice|flagDevices|flagProfile|flagWait|flagWarm, nil)
-	fs.Var(sizeFlag{v: &o.chunk, auto: &o.chunkAuto}, "chunk", "elements per chunk, or auto to fit a cost model to probes (default 1M; for --elems under 16M, --elems/16 and at least 128K, at most --elems)")
+	fs.Var(sizeFlag{v: &o.chunk, auto: &o.chunkAuto}, "chunk", "elements per chunk, or auto to fit a cost model to probes, which chooses --slots, --compute-streams and --schedule too (default 1M; for --elems under 16M, --elems/16 and at least 128K, at most --elems)")
 	fs.IntVar(&o.slots, "slots", 0, "buffer slots, at least 2 and at least --compute-streams (default compute-streams+2; for chunks under 1 MiB on one GPU, room for six coalesced copies of 4 MiB, at most 48)")
 	fs.IntVar(&o.computeStreams, "compute-streams", o.computeStreams, "streams for kernels")
 	fs.Func("schedule", "how chunks' stages are ordered: auto, events or in-stream (default auto: in-stream for at most 16 chunks and at least 2 a stream on 3 or more compute streams)", func(v string) (err error) {
@@ -194,6 +204,10 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		{(o.slots != 0 || isSet(fs, "slots")) && o.slots < 2, fmt.Sprintf("--slots %d: at least 2 are needed to overlap anything", o.slots)},
 		{o.slots != 0 && o.slots < o.computeStreams, fmt.Sprintf("--slots %d: fewer than --compute-streams %d", o.slots, o.computeStreams)},
 		{o.slots > 1024, fmt.Sprintf("--slots %d: at most 1024", o.slots)},
+		// The tuner chooses all four together, and would write over a
+		// choice of the user's without a word.
+		{o.chunkAuto && len(autoChosen(fs)) > 0, fmt.Sprintf("--chunk auto chooses the slots, compute streams and schedule too, so %s would be ignored: drop %s, or give --chunk a size",
+			strings.Join(autoChosen(fs), " and "), oneOrThem(len(autoChosen(fs))))},
 	}); err != nil {
 		return err
 	}
@@ -210,6 +224,25 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	}
 	o.quiet = o.quiet && !o.jsonOut // JSON is the requested output
 	return nil
+}
+
+// autoChosen lists the flags set on fs that --chunk auto chooses itself.
+func autoChosen(fs *flag.FlagSet) []string {
+	var set []string
+	for _, name := range []string{"slots", "compute-streams", "schedule"} {
+		if isSet(fs, name) {
+			set = append(set, "--"+name)
+		}
+	}
+	return set
+}
+
+// oneOrThem is "it" for one flag and "them" for more.
+func oneOrThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // checkTimed refuses --trace and --svg on more chunks than per-chunk

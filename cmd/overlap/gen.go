@@ -88,21 +88,28 @@ var freeSpace = procfs.FreeSpace
 // target's), its present size counted as room, since it is truncated
 // first. Anything else (/dev/null, a FIFO) takes what it takes.
 func checkFreeSpace(path string, size int64) error {
-	where := filepath.Dir(path)
+	if free, where, short := roomShort(path, size); short {
+		return fmt.Errorf("--size %d (%s): more than the %s free on the file system of %s", size, humanBytes(size), humanBytes(free), where)
+	}
+	return nil
+}
+
+// roomShort reports whether a file of size bytes at path would not fit,
+// as checkFreeSpace judges it, with the room there is and where.
+func roomShort(path string, size int64) (free int64, where string, short bool) {
+	where = filepath.Dir(path)
 	var have int64
 	st, err := os.Stat(path)
 	switch {
 	case err == nil && !st.Mode().IsRegular():
-		return nil
+		return 0, "", false
 	case err == nil:
 		where, have = path, st.Size()
 	}
 	free, ok := freeSpace(where)
 	if !ok {
-		return nil
+		return 0, "", false
 	}
-	if free += have; size > free {
-		return fmt.Errorf("--size %d (%s): more than the %s free on the file system of %s", size, humanBytes(size), humanBytes(free), where)
-	}
-	return nil
+	free += have
+	return free, where, size > free
 }

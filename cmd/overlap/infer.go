@@ -193,6 +193,10 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 		{stream && o.reference, "--reference compares an in-memory run (--rows) with PyTorch's, not a stream"},
 		{!stream && o.bound, "--bound measures a stream's bound (--in FILE --out FILE); the in-memory run measures each stage alone anyway"},
 		{o.bound && o.in == "-", "--bound reads the input alone: it needs a file, not stdin (--in -)"},
+		// As overlap stream refuses them: a verification that cannot be
+		// made must not end in success with nothing checked.
+		{stream && o.verify && o.in == "-", "--verify reads the input back from its file: it cannot read stdin (--in -)"},
+		{stream && o.verify && o.out == "-", "--verify reads the output back from its file: it cannot read stdout (--out -)"},
 		{!stream && o.rows == 0, "give --rows N (generated rows, in memory) or --in FILE --out FILE (a stream)"},
 		{o.repeat < 1 || o.repeat > 1000, fmt.Sprintf("--repeat %d: want 1 to 1000", o.repeat)},
 		// The same file by any spelling (a relative or absolute path, a

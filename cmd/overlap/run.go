@@ -204,6 +204,9 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		return nil, err
 	}
 	defer e.close()
+	if err := checkSimBaseline(o); err != nil {
+		return nil, err
+	}
 	w, err := newWorkload(o, e)
 	if err != nil {
 		return nil, err
@@ -253,12 +256,6 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		// (bench.RunOptions.Rehearse).
 		ropts.Rehearse, res.Rehearsed = true, true
 	}
-	if o.sim && !o.noBaseline {
-		// The simulated GPU's whole-array buffers are host memory too.
-		if err := checkHostMemory(bench.JobBytes(cfg, o.elems), "the synchronous baseline's simulated device arrays (--no-baseline skips them)"); err != nil {
-			return nil, err
-		}
-	}
 	rr, err := bench.Run(ctx, e.backends, ropts)
 	if err != nil {
 		return nil, benchError(err)
@@ -275,6 +272,23 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		res.Verified = fmt.Sprintf("every element of all %d runs matched the CPU reference (tolerance %s)", rr.Verified, w.Tolerance)
 	}
 	return res, nil
+}
+
+// checkSimBaseline refuses, before the job's arrays are built, a
+// simulated run whose synchronous baseline needs more host memory than
+// there is: the simulated GPU's whole-array buffers are host memory too,
+// as much again as the job's own arrays, and finding that out only after
+// building those took as long as the arrays are large.
+func checkSimBaseline(o *runOptions) error {
+	if !o.sim || o.noBaseline || o.userKernel() {
+		return nil // a user's kernel cannot run on the simulator
+	}
+	k, err := kernels.ByName(o.kernel)
+	if err != nil {
+		return nil // checkJobOptions has refused it
+	}
+	arrays := int64(o.elems) * 4 * int64(k.Inputs+k.Outputs)
+	return checkHostMemory(2*arrays, fmt.Sprintf("--elems %d: the job's %d input and output arrays and as many simulated device arrays for the synchronous baseline (--no-baseline skips those)", o.elems, k.Inputs+k.Outputs))
 }
 
 // profileLabel says which profile a simulation predicts from.

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -50,7 +51,7 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"--sim", "--cu", missing, "--entry", "k"}, "overlap run: --cu cannot run on --sim: a CUDA C file needs NVRTC and a GPU, and the simulator has no CPU version of your kernel"},
 		{[]string{"--cu", missing, "--entry", "k", "--kernel", "lerp"}, "overlap run: --kernel and --cu both name a kernel; give one"},
 		{[]string{"--cu", "../../nvrtc/testdata/scale.cu", "--entry", "scale", "--iters", "5"}, "overlap run: --iters is the seed kernel's; your --cu kernel takes no scalars"},
-		{[]string{"--bogus"}, "overlap run: flag provided but not defined: -bogus"},
+		{[]string{"--bogus"}, "overlap run: --bogus: no such flag (overlap run -h lists its flags)"},
 		{[]string{"extra"}, `overlap run: unexpected argument "extra"`},
 	}
 	for _, tc := range cases {
@@ -287,7 +288,7 @@ func TestTuneSim(t *testing.T) {
 		assert.Equal(t, exitUsage, code, flag)
 		assert.Empty(t, out)
 		name, _, _ := strings.Cut(strings.TrimPrefix(flag, "--"), "=")
-		assert.Equal(t, "overlap tune: flag provided but not defined: -"+name+"\n", errOut)
+		assert.Equal(t, "overlap tune: --"+name+": no such flag (overlap tune -h lists its flags)\n", errOut)
 	}
 }
 
@@ -510,4 +511,31 @@ func TestCheckHostMemory(t *testing.T) {
 	require.ErrorAs(t, err, &ue)
 	assert.Contains(t, err.Error(), "--elems 5: the job's 2 input and output arrays need "+humanBytes(2*avail)+" of host memory, more than the ")
 	assert.Contains(t, err.Error(), "available; use a smaller --elems")
+}
+
+// TestSimBaselineChecked: a simulated run with its synchronous baseline
+// whose arrays fit but not twice over (the baseline's simulated device
+// arrays are host memory too) is refused by checkSimBaseline, which
+// execute calls before it builds the job's arrays. Before, `overlap run
+// --sim --elems 1536M --iters 0` on an 11 GiB machine built 12 GiB of
+// arrays over 30 s and only then gave its usage error. Without the
+// baseline, or on a GPU, the same size is not refused here.
+func TestSimBaselineChecked(t *testing.T) {
+	avail, ok := availableMemory()
+	if !ok {
+		t.Skip("skipping: this OS does not say how much memory is available")
+	}
+	elems := int(avail / 8 * 3 / 4) // seed's two arrays: three quarters of what is available
+	o := defaultRunOptions()
+	o.sim, o.elems = true, elems
+	err := checkSimBaseline(o)
+	var ue usageError
+	require.ErrorAs(t, err, &ue)
+	assert.Contains(t, err.Error(), fmt.Sprintf("--elems %d: the job's 2 input and output arrays and as many simulated device arrays for the synchronous baseline (--no-baseline skips those) need ", elems))
+	o.noBaseline = true
+	assert.NoError(t, checkSimBaseline(o), "without the baseline")
+	o.noBaseline, o.sim = false, false
+	assert.NoError(t, checkSimBaseline(o), "on a GPU the baseline's device arrays are the GPU's")
+	o.sim, o.elems = true, 1<<20
+	assert.NoError(t, checkSimBaseline(o), "a job that fits twice over")
 }

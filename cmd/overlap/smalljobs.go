@@ -89,7 +89,7 @@ func checkSmallJobs(o *benchOptions, elems, iters, workers string) error {
 		}
 	}
 	if o.set["workers"] {
-		if s.Workers, err = parseList("workers", workers, strconv.Atoi); err != nil {
+		if s.Workers, err = parseList("workers", workers, parseCount); err != nil {
 			return err
 		}
 	}

@@ -78,7 +78,7 @@ func TestSmallJobsFlags(t *testing.T) {
 		{[]string{"--small-jobs", "--sim", "--direct-calls"}, "--direct-calls needs a GPU, not --sim: the simulator makes no driver calls"},
 		{[]string{"--direct-calls"}, "--direct-calls is a flag of overlap bench small-jobs, not of overlap bench (overlap bench -h lists its flags)"},
 		{[]string{"--small-jobs", "--workers", "0"}, "--workers 0: want 1 to 256"},
-		{[]string{"--small-jobs", "--workers", "two"}, `--workers: strconv.Atoi: parsing "two": invalid syntax`},
+		{[]string{"--small-jobs", "--workers", "two"}, `--workers: "two" is not a whole number`},
 		{[]string{"--small-jobs", "--iters", "1,2"}, `--iters "1,2": one count from 0 to 2147483647`},
 		{[]string{"--small-jobs", "--seconds", "0"}, "--seconds 0: want more than 0, at most 60"},
 		{[]string{"--small-jobs", "--jobs", "-1"}, "--jobs -1: want 0 (run for --seconds) to 16777216"},

@@ -110,8 +110,38 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string, stdo
 			return err
 		}
 	}
+	if err := checkStreamRoom(o.Inputs, o.Output); err != nil {
+		return err
+	}
 	if o.quiet && o.jsonOut {
 		o.quiet = false
+	}
+	return nil
+}
+
+// checkStreamRoom refuses an input that is a character device, which
+// need not end (/dev/zero does not, and its stream wrote until the disk
+// was full), and an output file whose file system has less room than the
+// inputs' files say it will take (each input's length is the output's:
+// one float32 in, one out).
+func checkStreamRoom(inputs []string, output string) error {
+	for _, in := range inputs {
+		if in == "-" {
+			continue
+		}
+		if st, err := os.Stat(in); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return fmt.Errorf("--in %s is a character device, which need not end: give a file, or pipe as much as you mean through --in -", in)
+		}
+	}
+	if output == "-" || len(inputs) == 0 || inputs[0] == "-" {
+		return nil
+	}
+	st, err := os.Stat(inputs[0])
+	if err != nil || !st.Mode().IsRegular() {
+		return nil // CheckStream has refused it, or its length shows only as it is read
+	}
+	if free, where, short := roomShort(output, st.Size()); short {
+		return fmt.Errorf("--out %s would take %s, the length of --in %s, more than the %s free on the file system of %s", output, humanBytes(st.Size()), inputs[0], humanBytes(free), where)
 	}
 	return nil
 }

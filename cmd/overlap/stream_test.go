@@ -102,6 +102,32 @@ func TestGenRefusesMoreThanTheDisk(t *testing.T) {
 	}
 }
 
+// TestStreamRefusesEndlessInputAndFullDisk: overlap stream refuses, before
+// it writes anything, a character device as input (the trial's
+// `--in /dev/zero` wrote 75 GB until the disk was full) and an output
+// that the file system has no room for, as long as the input file; an
+// output that fits, or stdout, goes ahead.
+func TestStreamRefusesEndlessInputAndFullDisk(t *testing.T) {
+	defer func(f func(string) (int64, bool)) { freeSpace = f }(freeSpace)
+	freeSpace = func(string) (int64, bool) { return 1 << 20, true }
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.f32"), filepath.Join(dir, "out.f32")
+	require.NoError(t, os.WriteFile(in, make([]byte, 2<<20), 0o644))
+	code, _, errOut := runCLI("stream", "--sim", "--in", in, "--out", out)
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "overlap stream: --out "+out+" would take 2.0 MiB, the length of --in "+in+", more than the 1.0 MiB free on the file system of "+dir+"\n", errOut)
+	assert.NoFileExists(t, out)
+	freeSpace = func(string) (int64, bool) { return 4 << 20, true }
+	code, _, errOut = runCLI("stream", "--sim", "--in", in, "--out", out, "--iters", "1", "--quiet")
+	assert.Equal(t, exitOK, code, errOut)
+	if st, err := os.Stat("/dev/zero"); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+		code, _, errOut = runCLI("stream", "--sim", "--in", "/dev/zero", "--out", filepath.Join(dir, "zero.f32"))
+		assert.Equal(t, exitUsage, code)
+		assert.Equal(t, "overlap stream: --in /dev/zero is a character device, which need not end: give a file, or pipe as much as you mean through --in -\n", errOut)
+		assert.NoFileExists(t, filepath.Join(dir, "zero.f32"))
+	}
+}
+
 // TestRunStreamFileToFile generates a file, streams it through the seed
 // kernel on the simulator with every option of the measurement, and
 // checks the output file byte for byte and the report's shape.
