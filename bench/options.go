@@ -75,7 +75,22 @@ const (
 )
 
 // sci renders a large count as 8.4e15.
-func sci(x float64) string { return strings.Replace(fmt.Sprintf("%.2g", x), "e+", "e", 1) }
+func sci(x float64) string { return sciTo(x, 2) }
+
+// sciTo is sci with digits significant digits.
+func sciTo(x float64, digits int) string {
+	return strings.Replace(fmt.Sprintf("%.*g", digits, x), "e+", "e", 1)
+}
+
+// sciOver renders x, which is over limit, with the digits it takes not
+// to read as limit: 2.01e11 over 2e11, not 2e11 "at most 2e11".
+func sciOver(x, limit float64) string {
+	d := 2
+	for d < 6 && sciTo(x, d) == sci(limit) {
+		d++
+	}
+	return sciTo(x, d)
+}
 
 // CheckWork refuses a seed job of elems elements at iters iterations
 // that one pass could not finish in reasonable time on the simulator
@@ -91,10 +106,10 @@ func checkWork(elems int64, iters int, sim bool, what, lower string) error {
 	switch {
 	case sim && work > MaxSimIterWork:
 		return optionErr("{Iters} %d over %s is %s kernel iterations per pass; the simulator computes each one on the CPU and takes at most %s per pass: lower "+lower,
-			iters, what, sci(work), sci(MaxSimIterWork))
+			iters, what, sciOver(work, MaxSimIterWork), sci(MaxSimIterWork))
 	case !sim && work > MaxGPUIterWork:
 		return optionErr("{Iters} %d over %s is %s kernel iterations per pass; a run takes at most %s per pass (about 100 s on an NVIDIA H200): lower "+lower,
-			iters, what, sci(work), sci(MaxGPUIterWork))
+			iters, what, sciOver(work, MaxGPUIterWork), sci(MaxGPUIterWork))
 	}
 	return nil
 }

@@ -50,14 +50,18 @@ var optionFlags = map[string]string{"Elems": "--elems", "Sizes": "--elems", "Ite
 	"Output": "--out", "Kernel": "--kernel", "Readers": "--readers", "Writers": "--writers", "PieceBytes": "--piece", "Direct": "--direct",
 	"DirectOutput": "--direct-out", "Preallocate": "--preallocate", "Verify": "--verify", "Bound": "--bound"}
 
-// parseList reads a comma-separated list of values, each by parse; the
+// parseList reads a comma-separated list of values, each by parse, and
+// refuses one given twice, which would only run its rows twice; the
 // error names the flag.
-func parseList[T any](name, s string, parse func(string) (T, error)) ([]T, error) {
+func parseList[T comparable](name, s string, parse func(string) (T, error)) ([]T, error) {
 	var out []T
 	for _, f := range strings.Split(s, ",") {
 		v, err := parse(strings.TrimSpace(f))
 		if err != nil {
 			return nil, fmt.Errorf("--%s: %v", name, err)
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("--%s %s: %v is given twice", name, s, v)
 		}
 		out = append(out, v)
 	}
@@ -226,7 +230,7 @@ func smallJobsFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
 	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ twin in the same cells (needs nvcc)")
 	m.addMachineFlags(fs, flagSim|flagDevice|flagWaitAll, map[string]string{
 		"sim":  "run on the CPU simulator instead of a GPU",
-		"wait": "how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), a comma-separated list of them, or all for spin, yield and block (unset: yield, the mode with the shortest tail measured)"})
+		"wait": "how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), a comma-separated list of them, or all for spin, yield and block (unset: yield, the mode with the shortest tail measured; on --sim, where no driver waits, none)"})
 	fs.BoolVar(&o.small.DirectCalls, "direct-calls", false, "issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
 	l.workers = fs.String("workers", "1,4,16", "comma-separated goroutine counts")
 	fs.Float64Var(&o.small.Seconds, "seconds", bench.SmallJobsSeconds, "seconds per cell")

@@ -50,6 +50,9 @@ func runPTXDescribe(fs *flag.FlagSet, jsonOut *bool, stdout, stderr io.Writer) i
 	case len(rest) == 0:
 		fmt.Fprintf(stderr, "overlap ptx: usage: %s\n", ptxUsage)
 		return exitUsage
+	case rest[0] == "":
+		fmt.Fprintf(stderr, "overlap ptx: describe: an empty file name\n")
+		return exitUsage
 	}
 	path := rest[0]
 	src, err := readPTXFile(path)
