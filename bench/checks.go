@@ -82,8 +82,8 @@ func CheckSweep(o SweepOptions, sim bool) error {
 }
 
 // CheckScaling checks o as [Scaling] runs it: with its defaults, the
-// slots hold every compute stream, and the seed kernel's iterations are
-// not negative.
+// slots hold every compute stream, the chunk is not negative (0 is each
+// size's own), and the seed kernel's iterations are not negative.
 func CheckScaling(o ScalingOptions) error {
 	o = o.WithDefaults()
 	switch {

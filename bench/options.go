@@ -85,11 +85,12 @@ func sciTo(x float64, digits int) string {
 // sciOver renders x, which is over limit, with the digits it takes not
 // to read as limit: 2.01e11 over 2e11, not 2e11 "at most 2e11".
 func sciOver(x, limit float64) string {
-	d := 2
-	for d < 6 && sciTo(x, d) == sci(limit) {
-		d++
+	for d := 2; d <= 17; d++ { // 17 digits tell any two float64s apart
+		if s := sciTo(x, d); s != sci(limit) {
+			return s
+		}
 	}
-	return sciTo(x, d)
+	return sciTo(x, 17)
 }
 
 // CheckWork refuses a seed job of elems elements at iters iterations

@@ -33,6 +33,7 @@ func TestCheckWorkAndChunks(t *testing.T) {
 		{CheckWork(1<<30, 1000, true), "Iters 1000 over 1073741824 elements is 1.1e12 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters or Elems"},
 		// Just over the limit: the count does not print as the limit.
 		{CheckWork(64<<20, 3000, true), "Iters 3000 over 67108864 elements is 2.01e11 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters or Elems"},
+		{CheckWork(2000004000, 100, true), "Iters 100 over 2000004000 elements is 2.000004e11 kernel iterations per pass; the simulator computes each one on the CPU and takes at most 2e11 per pass: lower Iters or Elems"},
 		{CheckWork(1<<30, 1000, false), ""},
 		{CheckWork(1<<32-1, 1<<20, false), "Iters 1048576 over 4294967295 elements is 4.5e15 kernel iterations per pass; a run takes at most 1e14 per pass (about 100 s on an NVIDIA H200): lower Iters or Elems"},
 		{CheckChunks(1<<30, 1<<10, true), ""},

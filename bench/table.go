@@ -183,7 +183,8 @@ func WriteSweepTable(w io.Writer, rows []SweepRow, o SweepTable) error {
 
 // ScalingTable is what the scaling table says of the run beside its
 // rows: the configuration that [Scaling] ran (Options, its defaults
-// filled in), the devices' names (Machine.Names) and indexes, and
+// filled in by WithDefaults; a ChunkElems of 0 is each size's own, in
+// the rows), the devices' names (Machine.Names) and indexes, and
 // whether they were simulated (devices sharing a SimLinkGBps host
 // link).
 type ScalingTable struct {
@@ -210,7 +211,7 @@ func WriteScalingTable(w io.Writer, rows []ScalingRow, o ScalingTable) error {
 	}
 	t.Printf("overlap bench scaling: seed kernel (%d iterations) on %s, GPUs %v; %s, %d slots, %d compute streams%s\n\n",
 		s.Iters, o.Backend, o.Ordinals, chunk, s.Slots, s.ComputeStreams, label)
-	t.Printf("%6s %6s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
+	t.Printf("%6s %7s %-19s %4s %10s %8s %10s %-12s %6s %8s %-13s %10s %7s\n",
 		"ELEMS", "CHUNK", "HOST", "GPUS", "TIME", "GB/s", "BOUND", "SLOWEST", "EFF", "SPEEDUP", "CHUNKS", "C++", "GO/C++")
 	for _, r := range rows {
 		cpp, ratio := cppColumns(r.CppMs, r.Ratio)
@@ -218,7 +219,7 @@ func WriteScalingTable(w io.Writer, rows []ScalingRow, o ScalingTable) error {
 		for i, c := range r.Chunks {
 			chunks[i] = fmt.Sprint(c)
 		}
-		t.Printf("%6s %6s %-19s %4d %7.2f ms %8.1f %7.2f ms %-12s %5.1f%% %7.2fx %-13s %10s %7s\n",
+		t.Printf("%6s %7s %-19s %4d %7.2f ms %8.1f %7.2f ms %-12s %5.1f%% %7.2fx %-13s %10s %7s\n",
 			Elems(r.Elems), Elems(r.ChunkElems), r.Host, r.Devices, r.Ms, r.GBps, r.BoundMs, r.Slowest, 100*r.Efficiency, r.Speedup, strings.Join(chunks, "/"), cpp, ratio)
 	}
 	for _, r := range rows {

@@ -112,6 +112,8 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap run --no-baseline=maybe`", cli("run", "--no-baseline=maybe")},
 		{"CLI", "`overlap bench small-jobs --workers 1,abc`", cli("bench", "small-jobs", "--workers", "1,abc")},
 		{"CLI", "`overlap run --chunk auto --slots 8`", cli("run", "--chunk", "auto", "--slots", "8")},
+		{"CLI", "`overlap run --chunk auto --compute-streams 2 --schedule events`", cli("run", "--chunk", "auto", "--compute-streams", "2", "--schedule", "events")},
+		{"CLI", "`overlap run --chunk auto --slots 8 --compute-streams 2 --schedule in-stream`", cli("run", "--chunk", "auto", "--slots", "8", "--compute-streams", "2", "--schedule", "in-stream")},
 		{"CLI", "`overlap run --slots 1`", cli("run", "--slots", "1")},
 		{"CLI", "`overlap run --slots 0`", cli("run", "--slots", "0")},
 		{"CLI", "`overlap run --slots 2 --compute-streams 3`", cli("run", "--slots", "2", "--compute-streams", "3")},
@@ -160,6 +162,9 @@ func badInputs(tmp string) []badInput {
 		{"CLI", "`overlap infer --model m --in a.f32 --out m`, the model file", cliTmp(tmp, "infer", "--sim", "--model", same, "--in", other, "--out", tmp+"/./same.f32")},
 		{"CLI", "`overlap infer --model m --in - --out b.f32 --verify`", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", "-", "--out", filepath.Join(tmp, "b.f32"), "--verify")},
 		{"CLI", "`overlap infer --model m --in a.f32 --out - --verify`", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", other, "--out", "-", "--verify")},
+		{"CLI", "`overlap infer --model m --in a.f32 --out /dev/null --verify`", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", other, "--out", "/dev/null", "--verify")},
+		{"CLI", "`overlap infer --model m --in /dev/zero --out b.f32`", cliTmp(tmp, "infer", "--sim", "--model", filepath.Join(tmp, "m.safetensors"), "--in", "/dev/zero", "--out", filepath.Join(tmp, "b.f32"))},
+		{"CLI", "`overlap stream --in /dev/zero --out b.f32`", cliTmp(tmp, "stream", "--sim", "--in", "/dev/zero", "--out", filepath.Join(tmp, "b.f32"))},
 		{"CLI", "`overlap stream --in a.f32 --out - > a.f32`, stdout the input", func(t *testing.T) (string, int) {
 			f, err := os.OpenFile(same, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {

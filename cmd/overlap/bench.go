@@ -51,7 +51,7 @@ var optionFlags = map[string]string{"Elems": "--elems", "Sizes": "--elems", "Ite
 	"DirectOutput": "--direct-out", "Preallocate": "--preallocate", "Verify": "--verify", "Bound": "--bound"}
 
 // parseList reads a comma-separated list of values, each by parse, and
-// refuses one given twice, which would only run its rows twice; the
+// refuses one listed twice, which would only run its rows twice; the
 // error names the flag.
 func parseList[T comparable](name, s string, parse func(string) (T, error)) ([]T, error) {
 	var out []T
@@ -61,7 +61,7 @@ func parseList[T comparable](name, s string, parse func(string) (T, error)) ([]T
 			return nil, fmt.Errorf("--%s: %v", name, err)
 		}
 		if slices.Contains(out, v) {
-			return nil, fmt.Errorf("--%s %s: %v is given twice", name, s, v)
+			return nil, fmt.Errorf("--%s %s: %v is listed twice", name, s, v)
 		}
 		out = append(out, v)
 	}
@@ -230,7 +230,7 @@ func smallJobsFlags(fs *flag.FlagSet) (*benchOptions, func() error) {
 	fs.BoolVar(&o.reference, "reference", false, "build and run the CUDA C++ twin in the same cells (needs nvcc)")
 	m.addMachineFlags(fs, flagSim|flagDevice|flagWaitAll, map[string]string{
 		"sim":  "run on the CPU simulator instead of a GPU",
-		"wait": "how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), a comma-separated list of them, or all for spin, yield and block (unset: yield, the mode with the shortest tail measured; on --sim, where no driver waits, none)"})
+		"wait": "how the host waits for the GPU: spin, yield, block, auto, default (the driver's as left), a comma-separated list of them, or all for spin, yield and block (unset: yield on a GPU, the mode with the shortest tail measured; --sim waits on no driver)"})
 	fs.BoolVar(&o.small.DirectCalls, "direct-calls", false, "issue each job's copies and launch without the Go scheduler's system-call transition (faster; a call that blocks in the driver holds up garbage collection)")
 	l.workers = fs.String("workers", "1,4,16", "comma-separated goroutine counts")
 	fs.Float64Var(&o.small.Seconds, "seconds", bench.SmallJobsSeconds, "seconds per cell")
@@ -278,8 +278,8 @@ func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists
 	if o.iters, err = parseList("iters", *l.iters, nonNeg); err != nil {
 		return err
 	}
-	// Scaling's configuration flags are empty unless set (its defaults
-	// are the pipeline's).
+	// Scaling's configuration flags are empty unless set (unset, each
+	// size's chunk is overlap run's, and the slots and streams a group's).
 	if !scaling || o.set["chunks"] {
 		if o.chunks, err = parseList("chunks", *l.chunks, parseSize); err != nil {
 			return err
@@ -295,6 +295,9 @@ func readBenchFlags(fs *flag.FlagSet, o *benchOptions, m *machine, l *benchLists
 			m, err := pipeline.ParseHostMode(strings.TrimSpace(h))
 			if err != nil || m == pipeline.HostAuto {
 				return fmt.Errorf("--host %q: want pinned, staged or registered", h)
+			}
+			if slices.Contains(o.hosts, m) {
+				return fmt.Errorf("--host %s: %s is listed twice", *l.hosts, m)
 			}
 			o.hosts = append(o.hosts, m)
 		}
@@ -341,8 +344,9 @@ func readMachine(fs *flag.FlagSet, o *benchOptions, m *machine) error {
 	return nil
 }
 
-// scalingConfig is overlap bench scaling's one configuration for every
-// row: the pipeline's defaults unless the flags name one.
+// scalingConfig is overlap bench scaling's configuration for every row:
+// what the flags name, and bench.ScalingOptions' defaults otherwise
+// (each size in overlap run's chunk for it).
 func scalingConfig(o *benchOptions) error {
 	s := bench.ScalingOptions{Sizes: o.sizes, Iters: 100, Repeat: o.repeat}
 	for _, f := range []struct {

@@ -188,22 +188,21 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-// plainParseError turns the flag package's "flag provided but not defined"
-// into which related command takes the flag where one does, and into
-// the flag as the docs spell it, with where the command's flags are
-// listed, where none does; and its "parse error" for a number into the
-// flag and the value. Any other error is returned as it is.
+// plainParseError puts the flag package's errors in the docs' terms: a
+// flag that a related command defines names that command, any other
+// unknown flag says where the command's flags are listed, a value that
+// a flag refuses reads `--chunk "0": must be positive` (the package's
+// `invalid value "0" for flag -chunk: "0": must be positive`, or `...:
+// parse error` for a number it could not read), and a flag without its
+// value says so. Any other error is returned as it is.
 func (c *command) plainParseError(err error) error {
 	const undefined = "flag provided but not defined: -"
 	msg := err.Error()
-	// The flag package's words for a number it could not read: `invalid
-	// value "abc" for flag -device: parse error`.
-	var value, flagName string
-	if _, scanErr := fmt.Sscanf(msg, "invalid value %q for flag -%s", &value, &flagName); scanErr == nil && strings.HasSuffix(msg, ": parse error") {
-		return fmt.Errorf("--%s %q: not a number", strings.TrimSuffix(flagName, ":"), value)
+	if plain, ok := c.plainValueError(msg); ok {
+		return errors.New(plain)
 	}
-	if _, scanErr := fmt.Sscanf(msg, "invalid boolean value %q for -%s", &value, &flagName); scanErr == nil && strings.HasSuffix(msg, ": parse error") {
-		return fmt.Errorf("--%s=%s: want true or false", strings.TrimSuffix(flagName, ":"), value)
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Errorf("--%s needs a value", strings.TrimLeft(name, "-"))
 	}
 	if !strings.HasPrefix(msg, undefined) {
 		return err
@@ -224,6 +223,41 @@ func (c *command) plainParseError(err error) error {
 		}
 	}
 	return fmt.Errorf("--%s: no such flag (overlap %s -h lists its flags)", name, c.path())
+}
+
+// plainValueError rewrites the flag package's error for a value that a
+// flag refused, and reports whether msg was one.
+func (c *command) plainValueError(msg string) (string, bool) {
+	var value, name string
+	if _, err := fmt.Sscanf(msg, "invalid boolean value %q for -%s", &value, &name); err == nil && strings.HasSuffix(msg, ": parse error") {
+		return fmt.Sprintf("--%s=%s: want true or false", strings.TrimSuffix(name, ":"), value), true
+	}
+	rest, ok := strings.CutPrefix(msg, "invalid value ")
+	if !ok {
+		return "", false
+	}
+	quoted, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return "", false
+	}
+	rest, ok = strings.CutPrefix(rest[len(quoted):], " for flag -")
+	if !ok {
+		return "", false
+	}
+	name, why, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return "", false
+	}
+	// The reason often names the value again: `"0": must be positive`,
+	// `"lots" is not a size`.
+	if rest, ok := strings.CutPrefix(why, quoted+" "); ok {
+		return fmt.Sprintf("--%s %s %s", name, quoted, rest), true
+	}
+	why = strings.TrimPrefix(why, quoted+": ")
+	if why == "parse error" {
+		why = fmt.Sprintf("not a value it takes (overlap %s -h says what it takes)", c.path())
+	}
+	return fmt.Sprintf("--%s %s: %s", name, quoted, why), true
 }
 
 // usage is the usage line, or for a group its subcommands' joined.

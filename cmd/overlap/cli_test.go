@@ -372,3 +372,33 @@ func TestRefuse(t *testing.T) {
 	assert.Equal(t, "c", firstSet(fs, "c", "b"))
 	assert.Equal(t, "", firstSet(fs, "a"))
 }
+
+// TestScalingJSONChunks: bench scaling's JSON gives each row the chunk it
+// ran in, and a top-level chunk_elems only where --chunks set one for
+// every row (unset, each size runs in overlap run's chunk for it).
+func TestScalingJSONChunks(t *testing.T) {
+	var out struct {
+		ChunkElems *int `json:"chunk_elems"`
+		Results    []struct {
+			Elems      int `json:"elems"`
+			ChunkElems int `json:"chunk_elems"`
+		} `json:"results"`
+	}
+	code, stdout, errOut := runCLI("bench", "scaling", "--sim", "--devices", "0,1", "--elems", "256K", "--iters", "1", "--repeat", "1", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+	assert.Nil(t, out.ChunkElems, "no one chunk for every row")
+	require.NotEmpty(t, out.Results)
+	for _, r := range out.Results {
+		assert.Equal(t, pipeline.DefaultChunkFor(256<<10), r.ChunkElems)
+	}
+	code, stdout, errOut = runCLI("bench", "scaling", "--sim", "--devices", "0,1", "--elems", "256K", "--chunks", "64K", "--iters", "1", "--repeat", "1", "--json")
+	require.Equal(t, exitOK, code, errOut)
+	out.ChunkElems, out.Results = nil, nil
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+	require.NotNil(t, out.ChunkElems)
+	assert.Equal(t, 64<<10, *out.ChunkElems)
+	for _, r := range out.Results {
+		assert.Equal(t, 64<<10, r.ChunkElems)
+	}
+}

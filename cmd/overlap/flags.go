@@ -206,12 +206,15 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 		{o.slots > 1024, fmt.Sprintf("--slots %d: at most 1024", o.slots)},
 		// The tuner chooses all four together, and would write over a
 		// choice of the user's without a word.
-		{o.chunkAuto && len(autoChosen(fs)) > 0, fmt.Sprintf("--chunk auto chooses the slots, compute streams and schedule too, so %s would be ignored: drop %s, or give --chunk a size",
-			strings.Join(autoChosen(fs), " and "), oneOrThem(len(autoChosen(fs))))},
+		{o.chunkAuto && len(autoChosen(fs, o)) > 0, fmt.Sprintf("--chunk auto chooses the slots, compute streams and schedule too, so %s would be ignored: drop %s, or give --chunk a size",
+			joinAnd(autoChosen(fs, o)), oneOrThem(len(autoChosen(fs, o))))},
 	}); err != nil {
 		return err
 	}
 	if err := checkTimed(o); err != nil {
+		return err
+	}
+	if err := checkSimBaseline(o); err != nil {
 		return err
 	}
 	if !o.chunkAuto {
@@ -226,15 +229,24 @@ func checkRunOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	return nil
 }
 
-// autoChosen lists the flags set on fs that --chunk auto chooses itself.
-func autoChosen(fs *flag.FlagSet) []string {
+// autoChosen lists the flags set on fs that --chunk auto chooses itself;
+// --schedule auto, which leaves the choice to it, is not one.
+func autoChosen(fs *flag.FlagSet, o *runOptions) []string {
 	var set []string
 	for _, name := range []string{"slots", "compute-streams", "schedule"} {
-		if isSet(fs, name) {
+		if isSet(fs, name) && !(name == "schedule" && o.schedule == pipeline.ScheduleAuto) {
 			set = append(set, "--"+name)
 		}
 	}
 	return set
+}
+
+// joinAnd joins words as a list in prose: "a", "a and b", "a, b and c".
+func joinAnd(words []string) string {
+	if len(words) <= 1 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // oneOrThem is "it" for one flag and "them" for more.
@@ -290,7 +302,7 @@ func checkJobOptions(fs *flag.FlagSet, o *runOptions, host string) error {
 	o.host, hostErr = pipeline.ParseHostMode(host)
 	if err := refuse([]refusal{
 		{fs.NArg() > 0, fmt.Sprintf("unexpected argument %q", fs.Arg(0))},
-		{hostErr != nil, fmt.Sprintf("invalid value %q for flag -host: want pinned, staged, registered or auto", host)},
+		{hostErr != nil, fmt.Sprintf("--host %q: want pinned, staged, registered or auto", host)},
 		{int64(o.elems) > maxElems, fmt.Sprintf("--elems %d: at most %d", o.elems, int64(maxElems))},
 		{o.iters < 0, fmt.Sprintf("--iters %d: must not be negative", o.iters)},
 		{o.iters > math.MaxInt32, fmt.Sprintf("--iters %d: at most %d", o.iters, math.MaxInt32)},

@@ -197,6 +197,8 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 		// made must not end in success with nothing checked.
 		{stream && o.verify && o.in == "-", "--verify reads the input back from its file: it cannot read stdin (--in -)"},
 		{stream && o.verify && o.out == "-", "--verify reads the output back from its file: it cannot read stdout (--out -)"},
+		{stream && o.verify && o.in != "-" && !bench.RegularOrNew(o.in), fmt.Sprintf("--verify reads the input back from its file: %s is not a regular file", o.in)},
+		{stream && o.verify && o.out != "-" && !bench.RegularOrNew(o.out), fmt.Sprintf("--verify reads the output back from its file: %s is not a regular file", o.out)},
 		{!stream && o.rows == 0, "give --rows N (generated rows, in memory) or --in FILE --out FILE (a stream)"},
 		{o.repeat < 1 || o.repeat > 1000, fmt.Sprintf("--repeat %d: want 1 to 1000", o.repeat)},
 		// The same file by any spelling (a relative or absolute path, a
@@ -212,6 +214,11 @@ func checkInferOptions(fs *flag.FlagSet, o *inferOptions) error {
 	}
 	if err := o.run.check(fs, false, false); err != nil {
 		return err
+	}
+	if stream {
+		if err := checkEndless([]string{o.in}); err != nil {
+			return err
+		}
 	}
 	if o.reference {
 		if _, err := exec.LookPath(o.python); err != nil {

@@ -204,9 +204,6 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 		return nil, err
 	}
 	defer e.close()
-	if err := checkSimBaseline(o); err != nil {
-		return nil, err
-	}
 	w, err := newWorkload(o, e)
 	if err != nil {
 		return nil, err
@@ -274,21 +271,27 @@ func execute(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (*res
 	return res, nil
 }
 
-// checkSimBaseline refuses, before the job's arrays are built, a
-// simulated run whose synchronous baseline needs more host memory than
-// there is: the simulated GPU's whole-array buffers are host memory too,
-// as much again as the job's own arrays, and finding that out only after
-// building those took as long as the arrays are large.
+// checkSimBaseline refuses, as its flags are checked, a simulated run
+// whose synchronous baseline needs more host memory than there is: the
+// simulated GPU's whole-array buffers are host memory too, as much again
+// as the job's own arrays, and finding that out only after building
+// those took as long as the arrays are large. The job's own arrays are
+// checked first, so that the hint to skip the baseline comes only where
+// skipping it would do.
 func checkSimBaseline(o *runOptions) error {
-	if !o.sim || o.noBaseline || o.userKernel() {
-		return nil // a user's kernel cannot run on the simulator
+	if !o.sim || o.userKernel() { // a user's kernel cannot run on the simulator
+		return nil
 	}
 	k, err := kernels.ByName(o.kernel)
 	if err != nil {
 		return nil // checkJobOptions has refused it
 	}
 	arrays := int64(o.elems) * 4 * int64(k.Inputs+k.Outputs)
-	return checkHostMemory(2*arrays, fmt.Sprintf("--elems %d: the job's %d input and output arrays and as many simulated device arrays for the synchronous baseline (--no-baseline skips those)", o.elems, k.Inputs+k.Outputs))
+	what := fmt.Sprintf("--elems %d: the job's %d input and output arrays", o.elems, k.Inputs+k.Outputs)
+	if err := checkHostMemory(arrays, what); err != nil || o.noBaseline {
+		return err
+	}
+	return checkHostMemory(2*arrays, what+" and as many simulated device arrays for the synchronous baseline (--no-baseline skips those)")
 }
 
 // profileLabel says which profile a simulation predicts from.

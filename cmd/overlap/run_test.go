@@ -22,11 +22,11 @@ func TestRunBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--elems", "0"}, `overlap run: invalid value "0" for flag -elems: "0": must be positive`},
-		{[]string{"--elems", "-5"}, `overlap run: invalid value "-5" for flag -elems: "-5": must be positive`},
-		{[]string{"--elems", "lots"}, `overlap run: invalid value "lots" for flag -elems: "lots" is not a size (use a number, optionally with K, M or G)`},
+		{[]string{"--elems", "0"}, `overlap run: --elems "0": must be positive`},
+		{[]string{"--elems", "-5"}, `overlap run: --elems "-5": must be positive`},
+		{[]string{"--elems", "lots"}, `overlap run: --elems "lots" is not a size (use a number, optionally with K, M or G)`},
 		{[]string{"--elems", "5G"}, "overlap run: --elems 5368709120: at most 4294967295"},
-		{[]string{"--chunk", "0"}, `overlap run: invalid value "0" for flag -chunk: "0": must be positive`},
+		{[]string{"--chunk", "0"}, `overlap run: --chunk "0": must be positive`},
 		{[]string{"--elems", "1M", "--chunk", "2M"}, "overlap run: --chunk 2097152 is larger than --elems 1048576"},
 		{[]string{"--slots", "1"}, "overlap run: --slots 1: at least 2 are needed to overlap anything"},
 		{[]string{"--slots", "2", "--compute-streams", "3"}, "overlap run: --slots 2: fewer than --compute-streams 3"},
@@ -35,11 +35,11 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"--repeat", "0"}, "overlap run: --repeat 0: want 1 to 1000"},
 		{[]string{"--kernel", "fft"}, `overlap run: --kernel "fft": unknown (have axpb, lerp, saxpy, seed)`},
 		{[]string{"--kernel", "empty"}, "overlap run: --kernel empty has no inputs or outputs to pipeline; pick axpb, lerp, saxpy or seed"},
-		{[]string{"--host", "magic"}, `overlap run: invalid value "magic" for flag -host: want pinned, staged, registered or auto`},
+		{[]string{"--host", "magic"}, `overlap run: --host "magic": want pinned, staged, registered or auto`},
 		{[]string{"--device", "-1"}, "overlap run: --device -1: must not be negative"},
-		{[]string{"--devices", "0,0"}, `overlap run: invalid value "0,0" for flag -devices: GPU 0 is listed twice`},
-		{[]string{"--devices", "one"}, `overlap run: invalid value "one" for flag -devices: "one" is not a GPU index (want all, or indexes such as 0,1)`},
-		{[]string{"--devices", "0,-1"}, `overlap run: invalid value "0,-1" for flag -devices: "-1" is not a GPU index (want all, or indexes such as 0,1)`},
+		{[]string{"--devices", "0,0"}, `overlap run: --devices "0,0": GPU 0 is listed twice`},
+		{[]string{"--devices", "one"}, `overlap run: --devices "one" is not a GPU index (want all, or indexes such as 0,1)`},
+		{[]string{"--devices", "0,-1"}, `overlap run: --devices "0,-1": "-1" is not a GPU index (want all, or indexes such as 0,1)`},
 		{[]string{"--device", "1", "--devices", "0"}, "overlap run: --device and --devices both choose GPUs; give one"},
 		{[]string{"--ptx", missing}, "overlap run: --ptx needs --entry NAME"},
 		{[]string{"--ptx", missing, "--entry", "k"}, "overlap run: --ptx " + missing + ": no such file"},
@@ -515,27 +515,44 @@ func TestCheckHostMemory(t *testing.T) {
 
 // TestSimBaselineChecked: a simulated run with its synchronous baseline
 // whose arrays fit but not twice over (the baseline's simulated device
-// arrays are host memory too) is refused by checkSimBaseline, which
-// execute calls before it builds the job's arrays. Before, `overlap run
-// --sim --elems 1536M --iters 0` on an 11 GiB machine built 12 GiB of
-// arrays over 30 s and only then gave its usage error. Without the
-// baseline, or on a GPU, the same size is not refused here.
+// arrays are host memory too) is refused as its flags are checked, before
+// anything is built. Before, `overlap run --sim --elems 1536M --iters 0`
+// on an 11 GiB machine built 12 GiB of arrays over 30 s and only then gave
+// its usage error. Without the baseline the same size is not refused;
+// a job whose own arrays do not fit is refused without the hint to skip
+// the baseline, which would not help; saxpy counts its three arrays.
 func TestSimBaselineChecked(t *testing.T) {
 	avail, ok := availableMemory()
 	if !ok {
 		t.Skip("skipping: this OS does not say how much memory is available")
 	}
-	elems := int(avail / 8 * 3 / 4) // seed's two arrays: three quarters of what is available
-	o := defaultRunOptions()
-	o.sim, o.elems = true, elems
-	err := checkSimBaseline(o)
+	run := func(args ...string) error {
+		_, err := parseRunFlags(append([]string{"--sim", "--repeat", "1"}, args...), io.Discard)
+		return err
+	}
+	seed := avail / 8 * 3 / 4 // seed's two arrays: three quarters of what is available
+	if seed > maxElems {
+		t.Skipf("skipping: %d elements for this machine's memory is more than --elems takes", seed)
+	}
+	err := run("--elems", fmt.Sprint(seed), "--iters", "0")
 	var ue usageError
 	require.ErrorAs(t, err, &ue)
-	assert.Contains(t, err.Error(), fmt.Sprintf("--elems %d: the job's 2 input and output arrays and as many simulated device arrays for the synchronous baseline (--no-baseline skips those) need ", elems))
-	o.noBaseline = true
-	assert.NoError(t, checkSimBaseline(o), "without the baseline")
-	o.noBaseline, o.sim = false, false
-	assert.NoError(t, checkSimBaseline(o), "on a GPU the baseline's device arrays are the GPU's")
-	o.sim, o.elems = true, 1<<20
-	assert.NoError(t, checkSimBaseline(o), "a job that fits twice over")
+	assert.Contains(t, err.Error(), fmt.Sprintf("--elems %d: the job's 2 input and output arrays and as many simulated device arrays for the synchronous baseline (--no-baseline skips those) need ", seed))
+	assert.NoError(t, run("--elems", fmt.Sprint(seed), "--iters", "0", "--no-baseline"), "without the baseline")
+
+	saxpy := avail / 12 * 3 / 4 // three arrays: fits once, not twice
+	err = run("--kernel", "saxpy", "--elems", fmt.Sprint(saxpy))
+	require.ErrorAs(t, err, &ue)
+	assert.Contains(t, err.Error(), fmt.Sprintf("--elems %d: the job's 3 input and output arrays and as many simulated", saxpy))
+	assert.NoError(t, run("--kernel", "saxpy", "--elems", fmt.Sprint(saxpy), "--no-baseline"))
+
+	if big := avail/8 + 1; big <= maxElems { // seed's arrays alone do not fit
+		err = run("--elems", fmt.Sprint(big), "--iters", "0", "--no-baseline")
+		require.ErrorAs(t, err, &ue)
+		assert.Contains(t, err.Error(), fmt.Sprintf("--elems %d: the job's 2 input and output arrays need ", big))
+		err = run("--elems", fmt.Sprint(big), "--iters", "0")
+		require.ErrorAs(t, err, &ue)
+		assert.NotContains(t, err.Error(), "--no-baseline", "skipping the baseline would not make it fit")
+	}
+	assert.NoError(t, run("--elems", "1M"), "a job that fits twice over")
 }

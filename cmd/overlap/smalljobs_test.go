@@ -67,12 +67,12 @@ func TestSmallJobsFlags(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"--small-jobs", "--wait", "often"}, `invalid value "often" for flag -wait: want spin, yield, block, auto, default, a comma-separated list of them, or all`},
-		{[]string{"--small-jobs", "--wait", "spin,often"}, `invalid value "spin,often" for flag -wait: "often" in the list is not a wait mode (want spin, yield, block or auto)`},
-		{[]string{"--small-jobs", "--wait", "spin,"}, `invalid value "spin," for flag -wait: "" in the list is not a wait mode (want spin, yield, block or auto)`},
-		{[]string{"--small-jobs", "--wait", "spin,yield,spin"}, `invalid value "spin,yield,spin" for flag -wait: spin is listed twice`},
-		{[]string{"--small-jobs", "--wait", "spin,all"}, `invalid value "spin,all" for flag -wait: all stands alone, not in a list`},
-		{[]string{"--small-jobs", "--wait", "spin,default"}, `invalid value "spin,default" for flag -wait: default stands alone, not in a list: it is the primary context's mode as the driver has it, which the modes before it change`},
+		{[]string{"--small-jobs", "--wait", "often"}, `--wait "often": want spin, yield, block, auto, default, a comma-separated list of them, or all`},
+		{[]string{"--small-jobs", "--wait", "spin,often"}, `--wait "spin,often": "often" in the list is not a wait mode (want spin, yield, block or auto)`},
+		{[]string{"--small-jobs", "--wait", "spin,"}, `--wait "spin,": "" in the list is not a wait mode (want spin, yield, block or auto)`},
+		{[]string{"--small-jobs", "--wait", "spin,yield,spin"}, `--wait "spin,yield,spin": spin is listed twice`},
+		{[]string{"--small-jobs", "--wait", "spin,all"}, `--wait "spin,all": all stands alone, not in a list`},
+		{[]string{"--small-jobs", "--wait", "spin,default"}, `--wait "spin,default": default stands alone, not in a list: it is the primary context's mode as the driver has it, which the modes before it change`},
 		{[]string{"--small-jobs", "--sim", "--wait", "block"}, "--wait needs a GPU: the simulator has no host thread waiting on a driver"},
 		{[]string{"--small-jobs", "--sim", "--reference"}, "--reference needs a GPU, not --sim"},
 		{[]string{"--small-jobs", "--sim", "--direct-calls"}, "--direct-calls needs a GPU, not --sim: the simulator makes no driver calls"},
@@ -110,7 +110,7 @@ func TestRunWaitFlag(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, driver.WaitDefault, o.wait)
 	_, err = parseRunFlags([]string{"--wait", "all"}, nil)
-	assert.EqualError(t, err, `invalid value "all" for flag -wait: want spin, yield, block, auto or default`)
+	assert.EqualError(t, err, `--wait "all": want spin, yield, block, auto or default`)
 	_, err = parseRunFlags([]string{"--sim", "--wait", "spin"}, nil)
 	assert.EqualError(t, err, "--wait needs a GPU: the simulator has no host thread waiting on a driver")
 }

@@ -119,29 +119,41 @@ func checkStreamOptions(fs *flag.FlagSet, o *streamOptions, in, out string, stdo
 	return nil
 }
 
-// checkStreamRoom refuses an input that is a character device, which
-// need not end (/dev/zero does not, and its stream wrote until the disk
-// was full), and an output file whose file system has less room than the
-// inputs' files say it will take (each input's length is the output's:
-// one float32 in, one out).
-func checkStreamRoom(inputs []string, output string) error {
+// checkEndless refuses an input that is a character device other than
+// the null device, which need not end: /dev/zero does not, and a stream of
+// it wrote until the disk was full. Stdin (-) is the caller's to bound.
+func checkEndless(inputs []string) error {
 	for _, in := range inputs {
-		if in == "-" {
+		if in == "-" || in == os.DevNull {
 			continue
 		}
-		if st, err := os.Stat(in); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return fmt.Errorf("--in %s is a character device, which need not end: give a file, or pipe as much as you mean through --in -", in)
+		if st, err := os.Stat(in); err == nil && st.Mode()&os.ModeCharDevice != 0 && !sameFile(in, os.DevNull) {
+			return fmt.Errorf("--in %s is a character device, which need not end: give a file, or pipe as much as you mean through --in - (head -c SIZE %s | overlap ... --in -)", in, in)
 		}
 	}
-	if output == "-" || len(inputs) == 0 || inputs[0] == "-" {
+	return nil
+}
+
+// checkStreamRoom refuses what checkEndless refuses, and an output file
+// whose file system has less room than the input files say it will take:
+// each input's length is the output's (one float32 in, one out), and the
+// inputs are as long as each other.
+func checkStreamRoom(inputs []string, output string) error {
+	if err := checkEndless(inputs); err != nil {
+		return err
+	}
+	if output == "-" {
 		return nil
 	}
-	st, err := os.Stat(inputs[0])
-	if err != nil || !st.Mode().IsRegular() {
-		return nil // CheckStream has refused it, or its length shows only as it is read
-	}
-	if free, where, short := roomShort(output, st.Size()); short {
-		return fmt.Errorf("--out %s would take %s, the length of --in %s, more than the %s free on the file system of %s", output, humanBytes(st.Size()), inputs[0], humanBytes(free), where)
+	for _, in := range inputs {
+		st, err := os.Stat(in)
+		if in == "-" || err != nil || !st.Mode().IsRegular() {
+			continue // stdin's length shows only as it is read; CheckStream has refused a missing file
+		}
+		if free, where, short := roomShort(output, st.Size()); short {
+			return fmt.Errorf("--out %s would take %s, the length of --in %s, more than the %s free on the file system of %s", output, humanBytes(st.Size()), in, humanBytes(free), where)
+		}
+		return nil
 	}
 	return nil
 }

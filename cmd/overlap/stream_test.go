@@ -57,7 +57,7 @@ func TestGenBadFlags(t *testing.T) {
 		{[]string{"--size", "8"}, "overlap gen: --out FILE is required (- for stdout)"},
 		{[]string{"--size", "8", "--out", "x", "--offset", "-1"}, "overlap gen: --offset -1: must not be negative"},
 		{[]string{"--size", "8", "--out", "x", "y"}, `overlap gen: unexpected argument "y"`},
-		{[]string{"--size", "lots"}, `overlap gen: invalid value "lots" for flag -size: "lots" is not a size (use a number, optionally with K, M or G)`},
+		{[]string{"--size", "lots"}, `overlap gen: --size "lots" is not a size (use a number, optionally with K, M or G)`},
 	} {
 		code, _, errOut := runCLI(append([]string{"gen"}, tc.args...)...)
 		assert.Equal(t, exitUsage, code, tc.want)
@@ -106,7 +106,8 @@ func TestGenRefusesMoreThanTheDisk(t *testing.T) {
 // it writes anything, a character device as input (the trial's
 // `--in /dev/zero` wrote 75 GB until the disk was full) and an output
 // that the file system has no room for, as long as the input file; an
-// output that fits, or stdout, goes ahead.
+// output that fits, stdout, /dev/null (as output and as an input of no
+// elements) go ahead.
 func TestStreamRefusesEndlessInputAndFullDisk(t *testing.T) {
 	defer func(f func(string) (int64, bool)) { freeSpace = f }(freeSpace)
 	freeSpace = func(string) (int64, bool) { return 1 << 20, true }
@@ -117,13 +118,22 @@ func TestStreamRefusesEndlessInputAndFullDisk(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Equal(t, "overlap stream: --out "+out+" would take 2.0 MiB, the length of --in "+in+", more than the 1.0 MiB free on the file system of "+dir+"\n", errOut)
 	assert.NoFileExists(t, out)
+	code, stdout, errOut := runCLI("stream", "--sim", "--in", in, "--out", "-", "--iters", "1", "--quiet")
+	assert.Equal(t, exitOK, code, errOut)
+	assert.Len(t, stdout, 2<<20, "stdout takes what it takes")
+	if _, err := os.Stat(os.DevNull); err == nil {
+		code, _, errOut = runCLI("stream", "--sim", "--in", in, "--out", os.DevNull, "--iters", "1", "--quiet")
+		assert.Equal(t, exitOK, code, "a device takes what it takes: %s", errOut)
+		code, _, errOut = runCLI("stream", "--sim", "--in", os.DevNull, "--out", filepath.Join(dir, "none.f32"), "--quiet")
+		assert.Equal(t, exitOK, code, "the null device ends at once: %s", errOut)
+	}
 	freeSpace = func(string) (int64, bool) { return 4 << 20, true }
 	code, _, errOut = runCLI("stream", "--sim", "--in", in, "--out", out, "--iters", "1", "--quiet")
 	assert.Equal(t, exitOK, code, errOut)
 	if st, err := os.Stat("/dev/zero"); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 		code, _, errOut = runCLI("stream", "--sim", "--in", "/dev/zero", "--out", filepath.Join(dir, "zero.f32"))
 		assert.Equal(t, exitUsage, code)
-		assert.Equal(t, "overlap stream: --in /dev/zero is a character device, which need not end: give a file, or pipe as much as you mean through --in -\n", errOut)
+		assert.Equal(t, "overlap stream: --in /dev/zero is a character device, which need not end: give a file, or pipe as much as you mean through --in - (head -c SIZE /dev/zero | overlap ... --in -)\n", errOut)
 		assert.NoFileExists(t, filepath.Join(dir, "zero.f32"))
 	}
 }
